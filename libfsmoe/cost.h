@@ -1,0 +1,43 @@
+/* Implements: the α-β cost model (design.md §3) over a cluster profile.
+ *
+ * t(n) = alpha + beta·n for n > 0 and 0 for n <= 0 (nothing to move costs nothing). A
+ * collective on a group of size 1 is not run at all: callers pass size 1 and get a zero line.
+ * Where a profile lacks an entry, a few documented derivations stand in (listed in the note the
+ * lookup returns, which the planner copies into the plan):
+ *   - world tier missing -> inter tier (the inter-node link bounds an EP&ESP AllToAll);
+ *   - allreduce missing on a tier -> reducescatter + allgather on it (ring AllReduce = RS + AG);
+ *   - saa missing -> alltoall(world) + allgather(intra) run back to back (no overlap credit).
+ * Anything else missing is an error naming the profile, the op and the tier. */
+#ifndef FSMOE_COST_H
+#define FSMOE_COST_H
+
+#include <stddef.h>
+
+#include "cluster.h"
+#include "status.h"
+
+typedef struct {
+    double alpha_s;
+    double beta_s; /* per byte, or per MAC for gemm */
+    const fsmoe_cost_entry *entry; /* the measured entry (NULL for derived or zero lines) */
+} fsmoe_line;
+
+static inline double fsmoe_line_time(const fsmoe_line *l, double n)
+{
+    return n > 0.0 ? l->alpha_s + l->beta_s * n : 0.0;
+}
+
+/* A line that costs nothing (group of size 1). */
+fsmoe_line fsmoe_line_zero(void);
+
+/* Looks up (op, tier) in c, applying the derivations above. When a derivation was used and note
+ * is not NULL, appends a one-line explanation to note (size note_len, NUL-terminated). */
+fsmoe_status fsmoe_cost_line(const fsmoe_cluster *c, const char *cluster_path, fsmoe_op op,
+                             fsmoe_tier tier, fsmoe_line *out, char *note, size_t note_len,
+                             fsmoe_error *err);
+
+/* Time from the entry's measured points: piecewise-linear in n between points, the fitted line
+ * outside their range or when the entry has fewer than two points. */
+double fsmoe_entry_time_interp(const fsmoe_cost_entry *e, double n);
+
+#endif

@@ -1,0 +1,52 @@
+/* Implements: the model schema (models/<name>.yaml, design.md §11) and its loader.
+ * The loader validates everything it reads (see yaml_read.h for the message format). */
+#ifndef FSMOE_MODEL_H
+#define FSMOE_MODEL_H
+
+#include "parallel.h"
+#include "status.h"
+
+#define FSMOE_MODEL_VERSION 1
+
+typedef enum { FSMOE_EXPERT_GPT = 0, FSMOE_EXPERT_SWIGLU } fsmoe_expert_kind;
+
+typedef struct {
+    char name[64];
+    char source[256];
+    /* architecture */
+    long M;        /* hidden size */
+    long H;        /* expert (and dense FFN) hidden size */
+    long heads;
+    long kv_heads; /* = heads unless grouped-query attention */
+    long layers;   /* transformer blocks */
+    long vocab;
+    /* MoE */
+    long E;              /* experts per MoE layer; resolved to ep when experts_is_ep */
+    int experts_is_ep;   /* the file said `experts: ep` */
+    int k;               /* experts per token */
+    fsmoe_expert_kind expert;
+    int moe_every;       /* block b is MoE iff b >= moe_first && (b - moe_first) % moe_every == 0 */
+    int moe_first;
+    double f;            /* capacity factor; 0 = none (no dropping) */
+    char gate[24], order[16], dispatch[16];
+    /* training shape the plan is made for */
+    long B;              /* samples per GPU */
+    long L;              /* tokens per sample */
+    int bytes_per_element;
+    /* optional default layout; has_parallel = 0 when the file has none */
+    int has_parallel;
+    fsmoe_parallel parallel;
+} fsmoe_model;
+
+/* Loads and validates path. On failure err->msg names file:line:col, the field and what was
+ * expected; the status is FSMOE_ERR_IO, _PARSE, _SCHEMA or _VALUE. */
+fsmoe_status fsmoe_model_load(const char *path, fsmoe_model *out, fsmoe_error *err);
+
+/* Number of MoE blocks and whether block b is one. */
+int fsmoe_model_is_moe_block(const fsmoe_model *m, long b);
+long fsmoe_model_moe_count(const fsmoe_model *m);
+
+const char *fsmoe_expert_name(fsmoe_expert_kind k); /* "gpt", "swiglu" */
+int fsmoe_expert_gemms(fsmoe_expert_kind k);        /* 2 or 3 */
+
+#endif

@@ -1,0 +1,97 @@
+/* Implements: the plan (plans/<model>@<cluster>.yaml, design.md §9): its in-memory form, atomic
+ * YAML writer and validating reader. Owned by the planner; read by fsmoe-run later.
+ *
+ * A plan is deterministic: the same inputs give a byte-identical file (no timestamps; floats are
+ * written with the shortest representation that reads back to the same double). */
+#ifndef FSMOE_PLAN_H
+#define FSMOE_PLAN_H
+
+#include "model.h"
+#include "parallel.h"
+#include "status.h"
+
+#define FSMOE_PLAN_VERSION 1
+#define FSMOE_PLAN_MAX_OVERRIDES 16
+
+typedef enum { FSMOE_SCHED_BASELINE = 0, FSMOE_SCHED_S1, FSMOE_SCHED_S2 } fsmoe_schedule;
+typedef enum { FSMOE_A2A_BASE = 0, FSMOE_A2A_O1, FSMOE_A2A_O2, FSMOE_A2A_O3 } fsmoe_a2a_strategy;
+
+const char *fsmoe_schedule_name(fsmoe_schedule s);    /* "baseline", "S1", "S2" */
+const char *fsmoe_a2a_strategy_name(fsmoe_a2a_strategy s); /* "base", "O1", "O2", "O3" */
+
+/* One phase (forward or backward) of one MoE layer, FSMoE §4. */
+typedef struct {
+    int r;              /* pipeline degree (chunks) */
+    int binding_case;   /* 1..4: which f_i equals F(r) */
+    unsigned q;         /* bit i-1 set iff condition Qi holds at r (i = 1..7) */
+    double t_gar_s;     /* Gradient-AllReduce time placed inside the layer (0 forward) */
+    double predicted_s; /* F(r) */
+} fsmoe_phase_plan;
+
+typedef struct {
+    int index;          /* among MoE layers, 0-based, forward order */
+    int block;          /* transformer block it sits in */
+    /* Parm §6 */
+    fsmoe_schedule schedule;
+    double t_d1_s, t_d2_s;
+    /* MoNTA §7 */
+    fsmoe_a2a_strategy a2a;
+    int a2a_chunks;
+    double a2a_s[4];    /* predicted AllToAll time of base, O1, O2, O3 */
+    char a2a_algorithm[16];
+    /* FSMoE §4 */
+    fsmoe_phase_plan fwd, bwd;
+    /* FSMoE §5 for the generalised layer (this MoE layer + dense ops up to the next one) */
+    double dense_fwd_s, dense_bwd_s;
+    double olp_dense_s, olp_moe_s;     /* overlappable windows in backward */
+    double grad_bytes;                 /* gradients that become ready at its end */
+    double window_bytes;               /* all-reduced inside its windows by step 1 */
+    double step2_bytes;                /* assigned to its MoE layer by step 2 */
+    double carried_bytes;              /* not yet sent when it finishes */
+} fsmoe_layer_plan;
+
+typedef struct {
+    char flag[24];   /* without the leading "--" */
+    char value[64];
+} fsmoe_override;
+
+typedef struct {
+    double iteration_s, forward_s, backward_s, tail_s;
+    double deepspeed_s, tutel_s, tutel_improved_s, pipemoe_lina_s;
+} fsmoe_predicted;
+
+typedef struct {
+    /* provenance */
+    char model_path[512], model_sha256[65];
+    char cluster_path[512], cluster_sha256[65];
+    char planner_version[32];
+    char method[16];     /* auto | fsmoe | fsmoe-paper | parm | monta */
+    char decided_by[32]; /* the solver that chose r (e.g. "slsqp+integer", "algorithm1") */
+    int n_overrides;
+    fsmoe_override overrides[FSMOE_PLAN_MAX_OVERRIDES];
+    /* what the plan is for */
+    char model_name[64], cluster_name[64];
+    fsmoe_parallel parallel;
+    long B, L, M, H, E;
+    int k;
+    double f;            /* 0 = none */
+    fsmoe_expert_kind expert;
+    int bytes_per_element;
+    /* decisions */
+    int n_layers;
+    fsmoe_layer_plan *layers; /* owned */
+    double gradient_tail_bytes;
+    double prefix_grad_bytes; /* gradients of the ops before the first MoE layer (always tail) */
+    fsmoe_predicted predicted;
+    char notes[2048];    /* cost-model derivations used, one per line */
+} fsmoe_plan;
+
+void fsmoe_plan_free(fsmoe_plan *p); /* frees layers; safe on a zeroed plan */
+
+/* Writes p to path atomically (path.tmp.<pid>, fsync, rename). */
+fsmoe_status fsmoe_plan_write(const fsmoe_plan *p, const char *path, fsmoe_error *err);
+/* Writes to an open stream (used by the writer and for stdout). */
+fsmoe_status fsmoe_plan_emit(const fsmoe_plan *p, void *FILE_stream, fsmoe_error *err);
+fsmoe_status fsmoe_plan_load(const char *path, fsmoe_plan *out, fsmoe_error *err);
+
+#endif

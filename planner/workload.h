@@ -1,0 +1,68 @@
+/* Implements: what one MoE layer and the dense ops around it cost on a cluster (design.md §3–§5):
+ * the FSMoE workloads n_a2a, n_ag, n_rs, n_exp per GPU, the forward/backward pipeline problems,
+ * dense (attention, dense FFN) times, and gradient bytes per generalised layer.
+ *
+ * Dense costs are GEMM-only estimates from the same α-β model (element-wise ops are ignored)
+ * plus the tensor-parallel AllReduce of the attention output on the MP group. */
+#ifndef FSMOE_WORKLOAD_H
+#define FSMOE_WORKLOAD_H
+
+#include <stddef.h>
+
+#include "cluster.h"
+#include "cost.h"
+#include "model.h"
+#include "parallel.h"
+#include "pipeline_degree.h"
+
+/* The layer shape the planner needs (a model or one FSMoE Table 4 configuration). */
+typedef struct {
+    long B, L, M, H, heads, kv_heads, E, vocab;
+    int k;
+    double f;             /* 0 = none: planned as 1.0 (balanced routing, nothing dropped) */
+    fsmoe_expert_kind expert;
+    int bytes_per_element;
+} workload_shape;
+
+/* Cost lines for each logical collective under a layout (zero lines for groups of size 1). */
+typedef struct {
+    fsmoe_line a2a_ep;     /* Dispatch/Combine AllToAll on EP */
+    fsmoe_line ag_esp, rs_esp, ar_esp;
+    fsmoe_line ar_mp, ag_mp;
+    fsmoe_line a2a_ep_esp; /* Parm's EP&ESP AllToAll */
+    fsmoe_line saa;
+    fsmoe_line ar_dp;      /* Gradient-AllReduce */
+    fsmoe_line gemm, copy;
+    int have_copy;
+    char notes[1024];      /* derivations used (cost.h) */
+} workload_lines;
+
+fsmoe_status workload_lines_init(const fsmoe_cluster *c, const char *cluster_path,
+                                 const fsmoe_parallel *par, workload_lines *out, fsmoe_error *err);
+
+typedef struct {
+    double n_a2a, n_ag, n_rs, n_exp; /* bytes, bytes, bytes, MACs per GPU per MoE layer */
+    double tokens_per_expert;        /* T = k·f·B·L/E (per GPU) */
+    int r_max;
+    pipeline_problem fwd, bwd;       /* bwd.t_gar left 0: the caller sets it */
+    double attn_fwd_s, attn_bwd_s;   /* one attention block incl. its MP AllReduce */
+    double ffn_fwd_s, ffn_bwd_s;     /* one dense (non-MoE) FFN block */
+    double attn_grad_bytes;          /* dense gradients of one block's attention + norms, per GPU */
+    double ffn_grad_bytes;           /* one dense FFN block's gradients, per GPU */
+    double expert_grad_bytes;        /* expert gradients needing AllReduce (0 unless replicated) */
+    double embed_grad_bytes, head_grad_bytes;
+} workload_layer;
+
+void workload_shape_from_model(const fsmoe_model *m, workload_shape *out);
+
+/* Fills everything above for one MoE layer of `s` under `par`. */
+void workload_layer_init(const workload_shape *s, const fsmoe_parallel *par,
+                         const workload_lines *w, workload_layer *out);
+
+/* The pipeline-degree upper bound: each chunk keeps ≥ 1 token per expert and ≥ min_chunk_bytes
+ * of AllToAll payload, and never more than PIPELINE_R_CAP chunks. */
+#define WORKLOAD_MIN_CHUNK_BYTES 65536.0
+#define PIPELINE_R_CAP 64
+int workload_r_max(double tokens_per_expert, double n_a2a);
+
+#endif

@@ -1,0 +1,2 @@
+/* bench not written yet */
+int main(void) { return 0; }

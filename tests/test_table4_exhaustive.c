@@ -1,0 +1,2 @@
+/* test not written yet */
+int main(void) { return 77; }
