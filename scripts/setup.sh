@@ -3,7 +3,7 @@
 # Needs root (or sudo). Skips the package manager when everything is already present.
 set -euo pipefail
 
-pkgs=(meson ninja-build pkg-config gcc libgsl-dev libnlopt-dev libyaml-dev libcmocka-dev
+pkgs=(meson ninja-build pkg-config gcc libgsl-dev libnlopt-dev libyaml-dev libcmocka-dev iproute2
       libopenblas-dev libopenmpi-dev openmpi-bin)
 
 missing=()
