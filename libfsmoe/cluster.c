@@ -1,2 +1,237 @@
-/* being written */
-#include "status.h"
+/* Implements: the cluster profile schema (clusters/<name>.yaml, design.md §3: α-β lines per
+ * operation and tier, r², optional measured points as in MoNTA's efficiency curves) and its
+ * validating loader.
+ *
+ * Relies on yaml_read.h for messages. Every entry must carry its r²: a line without a quality
+ * figure cannot be trusted by the planner, and entries not measured must say in `derived:`
+ * how they were obtained. GEMM lines are per multiply-accumulate (beta_s_per_mac), all other
+ * lines per byte (beta_s_per_byte); the wrong key for the op is an error, not a silent default. */
+#include "cluster.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "yaml_read.h"
+
+static const char *const op_names[FSMOE_OP_COUNT] = {
+    "alltoall", "allgather", "reducescatter", "allreduce", "saa", "gemm", "copy"};
+
+static const fsmoe_yaml_enum op_table[] = {
+    {"alltoall", FSMOE_OP_ALLTOALL},   {"allgather", FSMOE_OP_ALLGATHER},
+    {"reducescatter", FSMOE_OP_REDUCESCATTER}, {"allreduce", FSMOE_OP_ALLREDUCE},
+    {"saa", FSMOE_OP_SAA},             {"gemm", FSMOE_OP_GEMM},
+    {"copy", FSMOE_OP_COPY},           {NULL, 0}};
+
+static const fsmoe_yaml_enum tier_table[] = {{"intra", FSMOE_TIER_INTRA},
+                                             {"inter", FSMOE_TIER_INTER},
+                                             {"world", FSMOE_TIER_WORLD},
+                                             {"local", FSMOE_TIER_LOCAL},
+                                             {NULL, 0}};
+
+static const char *const top_keys[] = {"fsmoe_cluster", "name",         "source", "device",
+                                       "nodes",         "gpus_per_node", "r2_threshold",
+                                       "notes",         "ops",          NULL};
+static const char *const entry_keys[] = {"op",    "tier",    "ranks",  "alpha_s",
+                                         "beta_s_per_byte", "beta_s_per_mac", "r2",
+                                         "derived", "points", NULL};
+
+const char *fsmoe_op_name(fsmoe_op op)
+{
+    return (unsigned)op < FSMOE_OP_COUNT ? op_names[op] : "?";
+}
+
+int fsmoe_op_from_name(const char *s)
+{
+    for (int i = 0; i < FSMOE_OP_COUNT; i++)
+        if (strcmp(s, op_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+void fsmoe_cluster_free(fsmoe_cluster *c)
+{
+    if (!c)
+        return;
+    for (int o = 0; o < FSMOE_OP_COUNT; o++)
+        for (int t = 0; t < FSMOE_TIER_COUNT; t++) {
+            free(c->ops[o][t].points);
+            c->ops[o][t].points = NULL;
+            c->ops[o][t].n_points = 0;
+        }
+}
+
+static int op_is_local(int op)
+{
+    return op == FSMOE_OP_GEMM || op == FSMOE_OP_COPY;
+}
+
+static fsmoe_status load_points(const fsmoe_ynode *seq, fsmoe_cost_entry *e, fsmoe_error *err)
+{
+    int n = fsmoe_yaml_seq_len(seq);
+    if (n < 2)
+        return fsmoe_yaml_fail(seq, err, FSMOE_ERR_VALUE,
+                               "%d point%s (expected at least 2 [bytes, seconds] pairs, or no "
+                               "`points` key)",
+                               n, n == 1 ? "" : "s");
+    e->points = calloc((size_t)n, sizeof *e->points);
+    if (!e->points)
+        return fsmoe_yaml_fail(seq, err, FSMOE_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < n; i++) {
+        fsmoe_ynode item, x;
+        fsmoe_status st;
+        if ((st = fsmoe_yaml_seq_item(seq, i, &item, err)))
+            return st;
+        if (!fsmoe_yaml_is_sequence(&item) || fsmoe_yaml_seq_len(&item) != 2)
+            return fsmoe_yaml_fail(&item, err, FSMOE_ERR_SCHEMA,
+                                   "expected a pair [bytes, seconds]");
+        if ((st = fsmoe_yaml_seq_item(&item, 0, &x, err)) ||
+            (st = fsmoe_yaml_node_double(&x, 0.0, HUGE_VAL, &e->points[i].n, err)) ||
+            (st = fsmoe_yaml_seq_item(&item, 1, &x, err)) ||
+            (st = fsmoe_yaml_node_double(&x, 0.0, HUGE_VAL, &e->points[i].seconds, err)))
+            return st;
+        if (i > 0 && !(e->points[i].n > e->points[i - 1].n))
+            return fsmoe_yaml_fail(&item, err, FSMOE_ERR_VALUE,
+                                   "size %g after %g: points are not sorted (expected strictly "
+                                   "ascending sizes)",
+                                   e->points[i].n, e->points[i - 1].n);
+        e->n_points = i + 1;
+    }
+    return FSMOE_OK;
+}
+
+static fsmoe_status load_entry(const fsmoe_ynode *en, fsmoe_cluster *c, fsmoe_error *err)
+{
+    fsmoe_status st;
+    int op, tier;
+    fsmoe_ynode tn, rn;
+    if ((st = fsmoe_yaml_node_expect_mapping(en, err)) ||
+        (st = fsmoe_yaml_check_keys(en, entry_keys, err)) ||
+        (st = fsmoe_yaml_enum_get(en, "op", FSMOE_REQUIRED, op_table, &op, err)) ||
+        (st = fsmoe_yaml_get(en, "tier", FSMOE_REQUIRED, &tn, err)) ||
+        (st = fsmoe_yaml_node_enum(&tn, tier_table, &tier, err)))
+        return st;
+    if (op_is_local(op) != (tier == FSMOE_TIER_LOCAL))
+        return fsmoe_yaml_fail(&tn, err, FSMOE_ERR_VALUE,
+                               op_is_local(op)
+                                   ? "tier %s is not valid for %s (expected local: it runs on one "
+                                     "device)"
+                                   : "tier %s is not valid for %s (expected intra, inter or "
+                                     "world: a collective spans several devices)",
+                               fsmoe_tier_name((fsmoe_tier)tier), fsmoe_op_name((fsmoe_op)op));
+    fsmoe_cost_entry *e = &c->ops[op][tier];
+    if (e->present)
+        return fsmoe_yaml_fail(en, err, FSMOE_ERR_VALUE,
+                               "second entry for %s on tier %s (first at line %d; expected one "
+                               "entry per op and tier)",
+                               fsmoe_op_name((fsmoe_op)op), fsmoe_tier_name((fsmoe_tier)tier),
+                               e->line);
+    memset(e, 0, sizeof *e);
+    e->line = en->line;
+    e->ranks = 1;
+    int world = c->nodes * c->gpus_per_node;
+    if (op_is_local(op)) {
+        if ((st = fsmoe_yaml_int(en, "ranks", FSMOE_OPTIONAL, 1, 1, &e->ranks, err)))
+            return st;
+    } else {
+        if ((st = fsmoe_yaml_get(en, "ranks", FSMOE_REQUIRED, &rn, err)) ||
+            (st = fsmoe_yaml_int(en, "ranks", FSMOE_REQUIRED, 1, world, &e->ranks, err)))
+            return st;
+        int most = tier == FSMOE_TIER_INTRA ? c->gpus_per_node
+                   : tier == FSMOE_TIER_INTER ? c->nodes
+                                              : world;
+        if (e->ranks > most)
+            return fsmoe_yaml_fail(&rn, err, FSMOE_ERR_VALUE,
+                                   "%d ranks on tier %s (expected at most %d: %s)", e->ranks,
+                                   fsmoe_tier_name((fsmoe_tier)tier), most,
+                                   tier == FSMOE_TIER_INTRA ? "gpus_per_node"
+                                                            : "one rank per node");
+    }
+    const char *beta_key = op == FSMOE_OP_GEMM ? "beta_s_per_mac" : "beta_s_per_byte";
+    const char *wrong_key = op == FSMOE_OP_GEMM ? "beta_s_per_byte" : "beta_s_per_mac";
+    if (fsmoe_yaml_has(en, wrong_key)) {
+        fsmoe_ynode wn;
+        fsmoe_yaml_get(en, wrong_key, FSMOE_REQUIRED, &wn, NULL);
+        return fsmoe_yaml_fail(&wn, err, FSMOE_ERR_SCHEMA,
+                               "not valid for %s (expected %s: %s)", fsmoe_op_name((fsmoe_op)op),
+                               beta_key,
+                               op == FSMOE_OP_GEMM
+                                   ? "a GEMM line is seconds per multiply-accumulate"
+                                   : "a transfer line is seconds per byte");
+    }
+    if ((st = fsmoe_yaml_double(en, "alpha_s", FSMOE_REQUIRED, 0.0, HUGE_VAL, &e->alpha_s, err)) ||
+        (st = fsmoe_yaml_double(en, beta_key, FSMOE_REQUIRED, 0.0, HUGE_VAL, &e->beta_s, err)) ||
+        (st = fsmoe_yaml_double(en, "r2", FSMOE_REQUIRED, 0.0, 1.0, &e->r2, err)) ||
+        (st = fsmoe_yaml_string(en, "derived", FSMOE_OPTIONAL, e->derived, sizeof e->derived,
+                                err)))
+        return st;
+    if (fsmoe_yaml_has(en, "derived") && e->derived[0] == '\0') {
+        fsmoe_ynode dn;
+        fsmoe_yaml_get(en, "derived", FSMOE_REQUIRED, &dn, NULL);
+        return fsmoe_yaml_fail(&dn, err, FSMOE_ERR_VALUE,
+                               "empty (expected how the entry was obtained)");
+    }
+    e->low_r2 = e->r2 < c->r2_threshold;
+    fsmoe_ynode pts;
+    if ((st = fsmoe_yaml_sequence(en, "points", FSMOE_OPTIONAL, &pts, err)))
+        return st;
+    if (pts.node && (st = load_points(&pts, e, err)))
+        return st;
+    e->present = 1;
+    return FSMOE_OK;
+}
+
+static fsmoe_status load_doc(fsmoe_yaml *y, fsmoe_cluster *c, fsmoe_error *err)
+{
+    fsmoe_ynode root, ops, en;
+    fsmoe_status st;
+    if ((st = fsmoe_yaml_root(y, &root, err)) ||
+        (st = fsmoe_yaml_check_version(&root, "fsmoe_cluster", FSMOE_CLUSTER_VERSION, err)) ||
+        (st = fsmoe_yaml_check_keys(&root, top_keys, err)) ||
+        (st = fsmoe_yaml_string(&root, "name", FSMOE_REQUIRED, c->name, sizeof c->name, err)) ||
+        (st = fsmoe_yaml_string(&root, "source", FSMOE_REQUIRED, c->source, sizeof c->source,
+                                err)) ||
+        (st = fsmoe_yaml_string(&root, "device", FSMOE_OPTIONAL, c->device, sizeof c->device,
+                                err)) ||
+        (st = fsmoe_yaml_int(&root, "nodes", FSMOE_REQUIRED, 1, 1 << 20, &c->nodes, err)) ||
+        (st = fsmoe_yaml_int(&root, "gpus_per_node", FSMOE_REQUIRED, 1, 1 << 12,
+                             &c->gpus_per_node, err)))
+        return st;
+    c->r2_threshold = 0.99;
+    if ((st = fsmoe_yaml_double(&root, "r2_threshold", FSMOE_OPTIONAL, 0.0, 1.0, &c->r2_threshold,
+                                err)))
+        return st;
+    if (fsmoe_yaml_has(&root, "notes")) {
+        fsmoe_ynode nn;
+        if ((st = fsmoe_yaml_get(&root, "notes", FSMOE_REQUIRED, &nn, err)))
+            return st;
+        if (!fsmoe_yaml_is_scalar(&nn))
+            return fsmoe_yaml_fail(&nn, err, FSMOE_ERR_SCHEMA, "expected a string");
+    }
+    if ((st = fsmoe_yaml_sequence(&root, "ops", FSMOE_REQUIRED, &ops, err)))
+        return st;
+    int n = fsmoe_yaml_seq_len(&ops);
+    if (n == 0)
+        return fsmoe_yaml_fail(&ops, err, FSMOE_ERR_VALUE,
+                               "no entries (expected at least one op entry)");
+    for (int i = 0; i < n; i++) {
+        if ((st = fsmoe_yaml_seq_item(&ops, i, &en, err)) || (st = load_entry(&en, c, err)))
+            return st;
+    }
+    return FSMOE_OK;
+}
+
+fsmoe_status fsmoe_cluster_load(const char *path, fsmoe_cluster *out, fsmoe_error *err)
+{
+    fsmoe_yaml y;
+    memset(out, 0, sizeof *out);
+    fsmoe_status st = fsmoe_yaml_open(&y, path, err);
+    if (st)
+        return st;
+    st = load_doc(&y, out, err);
+    fsmoe_yaml_close(&y);
+    if (st)
+        fsmoe_cluster_free(out);
+    return st;
+}

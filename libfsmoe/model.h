@@ -42,6 +42,13 @@ typedef struct {
  * expected; the status is FSMOE_ERR_IO, _PARSE, _SCHEMA or _VALUE. */
 fsmoe_status fsmoe_model_load(const char *path, fsmoe_model *out, fsmoe_error *err);
 
+/* Applies a resolved layout p (the model's own, the cluster's common one or command-line
+ * overrides): checks p with fsmoe_parallel_validate (E divisible by ep unless `experts: ep`),
+ * sets E = ep when experts_is_ep, and checks top_k <= E and capacity k·f·B·L/E >= 1 token.
+ * `where` prefixes messages (e.g. "command line"). Call it after any override of B, L, f. */
+fsmoe_status fsmoe_model_resolve(fsmoe_model *m, const fsmoe_parallel *p, const char *where,
+                                 fsmoe_error *err);
+
 /* Number of MoE blocks and whether block b is one. */
 int fsmoe_model_is_moe_block(const fsmoe_model *m, long b);
 long fsmoe_model_moe_count(const fsmoe_model *m);

@@ -1,2 +1,623 @@
-/* being written */
-#include "status.h"
+/* Implements: the plan file (design.md §9) — its YAML schema, the deterministic atomic writer and
+ * the validating reader. Relies on yaml_write.h (output) and yaml_read.h (input, messages with
+ * file:line:col).
+ *
+ * Schema, version 1 (the implementation owns it; design.md §9 is the sketch):
+ *   fsmoe_plan: 1
+ *   provenance: {model, model_sha256, cluster, cluster_sha256, planner_version, method,
+ *                decided_by, overrides: [{flag, value}, ...]}          (block mapping)
+ *   model: {name, M, H, E, k, expert, capacity_factor (number | none), batch, seq,
+ *           bytes_per_element}                                          (block mapping)
+ *   cluster: {name}
+ *   parallel: {world, gpus_per_node, dp, mp, ep, esp, pp}
+ *   layers: - index, block, schedule, t_d1_s, t_d2_s,
+ *             a2a {strategy, chunks, algorithm, base_s, o1_s, o2_s, o3_s},
+ *             forward/backward {r, case, q: [Q1, ...], t_gar_s, predicted_s},
+ *             dense {fwd_s, bwd_s}, overlap {dense_s, moe_s},
+ *             gradients {bytes, in_window_bytes, step2_bytes, carried_bytes}
+ *   gradient_tail_bytes, prefix_grad_bytes
+ *   predicted: {iteration_s, forward_s, backward_s, tail_s,
+ *               baselines {deepspeed, tutel, tutel_improved, pipemoe_lina}}
+ *   notes: [line, ...]   (plan->notes split on newlines; empty lines dropped)
+ * There is deliberately no timestamp: the same inputs must give a byte-identical file. */
+#include "plan.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "yaml_read.h"
+#include "yaml_write.h"
+
+const char *fsmoe_schedule_name(fsmoe_schedule s)
+{
+    switch (s) {
+    case FSMOE_SCHED_BASELINE: return "baseline";
+    case FSMOE_SCHED_S1: return "S1";
+    case FSMOE_SCHED_S2: return "S2";
+    }
+    return "?";
+}
+
+const char *fsmoe_a2a_strategy_name(fsmoe_a2a_strategy s)
+{
+    switch (s) {
+    case FSMOE_A2A_BASE: return "base";
+    case FSMOE_A2A_O1: return "O1";
+    case FSMOE_A2A_O2: return "O2";
+    case FSMOE_A2A_O3: return "O3";
+    }
+    return "?";
+}
+
+void fsmoe_plan_free(fsmoe_plan *p)
+{
+    if (!p)
+        return;
+    free(p->layers);
+    p->layers = NULL;
+    p->n_layers = 0;
+}
+
+/* ---- writing ---------------------------------------------------------------------------- */
+
+/* Appends s to the comment line, single-quoted for a POSIX shell when it holds anything but
+ * harmless characters, so the regenerate command can be pasted as is. */
+static void plan_shell_word(char *buf, size_t len, const char *s)
+{
+    size_t used = strlen(buf);
+    int plain = s[0] != '\0';
+    for (const char *p = s; *p; p++)
+        if (!(('a' <= *p && *p <= 'z') || ('A' <= *p && *p <= 'Z') || ('0' <= *p && *p <= '9') ||
+              strchr("@%_+=:,./-", *p)))
+            plain = 0;
+    if (plain) {
+        snprintf(buf + used, len - used, " %s", s);
+        return;
+    }
+    snprintf(buf + used, len - used, " '");
+    for (const char *p = s; *p; p++) {
+        used = strlen(buf);
+        if (*p == '\'')
+            snprintf(buf + used, len - used, "'\\''");
+        else
+            snprintf(buf + used, len - used, "%c", *p);
+    }
+    used = strlen(buf);
+    snprintf(buf + used, len - used, "'");
+}
+
+static void plan_emit_phase(fsmoe_yaml_writer *w, const char *key, const fsmoe_phase_plan *ph)
+{
+    static const char *const qnames[7] = {"Q1", "Q2", "Q3", "Q4", "Q5", "Q6", "Q7"};
+    const char *held[7];
+    int n = 0;
+    for (int i = 0; i < 7; i++)
+        if (ph->q & (1u << i))
+            held[n++] = qnames[i];
+    fsmoe_yw_flow_begin(w, 4, key);
+    fsmoe_yw_long(w, 0, "r", ph->r);
+    fsmoe_yw_long(w, 0, "case", ph->binding_case);
+    fsmoe_yw_flow_strings(w, 0, "q", held, n);
+    fsmoe_yw_double(w, 0, "t_gar_s", ph->t_gar_s);
+    fsmoe_yw_double(w, 0, "predicted_s", ph->predicted_s);
+    fsmoe_yw_flow_end(w);
+}
+
+static void plan_emit_layer(fsmoe_yaml_writer *w, const fsmoe_layer_plan *l)
+{
+    fsmoe_yw_item(w);
+    fsmoe_yw_long(w, 2, "index", l->index);
+    fsmoe_yw_long(w, 4, "block", l->block);
+    fsmoe_yw_str(w, 4, "schedule", fsmoe_schedule_name(l->schedule));
+    fsmoe_yw_double(w, 4, "t_d1_s", l->t_d1_s);
+    fsmoe_yw_double(w, 4, "t_d2_s", l->t_d2_s);
+    fsmoe_yw_flow_begin(w, 4, "a2a");
+    fsmoe_yw_str(w, 0, "strategy", fsmoe_a2a_strategy_name(l->a2a));
+    fsmoe_yw_long(w, 0, "chunks", l->a2a_chunks);
+    fsmoe_yw_str(w, 0, "algorithm", l->a2a_algorithm);
+    fsmoe_yw_double(w, 0, "base_s", l->a2a_s[0]);
+    fsmoe_yw_double(w, 0, "o1_s", l->a2a_s[1]);
+    fsmoe_yw_double(w, 0, "o2_s", l->a2a_s[2]);
+    fsmoe_yw_double(w, 0, "o3_s", l->a2a_s[3]);
+    fsmoe_yw_flow_end(w);
+    plan_emit_phase(w, "forward", &l->fwd);
+    plan_emit_phase(w, "backward", &l->bwd);
+    fsmoe_yw_flow_begin(w, 4, "dense");
+    fsmoe_yw_double(w, 0, "fwd_s", l->dense_fwd_s);
+    fsmoe_yw_double(w, 0, "bwd_s", l->dense_bwd_s);
+    fsmoe_yw_flow_end(w);
+    fsmoe_yw_flow_begin(w, 4, "overlap");
+    fsmoe_yw_double(w, 0, "dense_s", l->olp_dense_s);
+    fsmoe_yw_double(w, 0, "moe_s", l->olp_moe_s);
+    fsmoe_yw_flow_end(w);
+    fsmoe_yw_flow_begin(w, 4, "gradients");
+    fsmoe_yw_double(w, 0, "bytes", l->grad_bytes);
+    fsmoe_yw_double(w, 0, "in_window_bytes", l->window_bytes);
+    fsmoe_yw_double(w, 0, "step2_bytes", l->step2_bytes);
+    fsmoe_yw_double(w, 0, "carried_bytes", l->carried_bytes);
+    fsmoe_yw_flow_end(w);
+}
+
+fsmoe_status fsmoe_plan_emit(const fsmoe_plan *p, void *FILE_stream, fsmoe_error *err)
+{
+    FILE *f = FILE_stream;
+    fsmoe_yaml_writer w;
+    fsmoe_yw_init(&w, f);
+
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "generated by fsmoe-plan %s; regenerate with: fsmoe-plan --model",
+             p->planner_version);
+    plan_shell_word(cmd, sizeof cmd, p->model_path);
+    snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " --cluster");
+    plan_shell_word(cmd, sizeof cmd, p->cluster_path);
+    if (p->method[0] && strcmp(p->method, "auto") != 0) {
+        snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " --method");
+        plan_shell_word(cmd, sizeof cmd, p->method);
+    }
+    for (int i = 0; i < p->n_overrides; i++) {
+        snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), " --%s", p->overrides[i].flag);
+        plan_shell_word(cmd, sizeof cmd, p->overrides[i].value);
+    }
+    fsmoe_yw_comment(&w, cmd);
+    fsmoe_yw_long(&w, 0, "fsmoe_plan", FSMOE_PLAN_VERSION);
+
+    fsmoe_yw_block(&w, 0, "provenance");
+    fsmoe_yw_str(&w, 2, "model", p->model_path);
+    fsmoe_yw_str(&w, 2, "model_sha256", p->model_sha256);
+    fsmoe_yw_str(&w, 2, "cluster", p->cluster_path);
+    fsmoe_yw_str(&w, 2, "cluster_sha256", p->cluster_sha256);
+    fsmoe_yw_str(&w, 2, "planner_version", p->planner_version);
+    fsmoe_yw_str(&w, 2, "method", p->method);
+    fsmoe_yw_str(&w, 2, "decided_by", p->decided_by);
+    if (p->n_overrides == 0) {
+        fsmoe_yw_raw(&w, 2, "overrides", "[]");
+    } else {
+        fsmoe_yw_block(&w, 2, "overrides");
+        for (int i = 0; i < p->n_overrides; i++) {
+            fsmoe_yw_flow_begin(&w, 4, NULL);
+            fsmoe_yw_str(&w, 0, "flag", p->overrides[i].flag);
+            fsmoe_yw_str(&w, 0, "value", p->overrides[i].value);
+            fsmoe_yw_flow_end(&w);
+        }
+    }
+
+    fsmoe_yw_block(&w, 0, "model");
+    fsmoe_yw_str(&w, 2, "name", p->model_name);
+    fsmoe_yw_long(&w, 2, "M", p->M);
+    fsmoe_yw_long(&w, 2, "H", p->H);
+    fsmoe_yw_long(&w, 2, "E", p->E);
+    fsmoe_yw_long(&w, 2, "k", p->k);
+    fsmoe_yw_str(&w, 2, "expert", p->expert == FSMOE_EXPERT_SWIGLU ? "swiglu" : "gpt");
+    if (p->f == 0)
+        fsmoe_yw_raw(&w, 2, "capacity_factor", "none");
+    else
+        fsmoe_yw_double(&w, 2, "capacity_factor", p->f);
+    fsmoe_yw_long(&w, 2, "batch", p->B);
+    fsmoe_yw_long(&w, 2, "seq", p->L);
+    fsmoe_yw_long(&w, 2, "bytes_per_element", p->bytes_per_element);
+
+    fsmoe_yw_flow_begin(&w, 0, "cluster");
+    fsmoe_yw_str(&w, 0, "name", p->cluster_name);
+    fsmoe_yw_flow_end(&w);
+
+    const fsmoe_parallel *par = &p->parallel;
+    fsmoe_yw_flow_begin(&w, 0, "parallel");
+    fsmoe_yw_long(&w, 0, "world", par->world);
+    fsmoe_yw_long(&w, 0, "gpus_per_node", par->gpus_per_node);
+    fsmoe_yw_long(&w, 0, "dp", par->dp);
+    fsmoe_yw_long(&w, 0, "mp", par->mp);
+    fsmoe_yw_long(&w, 0, "ep", par->ep);
+    fsmoe_yw_long(&w, 0, "esp", par->esp);
+    fsmoe_yw_long(&w, 0, "pp", par->pp);
+    fsmoe_yw_flow_end(&w);
+
+    if (p->n_layers == 0) {
+        fsmoe_yw_raw(&w, 0, "layers", "[]");
+    } else {
+        fsmoe_yw_block(&w, 0, "layers");
+        for (int i = 0; i < p->n_layers; i++)
+            plan_emit_layer(&w, &p->layers[i]);
+    }
+    fsmoe_yw_double(&w, 0, "gradient_tail_bytes", p->gradient_tail_bytes);
+    fsmoe_yw_double(&w, 0, "prefix_grad_bytes", p->prefix_grad_bytes);
+
+    const fsmoe_predicted *pr = &p->predicted;
+    fsmoe_yw_block(&w, 0, "predicted");
+    fsmoe_yw_double(&w, 2, "iteration_s", pr->iteration_s);
+    fsmoe_yw_double(&w, 2, "forward_s", pr->forward_s);
+    fsmoe_yw_double(&w, 2, "backward_s", pr->backward_s);
+    fsmoe_yw_double(&w, 2, "tail_s", pr->tail_s);
+    fsmoe_yw_flow_begin(&w, 2, "baselines");
+    fsmoe_yw_double(&w, 0, "deepspeed", pr->deepspeed_s);
+    fsmoe_yw_double(&w, 0, "tutel", pr->tutel_s);
+    fsmoe_yw_double(&w, 0, "tutel_improved", pr->tutel_improved_s);
+    fsmoe_yw_double(&w, 0, "pipemoe_lina", pr->pipemoe_lina_s);
+    fsmoe_yw_flow_end(&w);
+
+    /* Notes, one per line of plan->notes. */
+    char line[sizeof p->notes];
+    int n_notes = 0;
+    for (const char *s = p->notes; *s;) {
+        const char *nl = strchr(s, '\n');
+        size_t len = nl ? (size_t)(nl - s) : strlen(s);
+        if (len > 0) {
+            if (n_notes++ == 0)
+                fsmoe_yw_block(&w, 0, "notes");
+            memcpy(line, s, len);
+            line[len] = '\0';
+            fsmoe_yw_seq_str(&w, 2, line);
+        }
+        s += len + (nl ? 1 : 0);
+    }
+    if (n_notes == 0)
+        fsmoe_yw_raw(&w, 0, "notes", "[]");
+
+    if (!w.error && ferror(f))
+        w.error = EIO;
+    if (w.error)
+        return fsmoe_fail(err, FSMOE_ERR_IO, "writing the plan failed: %s", strerror(w.error));
+    return FSMOE_OK;
+}
+
+fsmoe_status fsmoe_plan_write(const fsmoe_plan *p, const char *path, fsmoe_error *err)
+{
+    /* Temp name in the same directory so that rename() is atomic (same file system). */
+    char tmp[4096];
+    int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    if (n < 0 || (size_t)n >= sizeof tmp)
+        return fsmoe_fail(err, FSMOE_ERR_IO, "%s: path too long", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return fsmoe_fail(err, FSMOE_ERR_IO, "%s: cannot create %s: %s", path, tmp,
+                          strerror(errno));
+    fsmoe_status st = fsmoe_plan_emit(p, f, err);
+    if (st != FSMOE_OK)
+        goto fail;
+    if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
+        st = fsmoe_fail(err, FSMOE_ERR_IO, "%s: cannot write %s: %s", path, tmp, strerror(errno));
+        goto fail;
+    }
+    int rc = fclose(f);
+    f = NULL;
+    if (rc != 0) {
+        st = fsmoe_fail(err, FSMOE_ERR_IO, "%s: cannot close %s: %s", path, tmp, strerror(errno));
+        goto fail;
+    }
+    if (rename(tmp, path) != 0) {
+        st = fsmoe_fail(err, FSMOE_ERR_IO, "%s: cannot rename %s to it: %s", path, tmp,
+                        strerror(errno));
+        goto fail;
+    }
+    return FSMOE_OK;
+fail:
+    if (f)
+        fclose(f);
+    remove(tmp);
+    return st;
+}
+
+/* ---- reading ---------------------------------------------------------------------------- */
+
+#define PLAN_BIG 1e30 /* upper bound for times and bytes: finite, far beyond anything real */
+
+static const fsmoe_yaml_enum plan_sched_table[] = {
+    {"baseline", FSMOE_SCHED_BASELINE}, {"S1", FSMOE_SCHED_S1}, {"S2", FSMOE_SCHED_S2}, {NULL, 0}};
+static const fsmoe_yaml_enum plan_a2a_table[] = {{"base", FSMOE_A2A_BASE},
+                                                 {"O1", FSMOE_A2A_O1},
+                                                 {"O2", FSMOE_A2A_O2},
+                                                 {"O3", FSMOE_A2A_O3},
+                                                 {NULL, 0}};
+static const fsmoe_yaml_enum plan_expert_table[] = {
+    {"gpt", FSMOE_EXPERT_GPT}, {"swiglu", FSMOE_EXPERT_SWIGLU}, {NULL, 0}};
+static const fsmoe_yaml_enum plan_q_table[] = {{"Q1", 1}, {"Q2", 2}, {"Q3", 3}, {"Q4", 4},
+                                               {"Q5", 5}, {"Q6", 6}, {"Q7", 7}, {NULL, 0}};
+
+static fsmoe_status plan_read_provenance(const fsmoe_ynode *root, fsmoe_plan *p, fsmoe_error *err)
+{
+    static const char *const keys[] = {"model",  "model_sha256", "cluster",    "cluster_sha256",
+                                       "planner_version", "method", "decided_by", "overrides",
+                                       NULL};
+    static const char *const okeys[] = {"flag", "value", NULL};
+    fsmoe_ynode prov, ovr, item;
+    fsmoe_status st;
+    if ((st = fsmoe_yaml_mapping(root, "provenance", FSMOE_REQUIRED, &prov, err)) ||
+        (st = fsmoe_yaml_check_keys(&prov, keys, err)) ||
+        (st = fsmoe_yaml_string(&prov, "model", FSMOE_REQUIRED, p->model_path,
+                                sizeof p->model_path, err)) ||
+        (st = fsmoe_yaml_string(&prov, "model_sha256", FSMOE_REQUIRED, p->model_sha256,
+                                sizeof p->model_sha256, err)) ||
+        (st = fsmoe_yaml_string(&prov, "cluster", FSMOE_REQUIRED, p->cluster_path,
+                                sizeof p->cluster_path, err)) ||
+        (st = fsmoe_yaml_string(&prov, "cluster_sha256", FSMOE_REQUIRED, p->cluster_sha256,
+                                sizeof p->cluster_sha256, err)) ||
+        (st = fsmoe_yaml_string(&prov, "planner_version", FSMOE_REQUIRED, p->planner_version,
+                                sizeof p->planner_version, err)) ||
+        (st = fsmoe_yaml_string(&prov, "method", FSMOE_REQUIRED, p->method, sizeof p->method,
+                                err)) ||
+        (st = fsmoe_yaml_string(&prov, "decided_by", FSMOE_REQUIRED, p->decided_by,
+                                sizeof p->decided_by, err)) ||
+        (st = fsmoe_yaml_sequence(&prov, "overrides", FSMOE_REQUIRED, &ovr, err)))
+        return st;
+    int n = fsmoe_yaml_seq_len(&ovr);
+    if (n > FSMOE_PLAN_MAX_OVERRIDES)
+        return fsmoe_yaml_fail(&ovr, err, FSMOE_ERR_VALUE, "%d overrides (at most %d)", n,
+                               FSMOE_PLAN_MAX_OVERRIDES);
+    for (int i = 0; i < n; i++) {
+        if ((st = fsmoe_yaml_seq_item(&ovr, i, &item, err)) ||
+            (st = fsmoe_yaml_node_expect_mapping(&item, err)) ||
+            (st = fsmoe_yaml_check_keys(&item, okeys, err)) ||
+            (st = fsmoe_yaml_string(&item, "flag", FSMOE_REQUIRED, p->overrides[i].flag,
+                                    sizeof p->overrides[i].flag, err)) ||
+            (st = fsmoe_yaml_string(&item, "value", FSMOE_REQUIRED, p->overrides[i].value,
+                                    sizeof p->overrides[i].value, err)))
+            return st;
+    }
+    p->n_overrides = n;
+    return FSMOE_OK;
+}
+
+static fsmoe_status plan_read_model(const fsmoe_ynode *root, fsmoe_plan *p, fsmoe_error *err)
+{
+    static const char *const keys[] = {"name", "M", "H", "E", "k", "expert", "capacity_factor",
+                                       "batch", "seq", "bytes_per_element", NULL};
+    fsmoe_ynode m, cf;
+    fsmoe_status st;
+    int expert = 0;
+    if ((st = fsmoe_yaml_mapping(root, "model", FSMOE_REQUIRED, &m, err)) ||
+        (st = fsmoe_yaml_check_keys(&m, keys, err)) ||
+        (st = fsmoe_yaml_string(&m, "name", FSMOE_REQUIRED, p->model_name, sizeof p->model_name,
+                                err)) ||
+        (st = fsmoe_yaml_long(&m, "M", FSMOE_REQUIRED, 1, 1L << 30, &p->M, err)) ||
+        (st = fsmoe_yaml_long(&m, "H", FSMOE_REQUIRED, 1, 1L << 30, &p->H, err)) ||
+        (st = fsmoe_yaml_long(&m, "E", FSMOE_REQUIRED, 1, 1L << 20, &p->E, err)) ||
+        (st = fsmoe_yaml_int(&m, "k", FSMOE_REQUIRED, 1, 1 << 20, &p->k, err)) ||
+        (st = fsmoe_yaml_enum_get(&m, "expert", FSMOE_REQUIRED, plan_expert_table, &expert,
+                                  err)) ||
+        (st = fsmoe_yaml_get(&m, "capacity_factor", FSMOE_REQUIRED, &cf, err)))
+        return st;
+    p->expert = (fsmoe_expert_kind)expert;
+    if (fsmoe_yaml_is_none(&cf))
+        p->f = 0;
+    else if ((st = fsmoe_yaml_node_double(&cf, 1e-9, 1e9, &p->f, err)))
+        return st;
+    if ((st = fsmoe_yaml_long(&m, "batch", FSMOE_REQUIRED, 1, 1L << 30, &p->B, err)) ||
+        (st = fsmoe_yaml_long(&m, "seq", FSMOE_REQUIRED, 1, 1L << 30, &p->L, err)) ||
+        (st = fsmoe_yaml_int(&m, "bytes_per_element", FSMOE_REQUIRED, 1, 16,
+                             &p->bytes_per_element, err)))
+        return st;
+    return FSMOE_OK;
+}
+
+static fsmoe_status plan_read_parallel(const fsmoe_ynode *root, fsmoe_plan *p, fsmoe_error *err)
+{
+    static const char *const keys[] = {"world", "gpus_per_node", "dp", "mp", "ep", "esp", "pp",
+                                       NULL};
+    fsmoe_ynode n, c;
+    fsmoe_status st;
+    fsmoe_parallel *par = &p->parallel;
+    static const char *const ckeys[] = {"name", NULL};
+    if ((st = fsmoe_yaml_mapping(root, "cluster", FSMOE_REQUIRED, &c, err)) ||
+        (st = fsmoe_yaml_check_keys(&c, ckeys, err)) ||
+        (st = fsmoe_yaml_string(&c, "name", FSMOE_REQUIRED, p->cluster_name,
+                                sizeof p->cluster_name, err)) ||
+        (st = fsmoe_yaml_mapping(root, "parallel", FSMOE_REQUIRED, &n, err)) ||
+        (st = fsmoe_yaml_check_keys(&n, keys, err)) ||
+        (st = fsmoe_yaml_int(&n, "world", FSMOE_REQUIRED, 1, 1 << 24, &par->world, err)) ||
+        (st = fsmoe_yaml_int(&n, "gpus_per_node", FSMOE_REQUIRED, 1, 1 << 24,
+                             &par->gpus_per_node, err)) ||
+        (st = fsmoe_yaml_int(&n, "dp", FSMOE_REQUIRED, 1, 1 << 24, &par->dp, err)) ||
+        (st = fsmoe_yaml_int(&n, "mp", FSMOE_REQUIRED, 1, 1 << 24, &par->mp, err)) ||
+        (st = fsmoe_yaml_int(&n, "ep", FSMOE_REQUIRED, 1, 1 << 24, &par->ep, err)) ||
+        (st = fsmoe_yaml_int(&n, "esp", FSMOE_REQUIRED, 1, 1 << 24, &par->esp, err)) ||
+        (st = fsmoe_yaml_int(&n, "pp", FSMOE_REQUIRED, 1, 1 << 24, &par->pp, err)))
+        return st;
+    return FSMOE_OK;
+}
+
+static fsmoe_status plan_read_phase(const fsmoe_ynode *layer, const char *key, fsmoe_phase_plan *ph,
+                                    fsmoe_error *err)
+{
+    static const char *const keys[] = {"r", "case", "q", "t_gar_s", "predicted_s", NULL};
+    fsmoe_ynode n, q, item;
+    fsmoe_status st;
+    if ((st = fsmoe_yaml_mapping(layer, key, FSMOE_REQUIRED, &n, err)) ||
+        (st = fsmoe_yaml_check_keys(&n, keys, err)) ||
+        (st = fsmoe_yaml_int(&n, "r", FSMOE_REQUIRED, 1, 1 << 24, &ph->r, err)) ||
+        (st = fsmoe_yaml_int(&n, "case", FSMOE_REQUIRED, 1, 4, &ph->binding_case, err)) ||
+        (st = fsmoe_yaml_sequence(&n, "q", FSMOE_REQUIRED, &q, err)) ||
+        (st = fsmoe_yaml_double(&n, "t_gar_s", FSMOE_REQUIRED, 0, PLAN_BIG, &ph->t_gar_s, err)) ||
+        (st = fsmoe_yaml_double(&n, "predicted_s", FSMOE_REQUIRED, 0, PLAN_BIG, &ph->predicted_s,
+                                err)))
+        return st;
+    ph->q = 0;
+    for (int i = 0; i < fsmoe_yaml_seq_len(&q); i++) {
+        int qi;
+        if ((st = fsmoe_yaml_seq_item(&q, i, &item, err)) ||
+            (st = fsmoe_yaml_node_enum(&item, plan_q_table, &qi, err)))
+            return st;
+        if (ph->q & (1u << (qi - 1)))
+            return fsmoe_yaml_fail(&item, err, FSMOE_ERR_VALUE, "Q%d listed twice", qi);
+        ph->q |= 1u << (qi - 1);
+    }
+    return FSMOE_OK;
+}
+
+static fsmoe_status plan_read_pair(const fsmoe_ynode *layer, const char *key, const char *k1,
+                                   double *v1, const char *k2, double *v2, fsmoe_error *err)
+{
+    const char *const keys[] = {k1, k2, NULL};
+    fsmoe_ynode n;
+    fsmoe_status st;
+    if ((st = fsmoe_yaml_mapping(layer, key, FSMOE_REQUIRED, &n, err)) ||
+        (st = fsmoe_yaml_check_keys(&n, keys, err)) ||
+        (st = fsmoe_yaml_double(&n, k1, FSMOE_REQUIRED, 0, PLAN_BIG, v1, err)) ||
+        (st = fsmoe_yaml_double(&n, k2, FSMOE_REQUIRED, 0, PLAN_BIG, v2, err)))
+        return st;
+    return FSMOE_OK;
+}
+
+static fsmoe_status plan_read_layer(const fsmoe_ynode *item, fsmoe_layer_plan *l, fsmoe_error *err)
+{
+    static const char *const keys[] = {"index",    "block", "schedule", "t_d1_s",  "t_d2_s",
+                                       "a2a",      "forward", "backward", "dense", "overlap",
+                                       "gradients", NULL};
+    static const char *const a2a_keys[] = {"strategy", "chunks", "algorithm", "base_s", "o1_s",
+                                           "o2_s", "o3_s", NULL};
+    static const char *const g_keys[] = {"bytes", "in_window_bytes", "step2_bytes",
+                                         "carried_bytes", NULL};
+    fsmoe_ynode a, g;
+    fsmoe_status st;
+    int sched = 0, strat = 0;
+    if ((st = fsmoe_yaml_node_expect_mapping(item, err)) ||
+        (st = fsmoe_yaml_check_keys(item, keys, err)) ||
+        (st = fsmoe_yaml_int(item, "index", FSMOE_REQUIRED, 0, 1 << 24, &l->index, err)) ||
+        (st = fsmoe_yaml_int(item, "block", FSMOE_REQUIRED, 0, 1 << 24, &l->block, err)) ||
+        (st = fsmoe_yaml_enum_get(item, "schedule", FSMOE_REQUIRED, plan_sched_table, &sched,
+                                  err)) ||
+        (st = fsmoe_yaml_double(item, "t_d1_s", FSMOE_REQUIRED, 0, PLAN_BIG, &l->t_d1_s, err)) ||
+        (st = fsmoe_yaml_double(item, "t_d2_s", FSMOE_REQUIRED, 0, PLAN_BIG, &l->t_d2_s, err)) ||
+        (st = fsmoe_yaml_mapping(item, "a2a", FSMOE_REQUIRED, &a, err)) ||
+        (st = fsmoe_yaml_check_keys(&a, a2a_keys, err)) ||
+        (st = fsmoe_yaml_enum_get(&a, "strategy", FSMOE_REQUIRED, plan_a2a_table, &strat, err)) ||
+        (st = fsmoe_yaml_int(&a, "chunks", FSMOE_REQUIRED, 1, 1 << 24, &l->a2a_chunks, err)) ||
+        (st = fsmoe_yaml_string(&a, "algorithm", FSMOE_REQUIRED, l->a2a_algorithm,
+                                sizeof l->a2a_algorithm, err)) ||
+        (st = fsmoe_yaml_double(&a, "base_s", FSMOE_REQUIRED, 0, PLAN_BIG, &l->a2a_s[0], err)) ||
+        (st = fsmoe_yaml_double(&a, "o1_s", FSMOE_REQUIRED, 0, PLAN_BIG, &l->a2a_s[1], err)) ||
+        (st = fsmoe_yaml_double(&a, "o2_s", FSMOE_REQUIRED, 0, PLAN_BIG, &l->a2a_s[2], err)) ||
+        (st = fsmoe_yaml_double(&a, "o3_s", FSMOE_REQUIRED, 0, PLAN_BIG, &l->a2a_s[3], err)) ||
+        (st = plan_read_phase(item, "forward", &l->fwd, err)) ||
+        (st = plan_read_phase(item, "backward", &l->bwd, err)) ||
+        (st = plan_read_pair(item, "dense", "fwd_s", &l->dense_fwd_s, "bwd_s", &l->dense_bwd_s,
+                             err)) ||
+        (st = plan_read_pair(item, "overlap", "dense_s", &l->olp_dense_s, "moe_s", &l->olp_moe_s,
+                             err)) ||
+        (st = fsmoe_yaml_mapping(item, "gradients", FSMOE_REQUIRED, &g, err)) ||
+        (st = fsmoe_yaml_check_keys(&g, g_keys, err)) ||
+        (st = fsmoe_yaml_double(&g, "bytes", FSMOE_REQUIRED, 0, PLAN_BIG, &l->grad_bytes, err)) ||
+        (st = fsmoe_yaml_double(&g, "in_window_bytes", FSMOE_REQUIRED, 0, PLAN_BIG,
+                                &l->window_bytes, err)) ||
+        (st = fsmoe_yaml_double(&g, "step2_bytes", FSMOE_REQUIRED, 0, PLAN_BIG, &l->step2_bytes,
+                                err)) ||
+        (st = fsmoe_yaml_double(&g, "carried_bytes", FSMOE_REQUIRED, 0, PLAN_BIG,
+                                &l->carried_bytes, err)))
+        return st;
+    l->schedule = (fsmoe_schedule)sched;
+    l->a2a = (fsmoe_a2a_strategy)strat;
+    return FSMOE_OK;
+}
+
+static fsmoe_status plan_read_predicted(const fsmoe_ynode *root, fsmoe_plan *p, fsmoe_error *err)
+{
+    static const char *const keys[] = {"iteration_s", "forward_s", "backward_s", "tail_s",
+                                       "baselines", NULL};
+    static const char *const bkeys[] = {"deepspeed", "tutel", "tutel_improved", "pipemoe_lina",
+                                        NULL};
+    fsmoe_ynode n, b;
+    fsmoe_status st;
+    fsmoe_predicted *pr = &p->predicted;
+    if ((st = fsmoe_yaml_mapping(root, "predicted", FSMOE_REQUIRED, &n, err)) ||
+        (st = fsmoe_yaml_check_keys(&n, keys, err)) ||
+        (st = fsmoe_yaml_double(&n, "iteration_s", FSMOE_REQUIRED, 0, PLAN_BIG, &pr->iteration_s,
+                                err)) ||
+        (st = fsmoe_yaml_double(&n, "forward_s", FSMOE_REQUIRED, 0, PLAN_BIG, &pr->forward_s,
+                                err)) ||
+        (st = fsmoe_yaml_double(&n, "backward_s", FSMOE_REQUIRED, 0, PLAN_BIG, &pr->backward_s,
+                                err)) ||
+        (st = fsmoe_yaml_double(&n, "tail_s", FSMOE_REQUIRED, 0, PLAN_BIG, &pr->tail_s, err)) ||
+        (st = fsmoe_yaml_mapping(&n, "baselines", FSMOE_REQUIRED, &b, err)) ||
+        (st = fsmoe_yaml_check_keys(&b, bkeys, err)) ||
+        (st = fsmoe_yaml_double(&b, "deepspeed", FSMOE_REQUIRED, 0, PLAN_BIG, &pr->deepspeed_s,
+                                err)) ||
+        (st = fsmoe_yaml_double(&b, "tutel", FSMOE_REQUIRED, 0, PLAN_BIG, &pr->tutel_s, err)) ||
+        (st = fsmoe_yaml_double(&b, "tutel_improved", FSMOE_REQUIRED, 0, PLAN_BIG,
+                                &pr->tutel_improved_s, err)) ||
+        (st = fsmoe_yaml_double(&b, "pipemoe_lina", FSMOE_REQUIRED, 0, PLAN_BIG,
+                                &pr->pipemoe_lina_s, err)))
+        return st;
+    return FSMOE_OK;
+}
+
+static fsmoe_status plan_read_notes(const fsmoe_ynode *root, fsmoe_plan *p, fsmoe_error *err)
+{
+    fsmoe_ynode seq, item;
+    fsmoe_status st;
+    if ((st = fsmoe_yaml_sequence(root, "notes", FSMOE_REQUIRED, &seq, err)))
+        return st;
+    size_t used = 0;
+    p->notes[0] = '\0';
+    for (int i = 0; i < fsmoe_yaml_seq_len(&seq); i++) {
+        char line[sizeof p->notes];
+        if ((st = fsmoe_yaml_seq_item(&seq, i, &item, err)) ||
+            (st = fsmoe_yaml_node_string(&item, line, sizeof line, err)))
+            return st;
+        if (strchr(line, '\n') || line[0] == '\0')
+            return fsmoe_yaml_fail(&item, err, FSMOE_ERR_VALUE,
+                                   "a note must be one non-empty line");
+        size_t len = strlen(line);
+        if (used + len + 2 > sizeof p->notes)
+            return fsmoe_yaml_fail(&item, err, FSMOE_ERR_VALUE,
+                                   "notes exceed %zu characters in all", sizeof p->notes - 1);
+        if (used > 0)
+            p->notes[used++] = '\n';
+        memcpy(p->notes + used, line, len + 1);
+        used += len;
+    }
+    return FSMOE_OK;
+}
+
+fsmoe_status fsmoe_plan_load(const char *path, fsmoe_plan *out, fsmoe_error *err)
+{
+    static const char *const top_keys[] = {"fsmoe_plan", "provenance", "model", "cluster",
+                                           "parallel", "layers", "gradient_tail_bytes",
+                                           "prefix_grad_bytes", "predicted", "notes", NULL};
+    fsmoe_yaml y;
+    fsmoe_ynode root, layers, item;
+    fsmoe_status st;
+    memset(out, 0, sizeof *out);
+    memset(&y, 0, sizeof y);
+    if ((st = fsmoe_yaml_open(&y, path, err)) || (st = fsmoe_yaml_root(&y, &root, err)) ||
+        (st = fsmoe_yaml_check_version(&root, "fsmoe_plan", FSMOE_PLAN_VERSION, err)) ||
+        (st = fsmoe_yaml_check_keys(&root, top_keys, err)) ||
+        (st = plan_read_provenance(&root, out, err)) || (st = plan_read_model(&root, out, err)) ||
+        (st = plan_read_parallel(&root, out, err)) ||
+        (st = fsmoe_yaml_sequence(&root, "layers", FSMOE_REQUIRED, &layers, err)))
+        goto fail;
+    int n = fsmoe_yaml_seq_len(&layers);
+    if (n > 0) {
+        out->layers = calloc((size_t)n, sizeof *out->layers);
+        if (!out->layers) {
+            st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "%s: no memory for %d layers", path, n);
+            goto fail;
+        }
+    }
+    out->n_layers = n;
+    for (int i = 0; i < n; i++) {
+        if ((st = fsmoe_yaml_seq_item(&layers, i, &item, err)) ||
+            (st = plan_read_layer(&item, &out->layers[i], err)))
+            goto fail;
+        if (out->layers[i].index != i) {
+            st = fsmoe_yaml_fail(&item, err, FSMOE_ERR_VALUE,
+                                 "index %d out of order (expected %d: layers are listed in "
+                                 "forward order)",
+                                 out->layers[i].index, i);
+            goto fail;
+        }
+    }
+    if ((st = fsmoe_yaml_double(&root, "gradient_tail_bytes", FSMOE_REQUIRED, 0, PLAN_BIG,
+                                &out->gradient_tail_bytes, err)) ||
+        (st = fsmoe_yaml_double(&root, "prefix_grad_bytes", FSMOE_REQUIRED, 0, PLAN_BIG,
+                                &out->prefix_grad_bytes, err)) ||
+        (st = plan_read_predicted(&root, out, err)) || (st = plan_read_notes(&root, out, err)))
+        goto fail;
+    fsmoe_yaml_close(&y);
+    return FSMOE_OK;
+fail:
+    fsmoe_yaml_close(&y);
+    fsmoe_plan_free(out);
+    return st;
+}

@@ -31,6 +31,10 @@ double monta_time_a2a(const monta_problem *p, double bytes); /* AllToAll of a by
 double monta_time_ag(const monta_problem *p, double bytes);  /* AllGather of bytes output */
 double monta_time_copy(const monta_problem *p, double bytes);
 
+/* Default smallest chunk message of the chunk search: below about 1 MB MoNTA's measured link
+ * efficiencies fall steeply and the fitted lines are least trustworthy. */
+#define MONTA_DEFAULT_I_MINIMAL 1e6
+
 void monta_solve(const monta_problem *p, monta_result *out);
 
 #endif

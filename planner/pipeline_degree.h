@@ -44,4 +44,8 @@ double pipeline_overlappable(const pipeline_problem *p, int r);
 fsmoe_status pipeline_solve(const pipeline_problem *p, pipeline_method m, pipeline_result *out,
                             fsmoe_error *err);
 
+/* PIPELINE_SLSQP keeps one NLopt object per thread (reused across solves for speed); a thread
+ * that is done planning may free it with this. Safe to call when none exists. */
+void pipeline_thread_release(void);
+
 #endif

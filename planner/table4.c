@@ -1,2 +1,94 @@
-/* being written */
-#include "status.h"
+/* Implements: FSMoE Table 4's configured-layer grid and the per-configuration plan (FSMoE §6,
+ * design.md §11). See table4.h for the grid and its order.
+ * Relies on: workload.c, pipeline_degree.c, parm_schedule.c, monta_a2a.c. */
+#include "table4.h"
+
+#include <string.h>
+
+fsmoe_parallel table4_layout(const fsmoe_cluster *c)
+{
+    return fsmoe_parallel_common(c->nodes, c->gpus_per_node);
+}
+
+fsmoe_status table4_shape(char testbed, int i, const fsmoe_parallel *par, workload_shape *out,
+                          fsmoe_error *err)
+{
+    static const long Bs[3] = {1, 2, 4};
+    static const long heads[3] = {8, 16, 32};
+    static const long L_a[3] = {512, 1024, 2048};
+    static const long L_b[3] = {256, 512, 1024}; /* Testbed B's 2080 Ti have 11 GB */
+    static const long Ms[3] = {1024, 2048, 4096};
+    static const long HM[3] = {2, 3, 4};
+    static const double fs[3] = {1.2, 2.4, 0.0}; /* 0 = none */
+    const long *Ls;
+    if (testbed == 'a' || testbed == 'A')
+        Ls = L_a;
+    else if (testbed == 'b' || testbed == 'B')
+        Ls = L_b;
+    else
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "table4: testbed '%c' is not 'a' or 'b'", testbed);
+    if (i < 0 || i >= TABLE4_COUNT)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "table4: configuration %d is not in 0..%d", i,
+                          TABLE4_COUNT - 1);
+    memset(out, 0, sizeof *out);
+    int rest = i;
+    out->expert = (rest % 2) ? FSMOE_EXPERT_SWIGLU : FSMOE_EXPERT_GPT, rest /= 2;
+    out->f = fs[rest % 3], rest /= 3;
+    long hm = HM[rest % 3];
+    rest /= 3;
+    out->M = Ms[rest % 3], rest /= 3;
+    out->L = Ls[rest % 3], rest /= 3;
+    out->heads = heads[rest % 3], rest /= 3;
+    out->B = Bs[rest % 3];
+    out->H = hm * out->M;
+    out->kv_heads = out->heads;
+    out->E = par->ep; /* one expert per EP rank, as in the paper's configured layers */
+    out->k = 2;
+    out->vocab = 0;   /* no embedding in a configured layer */
+    out->bytes_per_element = 4;
+    return FSMOE_OK;
+}
+
+fsmoe_status table4_plan_config(const workload_shape *s, const fsmoe_parallel *par,
+                                const fsmoe_cluster *c, const workload_lines *w,
+                                pipeline_method m, table4_plan *out, fsmoe_error *err)
+{
+    workload_layer_init(s, par, w, &out->layer);
+    fsmoe_status st = pipeline_solve(&out->layer.fwd, m, &out->fwd, err);
+    if (st != FSMOE_OK)
+        return st;
+    out->t_gar_s = fsmoe_line_time(&w->ar_dp, out->layer.attn_grad_bytes);
+    out->layer.bwd.t_gar = out->t_gar_s;
+    st = pipeline_solve(&out->layer.bwd, m, &out->bwd, err);
+    if (st != FSMOE_OK)
+        return st;
+
+    parm_choose(s, par, w, &out->parm);
+
+    monta_problem mp;
+    memset(&mp, 0, sizeof mp);
+    const double f = s->f > 0.0 ? s->f : 1.0;
+    mp.I = s->k * f * (double)s->B * (double)s->L * (double)s->M * s->bytes_per_element;
+    mp.t = par->mp;
+    mp.e = par->ep;
+    mp.I_minimal = MONTA_DEFAULT_I_MINIMAL;
+    const fsmoe_cost_entry *a2a = NULL, *ag = NULL;
+    if (fsmoe_group_size(par, FSMOE_GROUP_EP) > 1)
+        a2a = &c->ops[FSMOE_OP_ALLTOALL][fsmoe_group_tier(par, FSMOE_GROUP_EP)];
+    if (fsmoe_group_size(par, FSMOE_GROUP_MP) > 1)
+        ag = &c->ops[FSMOE_OP_ALLGATHER][fsmoe_group_tier(par, FSMOE_GROUP_MP)];
+    if ((a2a && !a2a->present) || (ag && !ag->present))
+        return fsmoe_fail(err, FSMOE_ERR_VALUE,
+                          "table4: profile '%s' lacks a measured %s on the %s tier (MoNTA needs it)",
+                          c->name, a2a && !a2a->present ? "alltoall" : "allgather",
+                          fsmoe_tier_name(a2a && !a2a->present
+                                              ? fsmoe_group_tier(par, FSMOE_GROUP_EP)
+                                              : fsmoe_group_tier(par, FSMOE_GROUP_MP)));
+    mp.a2a = a2a;
+    mp.ag = ag;
+    mp.copy = c->ops[FSMOE_OP_COPY][FSMOE_TIER_LOCAL].present
+                  ? &c->ops[FSMOE_OP_COPY][FSMOE_TIER_LOCAL]
+                  : NULL;
+    monta_solve(&mp, &out->monta);
+    return FSMOE_OK;
+}

@@ -1,2 +1,185 @@
-/* being written */
-#include "status.h"
+/* Implements: the per-GPU workloads and times of one MoE layer and the dense blocks around it
+ * (FSMoE §4 workloads, design.md §3–§5), on the α-β cost model of libfsmoe/cost.h.
+ *
+ *   n_a2a = k·f·B·L·M·b / N_ESP            bytes per AllToAll (0 when N_EP = 1: no AllToAll)
+ *   n_ag  = n_rs = k·f·B·L·M·b             bytes (0 when N_ESP = 1: no ESP collective)
+ *   n_exp = k·f·B·L·M·(H/N_ESP)·n_gemm     MACs (n_gemm = 2 GPT FFN, 3 SwiGLU)
+ *   T     = k·f·B·L / E                    tokens per expert (capacity)
+ * f = 0 ("none", no dropping) is planned as f = 1: balanced routing with nothing dropped.
+ *
+ * Backward (FSMoE §4.4 says "α_exp, β_exp and n_exp are doubled"): taken literally that doubles
+ * β·n twice, i.e. quadruples the expert's MAC time. Physically the backward of each GEMM is two
+ * GEMMs of the same size (input gradient and weight gradient): twice the GEMM calls (α_exp × 2)
+ * and twice the MACs (n_exp × 2) at the same time per MAC (β_exp × 1). We implement that, so the
+ * backward expert takes 2× the forward, as design.md §3 states ("backward = 2× forward").
+ *
+ * Dense blocks are GEMM-only estimates (element-wise work ignored) plus the tensor-parallel
+ * AllReduce of the block output on the MP group (Megatron: one per attention block and one per
+ * dense FFN block in each direction). Relies on: libfsmoe cost.h, parallel.h, model.h. */
+#include "workload.h"
+
+#include <math.h>
+#include <string.h>
+
+void workload_shape_from_model(const fsmoe_model *m, workload_shape *out)
+{
+    memset(out, 0, sizeof *out);
+    out->B = m->B;
+    out->L = m->L;
+    out->M = m->M;
+    out->H = m->H;
+    out->heads = m->heads;
+    out->kv_heads = m->kv_heads > 0 ? m->kv_heads : m->heads;
+    out->E = m->E;
+    out->vocab = m->vocab;
+    out->k = m->k;
+    out->f = m->f;
+    out->expert = m->expert;
+    out->bytes_per_element = m->bytes_per_element;
+}
+
+/* The line of `op` for logical group g: a zero line when the group has one member (nothing is
+ * communicated), else the profile's entry on the tier the group spans. */
+static fsmoe_status group_line(const fsmoe_cluster *c, const char *path, const fsmoe_parallel *par,
+                               fsmoe_group g, fsmoe_op op, fsmoe_line *out, workload_lines *w,
+                               fsmoe_error *err)
+{
+    if (fsmoe_group_size(par, g) <= 1) {
+        *out = fsmoe_line_zero();
+        return FSMOE_OK;
+    }
+    return fsmoe_cost_line(c, path, op, fsmoe_group_tier(par, g), out, w->notes,
+                           sizeof w->notes, err);
+}
+
+fsmoe_status workload_lines_init(const fsmoe_cluster *c, const char *cluster_path,
+                                 const fsmoe_parallel *par, workload_lines *out, fsmoe_error *err)
+{
+    memset(out, 0, sizeof *out);
+    struct {
+        fsmoe_line *dst;
+        fsmoe_group g;
+        fsmoe_op op;
+    } want[] = {
+        {&out->a2a_ep, FSMOE_GROUP_EP, FSMOE_OP_ALLTOALL},
+        {&out->ag_esp, FSMOE_GROUP_ESP, FSMOE_OP_ALLGATHER},
+        {&out->rs_esp, FSMOE_GROUP_ESP, FSMOE_OP_REDUCESCATTER},
+        {&out->ar_esp, FSMOE_GROUP_ESP, FSMOE_OP_ALLREDUCE},
+        {&out->ar_mp, FSMOE_GROUP_MP, FSMOE_OP_ALLREDUCE},
+        {&out->ag_mp, FSMOE_GROUP_MP, FSMOE_OP_ALLGATHER},
+        {&out->a2a_ep_esp, FSMOE_GROUP_EP_ESP, FSMOE_OP_ALLTOALL},
+        {&out->ar_dp, FSMOE_GROUP_DP, FSMOE_OP_ALLREDUCE},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        fsmoe_status st = group_line(c, cluster_path, par, want[i].g, want[i].op, want[i].dst,
+                                     out, err);
+        if (st != FSMOE_OK)
+            return st;
+    }
+    /* SAA = EP&ESP AllToAll run together with the MP AllGather; measured on the EP&ESP tier.
+     * When EP&ESP has a single member there is no AllToAll and SAA degenerates to the MP
+     * AllGather alone. */
+    fsmoe_status st;
+    if (fsmoe_group_size(par, FSMOE_GROUP_EP_ESP) > 1)
+        st = fsmoe_cost_line(c, cluster_path, FSMOE_OP_SAA,
+                             fsmoe_group_tier(par, FSMOE_GROUP_EP_ESP), &out->saa, out->notes,
+                             sizeof out->notes, err);
+    else
+        st = (out->saa = out->ag_mp, FSMOE_OK);
+    if (st != FSMOE_OK)
+        return st;
+    st = fsmoe_cost_line(c, cluster_path, FSMOE_OP_GEMM, FSMOE_TIER_LOCAL, &out->gemm, out->notes,
+                         sizeof out->notes, err);
+    if (st != FSMOE_OK)
+        return st;
+    /* The device copy only matters to MoNTA's O2/O3; a profile without it plans them with a
+     * free copy (have_copy = 0 tells the caller). */
+    out->have_copy = c->ops[FSMOE_OP_COPY][FSMOE_TIER_LOCAL].present;
+    if (out->have_copy) {
+        st = fsmoe_cost_line(c, cluster_path, FSMOE_OP_COPY, FSMOE_TIER_LOCAL, &out->copy,
+                             out->notes, sizeof out->notes, err);
+        if (st != FSMOE_OK)
+            return st;
+    } else {
+        out->copy = fsmoe_line_zero();
+    }
+    return FSMOE_OK;
+}
+
+int workload_r_max(double tokens_per_expert, double n_a2a)
+{
+    double r = PIPELINE_R_CAP;
+    double by_tokens = floor(tokens_per_expert);       /* ≥ 1 token per expert per chunk */
+    if (by_tokens < r)
+        r = by_tokens;
+    if (n_a2a > 0.0) {                                 /* no AllToAll: no message bound */
+        double by_bytes = floor(n_a2a / WORKLOAD_MIN_CHUNK_BYTES);
+        if (by_bytes < r)
+            r = by_bytes;
+    }
+    return r < 1.0 ? 1 : (int)r;
+}
+
+static void phase_problem(pipeline_problem *p, const workload_lines *w, double n_a2a, double n_ag,
+                          double n_rs, double n_exp, int n_gemm, int r_max)
+{
+    memset(p, 0, sizeof *p);
+    p->a2a_alpha = w->a2a_ep.alpha_s, p->a2a_beta = w->a2a_ep.beta_s, p->n_a2a = n_a2a;
+    p->ag_alpha = w->ag_esp.alpha_s, p->ag_beta = w->ag_esp.beta_s, p->n_ag = n_ag;
+    p->rs_alpha = w->rs_esp.alpha_s, p->rs_beta = w->rs_esp.beta_s, p->n_rs = n_rs;
+    p->exp_alpha = n_gemm * w->gemm.alpha_s, p->exp_beta = w->gemm.beta_s, p->n_exp = n_exp;
+    p->t_gar = 0.0;
+    p->r_max = r_max;
+}
+
+void workload_layer_init(const workload_shape *s, const fsmoe_parallel *par,
+                         const workload_lines *w, workload_layer *out)
+{
+    memset(out, 0, sizeof *out);
+    const double b = s->bytes_per_element;
+    const double f = s->f > 0.0 ? s->f : 1.0;
+    const double B = (double)s->B, L = (double)s->L, M = (double)s->M, H = (double)s->H;
+    const double heads = (double)s->heads;
+    const double kv = (double)(s->kv_heads > 0 ? s->kv_heads : s->heads);
+    const double E = (double)s->E;
+    const double mp = par->mp, ep = par->ep, esp = par->esp;
+    const int n_gemm = fsmoe_expert_gemms(s->expert);
+    const double routed = s->k * f * B * L; /* token copies leaving this GPU's gate */
+
+    out->n_a2a = par->ep > 1 ? routed * M * b / esp : 0.0;
+    out->n_ag = out->n_rs = par->esp > 1 ? routed * M * b : 0.0;
+    out->n_exp = routed * M * (H / esp) * n_gemm;
+    out->tokens_per_expert = E > 0.0 ? routed / E : 0.0;
+    out->r_max = workload_r_max(out->tokens_per_expert, out->n_a2a);
+
+    phase_problem(&out->fwd, w, out->n_a2a, out->n_ag, out->n_rs, out->n_exp, n_gemm,
+                  out->r_max);
+    /* backward: twice the GEMM calls and MACs, same β per MAC (see the header comment). */
+    phase_problem(&out->bwd, w, out->n_a2a, out->n_ag, out->n_rs, 2.0 * out->n_exp, 2 * n_gemm,
+                  out->r_max);
+
+    /* Attention with heads split over MP: QKV (K and V have kv_heads of M/heads each), scores
+     * and scores·V per head, output projection. */
+    const double tokens = B * L;
+    const double qkv_cols = M + 2.0 * M * kv / heads;
+    double attn_macs = tokens * M * qkv_cols / mp              /* QKV */
+                       + 2.0 * B * (heads / mp) * L * L * (M / heads) /* QKᵀ and ·V */
+                       + tokens * M * M / mp;                  /* output projection */
+    double t_ar = fsmoe_line_time(&w->ar_mp, tokens * M * b);  /* zero line when mp = 1 */
+    out->attn_fwd_s = 4.0 * w->gemm.alpha_s + attn_macs * w->gemm.beta_s + t_ar;
+    out->attn_bwd_s = 8.0 * w->gemm.alpha_s + 2.0 * attn_macs * w->gemm.beta_s + t_ar;
+
+    double ffn_macs = n_gemm * tokens * M * H / mp;
+    out->ffn_fwd_s = n_gemm * w->gemm.alpha_s + ffn_macs * w->gemm.beta_s + t_ar;
+    out->ffn_bwd_s = 2.0 * n_gemm * w->gemm.alpha_s + 2.0 * ffn_macs * w->gemm.beta_s + t_ar;
+
+    /* Gradients per GPU: tensor-parallel weights are split over MP; norms are replicated. */
+    out->attn_grad_bytes = (M * qkv_cols / mp + M * M / mp + 2.0 * M) * b;
+    out->ffn_grad_bytes = n_gemm * M * H / mp * b;
+    /* Experts are all-reduced only where several GPUs hold the same expert shard: world/(ep·esp)
+     * replicas of each. */
+    double replicas = (double)par->world / (ep * esp);
+    out->expert_grad_bytes = replicas > 1.0 ? (E / ep) * n_gemm * M * (H / esp) * b : 0.0;
+    out->embed_grad_bytes = (double)s->vocab * M / mp * b;
+    out->head_grad_bytes = (double)s->vocab * M / mp * b;
+}

@@ -1,0 +1,54 @@
+/* Implements: predicted iteration times of the schedules the papers compare with, on the same
+ * α-β cost model as the plan (FSMoE §6 evaluation baselines, design.md §5/§6/§12):
+ *   deepspeed       DeepSpeed-MoE: no pipelining (r = 1), communication and computation in
+ *                   sequence, the ESP pattern of design.md §6 "Baseline" with tokens duplicated
+ *                   over MP, every gradient all-reduced after the backward pass;
+ *   tutel           PipeMoE/Tutel: one r for forward and backward, intra- and inter-node
+ *                   collectives on one stream, gradients after the backward pass;
+ *   tutel_improved  tutel + Gradient-AllReduce overlapped with the dense parts;
+ *   pipemoe_lina    tutel + Lina's 30 MB gradient micro-ops launched in dense windows.
+ * These are closed forms; a discrete-event simulator that plays every schedule comes with a
+ * later issue (fsmoe-plan simulate).
+ *
+ * Owner: engineer "gradients". Relies on: pipeline_degree.h, grad_partition.h. */
+#ifndef FSMOE_BASELINES_H
+#define FSMOE_BASELINES_H
+
+#include "grad_partition.h"
+#include "pipeline_degree.h"
+
+/* Tutel's MoE layer at pipeline degree r (t_gar ignored): per chunk the one communication
+ * stream carries 2·t_a2a + t_ag + t_rs and the compute unit one expert chunk; the layer takes
+ *   max(r·(2·t_a2a + t_ag + t_rs) + t_exp,  2·t_a2a + t_ag + r·t_exp + t_rs)
+ * (the stream's total work plus one expert chunk that cannot overlap it, and the compute chain
+ * with the first dispatch and the last combine around it; all t_x at r). Each term is ≥ the
+ * matching FSMoE chain, so F(r) ≤ this for every r. */
+double baseline_tutel_layer_s(const pipeline_problem *p, int r);
+
+/* DeepSpeed-MoE's MoE layer: its communication comm_s (ESP-AllGather, Dispatch A2A,
+ * ESP-AllReduce, Combine A2A; parm_choice.t_baseline_s) plus one expert pass over tokens
+ * duplicated dup times (N_ESP). */
+double baseline_deepspeed_layer_s(const pipeline_problem *p, double comm_s, double dup);
+
+typedef struct {
+    const grad_problem *grad;        /* MoE backward problems, dense backward, gradients, AR line */
+    const pipeline_problem *moe_fwd; /* per MoE layer, forward order */
+    const double *dense_fwd_s;       /* per generalised layer */
+    double prefix_fwd_s;             /* forward of the ops before the first MoE layer */
+    const double *ds_comm_s;         /* per MoE layer: DeepSpeed-MoE's communication */
+    double ds_dup;                   /* DeepSpeed's token duplication factor (N_ESP) */
+    double lina_micro_op_bytes;      /* 0 = GRAD_LINA_MICRO_OP_BYTES */
+} baselines_input;
+
+typedef struct {
+    double deepspeed_s, tutel_s, tutel_improved_s, pipemoe_lina_s; /* iteration seconds */
+    double dense_s;       /* dense forward + backward, the same in all */
+    int tutel_r;          /* Tutel's degree for MoE layer 0 */
+    double tutel_moe_s;   /* Σ Tutel MoE forward + backward */
+    double deepspeed_moe_s;
+    grad_baseline_result none, dense_only, lina;
+} baselines_result;
+
+void baselines_predict(const baselines_input *in, baselines_result *out);
+
+#endif

@@ -1,0 +1,101 @@
+/* Implements: adaptive gradient partitioning for the Gradient-AllReduce (FSMoE §5, design.md §5),
+ * and the gradient schedules FSMoE compares with (no overlap, Tutel-Improved's dense-only
+ * overlap, PipeMoE+Lina's fixed 30 MB micro-ops) as predicted exposed times.
+ *
+ * Model. Generalised layer i (forward order, i = 0..n-1) = MoE layer i + the dense ops after it
+ * up to the next MoE layer. The backward visits i = n-1 .. 0; inside layer i the dense ops run
+ * first (a window of dense_bwd_s seconds in which the inter-node link is idle), then the MoE
+ * layer (whose link is idle for t_olp,moe at the t_gar = 0 optimum). Gradients of layer i
+ * (grad_bytes) are ready when its backward ends; the ops before the first MoE layer (the
+ * "prefix") run last and their gradients always go to the tail, all-reduced after backward.
+ * Each window issues one AllReduce that starts with the window (so it pays α once): what does
+ * not fit in the dense part runs inside the MoE layer as its t_gar.
+ *
+ * Owner: engineer "gradients". Relies on: pipeline_degree.h, cost.h (fsmoe_line), NLopt. */
+#ifndef FSMOE_GRAD_PARTITION_H
+#define FSMOE_GRAD_PARTITION_H
+
+#include "cost.h"
+#include "pipeline_degree.h"
+#include "status.h"
+
+/* Lina's default micro-op size (Lina §4: 30 MB; MB = 1e6 bytes as in design.md §7). */
+#define GRAD_LINA_MICRO_OP_BYTES 30e6
+
+typedef struct {
+    double grad_bytes;        /* gradients needing the DP AllReduce, ready at the layer's end */
+    double dense_bwd_s;       /* backward of the dense ops after MoE layer i (t_olp,dense) */
+    pipeline_problem moe_bwd; /* backward problem of MoE layer i; its t_gar is ignored */
+} grad_layer_in;
+
+typedef enum {
+    GRAD_STEP2_BEST = 0, /* best of {NLopt COBYLA from the best start, greedy, grid DP, x = 0} */
+    GRAD_STEP2_NONE,     /* step 1 only (x = 0) */
+    GRAD_STEP2_GREEDY,   /* marginal-cost allocation in small quanta */
+    GRAD_STEP2_GRID,     /* exact dynamic programme on a grid of the prefix sums */
+    GRAD_STEP2_NLOPT,    /* COBYLA from x = 0 alone (for tests) */
+} grad_step2_method;
+
+typedef struct {
+    int n_layers;
+    const grad_layer_in *layers; /* forward order */
+    double prefix_grad_bytes;    /* gradients of the ops before the first MoE layer */
+    double prefix_bwd_s;         /* their backward time (added to backward_s; not a window) */
+    fsmoe_line ar;               /* Gradient-AllReduce over DP: t_ar(n) = α + β·n */
+    pipeline_method method;      /* how each MoE layer's r is chosen for a given t_gar */
+    grad_step2_method step2;
+    int grid_steps;              /* grid of the step-2 dynamic programme (0 = default 128) */
+} grad_problem;
+
+typedef struct {
+    double olp_dense_s, olp_moe_s; /* windows (olp_moe at the t_gar = 0 optimum r0) */
+    int r0;
+    double available_bytes;        /* carried into this layer's window (ready, not yet sent) */
+    double window_bytes;           /* step 1: sent in this layer's window */
+    double step2_bytes;            /* step 2: added to the same AllReduce, inside the MoE layer */
+    double carried_bytes;          /* ready but not sent when this layer ends (incl. its own) */
+    double t_gar_s;                /* AllReduce time that lands inside the MoE layer */
+    pipeline_result bwd;           /* the MoE layer's backward with that t_gar */
+} grad_layer_out;
+
+typedef struct {
+    double tail_bytes;     /* all-reduced after the backward pass (carried + prefix) */
+    double tail_s;         /* t_ar(tail_bytes): exposed */
+    double moe_bwd_s;      /* Σ F_i(t_gar_i) */
+    double backward_s;     /* prefix_bwd_s + Σ (dense_bwd_s + F_i(t_gar_i)) */
+    double objective_step1_s; /* Σ F_i + t_ar(tail) with step 1 alone */
+    double objective_s;       /* the same after step 2 (≤ objective_step1_s) */
+    const char *step2_by;     /* "none", "greedy", "grid", "nlopt-cobyla" */
+} grad_result;
+
+/* AllReduce time t_ar(n) (0 for n ≤ 0) and its inverse g(t) = (t − α)/β (0 for t ≤ α; infinite
+ * when β = 0, i.e. no AllReduce is needed). */
+double grad_ar_time(const fsmoe_line *ar, double bytes);
+double grad_ar_inverse(const fsmoe_line *ar, double t);
+
+/* Step 1 and step 2. `out` has p->n_layers entries (forward order). */
+fsmoe_status grad_partition_solve(const grad_problem *p, grad_layer_out *out, grad_result *res,
+                                  fsmoe_error *err);
+
+/* The step-2 objective Σ_i F_i(t_gar_i(x_i)) + t_ar(tail) for step-1 windows in `s1` (the
+ * output of a solve) and step-2 bytes x (forward order); +∞ when x breaks a prefix constraint
+ * (sends a gradient before it exists) by more than a relative 1e-9. */
+double grad_step2_objective(const grad_problem *p, const grad_layer_out *s1, const double *x);
+
+typedef enum { GRAD_BASE_NONE = 0, GRAD_BASE_DENSE_ONLY, GRAD_BASE_LINA } grad_baseline;
+
+typedef struct {
+    double exposed_s;  /* AllReduce time after the backward pass */
+    double delay_s;    /* extra backward time (Lina micro-ops overrunning their window) */
+    double tail_bytes; /* bytes left for after the backward */
+    long micro_ops;    /* Lina: micro-ops issued in total */
+} grad_baseline_result;
+
+/* none: every gradient in one AllReduce after backward. dense-only (Tutel-Improved): step 1 with
+ * the dense windows only, MoE layers untouched. lina: micro-ops of micro_op_bytes cut per
+ * generalised layer (never mixing layers), each paying α, launched only inside dense windows; one
+ * started before a window ends runs to completion and delays the MoE layer by its overrun. */
+void grad_baseline_eval(const grad_problem *p, grad_baseline b, double micro_op_bytes,
+                        grad_baseline_result *out);
+
+#endif
