@@ -15,17 +15,38 @@ fsmoe_line fsmoe_line_zero(void)
     return l;
 }
 
-static void note_add(char *note, size_t note_len, const char *fmt, const char *a, const char *b)
+/* Appends each line of `text` to `note` unless that exact line is already there, so a note
+ * gathered over many lookups lists every derivation once, one per line. */
+static void note_lines_add(char *note, size_t note_len, const char *text)
 {
     if (!note || note_len == 0)
         return;
-    size_t used = strnlen(note, note_len);
-    if (used >= note_len - 1)
-        return;
-    if (used > 0)
-        used += (size_t)snprintf(note + used, note_len - used, "; ");
-    if (used < note_len - 1)
-        snprintf(note + used, note_len - used, fmt, a, b);
+    while (*text) {
+        const char *nl = strchr(text, '\n');
+        size_t len = nl ? (size_t)(nl - text) : strlen(text);
+        int seen = 0;
+        for (const char *l = note; *l && !seen;) {
+            const char *lend = strchr(l, '\n');
+            size_t ll = lend ? (size_t)(lend - l) : strlen(l);
+            seen = ll == len && strncmp(l, text, len) == 0;
+            l = lend ? lend + 1 : l + ll;
+        }
+        size_t used = strnlen(note, note_len);
+        if (!seen && len > 0 && used + len + 2 <= note_len) {
+            if (used)
+                note[used++] = '\n';
+            memcpy(note + used, text, len);
+            note[used + len] = '\0';
+        }
+        text += nl ? len + 1 : len;
+    }
+}
+
+static void note_add(char *note, size_t note_len, const char *fmt, const char *a, const char *b)
+{
+    char line[512];
+    snprintf(line, sizeof line, fmt, a, b);
+    note_lines_add(note, note_len, line);
 }
 
 static const fsmoe_cost_entry *entry(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier)
@@ -61,7 +82,7 @@ static int lookup(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier, fsmoe_li
                      "run back to back (no overlap credit)",
                      fsmoe_tier_name(tier), fsmoe_tier_name(tier));
             if (sub[0])
-                note_add(note, note_len, "%s%s", sub, "");
+                note_lines_add(note, note_len, sub);
             return 1;
         }
         return 0;
@@ -74,7 +95,7 @@ static int lookup(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier, fsmoe_li
                      "bounds a group spanning nodes)%s",
                      fsmoe_op_name(op), "");
             if (sub[0])
-                note_add(note, note_len, "%s%s", sub, "");
+                note_lines_add(note, note_len, sub);
             return 1;
         }
     }
@@ -92,7 +113,7 @@ static int lookup(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier, fsmoe_li
                      "%s (ring AllReduce)",
                      fsmoe_tier_name(tier), fsmoe_tier_name(tier));
             if (sub[0])
-                note_add(note, note_len, "%s%s", sub, "");
+                note_lines_add(note, note_len, sub);
             return 1;
         }
     }
@@ -110,7 +131,7 @@ fsmoe_status fsmoe_cost_line(const fsmoe_cluster *c, const char *cluster_path, f
     char sub[512] = "";
     if (lookup(c, op, tier, out, sub, sizeof sub, 0)) {
         if (sub[0])
-            note_add(note, note_len, "%s%s", sub, "");
+            note_lines_add(note, note_len, sub);
         return FSMOE_OK;
     }
     const char *tried = "";

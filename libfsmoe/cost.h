@@ -31,7 +31,8 @@ static inline double fsmoe_line_time(const fsmoe_line *l, double n)
 fsmoe_line fsmoe_line_zero(void);
 
 /* Looks up (op, tier) in c, applying the derivations above. When a derivation was used and note
- * is not NULL, appends a one-line explanation to note (size note_len, NUL-terminated). */
+ * is not NULL, appends one line per derivation to note (lines separated by "\n", each listed
+ * once however often it is used; size note_len, NUL-terminated). */
 fsmoe_status fsmoe_cost_line(const fsmoe_cluster *c, const char *cluster_path, fsmoe_op op,
                              fsmoe_tier tier, fsmoe_line *out, char *note, size_t note_len,
                              fsmoe_error *err);

@@ -70,33 +70,6 @@ static const fsmoe_cost_entry *entry_of(const fsmoe_line *l, fsmoe_cost_entry *t
     return tmp;
 }
 
-/* The cost model joins its derivation notes with "; " and repeats one per lookup; the plan
- * keeps each distinct note once, one per line. */
-static void notes_lines(char *dst, size_t n, const char *src)
-{
-    size_t used = 0;
-    dst[0] = '\0';
-    while (src && *src) {
-        const char *end = strstr(src, "; ");
-        size_t len = end ? (size_t)(end - src) : strlen(src);
-        int seen = 0;
-        for (const char *l = dst; *l && !seen;) {
-            const char *nl = strchr(l, '\n');
-            size_t ll = nl ? (size_t)(nl - l) : strlen(l);
-            seen = ll == len && strncmp(l, src, len) == 0;
-            l = nl ? nl + 1 : l + ll;
-        }
-        if (!seen && len > 0 && used + len + 2 < n) {
-            if (used)
-                dst[used++] = '\n';
-            memcpy(dst + used, src, len);
-            used += len;
-            dst[used] = '\0';
-        }
-        src = end ? end + 2 : src + len;
-    }
-}
-
 static void copy_str(char *dst, size_t n, const char *src)
 {
     snprintf(dst, n, "%s", src ? src : "");
@@ -303,7 +276,7 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
     out->gradient_tail_bytes = gr.tail_bytes;
     out->prefix_grad_bytes = prefix_grad;
     out->predicted = pr;
-    notes_lines(out->notes, sizeof out->notes, w.notes);
+    copy_str(out->notes, sizeof out->notes, w.notes);
 
 fail:
     free(layers);

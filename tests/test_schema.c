@@ -755,6 +755,17 @@ static void test_cost_derivations(void **state)
     assert_rel(l.beta_s, 1e-10 + 3e-11, 1e-12);
     assert_non_null(strstr(note, "saa world"));
     assert_non_null(strstr(note, "inter tier"));
+    /* the note lists each derivation once, one per line, however often it was used */
+    {
+        char again[1024];
+        snprintf(again, sizeof again, "%s", note);
+        assert_int_equal(fsmoe_cost_line(&c, "mem.yaml", FSMOE_OP_SAA, FSMOE_TIER_WORLD, &l,
+                                         note, sizeof note, &err),
+                         FSMOE_OK);
+        assert_string_equal(note, again);
+        assert_null(strstr(note, "; "));
+        assert_non_null(strchr(note, '\n'));
+    }
     /* a measured saa wins over the derivation */
     set_entry(&c, FSMOE_OP_SAA, FSMOE_TIER_WORLD, 9e-5, 9e-11);
     note[0] = '\0';
