@@ -11,10 +11,11 @@ plan=build/planner/fsmoe-plan
 while read -r golden model cluster extra; do
     case "$golden" in ''|'#'*) continue ;; esac
     name=$(basename "$golden")
+    # The planner's summary (stderr): layout, predicted iteration, speed-ups, pipeline degrees.
     # shellcheck disable=SC2086
-    "$plan" --model "$model" --cluster "$cluster" $extra -o "out/plans/$name" --quiet
-    echo "=== $name"
-    "$plan" explain "out/plans/$name" | tail -n 8
+    "$plan" --model "$model" --cluster "$cluster" $extra -o "out/plans/$name" 2>&1
+    echo
 done < scripts/goldens.list
-echo
-echo "main job: $(ls out/plans | wc -l) plans written to out/plans/ (fsmoe-plan explain PLAN for the full tables)"
+echo "main job: $(ls out/plans | wc -l) plans written to out/plans/"
+echo "  per-layer tables:  $plan explain out/plans/<plan>.yaml"
+echo "  compare to golden: $plan diff plans/<plan>.yaml out/plans/<plan>.yaml"
