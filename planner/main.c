@@ -3,6 +3,7 @@
  *   fsmoe-plan --regenerate PLAN [-o OUT]
  *   fsmoe-plan explain PLAN
  *   fsmoe-plan diff A B [--rtol X] [--strict]
+ *   fsmoe-plan simulate PLAN ... / fsmoe-plan sweep ...   (planner/sim_cli.c)
  * Exit codes: 0 success (diff: plans agree), 1 diff found differences or an internal/IO failure
  * while writing, 2 usage or input error (bad flag, missing or invalid input file).
  *
@@ -19,6 +20,7 @@
 #include "cluster.h"
 #include "diff.h"
 #include "explain.h"
+#include "sim_cli.h"
 #include "model.h"
 #include "parallel.h"
 #include "plan.h"
@@ -42,13 +44,19 @@ static const char usage_text[] =
     "       fsmoe-plan --regenerate PLAN.yaml [-o OUT.yaml] [--quiet]\n"
     "       fsmoe-plan explain PLAN.yaml\n"
     "       fsmoe-plan diff A.yaml B.yaml [--rtol X] [--strict]\n"
+    "       fsmoe-plan simulate PLAN.yaml [--schedule NAME|all] [--svg FILE] [--trace FILE]\n"
+    "                  [--refine]\n"
+    "       fsmoe-plan sweep --cluster CLUSTER.yaml --grid fsmoe-table4|parm-table3\n"
+    "                  [--csv FILE] [--regret]\n"
     "       fsmoe-plan --help | --version\n"
     "\n"
     "Plans an MoE model on a cluster profile (FSMoE pipeline degrees and gradient partition,\n"
     "Parm S1/S2 schedule, MoNTA AllToAll strategy) and writes a YAML plan; without -o the plan\n"
     "goes to stdout. Overrides replace the model's training shape and the parallel layout\n"
     "(default: mp = esp = GPUs per node, ep = dp = nodes). diff exits 0 when the plans agree,\n"
-    "1 when they differ, 2 on bad input.\n";
+    "1 when they differ, 2 on bad input. simulate plays one iteration of the plan (or of a\n"
+    "baseline schedule) on the discrete-event simulator; sweep compares every schedule on a\n"
+    "paper's grid of configurations.\n";
 
 static int usage(const char *reason)
 {
@@ -541,6 +549,10 @@ int main(int argc, char **argv)
         return cmd_explain(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "diff") == 0)
         return cmd_diff(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "simulate") == 0)
+        return sim_cli_simulate(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "sweep") == 0)
+        return sim_cli_sweep(argc - 1, argv + 1);
     if (argc == 1)
         return usage("nothing to do: give --model and --cluster, or a subcommand");
     return cmd_plan(argc, argv);

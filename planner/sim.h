@@ -1,0 +1,144 @@
+/* Implements: the discrete-event simulator of one training iteration on the α-β cost model
+ * (issue 3; the contention model is Lina §3's "all-to-all and allreduce share the inter-node
+ * link", the resources are those of FSMoE §4: compute, intra-node link, inter-node link).
+ *
+ * Model.
+ *   - A resource is EXCLUSIVE (a compute unit or a copy engine: one task at a time; among the
+ *     waiting tasks the smallest priority value wins, then the earliest created) or SHARED (a
+ *     link: every active transfer progresses at 1/k of the link's rate when k transfers are in
+ *     their bandwidth phase at once — a fluid fair share, so bytes are conserved).
+ *   - A stream is an in-order queue of a CUDA/NCCL-like stream: a task on a stream starts only
+ *     when the stream is free, and the stream picks among its ready tasks by (priority, creation
+ *     order). Tasks without a stream go straight to their resource.
+ *   - A task costs alpha_s (latency: occupies its stream/resource but consumes no bandwidth, so
+ *     it is never slowed by sharing) followed by work_s (the β·n part, in seconds at the full
+ *     rate of the resource; stretched by fair sharing).
+ *   - SIM_TASK_DEFER (Lina's allreduce micro-ops): the task is launched only while no task of a
+ *     strictly smaller priority value is ready, queued or running on its resource. Once
+ *     launched it is not preempted (it then shares the link).
+ * Event-driven: the clock jumps to the next latency end or completion, rates are recomputed.
+ * Everything is deterministic (no randomness; ties broken by creation order).
+ *
+ * Results: per task start/end and the task whose completion let it start ("trigger": the last
+ * dependency, or the task that freed its stream or resource); per resource the busy time (≥ 1
+ * task active), the bandwidth-busy time (≥ 1 task in its work phase) and the work it carried;
+ * the makespan; the critical path (walk the triggers back from the last task to finish).
+ *
+ * Memory: a sim owns growable arrays; sim_clear() keeps them for the next run (the sweep
+ * builds hundreds of thousands of small simulations). Builders return ids and never fail
+ * loudly: an allocation failure or a bad id is remembered and reported by sim_run. */
+#ifndef FSMOE_SIM_H
+#define FSMOE_SIM_H
+
+#include "status.h"
+
+typedef enum { SIM_RES_EXCLUSIVE = 0, SIM_RES_SHARED } sim_res_mode;
+
+/* Operation kinds (for reports, colours and trace categories). */
+typedef enum {
+    SIM_OP_ATTN = 0,  /* attention block (GEMMs + its MP AllReduce) */
+    SIM_OP_FFN,       /* dense FFN */
+    SIM_OP_GATE,      /* gate/order/dump local work */
+    SIM_OP_EXPERT,    /* expert GEMMs */
+    SIM_OP_A2A,       /* dispatch/combine AllToAll (EP or EP&ESP) */
+    SIM_OP_AG,        /* ESP/MP AllGather */
+    SIM_OP_RS,        /* ESP ReduceScatter */
+    SIM_OP_AR_ESP,    /* ESP AllReduce (DeepSpeed) */
+    SIM_OP_AR_MP,     /* tensor-parallel (MP) AllReduce of a dense block */
+    SIM_OP_SAA,       /* Parm's simultaneous AllToAll + AllGather */
+    SIM_OP_COPY,      /* device re-layout copy (MoNTA D) */
+    SIM_OP_GRAD_AR,   /* Gradient-AllReduce (DP) */
+    SIM_OP_COUNT
+} sim_op_kind;
+
+const char *sim_op_name(sim_op_kind k); /* "attention", "ffn", "gate", "expert", "alltoall", ... */
+
+enum { SIM_PHASE_FWD = 0, SIM_PHASE_BWD = 1, SIM_PHASE_TAIL = 2 };
+#define SIM_PRIO_LEVELS 8 /* priorities are 0 (most urgent) .. 7 */
+#define SIM_TASK_DEFER 1u
+
+typedef struct {
+    /* input */
+    int resource, stream;  /* stream -1 = none */
+    int priority;          /* 0..SIM_PRIO_LEVELS-1, smaller first */
+    unsigned flags;
+    double alpha_s, work_s;
+    double bytes;          /* informational (what work_s moves), 0 for compute */
+    sim_op_kind kind;
+    int phase, layer, chunk; /* layer/chunk -1 when not applicable */
+    int dep_first, n_deps;   /* internal: predecessor ids in sim.dep_ids */
+    /* output */
+    double start_s, end_s;
+    int trigger;           /* task whose completion let this one start, -1 = none */
+    /* engine state */
+    double ready_s, pick_s, rem_alpha, rem_work;
+    int deps_left, state;
+} sim_task;
+
+typedef struct {
+    char name[24];
+    sim_res_mode mode;
+    /* output */
+    double busy_s;        /* time with at least one task active */
+    double bw_busy_s;     /* time with at least one task in its work (bandwidth) phase */
+    double work_s;        /* Σ work_s of the tasks it ran (= bw_busy_s on a shared link) */
+    int n_tasks;
+    /* engine state */
+    int holder, n_active, n_transfer, last_release;
+    int waiting[SIM_PRIO_LEVELS]; /* ready/queued/active tasks per priority (for DEFER) */
+    int *pend, n_pend, cap_pend;  /* tasks waiting for this resource, sorted (prio, id) */
+} sim_resource;
+
+typedef struct {
+    char name[24];
+    int resource;
+    int holder, last_release;
+    int *queue, n_queue, cap_queue;
+} sim_stream;
+
+typedef struct {
+    sim_resource *res;
+    int n_res, cap_res;
+    sim_stream *streams;
+    int n_streams, cap_streams;
+    sim_task *tasks;
+    int n_tasks, cap_tasks;
+    /* dependency edges (pred -> succ), collected then turned into CSR by sim_run */
+    int (*edges)[2]; /* {pred, succ} */
+    int n_edges, cap_edges;
+    int *dep_ids;   /* CSR predecessors, per task dep_first.. */
+    int *succ_first, *succ_ids;
+    int cap_csr_tasks, cap_csr_edges;
+    int *active;    /* ids of active tasks */
+    int n_active, cap_active;
+    /* output */
+    double makespan_s;
+    int *critical;  /* critical path, first to last */
+    int n_critical, cap_critical;
+    double critical_s; /* Σ (end − start) over the critical path */
+    /* sticky builder error */
+    fsmoe_status build_status;
+    char build_msg[160];
+} sim;
+
+void sim_init(sim *s);
+void sim_clear(sim *s); /* forget resources, streams and tasks; keep the memory */
+void sim_free(sim *s);  /* safe on a zeroed or half-built sim */
+
+int sim_add_resource(sim *s, const char *name, sim_res_mode mode);
+int sim_add_stream(sim *s, const char *name, int resource);
+/* A task on `resource` (and on `stream` when ≥ 0). A stream may carry tasks of several
+ * resources (Tutel's single communication stream for intra- and inter-node collectives); its
+ * own resource is only where reports draw it. */
+int sim_add_task(sim *s, int resource, int stream, sim_op_kind kind, double alpha_s,
+                 double work_s);
+void sim_add_dep(sim *s, int task, int pred); /* task starts after pred ends; -1 ignored */
+
+/* Runs the simulation. FSMOE_ERR_VALUE for a bad build (message names the task),
+ * FSMOE_ERR_NOMEM, FSMOE_ERR_INTERNAL for a dependency cycle (names a stuck task). */
+fsmoe_status sim_run(sim *s, fsmoe_error *err);
+
+/* A one-line description of task i, e.g. "bwd L3 c2 alltoall" (into buf, returns buf). */
+const char *sim_task_label(const sim *s, int i, char *buf, int len);
+
+#endif

@@ -1,0 +1,443 @@
+/* Implements: `fsmoe-plan simulate` and `fsmoe-plan sweep` (sim_cli.h; issue 3): load a plan
+ * and the model/cluster of its provenance, simulate one iteration under a schedule, report
+ * iteration time, per-resource busy time and utilisation and the critical path, draw it (SVG)
+ * or trace it (Perfetto JSON); sweep the papers' grids and print Table 5 / Table IV-shaped
+ * speedup summaries, a CSV, and the regret study of the closed-form pipeline degree.
+ * Relies on: sim.h, sim_schedules.h, sim_out.h, sweep.h, libfsmoe (plan, model, cluster, cli). */
+#include "sim_cli.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cluster.h"
+#include "model.h"
+#include "plan.h"
+#include "sim.h"
+#include "sim_out.h"
+#include "sim_schedules.h"
+#include "sweep.h"
+
+static const char simulate_usage[] =
+    "usage: fsmoe-plan simulate PLAN.yaml [--schedule NAME|all] [--svg FILE] [--trace FILE]\n"
+    "                           [--refine]\n"
+    "Simulates one training iteration of the plan (default schedule: fsmoe) on the cost model\n"
+    "of its cluster profile and prints the iteration time, each resource's busy time and\n"
+    "utilisation, and the critical path. --schedule all compares every schedule. --svg draws a\n"
+    "Gantt chart, --trace writes Chrome trace-event JSON (open it in ui.perfetto.dev).\n"
+    "--refine re-chooses every layer's r_f, r_b with the simulator first.\n"
+    "Schedules: deepspeed tutel tutel-improved pipemoe-lina fsmoe-no-iio fsmoe parm-s1 parm-s2\n"
+    "           monta-o1 monta-o2 monta-o3\n";
+
+static const char sweep_usage[] =
+    "usage: fsmoe-plan sweep --cluster CLUSTER.yaml --grid fsmoe-table4|parm-table3\n"
+    "                        [--csv FILE] [--regret] [--testbed a|b]\n"
+    "Simulates every configuration of the grid with every schedule and prints the mean, min and\n"
+    "max speedup of each schedule over tutel and over deepspeed. --regret also compares the\n"
+    "planner's closed-form r_f, r_b (fsmoe-table4) with the best r found by simulation.\n"
+    "--testbed picks Table 4's L range (default: from the profile's name).\n";
+
+static int usage(const char *text, const char *reason)
+{
+    if (reason)
+        fprintf(stderr, "fsmoe-plan: %s\n", reason);
+    fputs(text, stderr);
+    return 2;
+}
+
+static int fail(const fsmoe_error *err)
+{
+    fsmoe_error_print("fsmoe-plan", err);
+    return fsmoe_exit_code(err->status);
+}
+
+/* A provenance path as written, else under $FSMOE_SOURCE_ROOT, else next to the plan's folder
+ * (plans/x.yaml names models/m.yaml relative to the repository root). */
+static void resolve(const char *plan_path, const char *p, char *out, size_t len)
+{
+    FILE *f;
+    snprintf(out, len, "%s", p);
+    if (p[0] == '/' || (f = fopen(out, "r")) != NULL) {
+        if (p[0] != '/')
+            fclose(f);
+        return;
+    }
+    const char *root = getenv("FSMOE_SOURCE_ROOT");
+    if (root) {
+        snprintf(out, len, "%s/%s", root, p);
+        if ((f = fopen(out, "r")) != NULL) {
+            fclose(f);
+            return;
+        }
+    }
+    const char *slash = strrchr(plan_path, '/');
+    if (slash) {
+        snprintf(out, len, "%.*s/../%s", (int)(slash - plan_path), plan_path, p);
+        if ((f = fopen(out, "r")) != NULL) {
+            fclose(f);
+            return;
+        }
+    }
+    snprintf(out, len, "%s", p);
+}
+
+static void print_report(const sim *s, const sim_model *m, const char *sched)
+{
+    double fwd_end = 0.0, bwd_end = 0.0;
+    for (int i = 0; i < s->n_tasks; i++) {
+        const sim_task *t = &s->tasks[i];
+        if (t->phase == SIM_PHASE_FWD && t->end_s > fwd_end)
+            fwd_end = t->end_s;
+        if (t->phase == SIM_PHASE_BWD && t->end_s > bwd_end)
+            bwd_end = t->end_s;
+    }
+    printf("schedule      %s\n", sched);
+    printf("iteration     %.4f ms  (forward %.4f ms, backward %.4f ms, after backward %.4f ms)\n",
+           s->makespan_s * 1e3, fwd_end * 1e3, (bwd_end - fwd_end) * 1e3,
+           (s->makespan_s - bwd_end) * 1e3);
+    printf("layers        %d MoE, degrees r_f/r_b of layer 0: %d/%d, tasks %d\n", m->n_layers,
+           m->layers[0].r_f, m->layers[0].r_b, s->n_tasks);
+    printf("\n%-18s %12s %12s %7s %6s\n", "resource", "busy ms", "moving ms", "util", "tasks");
+    for (int r = 0; r < s->n_res; r++) {
+        if (!sim_out_shown(s, r))
+            continue;
+        const sim_resource *x = &s->res[r];
+        printf("%-18s %12.4f %12.4f %6.1f%% %6d\n", x->name, x->busy_s * 1e3,
+               x->mode == SIM_RES_SHARED ? x->bw_busy_s * 1e3 : x->busy_s * 1e3,
+               s->makespan_s > 0.0 ? 100.0 * x->busy_s / s->makespan_s : 0.0, x->n_tasks);
+    }
+    /* critical path, consecutive tasks of one kind/phase/layer/resource merged */
+    printf("\ncritical path %.4f ms over %d tasks:\n", s->critical_s * 1e3, s->n_critical);
+    double by_kind[SIM_OP_COUNT] = {0};
+    for (int a = 0; a < s->n_critical; a++) {
+        const sim_task *t = &s->tasks[s->critical[a]];
+        by_kind[t->kind] += t->end_s - t->start_s;
+    }
+    printf("  by operation:");
+    for (int k = 0; k < SIM_OP_COUNT; k++)
+        if (by_kind[k] > 0.0)
+            printf(" %s %.4f ms (%.1f%%);", sim_op_name((sim_op_kind)k), by_kind[k] * 1e3,
+                   s->critical_s > 0.0 ? 100.0 * by_kind[k] / s->critical_s : 0.0);
+    printf("\n");
+    printf("  %10s %10s %10s  %-5s %-6s %-16s %s\n", "start ms", "end ms", "ms", "phase",
+           "layer", "resource", "operation (chunks)");
+    static const char *const ph[] = {"fwd", "bwd", "tail"};
+    int rows = 0, limit = s->n_critical > 60 ? 40 : 1 << 30, skipped = 0;
+    for (int a = 0; a < s->n_critical;) {
+        const sim_task *t0 = &s->tasks[s->critical[a]];
+        int b = a + 1;
+        while (b < s->n_critical) {
+            const sim_task *t = &s->tasks[s->critical[b]];
+            if (t->kind != t0->kind || t->phase != t0->phase || t->layer != t0->layer ||
+                t->resource != t0->resource)
+                break;
+            b++;
+        }
+        const sim_task *t1 = &s->tasks[s->critical[b - 1]];
+        if (t0->resource != SIM_R_SYNC && rows >= limit && b < s->n_critical) {
+            skipped++;
+        } else if (t0->resource != SIM_R_SYNC) {
+            if (skipped > 0) {
+                printf("  ... %d rows not shown ...\n", skipped);
+                skipped = 0;
+            }
+            rows++;
+            char layer[16];
+            snprintf(layer, sizeof layer, t0->layer >= 0 ? "%d" : "-", t0->layer);
+            printf("  %10.4f %10.4f %10.4f  %-5s %-6s %-16.16s %s",
+                   t0->start_s * 1e3, t1->end_s * 1e3, (t1->end_s - t0->start_s) * 1e3,
+                   ph[t0->phase], layer, s->res[t0->resource].name, sim_op_name(t0->kind));
+            if (b - a > 1)
+                printf(" (%d)", b - a);
+            printf("\n");
+        }
+        a = b;
+    }
+}
+
+int sim_cli_simulate(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"schedule", required_argument, NULL, 's'}, {"svg", required_argument, NULL, 'g'},
+        {"trace", required_argument, NULL, 't'},    {"refine", no_argument, NULL, 'r'},
+        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
+    };
+    const char *sched_name = "fsmoe", *svg = NULL, *trace = NULL;
+    int refine = 0, c;
+    optind = 0;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 's': sched_name = optarg; break;
+        case 'g': svg = optarg; break;
+        case 't': trace = optarg; break;
+        case 'r': refine = 1; break;
+        case 'h': fputs(simulate_usage, stdout); return 0;
+        default: {
+            char why[128];
+            snprintf(why, sizeof why, "simulate: unknown or incomplete option '%s'",
+                     argv[optind - 1]);
+            return usage(simulate_usage, why);
+        }
+        }
+    }
+    if (optind != argc - 1)
+        return usage(simulate_usage, optind >= argc ? "simulate: PLAN.yaml is missing"
+                                                    : "simulate: exactly one PLAN.yaml");
+    int all = strcmp(sched_name, "all") == 0;
+    int sched = all ? SIM_SCHED_FSMOE : sim_schedule_from_name(sched_name);
+    if (sched < 0) {
+        char why[160];
+        snprintf(why, sizeof why, "--schedule: '%s' is not a schedule (or 'all')", sched_name);
+        return usage(simulate_usage, why);
+    }
+    if (all && (svg || trace))
+        return usage(simulate_usage, "--svg/--trace draw one schedule, not --schedule all");
+    const char *plan_path = argv[optind];
+    fsmoe_error err = {0};
+    fsmoe_plan plan = {0};
+    fsmoe_model model = {0};
+    fsmoe_cluster cl = {0};
+    sim_model m = {0};
+    sim s;
+    sim_init(&s);
+    int rc = 1;
+    char model_path[1200], cluster_path[1200];
+    if (fsmoe_plan_load(plan_path, &plan, &err) != FSMOE_OK)
+        goto out_err;
+    resolve(plan_path, plan.model_path, model_path, sizeof model_path);
+    resolve(plan_path, plan.cluster_path, cluster_path, sizeof cluster_path);
+    if (fsmoe_model_load(model_path, &model, &err) != FSMOE_OK ||
+        fsmoe_cluster_load(cluster_path, &cl, &err) != FSMOE_OK)
+        goto out_err;
+    if (model.experts_is_ep)
+        model.E = plan.parallel.ep;
+    if (sim_model_from_plan(&plan, &model, &cl, cluster_path, &m, &err) != FSMOE_OK)
+        goto out_err;
+    printf("# fsmoe-plan simulate %s\n# model %s (%s), cluster %s (%s), %d MoE layers\n",
+           plan_path, plan.model_name, model_path, plan.cluster_name, cluster_path, m.n_layers);
+    if (refine) {
+        int changed;
+        if (sim_refine_plan(&s, &m, &changed, &err) != FSMOE_OK)
+            goto out_err;
+        printf("# --refine: the simulator changed r of %d of %d layers\n", changed, m.n_layers);
+    }
+    if (sim_tutel_degree(&s, &m, &m.tutel_r, &err) != FSMOE_OK)
+        goto out_err;
+    if (all) {
+        double t[SIM_SCHED_COUNT];
+        for (int k = 0; k < SIM_SCHED_COUNT; k++)
+            if (sim_schedule_time(&s, &m, (sim_schedule)k, NULL, &t[k], &err) != FSMOE_OK)
+                goto out_err;
+        printf("# tutel degree r = %d (best of 1,2,4,8 by simulation)\n", m.tutel_r);
+        printf("%-16s %14s %10s %10s\n", "schedule", "iteration ms", "vs tutel", "vs ds");
+        for (int k = 0; k < SIM_SCHED_COUNT; k++)
+            printf("%-16s %14.4f %9.3fx %9.3fx\n", sim_schedule_name((sim_schedule)k),
+                   t[k] * 1e3, t[SIM_SCHED_TUTEL] / t[k], t[SIM_SCHED_DEEPSPEED] / t[k]);
+        rc = 0;
+        goto out;
+    }
+    double it;
+    if (sim_schedule_time(&s, &m, (sim_schedule)sched, NULL, &it, &err) != FSMOE_OK)
+        goto out_err;
+    print_report(&s, &m, sim_schedule_name((sim_schedule)sched));
+    char title[256];
+    snprintf(title, sizeof title, "%s on %s: %s", plan.model_name, plan.cluster_name,
+             sim_schedule_name((sim_schedule)sched));
+    if (svg && sim_write_svg(&s, title, svg, &err) != FSMOE_OK)
+        goto out_err;
+    if (trace && sim_write_trace(&s, title, trace, &err) != FSMOE_OK)
+        goto out_err;
+    if (svg)
+        printf("\nwrote %s\n", svg);
+    if (trace)
+        printf("%swrote %s\n", svg ? "" : "\n", trace);
+    rc = 0;
+    goto out;
+out_err:
+    rc = fail(&err);
+out:
+    sim_free(&s);
+    sim_model_free(&m);
+    fsmoe_cluster_free(&cl);
+    fsmoe_plan_free(&plan);
+    return rc;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile of sorted v. */
+static double percentile(const double *v, int n, double p)
+{
+    int k = (int)ceil(p * n) - 1;
+    if (k < 0)
+        k = 0;
+    if (k >= n)
+        k = n - 1;
+    return v[k];
+}
+
+static fsmoe_status regret_study(sweep_grid g, char testbed, const fsmoe_cluster *c,
+                                 const char *path, fsmoe_error *err)
+{
+    int n = sweep_grid_size(g);
+    double *reg = malloc((size_t)n * sizeof *reg);
+    if (!reg)
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "sweep: out of memory");
+    sim s;
+    sim_init(&s);
+    int cnt = 0, same_f = 0, same_b = 0, zero = 0;
+    double sum = 0.0;
+    fsmoe_status st = FSMOE_OK;
+    for (int i = 0; i < n; i++) {
+        sim_model m;
+        sim_layer L;
+        int valid;
+        st = sweep_config(g, testbed, c, path, i, PIPELINE_SLSQP, &m, &L, &valid, NULL, err);
+        if (st != FSMOE_OK)
+            break;
+        if (!valid)
+            continue;
+        sweep_regret rg;
+        st = sweep_regret_config(&s, &m, &rg, err);
+        if (st != FSMOE_OK)
+            break;
+        reg[cnt++] = rg.regret;
+        sum += rg.regret;
+        same_f += rg.r_f_best == rg.r_f_plan;
+        same_b += rg.r_b_best == rg.r_b_plan;
+        zero += rg.regret <= 1e-12;
+    }
+    sim_free(&s);
+    if (st == FSMOE_OK && cnt > 0) {
+        qsort(reg, (size_t)cnt, sizeof *reg, cmp_double);
+        printf("\n# regret of the closed-form r_f, r_b (SLSQP on F = max f_i) against the best r "
+               "in 1..r_max by simulation (fsmoe schedule), %d configurations\n", cnt);
+        printf("regret  mean %.3f%%  p50 %.3f%%  p90 %.3f%%  max %.3f%%\n", 100.0 * sum / cnt,
+               100.0 * percentile(reg, cnt, 0.5), 100.0 * percentile(reg, cnt, 0.9),
+               100.0 * reg[cnt - 1]);
+        printf("same r  forward %d/%d  backward %d/%d  zero regret %d/%d\n", same_f, cnt, same_b,
+               cnt, zero, cnt);
+    }
+    free(reg);
+    return st;
+}
+
+static fsmoe_status write_csv(const char *path, sweep_grid g, char testbed,
+                              const fsmoe_cluster *c, const char *cpath, const sweep_result *r,
+                              fsmoe_error *err)
+{
+    char tmp[1200];
+    FILE *f = sim_out_open(path, tmp, sizeof tmp, err);
+    if (!f)
+        return err ? err->status : FSMOE_ERR_IO;
+    fprintf(f, "index,configuration,r_f,r_b,tutel_r");
+    for (int k = 0; k < SIM_SCHED_COUNT; k++)
+        fprintf(f, ",%s_s", sim_schedule_name((sim_schedule)k));
+    fprintf(f, "\n");
+    for (int j = 0; j < r->n; j++) {
+        sim_model m;
+        sim_layer L;
+        int valid;
+        char desc[160] = "";
+        fsmoe_status st = sweep_config(g, testbed, c, cpath, r->index[j], PIPELINE_SLSQP, &m, &L,
+                                       &valid, desc, err);
+        if (st != FSMOE_OK) {
+            fclose(f);
+            remove(tmp);
+            return st;
+        }
+        fprintf(f, "%d,\"%s\",%d,%d,%d", r->index[j], desc, r->r_f[j], r->r_b[j], r->tutel_r[j]);
+        for (int k = 0; k < SIM_SCHED_COUNT; k++)
+            fprintf(f, ",%.9g", r->t[j][k]);
+        fprintf(f, "\n");
+    }
+    return sim_out_finish(f, tmp, path, err);
+}
+
+int sim_cli_sweep(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"cluster", required_argument, NULL, 'c'}, {"grid", required_argument, NULL, 'g'},
+        {"csv", required_argument, NULL, 'o'},     {"regret", no_argument, NULL, 'r'},
+        {"testbed", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    static const fsmoe_cli_enum grids[] = {
+        {"fsmoe-table4", SWEEP_FSMOE_TABLE4}, {"parm-table3", SWEEP_PARM_TABLE3}, {NULL, 0}};
+    static const fsmoe_cli_enum testbeds[] = {{"a", 'a'}, {"b", 'b'}, {NULL, 0}};
+    const char *cluster_path = NULL, *csv = NULL;
+    int grid = -1, regret = 0, testbed = 0, c;
+    fsmoe_error err = {0};
+    optind = 0;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c': cluster_path = optarg; break;
+        case 'g':
+            if (fsmoe_cli_enum_parse("--grid", optarg, grids, &grid, &err) != FSMOE_OK)
+                return usage(sweep_usage, err.msg);
+            break;
+        case 'o': csv = optarg; break;
+        case 'r': regret = 1; break;
+        case 't':
+            if (fsmoe_cli_enum_parse("--testbed", optarg, testbeds, &testbed, &err) != FSMOE_OK)
+                return usage(sweep_usage, err.msg);
+            break;
+        case 'h': fputs(sweep_usage, stdout); return 0;
+        default: {
+            char why[128];
+            snprintf(why, sizeof why, "sweep: unknown or incomplete option '%s'",
+                     argv[optind - 1]);
+            return usage(sweep_usage, why);
+        }
+        }
+    }
+    if (optind != argc)
+        return usage(sweep_usage, "sweep: unexpected argument");
+    if (!cluster_path || grid < 0)
+        return usage(sweep_usage, "sweep: --cluster and --grid are required");
+    fsmoe_cluster cl = {0};
+    if (fsmoe_cluster_load(cluster_path, &cl, &err) != FSMOE_OK)
+        return fail(&err);
+    char tb = testbed ? (char)testbed : sweep_testbed_of(&cl);
+    sweep_result r;
+    if (sweep_run((sweep_grid)grid, tb, &cl, cluster_path, &r, &err) != FSMOE_OK) {
+        fsmoe_cluster_free(&cl);
+        return fail(&err);
+    }
+    printf("# fsmoe-plan sweep --grid %s on %s", sweep_grid_name((sweep_grid)grid), cl.name);
+    if (grid == SWEEP_FSMOE_TABLE4)
+        printf(" (Table 4 L range of testbed %c)", tb);
+    printf(": %d of %d configurations valid, %d schedules, %.3f s\n", r.n, r.n_grid,
+           SIM_SCHED_COUNT, r.wall_s);
+    printf("%-16s %9s %8s %8s %6s   %9s %8s %8s %6s\n", "schedule", "vs tutel", "min", "max",
+           "slower", "vs ds", "min", "max", "slower");
+    for (int k = 0; k < SIM_SCHED_COUNT; k++) {
+        sweep_stat a, b;
+        sweep_speedup(&r, k, SIM_SCHED_TUTEL, &a);
+        sweep_speedup(&r, k, SIM_SCHED_DEEPSPEED, &b);
+        printf("%-16s %8.3fx %7.3fx %7.3fx %6d   %8.3fx %7.3fx %7.3fx %6d\n",
+               sim_schedule_name((sim_schedule)k), a.mean, a.min, a.max, a.n_slower, b.mean,
+               b.min, b.max, b.n_slower);
+    }
+    int rc = 0;
+    if (csv) {
+        if (write_csv(csv, (sweep_grid)grid, tb, &cl, cluster_path, &r, &err) != FSMOE_OK)
+            rc = fail(&err);
+        else
+            printf("wrote %s\n", csv);
+    }
+    if (rc == 0 && regret && regret_study((sweep_grid)grid, tb, &cl, cluster_path, &err) != FSMOE_OK)
+        rc = fail(&err);
+    sweep_result_free(&r);
+    fsmoe_cluster_free(&cl);
+    return rc;
+}

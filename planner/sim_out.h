@@ -1,0 +1,33 @@
+/* Implements: the simulator's outputs (issue 3): a Gantt chart in SVG (one row per resource,
+ * concurrent transfers on a link stacked in lanes, colours per operation kind, legend, time
+ * axis — the look of FSMoE Fig. 3/4) and Chrome trace-event JSON that Perfetto opens
+ * ({"traceEvents":[...]} with "X" events in µs and thread_name metadata per resource lane).
+ * Both are written atomically (PATH.tmp.<pid>, fsync, rename). Resources named "sync" (zero-cost
+ * joins) and resources that ran nothing are left out. */
+#ifndef FSMOE_SIM_OUT_H
+#define FSMOE_SIM_OUT_H
+
+#include <stdio.h>
+
+#include "sim.h"
+#include "status.h"
+
+/* Lane of every task inside its resource row (greedy interval colouring in start order):
+ * lane[i] for i < s->n_tasks; returns the lane count per resource in lanes[r]. 0 on NOMEM. */
+int sim_out_lanes(const sim *s, int *lane, int *lanes);
+
+/* Colour (#rrggbb) of an operation kind. */
+const char *sim_out_colour(sim_op_kind k);
+
+/* Whether resource r appears in outputs. */
+int sim_out_shown(const sim *s, int r);
+
+fsmoe_status sim_write_svg(const sim *s, const char *title, const char *path, fsmoe_error *err);
+fsmoe_status sim_write_trace(const sim *s, const char *title, const char *path, fsmoe_error *err);
+
+/* Atomic file writing shared by both: opens PATH.tmp.<pid>; finish fsyncs, closes and renames
+ * (or removes the temporary on failure). */
+FILE *sim_out_open(const char *path, char *tmp, size_t tmp_len, fsmoe_error *err);
+fsmoe_status sim_out_finish(FILE *f, const char *tmp, const char *path, fsmoe_error *err);
+
+#endif

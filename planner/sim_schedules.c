@@ -1,0 +1,561 @@
+/* Implements: the schedule generators of sim_schedules.h (issue 3): one iteration of every
+ * schedule the papers compare (FSMoE Fig. 3 / Table 5 schedules, Parm S1/S2 + SAA, MoNTA
+ * O1/O2/O3, Lina's micro-op gradient AllReduce, DeepSpeed-MoE, Tutel/PipeMoE) as simulator tasks.
+ * Relies on: sim.h (engine), workload.h (per-layer costs and cost lines). */
+#include "sim_schedules.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const sched_names[SIM_SCHED_COUNT] = {
+    "deepspeed", "tutel", "tutel-improved", "pipemoe-lina", "fsmoe-no-iio", "fsmoe",
+    "parm-s1", "parm-s2", "monta-o1", "monta-o2", "monta-o3",
+};
+
+const char *sim_schedule_name(sim_schedule k)
+{
+    return (unsigned)k < SIM_SCHED_COUNT ? sched_names[k] : "?";
+}
+
+int sim_schedule_from_name(const char *s)
+{
+    for (int i = 0; i < SIM_SCHED_COUNT; i++)
+        if (strcmp(s, sched_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* Priorities: dispatch-side collectives and compute first, the Gradient-AllReduce placed after
+ * the last dispatch next, combine-side collectives after, Lina's micro-ops last. */
+enum { PRIO_DISPATCH = 1, PRIO_GAR = 2, PRIO_COMBINE = 3, PRIO_LINA = 6 };
+
+typedef enum { GRAD_NONE, GRAD_DENSE_ONLY, GRAD_LINA, GRAD_PLAN } grad_style;
+
+typedef struct {
+    sim *s;
+    const sim_model *m;
+    sim_schedule k;
+    int st_inter, st_intra, st_comm, st_ar;
+    int phase, layer;
+    int tutel_r;
+    grad_style grad;
+    double available;  /* dense-only: gradient bytes ready and not yet sent */
+} gen;
+
+static int add(gen *g, int res, int stream, sim_op_kind kind, double alpha, double beta, double n,
+               int prio, int chunk, int prev)
+{
+    if (!(n > 0.0))
+        return prev;
+    int id = sim_add_task(g->s, res, stream, kind, alpha, beta * n);
+    if (id < 0)
+        return prev;
+    sim_task *t = &g->s->tasks[id];
+    t->bytes = res == SIM_R_COMPUTE ? 0.0 : n;
+    t->priority = prio;
+    t->phase = g->phase;
+    t->layer = g->layer;
+    t->chunk = chunk;
+    sim_add_dep(g->s, id, prev);
+    return id;
+}
+
+static int add_line(gen *g, int res, int stream, sim_op_kind kind, const fsmoe_line *l, double n,
+                    int prio, int chunk, int prev)
+{
+    return add(g, res, stream, kind, l->alpha_s, l->beta_s, n, prio, chunk, prev);
+}
+
+/* A zero-cost task after every id in deps (n of them); the single dep itself when n == 1. */
+static int join(gen *g, const int *deps, int n)
+{
+    if (n == 1)
+        return deps[0];
+    int id = sim_add_task(g->s, SIM_R_SYNC, -1, SIM_OP_GATE, 0.0, 0.0);
+    if (id < 0)
+        return -1;
+    g->s->tasks[id].phase = g->phase;
+    g->s->tasks[id].layer = g->layer;
+    for (int i = 0; i < n; i++)
+        sim_add_dep(g->s, id, deps[i]);
+    return id;
+}
+
+static double tokens_bytes(const sim_model *m)
+{
+    return (double)m->shape.B * (double)m->shape.L * (double)m->shape.M *
+           m->shape.bytes_per_element;
+}
+
+static double cap_f(const sim_model *m)
+{
+    return m->shape.f > 0.0 ? m->shape.f : 1.0;
+}
+
+/* Dense blocks: compute (block time minus its MP AllReduce) then the MP AllReduce (intra). */
+static int dense(gen *g, const workload_layer *wl, int n_attn, int n_ffn, int prev)
+{
+    const sim_model *m = g->m;
+    double x = tokens_bytes(m);
+    double t_ar = fsmoe_line_time(&m->lines.ar_mp, x);
+    int bwd = g->phase != SIM_PHASE_FWD;
+    for (int i = 0; i < n_attn + n_ffn; i++) {
+        int is_attn = bwd ? i >= n_ffn : i < n_attn;
+        double t = is_attn ? (bwd ? wl->attn_bwd_s : wl->attn_fwd_s)
+                           : (bwd ? wl->ffn_bwd_s : wl->ffn_fwd_s);
+        double c = t - t_ar;
+        prev = add(g, SIM_R_COMPUTE, -1, is_attn ? SIM_OP_ATTN : SIM_OP_FFN, 0.0, 1.0,
+                   c > 0.0 ? c : 0.0, 0, -1, prev);
+        prev = add_line(g, SIM_R_INTRA, -1, SIM_OP_AR_MP, &m->lines.ar_mp, x, 0, -1, prev);
+    }
+    return prev;
+}
+
+static double dense_time(const workload_layer *wl, int n_attn, int n_ffn, int bwd)
+{
+    return n_attn * (bwd ? wl->attn_bwd_s : wl->attn_fwd_s) +
+           n_ffn * (bwd ? wl->ffn_bwd_s : wl->ffn_fwd_s);
+}
+
+/* FSMoE/Tutel pipelined MoE phase: per chunk Dispatch-A2A → ESP-AG → Expert → ESP-RS →
+ * Combine-A2A. one_stream puts intra and inter collectives on one stream (Tutel, No-IIO).
+ * gar_bytes > 0: a Gradient-AllReduce on the same inter stream right after the last dispatch. */
+static int moe_pipelined(gen *g, const workload_layer *wl, int r, int prev, double gar_bytes,
+                         int one_stream)
+{
+    const pipeline_problem *p = g->phase == SIM_PHASE_FWD ? &wl->fwd : &wl->bwd;
+    int sx = one_stream ? g->st_comm : g->st_inter;
+    int sy = one_stream ? g->st_comm : g->st_intra;
+    int ends[PIPELINE_R_CAP * 2 + 8];
+    if (r < 1)
+        r = 1;
+    if (r > PIPELINE_R_CAP * 2)
+        r = PIPELINE_R_CAP * 2;
+    int last_d = prev;
+    for (int j = 0; j < r; j++) {
+        int d = add(g, SIM_R_INTER, sx, SIM_OP_A2A, p->a2a_alpha, p->a2a_beta, p->n_a2a / r,
+                    PRIO_DISPATCH, j, prev);
+        last_d = d;
+        int a = add(g, SIM_R_INTRA, sy, SIM_OP_AG, p->ag_alpha, p->ag_beta, p->n_ag / r,
+                    PRIO_DISPATCH, j, d);
+        int e = add(g, SIM_R_COMPUTE, -1, SIM_OP_EXPERT, p->exp_alpha, p->exp_beta, p->n_exp / r,
+                    PRIO_DISPATCH, j, a);
+        int rs = add(g, SIM_R_INTRA, sy, SIM_OP_RS, p->rs_alpha, p->rs_beta, p->n_rs / r,
+                     PRIO_COMBINE, j, e);
+        ends[j] = add(g, SIM_R_INTER, sx, SIM_OP_A2A, p->a2a_alpha, p->a2a_beta, p->n_a2a / r,
+                      PRIO_COMBINE, j, rs);
+    }
+    if (gar_bytes > 0.0)
+        add_line(g, SIM_R_INTER, sx, SIM_OP_GRAD_AR, &g->m->lines.ar_dp, gar_bytes, PRIO_GAR, -1,
+                 last_d);
+    return join(g, ends, r);
+}
+
+/* DeepSpeed-MoE (Parm's baseline, design.md §6): tokens duplicated over MP. */
+static int moe_deepspeed(gen *g, const workload_layer *wl, int prev)
+{
+    const sim_model *m = g->m;
+    const workload_lines *w = &m->lines;
+    double esp = m->par.esp, b = m->shape.bytes_per_element;
+    double xg = (double)m->shape.B * m->shape.L * m->shape.M * esp * b; /* ESP-AG output */
+    double y = m->shape.k * cap_f(m) * m->shape.B * m->shape.L * m->shape.M * esp * b;
+    int bwd = g->phase != SIM_PHASE_FWD;
+    const pipeline_problem *p = bwd ? &wl->bwd : &wl->fwd;
+    int st = g->st_comm;
+    if (!bwd)
+        prev = add_line(g, SIM_R_INTRA, st, SIM_OP_AG, &w->ag_esp, m->par.esp > 1 ? xg : 0.0, 1,
+                        -1, prev);
+    prev = add_line(g, SIM_R_INTER, st, SIM_OP_A2A, &w->a2a_ep, m->par.ep > 1 ? y : 0.0, 1, -1,
+                    prev);
+    prev = add(g, SIM_R_COMPUTE, -1, SIM_OP_EXPERT, p->exp_alpha, p->exp_beta, p->n_exp * esp, 1,
+               -1, prev);
+    prev = add_line(g, SIM_R_INTRA, st, SIM_OP_AR_ESP, &w->ar_esp, m->par.esp > 1 ? y : 0.0, 1,
+                    -1, prev);
+    prev = add_line(g, SIM_R_INTER, st, SIM_OP_A2A, &w->a2a_ep, m->par.ep > 1 ? y : 0.0, 1, -1,
+                    prev);
+    if (bwd)
+        prev = add_line(g, SIM_R_INTRA, st, SIM_OP_RS, &w->rs_esp, m->par.esp > 1 ? xg : 0.0, 1,
+                        -1, prev);
+    return prev;
+}
+
+/* Parm's PauseMP schedules (r = 1). */
+static int moe_parm(gen *g, const workload_layer *wl, int prev, int s2)
+{
+    const sim_model *m = g->m;
+    const workload_lines *w = &m->lines;
+    double b = m->shape.bytes_per_element;
+    double x = tokens_bytes(m);
+    double y = m->shape.k * cap_f(m) * m->shape.B * m->shape.L * m->shape.M * (double)m->par.esp *
+               b;
+    double n = y / m->par.mp;
+    int has_a2a = fsmoe_group_size(&m->par, FSMOE_GROUP_EP_ESP) > 1;
+    int has_mp = m->par.mp > 1;
+    const pipeline_problem *p = g->phase == SIM_PHASE_FWD ? &wl->fwd : &wl->bwd;
+    int st = g->st_comm;
+    prev = add_line(g, SIM_R_INTER, st, SIM_OP_A2A, &w->a2a_ep_esp, has_a2a ? n : 0.0, 1, -1,
+                    prev);
+    prev = add(g, SIM_R_COMPUTE, -1, SIM_OP_EXPERT, p->exp_alpha, p->exp_beta, p->n_exp, 1, -1,
+               prev);
+    /* With N_MP = 1 there is no MP AllGather to overlap: SAA is the plain AllToAll (Parm's
+     * "nothing to pause" case; the profile's derived SAA line would add an AllGather). */
+    if (!s2 || !has_a2a || !has_mp) {
+        prev = add_line(g, SIM_R_INTER, st, SIM_OP_A2A, &w->a2a_ep_esp, has_a2a ? n : 0.0, 1, -1,
+                        prev);
+        return add_line(g, SIM_R_INTRA, st, SIM_OP_AG, &w->ag_mp, has_mp ? x : 0.0, 1, -1, prev);
+    }
+    /* SAA: the measured simultaneous operation on the inter link, and the AllGather's share of
+     * the intra link running beside it; the layer continues when both are done. */
+    int both[2];
+    both[0] = add_line(g, SIM_R_INTER, st, SIM_OP_SAA, &w->saa, n, 1, -1, prev);
+    both[1] = add_line(g, SIM_R_INTRA, -1, SIM_OP_AG, &w->ag_mp, has_mp ? x : 0.0, 1, -1, prev);
+    if (both[1] == prev)
+        return both[0];
+    return join(g, both, 2);
+}
+
+/* MoNTA's AllToAll of I bytes (duplicated tokens over t = N_MP) by strategy 1..3 (O1..O3) with
+ * N chunks; strategy 0 = the plain AllToAll. */
+static int monta_a2a(gen *g, int strategy, int N, double I, int prev)
+{
+    const sim_model *m = g->m;
+    const workload_lines *w = &m->lines;
+    int t = m->par.mp;
+    int st = g->st_comm;
+    if (m->par.ep <= 1)
+        return prev;
+    if (strategy == 0 || t <= 1)
+        return add_line(g, SIM_R_INTER, st, SIM_OP_A2A, &w->a2a_ep, I, 1, -1, prev);
+    if (strategy == 1) {
+        prev = add_line(g, SIM_R_INTER, st, SIM_OP_A2A, &w->a2a_ep, I / t, 1, -1, prev);
+        return add_line(g, SIM_R_INTRA, st, SIM_OP_AG, &w->ag_mp, I, 1, -1, prev);
+    }
+    if (N < 1)
+        N = 1;
+    if (N > PIPELINE_R_CAP * 2)
+        N = PIPELINE_R_CAP * 2;
+    int ends[PIPELINE_R_CAP * 2];
+    int prev_ag = -1, prev_d = -1;
+    for (int j = 0; j < N; j++) {
+        int a = add_line(g, SIM_R_INTER, g->st_inter, SIM_OP_A2A, &w->a2a_ep, I / ((double)N * t),
+                         1, j, prev);
+        int ag = add_line(g, SIM_R_INTRA, g->st_intra, SIM_OP_AG, &w->ag_mp, I / N, 1, j, a);
+        if (strategy == 2 && prev_d >= 0 && ag != a)
+            sim_add_dep(g->s, ag, prev_d); /* O2: AG_{j+1} after D_j */
+        (void)prev_ag;
+        int d = add_line(g, SIM_R_COPY, -1, SIM_OP_COPY, &w->copy, w->have_copy ? I / N : 0.0, 1,
+                         j, ag);
+        prev_ag = ag;
+        prev_d = d;
+        ends[j] = d;
+    }
+    return join(g, ends, N);
+}
+
+static int moe_monta(gen *g, const sim_layer *L, int prev)
+{
+    const sim_model *m = g->m;
+    int strategy = g->k - SIM_SCHED_MONTA_O1 + 1;
+    int N = strategy == 2 ? L->monta_chunks_o2 : strategy == 3 ? L->monta_chunks_o3 : 1;
+    double I = m->shape.k * cap_f(m) * m->shape.B * m->shape.L * m->shape.M *
+               (double)m->shape.bytes_per_element;
+    const pipeline_problem *p = g->phase == SIM_PHASE_FWD ? &L->wl.fwd : &L->wl.bwd;
+    prev = monta_a2a(g, strategy, N, I, prev);
+    prev = add(g, SIM_R_COMPUTE, -1, SIM_OP_EXPERT, p->exp_alpha, p->exp_beta, p->n_exp, 1, -1,
+               prev);
+    prev = add_line(g, SIM_R_INTRA, g->st_comm, SIM_OP_RS, &m->lines.rs_esp,
+                    m->par.esp > 1 ? I : 0.0, 1, -1, prev);
+    return monta_a2a(g, strategy, N, I, prev);
+}
+
+static int layer_r(const gen *g, const sim_layer *L, const sim_build_opts *o)
+{
+    int bwd = g->phase != SIM_PHASE_FWD;
+    switch (g->k) {
+    case SIM_SCHED_TUTEL:
+    case SIM_SCHED_TUTEL_IMPROVED:
+    case SIM_SCHED_PIPEMOE_LINA:
+        return g->tutel_r;
+    default:
+        if (o && (bwd ? o->r_b : o->r_f) > 0)
+            return bwd ? o->r_b : o->r_f;
+        return bwd ? L->r_b : L->r_f;
+    }
+}
+
+static int moe_phase(gen *g, const sim_layer *L, int prev, double gar_bytes,
+                     const sim_build_opts *o)
+{
+    switch (g->k) {
+    case SIM_SCHED_DEEPSPEED:
+        return moe_deepspeed(g, &L->wl, prev);
+    case SIM_SCHED_PARM_S1:
+    case SIM_SCHED_PARM_S2:
+        return moe_parm(g, &L->wl, prev, g->k == SIM_SCHED_PARM_S2);
+    case SIM_SCHED_MONTA_O1:
+    case SIM_SCHED_MONTA_O2:
+    case SIM_SCHED_MONTA_O3:
+        return moe_monta(g, L, prev);
+    case SIM_SCHED_FSMOE:
+        return moe_pipelined(g, &L->wl, layer_r(g, L, o), prev, gar_bytes, 0);
+    default: /* tutel, tutel-improved, pipemoe-lina, fsmoe-no-iio */
+        return moe_pipelined(g, &L->wl, layer_r(g, L, o), prev, gar_bytes, 1);
+    }
+}
+
+/* Lina: gradients of one generalised layer cut into 30 MB micro-ops (never mixing layers),
+ * launched only while no A2A is ready or running on the inter link. */
+static void lina_micro_ops(gen *g, double bytes, int ready)
+{
+    const double mo = 30e6;
+    while (bytes > 0.0) {
+        double n = bytes < mo ? bytes : mo;
+        int id = add_line(g, SIM_R_INTER, g->st_ar, SIM_OP_GRAD_AR, &g->m->lines.ar_dp, n,
+                          PRIO_LINA, -1, ready);
+        if (id >= 0 && id != ready)
+            g->s->tasks[id].flags |= SIM_TASK_DEFER;
+        bytes -= n;
+    }
+}
+
+/* Gradient bytes that became ready; what the schedule does with them. */
+static void grads_ready(gen *g, double bytes, int ready)
+{
+    if (!(bytes > 0.0))
+        return;
+    if (g->grad == GRAD_LINA)
+        lina_micro_ops(g, bytes, ready);
+    else if (g->grad == GRAD_DENSE_ONLY)
+        g->available += bytes;
+}
+
+double sim_model_grad_bytes(const sim_model *m)
+{
+    double sum = m->prefix_grad_bytes;
+    for (int i = 0; i < m->n_layers; i++)
+        sum += m->layers[i].dense_grad_bytes + m->layers[i].moe_grad_bytes;
+    return sum;
+}
+
+static void resources(sim *s)
+{
+    sim_add_resource(s, "compute", SIM_RES_EXCLUSIVE);
+    sim_add_resource(s, "intra-node link", SIM_RES_SHARED);
+    sim_add_resource(s, "inter-node link", SIM_RES_SHARED);
+    sim_add_resource(s, "copy engine", SIM_RES_EXCLUSIVE);
+    sim_add_resource(s, "sync", SIM_RES_SHARED);
+}
+
+fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_build_opts *opts,
+                       fsmoe_error *err)
+{
+    if ((unsigned)k >= SIM_SCHED_COUNT)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "simulate: unknown schedule %d", (int)k);
+    if (m->n_layers < 1)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "simulate: the model has no MoE layer");
+    sim_clear(s);
+    resources(s);
+    gen g;
+    memset(&g, 0, sizeof g);
+    g.s = s;
+    g.m = m;
+    g.k = k;
+    g.st_inter = sim_add_stream(s, "inter", SIM_R_INTER);
+    g.st_intra = sim_add_stream(s, "intra", SIM_R_INTRA);
+    g.st_comm = sim_add_stream(s, "comm", SIM_R_INTER);
+    g.st_ar = sim_add_stream(s, "allreduce", SIM_R_INTER);
+    g.tutel_r = opts && opts->tutel_r > 0 ? opts->tutel_r : m->tutel_r > 0 ? m->tutel_r : 1;
+    switch (k) {
+    case SIM_SCHED_TUTEL_IMPROVED: g.grad = GRAD_DENSE_ONLY; break;
+    case SIM_SCHED_PIPEMOE_LINA: g.grad = GRAD_LINA; break;
+    case SIM_SCHED_FSMOE:
+    case SIM_SCHED_FSMOE_NO_IIO: g.grad = GRAD_PLAN; break;
+    default: g.grad = GRAD_NONE; break;
+    }
+    const workload_layer *wl0 = &m->layers[0].wl;
+    int gar_stream = k == SIM_SCHED_FSMOE ? g.st_inter : g.st_comm;
+    int prev = -1;
+
+    /* forward */
+    g.phase = SIM_PHASE_FWD;
+    g.layer = -1;
+    prev = dense(&g, wl0, m->prefix_attn, m->prefix_ffn, prev);
+    for (int i = 0; i < m->n_layers; i++) {
+        const sim_layer *L = &m->layers[i];
+        g.layer = i;
+        prev = moe_phase(&g, L, prev, 0.0, opts);
+        prev = dense(&g, &L->wl, L->n_attn, L->n_ffn, prev);
+    }
+
+    /* backward */
+    g.phase = SIM_PHASE_BWD;
+    for (int i = m->n_layers - 1; i >= 0; i--) {
+        const sim_layer *L = &m->layers[i];
+        g.layer = i;
+        int window_start = prev;
+        if (g.grad == GRAD_PLAN && L->gar_dense_bytes > 0.0)
+            add_line(&g, SIM_R_INTER, gar_stream, SIM_OP_GRAD_AR, &m->lines.ar_dp,
+                     L->gar_dense_bytes, PRIO_GAR, -1, window_start);
+        if (g.grad == GRAD_DENSE_ONLY && g.available > 0.0) {
+            /* Tutel-Improved: as much as fits the dense window, sent at its start */
+            double win = dense_time(&L->wl, L->n_attn, L->n_ffn, 1);
+            double fit = m->lines.ar_dp.beta_s > 0.0
+                             ? (win - m->lines.ar_dp.alpha_s) / m->lines.ar_dp.beta_s
+                             : g.available;
+            if (fit > g.available)
+                fit = g.available;
+            if (fit > 0.0) {
+                add_line(&g, SIM_R_INTER, g.st_ar, SIM_OP_GRAD_AR, &m->lines.ar_dp, fit,
+                         PRIO_GAR, -1, window_start);
+                g.available -= fit;
+            }
+        }
+        prev = dense(&g, &L->wl, L->n_attn, L->n_ffn, prev);
+        grads_ready(&g, L->dense_grad_bytes, prev);
+        prev = moe_phase(&g, L, prev, g.grad == GRAD_PLAN ? L->gar_moe_bytes : 0.0, opts);
+        grads_ready(&g, L->moe_grad_bytes, prev);
+    }
+    g.layer = -1;
+    prev = dense(&g, wl0, m->prefix_attn, m->prefix_ffn, prev);
+    grads_ready(&g, m->prefix_grad_bytes, prev);
+
+    /* what is left of the Gradient-AllReduce, after the backward */
+    g.phase = SIM_PHASE_TAIL;
+    double tail = 0.0;
+    int tail_stream = g.st_comm;
+    switch (g.grad) {
+    case GRAD_NONE: tail = sim_model_grad_bytes(m); break;
+    case GRAD_DENSE_ONLY: tail = g.available, tail_stream = g.st_ar; break;
+    case GRAD_PLAN: tail = m->fsmoe_tail_bytes, tail_stream = gar_stream; break;
+    case GRAD_LINA: tail = 0.0; break; /* the micro-ops already exist */
+    }
+    add_line(&g, SIM_R_INTER, tail_stream, SIM_OP_GRAD_AR, &m->lines.ar_dp, tail, PRIO_GAR, -1,
+             prev);
+    if (s->build_status != FSMOE_OK)
+        return fsmoe_fail(err, s->build_status, "%s", s->build_msg);
+    return FSMOE_OK;
+}
+
+fsmoe_status sim_schedule_time(sim *s, const sim_model *m, sim_schedule k,
+                               const sim_build_opts *opts, double *iteration_s,
+                               fsmoe_error *err)
+{
+    sim_build_opts o;
+    if (opts)
+        o = *opts;
+    else
+        memset(&o, 0, sizeof o);
+    if ((k == SIM_SCHED_TUTEL || k == SIM_SCHED_TUTEL_IMPROVED || k == SIM_SCHED_PIPEMOE_LINA) &&
+        o.tutel_r <= 0 && m->tutel_r <= 0) {
+        fsmoe_status st = sim_tutel_degree(s, m, &o.tutel_r, err);
+        if (st != FSMOE_OK)
+            return st;
+    }
+    fsmoe_status st = sim_build(s, m, k, &o, err);
+    if (st == FSMOE_OK)
+        st = sim_run(s, err);
+    if (st == FSMOE_OK)
+        *iteration_s = s->makespan_s;
+    return st;
+}
+
+fsmoe_status sim_tutel_degree(sim *s, const sim_model *m, int *r_out, fsmoe_error *err)
+{
+    int r_max = PIPELINE_R_CAP;
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i].wl.r_max < r_max)
+            r_max = m->layers[i].wl.r_max;
+    int best = 1;
+    double best_t = INFINITY;
+    for (int r = 1; r <= 8 && r <= r_max; r *= 2) {
+        sim_build_opts o = {0, 0, r};
+        double t;
+        fsmoe_status st = sim_build(s, m, SIM_SCHED_TUTEL, &o, err);
+        if (st == FSMOE_OK)
+            st = sim_run(s, err);
+        if (st != FSMOE_OK)
+            return st;
+        t = s->makespan_s;
+        if (t < best_t) {
+            best_t = t;
+            best = r;
+        }
+    }
+    *r_out = best;
+    return FSMOE_OK;
+}
+
+void sim_model_free(sim_model *m)
+{
+    if (!m)
+        return;
+    free(m->layers);
+    m->layers = NULL;
+    m->n_layers = 0;
+}
+
+fsmoe_status sim_model_from_plan(const fsmoe_plan *p, const fsmoe_model *model,
+                                 const fsmoe_cluster *c, const char *cluster_path,
+                                 sim_model *m, fsmoe_error *err)
+{
+    memset(m, 0, sizeof *m);
+    long n_moe = fsmoe_model_moe_count(model);
+    if (n_moe != p->n_layers || p->n_layers < 1)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE,
+                          "simulate: the plan has %d MoE layers but model '%s' has %ld",
+                          p->n_layers, model->name, n_moe);
+    workload_shape_from_model(model, &m->shape);
+    /* the plan's shape wins: it records every override it was made with */
+    m->shape.B = p->B, m->shape.L = p->L, m->shape.M = p->M, m->shape.H = p->H;
+    m->shape.E = p->E, m->shape.k = p->k, m->shape.f = p->f, m->shape.expert = p->expert;
+    m->shape.bytes_per_element = p->bytes_per_element;
+    m->par = p->parallel;
+    fsmoe_status st = workload_lines_init(c, cluster_path, &m->par, &m->lines, err);
+    if (st != FSMOE_OK)
+        return st;
+    workload_layer wl;
+    workload_layer_init(&m->shape, &m->par, &m->lines, &wl);
+    m->layers = calloc((size_t)p->n_layers, sizeof *m->layers);
+    if (!m->layers)
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "simulate: out of memory");
+    m->n_layers = p->n_layers;
+    long *blocks = malloc((size_t)n_moe * sizeof *blocks);
+    if (!blocks) {
+        sim_model_free(m);
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "simulate: out of memory");
+    }
+    long j = 0;
+    for (long b = 0; b < model->layers; b++)
+        if (fsmoe_model_is_moe_block(model, b))
+            blocks[j++] = b;
+    m->prefix_attn = (int)blocks[0] + 1;
+    m->prefix_ffn = (int)blocks[0];
+    m->prefix_grad_bytes = p->prefix_grad_bytes;
+    m->fsmoe_tail_bytes = p->gradient_tail_bytes;
+    const fsmoe_line *ar = &m->lines.ar_dp;
+    for (int i = 0; i < p->n_layers; i++) {
+        sim_layer *L = &m->layers[i];
+        const fsmoe_layer_plan *lp = &p->layers[i];
+        long next = i + 1 < p->n_layers ? blocks[i + 1] : model->layers;
+        L->wl = wl;
+        L->n_ffn = (int)(next - blocks[i] - 1);
+        L->n_attn = L->n_ffn + (i + 1 < p->n_layers ? 1 : 0);
+        /* the planner's model (grad_partition.h): a generalised layer's gradients are ready when
+         * its backward ends */
+        L->dense_grad_bytes = 0.0;
+        L->moe_grad_bytes = lp->grad_bytes;
+        L->r_f = lp->fwd.r > 0 ? lp->fwd.r : 1;
+        L->r_b = lp->bwd.r > 0 ? lp->bwd.r : 1;
+        double total = lp->window_bytes + lp->step2_bytes;
+        double fit = ar->beta_s > 0.0 ? (lp->olp_dense_s - ar->alpha_s) / ar->beta_s : total;
+        if (fit < 0.0)
+            fit = 0.0;
+        L->gar_dense_bytes = total < fit ? total : fit;
+        L->gar_moe_bytes = total - L->gar_dense_bytes;
+        int chunked = lp->a2a == FSMOE_A2A_O2 || lp->a2a == FSMOE_A2A_O3;
+        L->monta_chunks_o2 = L->monta_chunks_o3 = chunked && lp->a2a_chunks > 0 ? lp->a2a_chunks : 1;
+    }
+    free(blocks);
+    return FSMOE_OK;
+}

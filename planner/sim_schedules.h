@@ -1,0 +1,123 @@
+/* Implements: schedule generators for the simulator — one training iteration (forward of every
+ * generalised layer, backward, Gradient-AllReduce) as simulator tasks, for our plan and for the
+ * systems the papers compare with (issue 3; FSMoE §3–§5 and Fig. 3, Parm §4 (S1/S2/SAA),
+ * MoNTA §4 (O1/O2/O3), Lina §4 (30 MB micro-ops, all-to-all priority), DeepSpeed-MoE as Parm
+ * describes it (design.md §6 baseline), Tutel/PipeMoE (A2A pipelined with experts)).
+ *
+ * The iteration is a chain of generalised layers (design.md §5): an optional prefix of dense
+ * ops, then per MoE layer i the MoE layer followed by the dense ops up to the next MoE layer.
+ * Forward visits i = 0..n-1, backward n-1..0 (dense part first, then the MoE layer).
+ *
+ * Resources: compute (exclusive), intra-node link, inter-node link (fair-shared), a copy engine
+ * (exclusive; MoNTA's re-layout copy) and a zero-cost "sync" resource for joins that reports
+ * hide. Dense compute is one task per block, its tensor-parallel MP AllReduce a task on the intra
+ * link. Where a schedule has several chunks per MoE op, chunk j of every op waits for chunk j of
+ * the op before it; streams order communication as the real systems do:
+ *   deepspeed      every op in sequence (one stream, nothing overlaps), tokens duplicated over
+ *                  MP: ESP-AG(B·L·M·N_ESP) → A2A(y) → Expert(N_ESP× the MACs) → ESP-AR(y) →
+ *                  A2A(y), y = k·f·B·L·M·N_ESP·b; backward mirrors (ESP-RS for the AG);
+ *                  AllReduce after backward.
+ *   tutel          r chunks, A2A pipelined with experts, intra and inter collectives on ONE
+ *                  stream, the same r forward and backward (Tutel/PipeMoE's degree: the best of
+ *                  r ∈ {1,2,4,8} simulated, as Tutel's adaptive pipelining profiles), AllReduce
+ *                  after backward.
+ *   tutel-improved tutel + Gradient-AllReduce overlapped with the dense backward windows only.
+ *   pipemoe-lina   tutel + gradients cut into 30 MB micro-ops per generalised layer, launched
+ *                  only while no A2A is ready or running on the inter link (A2A has priority).
+ *   fsmoe-no-iio   the plan's r_f, r_b and gradient partition, intra and inter on one stream.
+ *   fsmoe          the plan: A2A on an inter-node stream, AG/RS on an intra-node stream, the
+ *                  window AllReduce at the start of the dense backward window and the rest right
+ *                  after the last dispatch chunk of the MoE backward (FSMoE Fig. 3d).
+ *   parm-s1/s2     PauseMP (r = 1): EP&ESP A2A(y/N_MP) → Expert → EP&ESP A2A → MP-AG(x) (S1);
+ *                  S2 replaces the last two by SAA, simultaneous tasks on both links.
+ *   monta-o1/o2/o3 deepspeed's sequential layer whose AllToAll of I = k·f·B·L·M·b (duplicated
+ *                  tokens under t = N_MP) is MoNTA's strategy: O1 A2A(I/t) then AG(I); O2 per
+ *                  chunk A2A_j → AG_j → copy D_j with AG_{j+1} after D_j; O3 AG and D pipelined.
+ *                  The expert runs on the gathered tokens (n_exp), ESP-RS(I) before combining.
+ * Units: seconds and bytes. */
+#ifndef FSMOE_SIM_SCHEDULES_H
+#define FSMOE_SIM_SCHEDULES_H
+
+#include "plan.h"
+#include "sim.h"
+#include "status.h"
+#include "workload.h"
+
+typedef enum {
+    SIM_SCHED_DEEPSPEED = 0,
+    SIM_SCHED_TUTEL,
+    SIM_SCHED_TUTEL_IMPROVED,
+    SIM_SCHED_PIPEMOE_LINA,
+    SIM_SCHED_FSMOE_NO_IIO,
+    SIM_SCHED_FSMOE,
+    SIM_SCHED_PARM_S1,
+    SIM_SCHED_PARM_S2,
+    SIM_SCHED_MONTA_O1,
+    SIM_SCHED_MONTA_O2,
+    SIM_SCHED_MONTA_O3,
+    SIM_SCHED_COUNT
+} sim_schedule;
+
+const char *sim_schedule_name(sim_schedule k); /* "deepspeed", "tutel", ..., "monta-o3" */
+int sim_schedule_from_name(const char *s);     /* -1 when unknown */
+
+/* One generalised layer: MoE layer i + the dense ops after it. */
+typedef struct {
+    workload_layer wl;        /* costs of the MoE layer (and of one attention / dense FFN block) */
+    int n_attn, n_ffn;        /* dense blocks after the MoE layer (attention, dense FFN) */
+    double dense_grad_bytes;  /* DP gradients of those dense ops, ready after their backward */
+    double moe_grad_bytes;    /* replicated experts' gradients, ready after the MoE backward */
+    /* the plan (fsmoe, fsmoe-no-iio) */
+    int r_f, r_b;
+    double gar_dense_bytes;   /* all-reduced from the start of this layer's dense backward */
+    double gar_moe_bytes;     /* all-reduced after the last dispatch chunk of its MoE backward */
+    /* MoNTA's chunk counts for O2 and O3 (≥ 1) */
+    int monta_chunks_o2, monta_chunks_o3;
+} sim_layer;
+
+typedef struct {
+    workload_shape shape;
+    fsmoe_parallel par;
+    workload_lines lines;
+    int n_layers;
+    sim_layer *layers;        /* forward order; owned by whoever filled it */
+    /* dense ops before the first MoE layer */
+    int prefix_attn, prefix_ffn;
+    double prefix_grad_bytes; /* always all-reduced after the backward */
+    double fsmoe_tail_bytes;  /* the plan's AllReduce after backward (incl. the prefix) */
+    int tutel_r;              /* Tutel's degree; 0 = sim_build chooses (best of 1,2,4,8) */
+} sim_model;
+
+typedef struct {
+    int r_f, r_b;   /* > 0: override every layer's degree (the regret study); 0: the model's */
+    int tutel_r;    /* > 0: override Tutel's degree */
+} sim_build_opts;
+
+/* Resource indices every generated simulation uses. */
+enum { SIM_R_COMPUTE = 0, SIM_R_INTRA, SIM_R_INTER, SIM_R_COPY, SIM_R_SYNC };
+
+/* Clears s and fills it with schedule k of one iteration of m. opts may be NULL. */
+fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_build_opts *opts,
+                       fsmoe_error *err);
+
+/* Builds and runs; *iteration_s = the makespan. */
+fsmoe_status sim_schedule_time(sim *s, const sim_model *m, sim_schedule k,
+                               const sim_build_opts *opts, double *iteration_s,
+                               fsmoe_error *err);
+
+/* Tutel's degree for m: the r in {1,2,4,8} (≤ r_max) with the smallest simulated tutel
+ * iteration (ties: the smaller r). */
+fsmoe_status sim_tutel_degree(sim *s, const sim_model *m, int *r_out, fsmoe_error *err);
+
+/* The whole sum of DP gradient bytes of one iteration. */
+double sim_model_grad_bytes(const sim_model *m);
+
+/* Fills m (layers allocated, free with sim_model_free) from a plan and the model/cluster it was
+ * made for: dense blocks from the model's MoE placement, r_f/r_b and the gradient partition
+ * from the plan, MoNTA chunks from the plan's a2a choice (O2/O3 only; else 1). */
+fsmoe_status sim_model_from_plan(const fsmoe_plan *p, const fsmoe_model *model,
+                                 const fsmoe_cluster *c, const char *cluster_path,
+                                 sim_model *m, fsmoe_error *err);
+void sim_model_free(sim_model *m);
+
+#endif

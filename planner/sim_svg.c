@@ -1,0 +1,224 @@
+/* Implements: the SVG Gantt chart of a simulated iteration (sim_out.h; the layout of FSMoE
+ * Fig. 3/4: one row per resource, time to the right) and the atomic writer both outputs use.
+ * Relies on: sim.h results (start/end per task). */
+#include "sim_out.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const colours[SIM_OP_COUNT] = {
+    "#8da0cb", /* attention */
+    "#a6d854", /* ffn */
+    "#b3b3b3", /* gate */
+    "#66c2a5", /* expert */
+    "#fc8d62", /* alltoall */
+    "#e78ac3", /* allgather */
+    "#ffd92f", /* reducescatter */
+    "#e5c494", /* esp-allreduce */
+    "#bc80bd", /* mp-allreduce */
+    "#80b1d3", /* saa */
+    "#d9d9d9", /* copy */
+    "#e41a1c", /* grad-allreduce */
+};
+
+const char *sim_out_colour(sim_op_kind k)
+{
+    return (unsigned)k < SIM_OP_COUNT ? colours[k] : "#000000";
+}
+
+int sim_out_shown(const sim *s, int r)
+{
+    return strcmp(s->res[r].name, "sync") != 0 && s->res[r].n_tasks > 0;
+}
+
+static const sim *sort_sim; /* qsort has no context argument */
+
+static int by_start(const void *a, const void *b)
+{
+    int i = *(const int *)a, j = *(const int *)b;
+    double x = sort_sim->tasks[i].start_s, y = sort_sim->tasks[j].start_s;
+    return x < y ? -1 : x > y ? 1 : (i > j) - (i < j);
+}
+
+int sim_out_lanes(const sim *s, int *lane, int *lanes)
+{
+    int n = s->n_tasks;
+    int *order = malloc((size_t)(n > 0 ? n : 1) * sizeof *order);
+    double *lane_end = malloc((size_t)(n > 0 ? n : 1) * sizeof *lane_end * (size_t)s->n_res);
+    if (!order || !lane_end) {
+        free(order);
+        free(lane_end);
+        return 0;
+    }
+    for (int i = 0; i < n; i++)
+        order[i] = i;
+    sort_sim = s;
+    qsort(order, (size_t)n, sizeof *order, by_start);
+    for (int r = 0; r < s->n_res; r++)
+        lanes[r] = 0;
+    for (int o = 0; o < n; o++) {
+        int i = order[o];
+        int r = s->tasks[i].resource;
+        double *ends = lane_end + (size_t)r * (size_t)n;
+        int l = 0;
+        while (l < lanes[r] && ends[l] > s->tasks[i].start_s + 1e-15)
+            l++;
+        if (l == lanes[r])
+            lanes[r]++;
+        ends[l] = s->tasks[i].end_s;
+        lane[i] = l;
+    }
+    free(order);
+    free(lane_end);
+    return 1;
+}
+
+FILE *sim_out_open(const char *path, char *tmp, size_t tmp_len, fsmoe_error *err)
+{
+    snprintf(tmp, tmp_len, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        fsmoe_fail(err, FSMOE_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    return f;
+}
+
+fsmoe_status sim_out_finish(FILE *f, const char *tmp, const char *path, fsmoe_error *err)
+{
+    int bad = ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0;
+    int e = errno;
+    if (fclose(f) != 0 && !bad) {
+        bad = 1;
+        e = errno;
+    }
+    if (bad) {
+        remove(tmp);
+        return fsmoe_fail(err, FSMOE_ERR_IO, "%s: cannot write: %s", tmp, strerror(e));
+    }
+    if (rename(tmp, path) != 0) {
+        e = errno;
+        remove(tmp);
+        return fsmoe_fail(err, FSMOE_ERR_IO, "%s: cannot rename to %s: %s", tmp, path,
+                          strerror(e));
+    }
+    return FSMOE_OK;
+}
+
+static void xml_text(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+/* A "nice" tick step (1, 2 or 5 × 10^k) giving about 10 ticks over span. */
+static double tick_step(double span)
+{
+    double raw = span / 10.0;
+    double p = pow(10.0, floor(log10(raw)));
+    double m = raw / p;
+    return (m < 1.5 ? 1.0 : m < 3.5 ? 2.0 : m < 7.5 ? 5.0 : 10.0) * p;
+}
+
+fsmoe_status sim_write_svg(const sim *s, const char *title, const char *path, fsmoe_error *err)
+{
+    int *lane = malloc((size_t)(s->n_tasks > 0 ? s->n_tasks : 1) * sizeof *lane);
+    int *lanes = malloc((size_t)(s->n_res > 0 ? s->n_res : 1) * sizeof *lanes);
+    if (!lane || !lanes || !sim_out_lanes(s, lane, lanes)) {
+        free(lane);
+        free(lanes);
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "%s: out of memory drawing the chart", path);
+    }
+    const double left = 150.0, width = 1100.0, lane_h = 18.0, top = 50.0, gap = 10.0;
+    double row_y[64];
+    double y = top;
+    for (int r = 0; r < s->n_res && r < 64; r++) {
+        row_y[r] = y;
+        if (sim_out_shown(s, r))
+            y += lanes[r] * lane_h + gap;
+    }
+    double axis_y = y + 5.0;
+    double legend_y = axis_y + 40.0;
+    double height = legend_y + 30.0;
+    double span = s->makespan_s > 0.0 ? s->makespan_s : 1.0;
+    double scale = width / span;
+    char tmp[1200];
+    FILE *f = sim_out_open(path, tmp, sizeof tmp, err);
+    if (!f) {
+        free(lane);
+        free(lanes);
+        return err ? err->status : FSMOE_ERR_IO;
+    }
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+               "font-family=\"sans-serif\" font-size=\"11\">\n",
+            left + width + 30.0, height);
+    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+    fprintf(f, "<text x=\"10\" y=\"22\" font-size=\"14\">");
+    xml_text(f, title);
+    fprintf(f, " — iteration %.3f ms</text>\n", s->makespan_s * 1e3);
+    for (int r = 0; r < s->n_res && r < 64; r++) {
+        if (!sim_out_shown(s, r))
+            continue;
+        double h = lanes[r] * lane_h;
+        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#f4f4f4\"/>\n",
+                left, row_y[r], width, h);
+        fprintf(f, "<text x=\"10\" y=\"%.1f\">", row_y[r] + h / 2.0 + 4.0);
+        xml_text(f, s->res[r].name);
+        fprintf(f, " (%.0f%%)</text>\n", 100.0 * s->res[r].busy_s / span);
+    }
+    char lb[64];
+    for (int i = 0; i < s->n_tasks; i++) {
+        const sim_task *t = &s->tasks[i];
+        int r = t->resource;
+        if (r >= 64 || !sim_out_shown(s, r))
+            continue;
+        double x = left + t->start_s * scale, w = (t->end_s - t->start_s) * scale;
+        fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\" "
+                   "stroke=\"#333\" stroke-width=\"0.3\"><title>",
+                x, row_y[r] + lane[i] * lane_h + 1.0, w > 0.2 ? w : 0.2, lane_h - 2.0,
+                sim_out_colour(t->kind));
+        xml_text(f, sim_task_label(s, i, lb, sizeof lb));
+        fprintf(f, ": %.4f–%.4f ms</title></rect>\n", t->start_s * 1e3, t->end_s * 1e3);
+    }
+    /* time axis */
+    double step = tick_step(span);
+    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>\n", left,
+            axis_y, left + width, axis_y);
+    for (double tt = 0.0; tt <= span * (1.0 + 1e-9); tt += step) {
+        double x = left + tt * scale;
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>\n",
+                x, axis_y, x, axis_y + 4.0);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n", x,
+                axis_y + 16.0, tt * 1e3);
+    }
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">time (ms)</text>\n",
+            left + width, axis_y + 30.0);
+    /* legend: the kinds that occur */
+    int used[SIM_OP_COUNT] = {0};
+    for (int i = 0; i < s->n_tasks; i++)
+        if (sim_out_shown(s, s->tasks[i].resource))
+            used[s->tasks[i].kind] = 1;
+    double lx = left;
+    for (int k = 0; k < SIM_OP_COUNT; k++) {
+        if (!used[k])
+            continue;
+        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\" "
+                   "stroke=\"#333\" stroke-width=\"0.3\"/>\n",
+                lx, legend_y - 10.0, sim_out_colour((sim_op_kind)k));
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", lx + 16.0, legend_y,
+                sim_op_name((sim_op_kind)k));
+        lx += 22.0 + 7.0 * (double)strlen(sim_op_name((sim_op_kind)k));
+    }
+    fprintf(f, "</svg>\n");
+    free(lane);
+    free(lanes);
+    return sim_out_finish(f, tmp, path, err);
+}
