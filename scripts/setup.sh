@@ -4,7 +4,7 @@
 set -euo pipefail
 
 pkgs=(meson ninja-build pkg-config gcc libgsl-dev libnlopt-dev libyaml-dev libcmocka-dev iproute2
-      libopenblas-dev libopenmpi-dev openmpi-bin)
+      libopenblas-dev libopenmpi-dev openmpi-bin python3-torch)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,0 +1,51 @@
+/* Implements: causal multi-head self-attention with explicit backward.
+ * Tensor-parallel-ready: the QKV projection's columns and the output projection's rows are
+ * grouped by head, so an MP rank owns `nh` = heads/N_MP consecutive heads (Megatron split). With
+ * N_MP > 1 the output projection's result is summed over the MP group (allreduce_sum); this
+ * issue runs N_MP = 1. Grouped-query attention (kv_heads < heads) is not supported yet. */
+#ifndef RT_ATTENTION_H
+#define RT_ATTENTION_H
+
+#include "backend.h"
+#include "params.h"
+
+typedef struct {
+    long M, nh, d; /* model width, local heads, head dim */
+    rt_group mp;
+    real *wqkv, *dwqkv; /* (M, 3·nh·d): columns [q | k | v], head-major inside each */
+    real *bqkv, *dbqkv; /* (3·nh·d) */
+    real *wo, *dwo;     /* (nh·d, M) */
+    real *bo, *dbo;     /* (M) */
+} rt_attention;
+
+typedef struct {
+    real *qkv;     /* (B, L, 3·nh·d) */
+    real *q, *k, *v; /* (B, nh, L, d) */
+    real *att;     /* (B, nh, L, L) probabilities */
+    real *yh;      /* (B, nh, L, d) */
+    real *y;       /* (B, L, nh·d) */
+} rt_attn_acts;
+
+/* Backward scratch, shared by all layers. */
+typedef struct {
+    real *dqkv, *dq, *dk, *dv, *datt, *dyh, *dy;
+} rt_attn_scratch;
+
+void attention_register(rt_attention *at, rt_params *t, const char *prefix, long M, long nh,
+                        long d, double std, double std_out);
+fsmoe_status attn_acts_alloc(rt_attn_acts *a, const rt_attention *at, rt_backend *be, long B,
+                             long L);
+void attn_acts_free(rt_attn_acts *a, rt_backend *be);
+fsmoe_status attn_scratch_alloc(rt_attn_scratch *s, const rt_attention *at, rt_backend *be,
+                                long B, long L);
+void attn_scratch_free(rt_attn_scratch *s, rt_backend *be);
+
+/* out = Attention(x); x, out (B·L, M). */
+void attention_forward(const rt_attention *at, rt_backend *be, rt_stream *s, const real *x,
+                       real *out, const rt_attn_acts *a, long B, long L);
+/* dx += ∂/∂x; parameter gradients accumulate. */
+void attention_backward(const rt_attention *at, rt_backend *be, rt_stream *s, const real *dout,
+                        const real *x, real *dx, const rt_attn_acts *a, const rt_attn_scratch *w,
+                        long B, long L);
+
+#endif

@@ -1,0 +1,140 @@
+/* Implements: the backend interface of fsmoe-run (design.md §10): memory, GEMM, the element-wise
+ * kernels of kernels.h, streams and events, and collectives on groups. The executor (model.c,
+ * moe_layer.c, ...) only talks to this table, so the same training code runs on `host`
+ * (backend_host.c: fp32 OpenBLAS + loops over kernels.h) and `cuda` (backend_cuda.cu: cuBLAS +
+ * kernels calling the same kernels.h functions, CUDA streams).
+ *
+ * Like dav1d's *_dsp_init, a backend is a table of function pointers. Every pointer argument
+ * named like a tensor is backend memory (device memory for cuda); `int *` index arrays too.
+ * Kernels return nothing: a failure inside an asynchronous op is recorded in `be->err`
+ * (sticky, like CUDA's) and reported by the next rt_backend_check(). alloc returns NULL on
+ * failure.
+ *
+ * Collectives: a group is a set of ranks. This issue runs a single rank, which is the P = 1 case
+ * of every collective (a copy or nothing); the distributed implementations (MPI, NCCL) plug in
+ * here in the next issue. */
+#ifndef RT_BACKEND_H
+#define RT_BACKEND_H
+
+#include <stddef.h>
+
+#include "real.h"
+#include "status.h"
+
+typedef struct rt_stream rt_stream;
+typedef struct rt_event rt_event;
+
+typedef struct {
+    int size; /* P */
+    int rank; /* this rank's index in the group */
+    void *impl;
+} rt_group;
+
+enum { RT_H2D = 0, RT_D2H, RT_D2D };
+
+typedef struct rt_backend rt_backend;
+struct rt_backend {
+    const char *name;
+    void *impl;
+    fsmoe_error err; /* first asynchronous failure (status FSMOE_OK while none) */
+
+    void (*destroy)(rt_backend *be);
+
+    /* memory; alloc returns zeroed memory or NULL */
+    void *(*alloc)(rt_backend *be, size_t bytes);
+    void (*free)(rt_backend *be, void *p);
+    void (*copy)(rt_backend *be, rt_stream *s, void *dst, const void *src, size_t bytes, int kind);
+    void (*zero)(rt_backend *be, rt_stream *s, void *p, size_t bytes);
+
+    /* streams and events. NULL is the default stream. */
+    rt_stream *(*stream_create)(rt_backend *be);
+    void (*stream_destroy)(rt_backend *be, rt_stream *s);
+    rt_event *(*event_create)(rt_backend *be);
+    void (*event_destroy)(rt_backend *be, rt_event *e);
+    void (*event_record)(rt_backend *be, rt_event *e, rt_stream *s);
+    void (*stream_wait)(rt_backend *be, rt_stream *s, rt_event *e);
+    void (*stream_sync)(rt_backend *be, rt_stream *s);
+
+    /* Row-major strided-batched GEMM: for i < batch,
+     * C_i = alpha · op(A_i) · op(B_i) + beta · C_i, op(A) is m×k, op(B) k×n, C m×n,
+     * X_i = X + i·sX. ta/tb non-zero transpose. */
+    void (*gemm)(rt_backend *be, rt_stream *s, int ta, int tb, long m, long n, long k, real alpha,
+                 const real *A, long lda, long sA, const real *B, long ldb, long sB, real beta,
+                 real *C, long ldc, long sC, long batch);
+
+    /* element-wise and row kernels (math in kernels.h) */
+    void (*embed_fwd)(rt_backend *be, rt_stream *s, real *out, const real *wte, const real *wpe,
+                      const int *tok, long B, long L, long M);
+    void (*embed_bwd)(rt_backend *be, rt_stream *s, real *dwte, real *dwpe, const real *dout,
+                      const int *tok, long B, long L, long M);
+    void (*layernorm_fwd)(rt_backend *be, rt_stream *s, real *out, real *mean, real *rstd,
+                          const real *x, const real *w, const real *b, long N, long M);
+    /* dx accumulates; dw, db accumulate */
+    void (*layernorm_bwd)(rt_backend *be, rt_stream *s, real *dx, real *dw, real *db,
+                          const real *dout, const real *x, const real *mean, const real *rstd,
+                          const real *w, long N, long M);
+    void (*bias_add)(rt_backend *be, rt_stream *s, real *out, const real *bias, long N, long M);
+    void (*bias_grad)(rt_backend *be, rt_stream *s, real *db, const real *dout, long N, long M);
+    /* kind 0 GELU (g unused), 1 SwiGLU; n elements */
+    void (*act_fwd)(rt_backend *be, rt_stream *s, int kind, real *h, const real *a, const real *g,
+                    long n);
+    void (*act_bwd)(rt_backend *be, rt_stream *s, int kind, real *da, real *dg, const real *dh,
+                    const real *a, const real *g, long n);
+    void (*attn_softmax_fwd)(rt_backend *be, rt_stream *s, real *att, const real *scores,
+                             long rows, long L, real scale);
+    void (*attn_softmax_bwd)(rt_backend *be, rt_stream *s, real *dscores, const real *datt,
+                             const real *att, long rows, long L, real scale);
+    /* qkv (B, L, 3, nh, d) <-> q, k, v (B, nh, L, d) */
+    void (*qkv_split)(rt_backend *be, rt_stream *s, real *q, real *k, real *v, const real *qkv,
+                      long B, long nh, long L, long d);
+    void (*qkv_merge)(rt_backend *be, rt_stream *s, real *dqkv, const real *dq, const real *dk,
+                      const real *dv, long B, long nh, long L, long d);
+    /* (B, nh, L, d) -> (B, L, nh·d) when to_tokens, else the inverse */
+    void (*heads_permute)(rt_backend *be, rt_stream *s, real *dst, const real *src, long B,
+                          long nh, long L, long d, int to_tokens);
+    /* losses[n] = CE of row n; dlogits = (softmax - onehot)·scale when not NULL */
+    void (*crossent)(rt_backend *be, rt_stream *s, real *losses, real *dlogits,
+                     const real *logits, const int *targets, long N, long V, real scale);
+    void (*adamw)(rt_backend *be, rt_stream *s, real *p, const real *g, real *m, real *v, long n,
+                  real lr, real b1, real b2, real eps, real wd, real bc1, real bc2);
+    void (*add)(rt_backend *be, rt_stream *s, real *out, const real *a, const real *b, long n);
+    void (*axpy)(rt_backend *be, rt_stream *s, real *y, real a, const real *x, long n);
+    void (*scale)(rt_backend *be, rt_stream *s, real *x, real a, long n);
+    /* Σ x² in double; synchronises s */
+    double (*sumsq)(rt_backend *be, rt_stream *s, const real *x, long n);
+    /* dst[i,:] = src[idx[i],:] (zeros where idx[i] < 0), i < n */
+    void (*gather_rows)(rt_backend *be, rt_stream *s, real *dst, const real *src, const int *idx,
+                        long n, long M);
+    /* dst[idx[i],:] += w[i] · src[i,:] for idx[i] >= 0 (w NULL means 1) */
+    void (*scatter_add_rows)(rt_backend *be, rt_stream *s, real *dst, const real *src,
+                             const int *idx, const real *w, long n, long M);
+    /* out[i] = a[ia[i],:] · b[ib[i],:] (ia/ib NULL means i; 0 where an index is < 0) */
+    void (*row_dot)(rt_backend *be, rt_stream *s, real *out, const real *a, const int *ia,
+                    const real *b, const int *ib, long n, long M);
+
+    /* collectives on a group */
+    void (*allreduce_sum)(rt_backend *be, rt_stream *s, const rt_group *g, real *buf, long n);
+    /* Expert-parallel AllToAll of the capacity slots [c0, c1) of every expert.
+     * Forward (inverse = 0): src (E, C, M) on each rank, experts ordered by owning rank
+     * (E = P·E_local); dst (P, E_local, C, M): dst[p][e] = rank p's src[rank·E_local + e].
+     * inverse = 1 sends the expert outputs back (the Combine). */
+    void (*alltoall_rows)(rt_backend *be, rt_stream *s, const rt_group *g, real *dst,
+                          const real *src, long E, long C, long c0, long c1, long M, int inverse);
+};
+
+/* The backends. rt_backend_create fails with a message when `name` is unknown or not built,
+ * or (cuda) when no device exists. threads <= 0 keeps the library default. */
+fsmoe_status rt_backend_create(const char *name, int threads, rt_backend **out, fsmoe_error *err);
+void rt_backend_destroy(rt_backend **be);
+/* Returns be->err's status (FSMOE_OK when no asynchronous op failed) and copies the message. */
+fsmoe_status rt_backend_check(rt_backend *be, fsmoe_error *err);
+/* Records the first asynchronous failure. */
+void rt_backend_fail(rt_backend *be, fsmoe_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Whether the cuda backend was compiled in. */
+int rt_backend_have_cuda(void);
+
+/* The single-rank group (P = 1). */
+rt_group rt_group_single(void);
+
+#endif

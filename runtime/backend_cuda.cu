@@ -1,0 +1,527 @@
+/* Implements: the `cuda` backend (design.md §10): cuBLAS GEMMs, CUDA streams and events, and one
+ * kernel per backend op that calls the same kernels.h function the host backend loops over
+ * (one thread per element, row or column). fp32 only.
+ *
+ * Differences from the host backend, on purpose: embedding and scatter-add gradients use
+ * atomicAdd (order of accumulation not fixed, so not bit-reproducible run to run); sumsq
+ * accumulates in double with atomics. Collectives: single rank (P = 1) only in this issue;
+ * NCCL comes with the distributed runtime. Errors are recorded in be->err (sticky) with the
+ * CUDA/cuBLAS message. */
+extern "C" {
+#include "backend.h"
+#include "backend_cuda.h"
+}
+#include "kernels.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stdlib.h>
+
+struct rt_stream {
+    cudaStream_t s;
+};
+struct rt_event {
+    cudaEvent_t e;
+};
+
+typedef struct {
+    cublasHandle_t blas;
+    double *d_acc;
+} cuda_impl;
+
+#define CUDA_OK(be, call)                                                                      \
+    do {                                                                                       \
+        cudaError_t e_ = (call);                                                               \
+        if (e_ != cudaSuccess)                                                                 \
+            rt_backend_fail(be, FSMOE_ERR_INTERNAL, "%s:%d: %s: %s", __FILE__, __LINE__, #call, \
+                            cudaGetErrorString(e_));                                           \
+    } while (0)
+
+#define CUBLAS_OK(be, call)                                                                    \
+    do {                                                                                       \
+        cublasStatus_t s_ = (call);                                                            \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                       \
+            rt_backend_fail(be, FSMOE_ERR_INTERNAL, "%s:%d: %s: %s", __FILE__, __LINE__, #call, \
+                            cublasGetStatusString(s_));                                        \
+    } while (0)
+
+static cudaStream_t cs(rt_stream *s) { return s ? s->s : (cudaStream_t)0; }
+static cuda_impl *impl(rt_backend *be) { return (cuda_impl *)be->impl; }
+
+#define THREADS 256
+static unsigned blocks(long n) { return (unsigned)((n + THREADS - 1) / THREADS); }
+#define LAUNCH(be, s, n, kernel, ...)                                                          \
+    do {                                                                                       \
+        if ((n) > 0) {                                                                         \
+            kernel<<<blocks(n), THREADS, 0, cs(s)>>>(__VA_ARGS__);                             \
+            CUDA_OK(be, cudaGetLastError());                                                   \
+        }                                                                                      \
+    } while (0)
+#define IDX long i = (long)blockIdx.x * blockDim.x + threadIdx.x
+
+/* ---- kernels: each calls the kernels.h function ---- */
+__global__ void g_embed_fwd(long n, real *out, const real *wte, const real *wpe, const int *tok,
+                            long L, long M)
+{
+    IDX;
+    if (i < n)
+        k_embed_fwd(i, out, wte, wpe, tok, L, M);
+}
+__global__ void g_embed_bwd_tok(long n, real *dwte, const real *dout, const int *tok, long M)
+{
+    IDX;
+    if (i < n)
+        atomicAdd(&dwte[(long)tok[i / M] * M + i % M], dout[i]);
+}
+__global__ void g_wpe_grad(long L, real *dwpe, const real *dout, long B, long M)
+{
+    IDX;
+    if (i < L)
+        k_wpe_grad_col(i, dwpe, dout, B, L, M);
+}
+__global__ void g_ln_fwd(long N, real *out, real *mean, real *rstd, const real *x, const real *w,
+                         const real *b, long M)
+{
+    IDX;
+    if (i < N)
+        k_layernorm_row_fwd(i, out, mean, rstd, x, w, b, M);
+}
+__global__ void g_ln_bwd_rows(long N, real *dx, const real *dout, const real *x, const real *mean,
+                              const real *rstd, const real *w, long M)
+{
+    IDX;
+    if (i < N)
+        k_layernorm_row_bwd(i, dx, dout, x, mean, rstd, w, M);
+}
+__global__ void g_ln_bwd_cols(long M, real *dw, real *db, const real *dout, const real *x,
+                              const real *mean, const real *rstd, long N)
+{
+    IDX;
+    if (i < M)
+        k_layernorm_col_grad(i, dw, db, dout, x, mean, rstd, N, M);
+}
+__global__ void g_bias_add(long n, real *out, const real *bias, long M)
+{
+    IDX;
+    if (i < n)
+        k_bias_add(i, out, bias, M);
+}
+__global__ void g_bias_grad(long M, real *db, const real *dout, long N)
+{
+    IDX;
+    if (i < M)
+        k_bias_grad_col(i, db, dout, N, M);
+}
+__global__ void g_act_fwd(long n, int kind, real *h, const real *a, const real *g)
+{
+    IDX;
+    if (i < n)
+        k_act_fwd(kind, i, h, a, g);
+}
+__global__ void g_act_bwd(long n, int kind, real *da, real *dg, const real *dh, const real *a,
+                          const real *g)
+{
+    IDX;
+    if (i < n)
+        k_act_bwd(kind, i, da, dg, dh, a, g);
+}
+__global__ void g_softmax_fwd(long rows, real *att, const real *scores, long L, real scale)
+{
+    IDX;
+    if (i < rows)
+        k_attn_softmax_row_fwd(i, att, scores, L, scale);
+}
+__global__ void g_softmax_bwd(long rows, real *ds, const real *da, const real *att, long L,
+                              real scale)
+{
+    IDX;
+    if (i < rows)
+        k_attn_softmax_row_bwd(i, ds, da, att, L, scale);
+}
+__global__ void g_qkv_split(long n, real *q, real *k, real *v, const real *qkv, long nh, long L,
+                            long d)
+{
+    IDX;
+    if (i < n)
+        k_qkv_split(i, q, k, v, qkv, nh, L, d);
+}
+__global__ void g_qkv_merge(long n, real *dqkv, const real *dq, const real *dk, const real *dv,
+                            long nh, long L, long d)
+{
+    IDX;
+    if (i < n)
+        k_qkv_merge(i, dqkv, dq, dk, dv, nh, L, d);
+}
+__global__ void g_heads(long n, real *dst, const real *src, long nh, long L, long d, int to_tokens)
+{
+    IDX;
+    if (i < n) {
+        long j = k_heads_index(i, nh, L, d);
+        if (to_tokens)
+            dst[j] = src[i];
+        else
+            dst[i] = src[j];
+    }
+}
+__global__ void g_crossent(long N, real *losses, real *dlogits, const real *logits,
+                           const int *targets, long V, real scale)
+{
+    IDX;
+    if (i < N)
+        losses[i] = k_crossent_row(i, dlogits, logits, targets, V, scale);
+}
+__global__ void g_adamw(long n, real *p, const real *g, real *m, real *v, real lr, real b1,
+                        real b2, real eps, real wd, real bc1, real bc2)
+{
+    IDX;
+    if (i < n)
+        k_adamw(i, p, g, m, v, lr, b1, b2, eps, wd, bc1, bc2);
+}
+__global__ void g_add(long n, real *out, const real *a, const real *b)
+{
+    IDX;
+    if (i < n)
+        out[i] = a[i] + b[i];
+}
+__global__ void g_axpy(long n, real *y, real a, const real *x)
+{
+    IDX;
+    if (i < n)
+        y[i] += a * x[i];
+}
+__global__ void g_scale(long n, real *x, real a)
+{
+    IDX;
+    if (i < n)
+        x[i] *= a;
+}
+__global__ void g_sumsq(long n, const real *x, double *acc)
+{
+    double s = 0;
+    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long)gridDim.x * blockDim.x)
+        s += (double)x[i] * (double)x[i];
+    atomicAdd(acc, s);
+}
+__global__ void g_gather(long n, real *dst, const real *src, const int *idx, long M)
+{
+    IDX;
+    if (i < n)
+        k_gather_row(i, dst, src, idx, M);
+}
+__global__ void g_scatter_add(long n, real *dst, const real *src, const int *idx, const real *w,
+                              long M)
+{
+    IDX;
+    if (i < n) {
+        long r = i / M, m = i % M;
+        if (idx[r] >= 0)
+            atomicAdd(&dst[(long)idx[r] * M + m], (w ? w[r] : (real)1) * src[i]);
+    }
+}
+__global__ void g_row_dot(long n, real *out, const real *a, const int *ia, const real *b,
+                          const int *ib, long M)
+{
+    IDX;
+    if (i < n) {
+        long ra = ia ? ia[i] : i, rb = ib ? ib[i] : i;
+        out[i] = (ra < 0 || rb < 0) ? (real)0 : k_row_dot(a + ra * M, b + rb * M, M);
+    }
+}
+
+/* ---- the table ---- */
+static void *c_alloc(rt_backend *be, size_t bytes)
+{
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes ? bytes : 64) != cudaSuccess)
+        return NULL;
+    CUDA_OK(be, cudaMemset(p, 0, bytes));
+    return p;
+}
+static void c_free(rt_backend *be, void *p) { CUDA_OK(be, cudaFree(p)); }
+static void c_copy(rt_backend *be, rt_stream *s, void *dst, const void *src, size_t bytes, int kind)
+{
+    cudaMemcpyKind k = kind == RT_H2D ? cudaMemcpyHostToDevice
+                       : kind == RT_D2H ? cudaMemcpyDeviceToHost
+                                        : cudaMemcpyDeviceToDevice;
+    if (bytes)
+        CUDA_OK(be, cudaMemcpyAsync(dst, src, bytes, k, cs(s)));
+}
+static void c_zero(rt_backend *be, rt_stream *s, void *p, size_t bytes)
+{
+    if (bytes)
+        CUDA_OK(be, cudaMemsetAsync(p, 0, bytes, cs(s)));
+}
+static rt_stream *c_stream_create(rt_backend *be)
+{
+    rt_stream *s = (rt_stream *)calloc(1, sizeof(rt_stream));
+    if (s)
+        CUDA_OK(be, cudaStreamCreateWithFlags(&s->s, cudaStreamNonBlocking));
+    return s;
+}
+static void c_stream_destroy(rt_backend *be, rt_stream *s)
+{
+    CUDA_OK(be, cudaStreamDestroy(s->s));
+    free(s);
+}
+static rt_event *c_event_create(rt_backend *be)
+{
+    rt_event *e = (rt_event *)calloc(1, sizeof(rt_event));
+    if (e)
+        CUDA_OK(be, cudaEventCreateWithFlags(&e->e, cudaEventDisableTiming));
+    return e;
+}
+static void c_event_destroy(rt_backend *be, rt_event *e)
+{
+    CUDA_OK(be, cudaEventDestroy(e->e));
+    free(e);
+}
+static void c_event_record(rt_backend *be, rt_event *e, rt_stream *s)
+{
+    CUDA_OK(be, cudaEventRecord(e->e, cs(s)));
+}
+static void c_stream_wait(rt_backend *be, rt_stream *s, rt_event *e)
+{
+    CUDA_OK(be, cudaStreamWaitEvent(cs(s), e->e, 0));
+}
+static void c_stream_sync(rt_backend *be, rt_stream *s)
+{
+    CUDA_OK(be, cudaStreamSynchronize(cs(s)));
+}
+
+/* Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: swap the operands. */
+static void c_gemm(rt_backend *be, rt_stream *s, int ta, int tb, long m, long n, long k,
+                   real alpha, const real *A, long lda, long sA, const real *B, long ldb, long sB,
+                   real beta, real *C, long ldc, long sC, long batch)
+{
+    if (m <= 0 || n <= 0 || batch <= 0)
+        return;
+    cublasHandle_t h = impl(be)->blas;
+    CUBLAS_OK(be, cublasSetStream(h, cs(s)));
+    CUBLAS_OK(be, cublasSgemmStridedBatched(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                            ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m,
+                                            (int)k, &alpha, B, (int)ldb, sB, A, (int)lda, sA,
+                                            &beta, C, (int)ldc, sC, (int)batch));
+}
+
+static void c_embed_fwd(rt_backend *be, rt_stream *s, real *out, const real *wte, const real *wpe,
+                        const int *tok, long B, long L, long M)
+{
+    LAUNCH(be, s, B * L, g_embed_fwd, B * L, out, wte, wpe, tok, L, M);
+}
+static void c_embed_bwd(rt_backend *be, rt_stream *s, real *dwte, real *dwpe, const real *dout,
+                        const int *tok, long B, long L, long M)
+{
+    LAUNCH(be, s, B * L * M, g_embed_bwd_tok, B * L * M, dwte, dout, tok, M);
+    LAUNCH(be, s, L, g_wpe_grad, L, dwpe, dout, B, M);
+}
+static void c_layernorm_fwd(rt_backend *be, rt_stream *s, real *out, real *mean, real *rstd,
+                            const real *x, const real *w, const real *b, long N, long M)
+{
+    LAUNCH(be, s, N, g_ln_fwd, N, out, mean, rstd, x, w, b, M);
+}
+static void c_layernorm_bwd(rt_backend *be, rt_stream *s, real *dx, real *dw, real *db,
+                            const real *dout, const real *x, const real *mean, const real *rstd,
+                            const real *w, long N, long M)
+{
+    LAUNCH(be, s, N, g_ln_bwd_rows, N, dx, dout, x, mean, rstd, w, M);
+    LAUNCH(be, s, M, g_ln_bwd_cols, M, dw, db, dout, x, mean, rstd, N);
+}
+static void c_bias_add(rt_backend *be, rt_stream *s, real *out, const real *bias, long N, long M)
+{
+    LAUNCH(be, s, N * M, g_bias_add, N * M, out, bias, M);
+}
+static void c_bias_grad(rt_backend *be, rt_stream *s, real *db, const real *dout, long N, long M)
+{
+    LAUNCH(be, s, M, g_bias_grad, M, db, dout, N);
+}
+static void c_act_fwd(rt_backend *be, rt_stream *s, int kind, real *h, const real *a,
+                      const real *g, long n)
+{
+    LAUNCH(be, s, n, g_act_fwd, n, kind, h, a, g);
+}
+static void c_act_bwd(rt_backend *be, rt_stream *s, int kind, real *da, real *dg, const real *dh,
+                      const real *a, const real *g, long n)
+{
+    LAUNCH(be, s, n, g_act_bwd, n, kind, da, dg, dh, a, g);
+}
+static void c_attn_softmax_fwd(rt_backend *be, rt_stream *s, real *att, const real *scores,
+                               long rows, long L, real scale)
+{
+    LAUNCH(be, s, rows, g_softmax_fwd, rows, att, scores, L, scale);
+}
+static void c_attn_softmax_bwd(rt_backend *be, rt_stream *s, real *ds, const real *da,
+                               const real *att, long rows, long L, real scale)
+{
+    LAUNCH(be, s, rows, g_softmax_bwd, rows, ds, da, att, L, scale);
+}
+static void c_qkv_split(rt_backend *be, rt_stream *s, real *q, real *k, real *v, const real *qkv,
+                        long B, long nh, long L, long d)
+{
+    LAUNCH(be, s, B * nh * L * d, g_qkv_split, B * nh * L * d, q, k, v, qkv, nh, L, d);
+}
+static void c_qkv_merge(rt_backend *be, rt_stream *s, real *dqkv, const real *dq, const real *dk,
+                        const real *dv, long B, long nh, long L, long d)
+{
+    LAUNCH(be, s, B * nh * L * d, g_qkv_merge, B * nh * L * d, dqkv, dq, dk, dv, nh, L, d);
+}
+static void c_heads_permute(rt_backend *be, rt_stream *s, real *dst, const real *src, long B,
+                            long nh, long L, long d, int to_tokens)
+{
+    LAUNCH(be, s, B * nh * L * d, g_heads, B * nh * L * d, dst, src, nh, L, d, to_tokens);
+}
+static void c_crossent(rt_backend *be, rt_stream *s, real *losses, real *dlogits,
+                       const real *logits, const int *targets, long N, long V, real scale)
+{
+    LAUNCH(be, s, N, g_crossent, N, losses, dlogits, logits, targets, V, scale);
+}
+static void c_adamw(rt_backend *be, rt_stream *s, real *p, const real *g, real *m, real *v, long n,
+                    real lr, real b1, real b2, real eps, real wd, real bc1, real bc2)
+{
+    LAUNCH(be, s, n, g_adamw, n, p, g, m, v, lr, b1, b2, eps, wd, bc1, bc2);
+}
+static void c_add(rt_backend *be, rt_stream *s, real *out, const real *a, const real *b, long n)
+{
+    LAUNCH(be, s, n, g_add, n, out, a, b);
+}
+static void c_axpy(rt_backend *be, rt_stream *s, real *y, real a, const real *x, long n)
+{
+    LAUNCH(be, s, n, g_axpy, n, y, a, x);
+}
+static void c_scale(rt_backend *be, rt_stream *s, real *x, real a, long n)
+{
+    LAUNCH(be, s, n, g_scale, n, x, a);
+}
+static double c_sumsq(rt_backend *be, rt_stream *s, const real *x, long n)
+{
+    double *acc = impl(be)->d_acc, h = 0;
+    CUDA_OK(be, cudaMemsetAsync(acc, 0, sizeof(double), cs(s)));
+    if (n > 0) {
+        g_sumsq<<<256, THREADS, 0, cs(s)>>>(n, x, acc);
+        CUDA_OK(be, cudaGetLastError());
+    }
+    CUDA_OK(be, cudaMemcpyAsync(&h, acc, sizeof(double), cudaMemcpyDeviceToHost, cs(s)));
+    CUDA_OK(be, cudaStreamSynchronize(cs(s)));
+    return h;
+}
+static void c_gather_rows(rt_backend *be, rt_stream *s, real *dst, const real *src,
+                          const int *idx, long n, long M)
+{
+    LAUNCH(be, s, n, g_gather, n, dst, src, idx, M);
+}
+static void c_scatter_add_rows(rt_backend *be, rt_stream *s, real *dst, const real *src,
+                               const int *idx, const real *w, long n, long M)
+{
+    LAUNCH(be, s, n * M, g_scatter_add, n * M, dst, src, idx, w, M);
+}
+static void c_row_dot(rt_backend *be, rt_stream *s, real *out, const real *a, const int *ia,
+                      const real *b, const int *ib, long n, long M)
+{
+    LAUNCH(be, s, n, g_row_dot, n, out, a, ia, b, ib, M);
+}
+static void c_allreduce_sum(rt_backend *be, rt_stream *s, const rt_group *g, real *buf, long n)
+{
+    (void)s, (void)buf, (void)n;
+    if (g->size != 1)
+        rt_backend_fail(be, FSMOE_ERR_INTERNAL,
+                        "cuda backend: allreduce on %d ranks needs NCCL (next issue)", g->size);
+}
+static void c_alltoall_rows(rt_backend *be, rt_stream *s, const rt_group *g, real *dst,
+                            const real *src, long E, long C, long c0, long c1, long M, int inverse)
+{
+    (void)inverse;
+    if (g->size != 1) {
+        rt_backend_fail(be, FSMOE_ERR_INTERNAL,
+                        "cuda backend: AllToAll on %d ranks needs NCCL (next issue)", g->size);
+        return;
+    }
+    if (c1 <= c0)
+        return;
+    size_t pitch = (size_t)(C * M) * sizeof(real), width = (size_t)((c1 - c0) * M) * sizeof(real);
+    CUDA_OK(be, cudaMemcpy2DAsync(dst + c0 * M, pitch, src + c0 * M, pitch, width, (size_t)E,
+                                  cudaMemcpyDeviceToDevice, cs(s)));
+}
+
+static void c_destroy(rt_backend *be)
+{
+    cuda_impl *im = impl(be);
+    if (im) {
+        if (im->blas)
+            cublasDestroy(im->blas);
+        if (im->d_acc)
+            cudaFree(im->d_acc);
+        free(im);
+    }
+    free(be);
+}
+
+extern "C" fsmoe_status rt_backend_cuda_create(int device, rt_backend **out, fsmoe_error *err)
+{
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0)
+        return fsmoe_fail(err, FSMOE_ERR_IO, "cuda backend: no usable CUDA device (%s)",
+                          e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    if (device >= count)
+        return fsmoe_fail(err, FSMOE_ERR_USAGE, "cuda backend: device %d of %d", device, count);
+    if ((e = cudaSetDevice(device)) != cudaSuccess)
+        return fsmoe_fail(err, FSMOE_ERR_IO, "cudaSetDevice(%d): %s", device,
+                          cudaGetErrorString(e));
+    rt_backend *be = (rt_backend *)calloc(1, sizeof(rt_backend));
+    cuda_impl *im = (cuda_impl *)calloc(1, sizeof(cuda_impl));
+    if (!be || !im) {
+        free(be);
+        free(im);
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "cuda backend: out of memory");
+    }
+    be->impl = im;
+    cublasStatus_t bs = cublasCreate(&im->blas);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        c_destroy(be);
+        return fsmoe_fail(err, FSMOE_ERR_IO, "cublasCreate: %s", cublasGetStatusString(bs));
+    }
+    if (cudaMalloc((void **)&im->d_acc, sizeof(double)) != cudaSuccess) {
+        c_destroy(be);
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "cuda backend: cannot allocate");
+    }
+    be->name = "cuda";
+    be->destroy = c_destroy;
+    be->alloc = c_alloc;
+    be->free = c_free;
+    be->copy = c_copy;
+    be->zero = c_zero;
+    be->stream_create = c_stream_create;
+    be->stream_destroy = c_stream_destroy;
+    be->event_create = c_event_create;
+    be->event_destroy = c_event_destroy;
+    be->event_record = c_event_record;
+    be->stream_wait = c_stream_wait;
+    be->stream_sync = c_stream_sync;
+    be->gemm = c_gemm;
+    be->embed_fwd = c_embed_fwd;
+    be->embed_bwd = c_embed_bwd;
+    be->layernorm_fwd = c_layernorm_fwd;
+    be->layernorm_bwd = c_layernorm_bwd;
+    be->bias_add = c_bias_add;
+    be->bias_grad = c_bias_grad;
+    be->act_fwd = c_act_fwd;
+    be->act_bwd = c_act_bwd;
+    be->attn_softmax_fwd = c_attn_softmax_fwd;
+    be->attn_softmax_bwd = c_attn_softmax_bwd;
+    be->qkv_split = c_qkv_split;
+    be->qkv_merge = c_qkv_merge;
+    be->heads_permute = c_heads_permute;
+    be->crossent = c_crossent;
+    be->adamw = c_adamw;
+    be->add = c_add;
+    be->axpy = c_axpy;
+    be->scale = c_scale;
+    be->sumsq = c_sumsq;
+    be->gather_rows = c_gather_rows;
+    be->scatter_add_rows = c_scatter_add_rows;
+    be->row_dot = c_row_dot;
+    be->allreduce_sum = c_allreduce_sum;
+    be->alltoall_rows = c_alltoall_rows;
+    *out = be;
+    return FSMOE_OK;
+}

@@ -1,0 +1,104 @@
+/* Implements: run configuration (config.h). */
+#include "config.h"
+
+#include <string.h>
+
+void config_defaults(rt_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    snprintf(c->name, sizeof c->name, "model");
+    c->V = 256, c->M = 64, c->H = 256, c->heads = 4, c->layers = 4, c->L = 64, c->B = 8;
+    c->E = 4, c->k = 2, c->expert = 0, c->f = 1.25;
+    c->gate = RT_GATE_GSHARD, c->order = RT_ORDER_TUTEL;
+    c->moe_every = 1, c->moe_first = 0;
+    c->gate_noise = 0.0, c->aux_coef = 0.01, c->xmoe_tau = 0.07, c->softmoe_slots = 0;
+    c->r = 1;
+    c->steps = 200, c->warmup = -1;
+    c->lr = 3e-3, c->lr_min = 3e-4, c->wd = 0.0, c->beta1 = 0.9, c->beta2 = 0.95, c->eps = 1e-8;
+    c->clip = 1.0, c->init_std = 0.02;
+    c->seed = 1234;
+    c->eval_every = 50, c->eval_batches = 4, c->save_every = 0;
+}
+
+fsmoe_status config_from_model(rt_config *c, const fsmoe_model *m, const char *path,
+                               fsmoe_error *err)
+{
+    snprintf(c->name, sizeof c->name, "%s", m->name);
+    c->V = m->vocab, c->M = m->M, c->H = m->H, c->heads = m->heads, c->layers = m->layers;
+    c->L = m->L, c->B = m->B, c->E = m->E, c->k = m->k;
+    c->expert = m->expert == FSMOE_EXPERT_SWIGLU;
+    c->f = m->f;
+    c->moe_every = m->moe_every, c->moe_first = m->moe_first;
+    int g = gate_kind_from_name(m->gate);
+    if (g < 0)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE,
+                          "%s: gate: '%s' is not one of gshard, sigmoid, xmoe, expert_choice, "
+                          "softmoe", path, m->gate);
+    int o = order_kind_from_name(m->order);
+    if (o < 0)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: order: '%s' is not one of gshard, tutel",
+                          path, m->order);
+    c->gate = (rt_gate_kind)g;
+    c->order = (rt_order_kind)o;
+    if (m->kv_heads != m->heads)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE,
+                          "%s: kv_heads: %ld differs from heads %ld; grouped-query attention is "
+                          "not supported by fsmoe-run yet", path, m->kv_heads, m->heads);
+    return FSMOE_OK;
+}
+
+fsmoe_status config_validate(const rt_config *c, fsmoe_error *err)
+{
+    if (c->V < 2 || c->V > 65536)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "vocab: %ld outside 2..65536", c->V);
+    if (c->M < 1 || c->H < 1 || c->heads < 1 || c->layers < 1 || c->L < 1 || c->B < 1)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "M, H, heads, layers, L and B must be >= 1");
+    if (c->M % c->heads)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "M = %ld is not divisible by heads = %ld", c->M,
+                          c->heads);
+    if (c->E < 1 || c->k < 1 || c->k > c->E)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "need 1 <= k (%d) <= E (%ld)", c->k, c->E);
+    if (c->gate == RT_GATE_SOFTMOE && c->order != RT_ORDER_GSHARD)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE,
+                          "gate softmoe needs order gshard (its dispatch is a dense mixture of "
+                          "tokens, which the sparse Tutel order cannot express)");
+    if (c->gate == RT_GATE_XMOE && c->E > 64)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "gate xmoe: at most 64 experts (E = %ld)", c->E);
+    if (c->r < 1 || c->r > 64)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "r = %d outside 1..64", c->r);
+    if (c->steps < 1)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "--steps must be >= 1");
+    if (c->moe_every < 1 || c->moe_first < 0)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "moe_every must be >= 1, moe_first >= 0");
+    return FSMOE_OK;
+}
+
+int config_is_moe_block(const rt_config *c, long b)
+{
+    return b >= c->moe_first && (b - c->moe_first) % c->moe_every == 0;
+}
+
+void config_print(const rt_config *c, FILE *f, const char *backend, const char *data,
+                  long param_count)
+{
+    long moe = 0;
+    for (long b = 0; b < c->layers; b++)
+        moe += config_is_moe_block(c, b);
+    fprintf(f, "# fsmoe-run configuration\n");
+    fprintf(f, "| %-14s | %-40s |\n", "key", "value");
+    fprintf(f, "| %-14s | %-40s |\n", "model", c->name);
+    fprintf(f, "| %-14s | V=%ld M=%ld H=%ld heads=%ld layers=%ld (%ld MoE) |\n", "architecture",
+            c->V, c->M, c->H, c->heads, c->layers, moe);
+    fprintf(f, "| %-14s | E=%ld k=%d expert=%s f=%s%.3g |\n", "moe", c->E, c->k,
+            c->expert ? "swiglu" : "gpt", c->f > 0 ? "" : "none/", c->f);
+    fprintf(f, "| %-14s | gate=%s order=%s r=%d noise=%.3g aux=%.3g |\n", "routing",
+            gate_kind_name(c->gate), order_kind_name(c->order), c->r, c->gate_noise, c->aux_coef);
+    fprintf(f, "| %-14s | B=%ld L=%ld (%ld tokens/step) |\n", "batch", c->B, c->L, c->B * c->L);
+    fprintf(f, "| %-14s | %ld |\n", "parameters", param_count);
+    fprintf(f, "| %-14s | AdamW lr=%.3g->%.3g warmup=%ld cosine, wd=%.3g b=(%.3g,%.3g) clip=%.3g |\n",
+            "optimiser", c->lr, c->lr_min, c->warmup, c->wd, c->beta1, c->beta2, c->clip);
+    fprintf(f, "| %-14s | steps=%ld seed=%llu eval-every=%ld save-every=%ld |\n", "schedule",
+            c->steps, (unsigned long long)c->seed, c->eval_every, c->save_every);
+    fprintf(f, "| %-14s | %s |\n", "backend", backend);
+    fprintf(f, "| %-14s | %s |\n", "data", data);
+}

@@ -1,0 +1,47 @@
+/* Implements: the resolved configuration of a training run: the model file's architecture and
+ * training shape (libfsmoe/model.h), plus the runtime's own hyper-parameters (CLI flags with
+ * the defaults below), validated together and printed once as a table. */
+#ifndef RT_CONFIG_H
+#define RT_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "gate.h"
+#include "model.h" /* libfsmoe: the model file */
+#include "order.h"
+
+typedef struct {
+    /* architecture */
+    char name[64];
+    long V, M, H, heads, layers, L, B, E;
+    int k;
+    int expert; /* 0 GPT, 1 SwiGLU */
+    double f;   /* 0 = no dropping */
+    rt_gate_kind gate;
+    rt_order_kind order;
+    int moe_every, moe_first;
+    /* MoE hyper-parameters */
+    double gate_noise, aux_coef, xmoe_tau;
+    long softmoe_slots;
+    int r; /* chunks per MoE layer (the plan's r; 1 = unpipelined) */
+    /* optimisation */
+    long steps, warmup;
+    double lr, lr_min, wd, beta1, beta2, eps, clip, init_std;
+    uint64_t seed;
+    /* evaluation and checkpoints */
+    long eval_every, eval_batches, save_every;
+} rt_config;
+
+/* Defaults for everything the model file does not set. */
+void config_defaults(rt_config *c);
+/* Takes architecture and training shape from a loaded model file. `path` names it in errors. */
+fsmoe_status config_from_model(rt_config *c, const fsmoe_model *m, const char *path,
+                               fsmoe_error *err);
+/* Checks combinations (divisibility, supported gate/order pairs, ...). */
+fsmoe_status config_validate(const rt_config *c, fsmoe_error *err);
+int config_is_moe_block(const rt_config *c, long b);
+void config_print(const rt_config *c, FILE *f, const char *backend, const char *data,
+                  long param_count);
+
+#endif

@@ -1,0 +1,41 @@
+/* Implements: the experts of an MoE layer, and the dense FFN (one expert over all tokens).
+ * GPT FFN: y = gelu(x·W1 + b1)·W2 + b2.  Mixtral FFN (SwiGLU): y = (silu(x·W1) ⊙ x·W3)·W2.
+ * Inputs are laid out (E, C, M): C capacity slots per expert; forward and backward work on the
+ * slot range [c0, c1) so that the MoE layer can pipeline them per chunk (FSMoE §4). */
+#ifndef RT_EXPERT_FFN_H
+#define RT_EXPERT_FFN_H
+
+#include "backend.h"
+#include "params.h"
+
+typedef struct {
+    int kind; /* 0 GPT (GELU), 1 SwiGLU */
+    long E, M, H;
+    real *w1, *dw1; /* (E, M, H) */
+    real *b1, *db1; /* (E, H), GPT only */
+    real *w3, *dw3; /* (E, M, H), SwiGLU only */
+    real *w2, *dw2; /* (E, H, M) */
+    real *b2, *db2; /* (E, M), GPT only */
+} rt_experts;
+
+/* Per-layer activations kept for backward, (E, C, H) each (g only for SwiGLU). */
+typedef struct {
+    real *a, *g, *h;
+} rt_expert_acts;
+
+void experts_register(rt_experts *ex, rt_params *t, const char *prefix, int kind, long E, long M,
+                      long H, double std, double std_out);
+/* Allocates acts for C slots per expert. */
+fsmoe_status expert_acts_alloc(rt_expert_acts *a, const rt_experts *ex, rt_backend *be, long C);
+void expert_acts_free(rt_expert_acts *a, rt_backend *be);
+
+/* y[e, c0:c1] = FFN_e(x[e, c0:c1]); arrays have C slots per expert. */
+void experts_forward(const rt_experts *ex, rt_backend *be, rt_stream *s, const real *x, real *y,
+                     const rt_expert_acts *acts, long C, long c0, long c1);
+/* dx[e, c0:c1] = ∂/∂x (overwritten); parameter gradients accumulate. dh, da, dg are scratch
+ * (E, C, H). */
+void experts_backward(const rt_experts *ex, rt_backend *be, rt_stream *s, const real *dy,
+                      const real *x, real *dx, const rt_expert_acts *acts, real *dh, real *da,
+                      real *dg, long C, long c0, long c1);
+
+#endif

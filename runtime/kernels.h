@@ -1,0 +1,286 @@
+/* Implements: every per-element, per-row and per-column piece of math of the runtime, written
+ * once (style.md "CPU and GPU share the math"). The host backend loops over these functions;
+ * the CUDA backend calls them from one thread per element, row or column. What the CPU
+ * finite-difference and PyTorch tests prove about them therefore holds for the GPU code.
+ *
+ * Conventions: row-major; N rows (tokens), M columns (features); "acc" arguments accumulate. */
+#ifndef RT_KERNELS_H
+#define RT_KERNELS_H
+
+#include "real.h"
+#include <math.h>
+
+#if REAL_IS_DOUBLE
+#define RT_EXP exp
+#define RT_LOG log
+#define RT_TANH tanh
+#define RT_SQRT sqrt
+#else
+#define RT_EXP expf
+#define RT_LOG logf
+#define RT_TANH tanhf
+#define RT_SQRT sqrtf
+#endif
+
+#define RT_LN_EPS ((real)1e-5)
+
+/* ---- activations (GPT-2's tanh GELU, PyTorch gelu(approximate='tanh')) ---- */
+FSMOE_HD real k_gelu(real x)
+{
+    const real c = (real)0.7978845608028654; /* sqrt(2/pi) */
+    real u = c * (x + (real)0.044715 * x * x * x);
+    return (real)0.5 * x * ((real)1 + RT_TANH(u));
+}
+
+FSMOE_HD real k_gelu_grad(real x)
+{
+    const real c = (real)0.7978845608028654;
+    real x2 = x * x;
+    real u = c * (x + (real)0.044715 * x2 * x);
+    real t = RT_TANH(u);
+    real du = c * ((real)1 + (real)3 * (real)0.044715 * x2);
+    return (real)0.5 * ((real)1 + t) + (real)0.5 * x * ((real)1 - t * t) * du;
+}
+
+FSMOE_HD real k_sigmoid(real x) { return (real)1 / ((real)1 + RT_EXP(-x)); }
+
+FSMOE_HD real k_silu(real x) { return x * k_sigmoid(x); }
+
+FSMOE_HD real k_silu_grad(real x)
+{
+    real s = k_sigmoid(x);
+    return s * ((real)1 + x * ((real)1 - s));
+}
+
+/* Expert activation on element i. kind 0 = GPT (h = gelu(a)), 1 = SwiGLU (h = silu(a)·g). */
+FSMOE_HD void k_act_fwd(int kind, long i, real *h, const real *a, const real *g)
+{
+    if (kind == 0)
+        h[i] = k_gelu(a[i]);
+    else
+        h[i] = k_silu(a[i]) * g[i];
+}
+
+/* Gradients of k_act_fwd: da (and dg for SwiGLU) from dh. Overwrites. */
+FSMOE_HD void k_act_bwd(int kind, long i, real *da, real *dg, const real *dh, const real *a,
+                        const real *g)
+{
+    if (kind == 0) {
+        da[i] = dh[i] * k_gelu_grad(a[i]);
+    } else {
+        da[i] = dh[i] * g[i] * k_silu_grad(a[i]);
+        dg[i] = dh[i] * k_silu(a[i]);
+    }
+}
+
+/* ---- embedding: out[n,:] = wte[tok[n],:] + wpe[n % L,:] ---- */
+FSMOE_HD void k_embed_fwd(long n, real *out, const real *wte, const real *wpe, const int *tok,
+                          long L, long M)
+{
+    const real *a = wte + (long)tok[n] * M, *p = wpe + (n % L) * M;
+    for (long m = 0; m < M; m++)
+        out[n * M + m] = a[m] + p[m];
+}
+
+/* Column m of the position-embedding gradient (a reduction over the B samples). */
+FSMOE_HD void k_wpe_grad_col(long l, real *dwpe, const real *dout, long B, long L, long M)
+{
+    for (long m = 0; m < M; m++) {
+        real s = 0;
+        for (long b = 0; b < B; b++)
+            s += dout[(b * L + l) * M + m];
+        dwpe[l * M + m] += s;
+    }
+}
+
+/* ---- LayerNorm over the last dimension ---- */
+FSMOE_HD void k_layernorm_row_fwd(long n, real *out, real *mean, real *rstd, const real *x,
+                                  const real *w, const real *b, long M)
+{
+    const real *xr = x + n * M;
+    real mu = 0;
+    for (long m = 0; m < M; m++)
+        mu += xr[m];
+    mu /= (real)M;
+    real var = 0;
+    for (long m = 0; m < M; m++) {
+        real d = xr[m] - mu;
+        var += d * d;
+    }
+    var /= (real)M;
+    real rs = (real)1 / RT_SQRT(var + RT_LN_EPS);
+    for (long m = 0; m < M; m++)
+        out[n * M + m] = (xr[m] - mu) * rs * w[m] + b[m];
+    mean[n] = mu;
+    rstd[n] = rs;
+}
+
+/* dx[n,:] += LayerNorm input gradient of row n. */
+FSMOE_HD void k_layernorm_row_bwd(long n, real *dx, const real *dout, const real *x,
+                                  const real *mean, const real *rstd, const real *w, long M)
+{
+    const real *dy = dout + n * M, *xr = x + n * M;
+    real mu = mean[n], rs = rstd[n];
+    real s1 = 0, s2 = 0;
+    for (long m = 0; m < M; m++) {
+        real g = dy[m] * w[m];
+        s1 += g;
+        s2 += g * (xr[m] - mu) * rs;
+    }
+    s1 /= (real)M;
+    s2 /= (real)M;
+    for (long m = 0; m < M; m++) {
+        real xh = (xr[m] - mu) * rs;
+        dx[n * M + m] += (dy[m] * w[m] - s1 - xh * s2) * rs;
+    }
+}
+
+/* Column m of the LayerNorm weight and bias gradients (accumulated). */
+FSMOE_HD void k_layernorm_col_grad(long m, real *dw, real *db, const real *dout, const real *x,
+                                   const real *mean, const real *rstd, long N, long M)
+{
+    real sw = 0, sb = 0;
+    for (long n = 0; n < N; n++) {
+        real dy = dout[n * M + m];
+        sw += dy * (x[n * M + m] - mean[n]) * rstd[n];
+        sb += dy;
+    }
+    dw[m] += sw;
+    db[m] += sb;
+}
+
+/* ---- bias ---- */
+FSMOE_HD void k_bias_add(long i, real *out, const real *bias, long M) { out[i] += bias[i % M]; }
+
+/* Row n of the same (the host loops over rows: no division per element). */
+FSMOE_HD void k_bias_add_row(long n, real *out, const real *bias, long M)
+{
+    for (long m = 0; m < M; m++)
+        out[n * M + m] += bias[m];
+}
+
+FSMOE_HD void k_bias_grad_col(long m, real *db, const real *dout, long N, long M)
+{
+    real s = 0;
+    for (long n = 0; n < N; n++)
+        s += dout[n * M + m];
+    db[m] += s;
+}
+
+/* ---- causal softmax of attention scores; row r of a (BH·L, L) matrix, query t = r % L ---- */
+FSMOE_HD void k_attn_softmax_row_fwd(long r, real *att, const real *scores, long L, real scale)
+{
+    long t = r % L;
+    const real *s = scores + r * L;
+    real *a = att + r * L;
+    real mx = s[0] * scale;
+    for (long j = 1; j <= t; j++)
+        if (s[j] * scale > mx)
+            mx = s[j] * scale;
+    real z = 0;
+    for (long j = 0; j <= t; j++) {
+        a[j] = RT_EXP(s[j] * scale - mx);
+        z += a[j];
+    }
+    for (long j = 0; j <= t; j++)
+        a[j] /= z;
+    for (long j = t + 1; j < L; j++)
+        a[j] = 0;
+}
+
+/* dscores (overwritten) from datt; includes the scale. */
+FSMOE_HD void k_attn_softmax_row_bwd(long r, real *dscores, const real *datt, const real *att,
+                                     long L, real scale)
+{
+    long t = r % L;
+    const real *a = att + r * L, *da = datt + r * L;
+    real *ds = dscores + r * L;
+    real dot = 0;
+    for (long j = 0; j <= t; j++)
+        dot += a[j] * da[j];
+    for (long j = 0; j <= t; j++)
+        ds[j] = a[j] * (da[j] - dot) * scale;
+    for (long j = t + 1; j < L; j++)
+        ds[j] = 0;
+}
+
+/* ---- head split/merge: (B, L, 3, nh, d) <-> three (B, nh, L, d) ---- */
+/* Element i of the (B, nh, L, d) tensors; which = 0 q, 1 k, 2 v. */
+FSMOE_HD long k_qkv_index(long i, int which, long nh, long L, long d)
+{
+    long dd = i % d, l = (i / d) % L, h = (i / (d * L)) % nh, b = i / (d * L * nh);
+    return ((b * L + l) * 3 + which) * nh * d + h * d + dd;
+}
+
+FSMOE_HD void k_qkv_split(long i, real *q, real *k, real *v, const real *qkv, long nh, long L,
+                          long d)
+{
+    q[i] = qkv[k_qkv_index(i, 0, nh, L, d)];
+    k[i] = qkv[k_qkv_index(i, 1, nh, L, d)];
+    v[i] = qkv[k_qkv_index(i, 2, nh, L, d)];
+}
+
+FSMOE_HD void k_qkv_merge(long i, real *dqkv, const real *dq, const real *dk, const real *dv,
+                          long nh, long L, long d)
+{
+    dqkv[k_qkv_index(i, 0, nh, L, d)] = dq[i];
+    dqkv[k_qkv_index(i, 1, nh, L, d)] = dk[i];
+    dqkv[k_qkv_index(i, 2, nh, L, d)] = dv[i];
+}
+
+/* (B, nh, L, d) element i <-> (B, L, nh·d) */
+FSMOE_HD long k_heads_index(long i, long nh, long L, long d)
+{
+    long dd = i % d, l = (i / d) % L, h = (i / (d * L)) % nh, b = i / (d * L * nh);
+    return (b * L + l) * nh * d + h * d + dd;
+}
+
+/* ---- cross-entropy of one row; returns the loss and writes (softmax - onehot)·scale ---- */
+FSMOE_HD real k_crossent_row(long n, real *dlogits, const real *logits, const int *targets,
+                             long V, real scale)
+{
+    const real *z = logits + n * V;
+    real mx = z[0];
+    for (long j = 1; j < V; j++)
+        if (z[j] > mx)
+            mx = z[j];
+    real s = 0;
+    for (long j = 0; j < V; j++)
+        s += RT_EXP(z[j] - mx);
+    real lse = mx + RT_LOG(s);
+    int y = targets[n];
+    if (dlogits) {
+        for (long j = 0; j < V; j++)
+            dlogits[n * V + j] = (RT_EXP(z[j] - lse) - (j == y ? (real)1 : (real)0)) * scale;
+    }
+    return lse - z[y];
+}
+
+/* ---- AdamW (decoupled weight decay, bias-corrected), element i ---- */
+FSMOE_HD void k_adamw(long i, real *p, const real *g, real *m, real *v, real lr, real b1, real b2,
+                      real eps, real wd, real bc1, real bc2)
+{
+    real gi = g[i];
+    m[i] = b1 * m[i] + ((real)1 - b1) * gi;
+    v[i] = b2 * v[i] + ((real)1 - b2) * gi * gi;
+    real mh = m[i] / bc1, vh = v[i] / bc2;
+    p[i] -= lr * (mh / (RT_SQRT(vh) + eps) + wd * p[i]);
+}
+
+/* ---- rows: gather and weighted scatter-add (the Tutel order), row dot products ---- */
+FSMOE_HD void k_gather_row(long i, real *dst, const real *src, const int *idx, long M)
+{
+    int s = idx[i];
+    for (long m = 0; m < M; m++)
+        dst[i * M + m] = s >= 0 ? src[(long)s * M + m] : (real)0;
+}
+
+FSMOE_HD real k_row_dot(const real *a, const real *b, long M)
+{
+    real s = 0;
+    for (long m = 0; m < M; m++)
+        s += a[m] * b[m];
+    return s;
+}
+
+#endif

@@ -1,0 +1,311 @@
+/* Implements: fsmoe-run, part 1 (design.md §10, issue 5): trains an MoE transformer on one rank
+ * with the host (or cuda) backend, optionally following a plan's per-layer pipeline degree.
+ *
+ *   fsmoe-run --model M [--plan P] [--data FILE] [--steps N] [--seed S] [--save DIR]
+ *             [--save-every K] [--resume DIR] [--eval-every K] [training flags]
+ *
+ * Prints the resolved configuration once, one line per step and validation lines. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "checkpoint.h"
+#include "cli.h"
+#include "config.h"
+#include "data.h"
+#include "transformer.h"
+#include "plan.h"
+#include "train.h"
+
+#ifndef FSMOE_DEFAULT_DATA
+#define FSMOE_DEFAULT_DATA "data/jargon.txt"
+#endif
+
+static const char *prog = "fsmoe-run";
+
+static void usage(const char *reason)
+{
+    if (reason)
+        fprintf(stderr, "%s: %s\n", prog, reason);
+    fprintf(reason ? stderr : stdout,
+            "usage: fsmoe-run --model M [--plan P] [--data FILE] [--steps N] [--seed S]\n"
+            "                 [--save DIR] [--save-every K] [--resume DIR] [--eval-every K]\n"
+            "training flags: --backend host|cuda --threads T --batch B --seq L --lr X\n"
+            "                --min-lr X --warmup N --weight-decay X --clip X --aux-loss X\n"
+            "                --gate-noise X --capacity-factor X|none --gate NAME --order NAME\n"
+            "                --expert gpt|swiglu --chunks R --eval-batches N\n"
+            "Without --data it trains on the shipped corpus (%s);\n"
+            "without --plan it runs unpipelined (r = 1) unless --chunks is given.\n",
+            FSMOE_DEFAULT_DATA);
+    exit(reason ? 2 : 0);
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int die(const fsmoe_error *err)
+{
+    fsmoe_error_print(prog, err);
+    return fsmoe_exit_code(err->status);
+}
+
+/* The plan must be for this model and a single rank; it sets r per MoE layer. */
+static fsmoe_status apply_plan(const char *path, rt_model *md, fsmoe_error *err)
+{
+    fsmoe_plan plan;
+    memset(&plan, 0, sizeof plan);
+    fsmoe_status st = fsmoe_plan_load(path, &plan, err);
+    if (st != FSMOE_OK)
+        return st;
+    const rt_config *c = &md->cfg;
+    long moe = 0;
+    for (long b = 0; b < c->layers; b++)
+        moe += md->blocks[b].is_moe;
+#define MISMATCH(field, have, want)                                                            \
+    do {                                                                                       \
+        st = fsmoe_fail(err, FSMOE_ERR_VALUE,                                                  \
+                        "%s: %s: the plan has %ld, fsmoe-run was started with %ld", path,      \
+                        field, (long)(have), (long)(want));                                    \
+        goto out;                                                                              \
+    } while (0)
+    if (strcmp(plan.model_name, c->name) != 0) {
+        st = fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: model: the plan is for '%s', not '%s'", path,
+                        plan.model_name, c->name);
+        goto out;
+    }
+    if (plan.parallel.world != 1)
+        MISMATCH("parallel.world", plan.parallel.world, 1);
+    if (plan.parallel.ep != 1)
+        MISMATCH("parallel.ep", plan.parallel.ep, 1);
+    if (plan.parallel.esp != 1)
+        MISMATCH("parallel.esp", plan.parallel.esp, 1);
+    if (plan.parallel.mp != 1)
+        MISMATCH("parallel.mp", plan.parallel.mp, 1);
+    if (plan.M != c->M)
+        MISMATCH("M", plan.M, c->M);
+    if (plan.H != c->H)
+        MISMATCH("H", plan.H, c->H);
+    if (plan.E != c->E)
+        MISMATCH("E", plan.E, c->E);
+    if (plan.k != c->k)
+        MISMATCH("k", plan.k, c->k);
+    if (plan.B != c->B)
+        MISMATCH("B", plan.B, c->B);
+    if (plan.L != c->L)
+        MISMATCH("L", plan.L, c->L);
+    if (plan.n_layers != moe)
+        MISMATCH("layers (MoE layers)", plan.n_layers, moe);
+    for (int i = 0; i < plan.n_layers; i++) {
+        const fsmoe_layer_plan *lp = &plan.layers[i];
+        for (long b = 0; b < c->layers; b++)
+            if (md->blocks[b].is_moe && md->blocks[b].moe.index == lp->index) {
+                md->blocks[b].moe.r_fwd = lp->fwd.r > 0 ? lp->fwd.r : 1;
+                md->blocks[b].moe.r_bwd = lp->bwd.r > 0 ? lp->bwd.r : 1;
+            }
+    }
+out:
+    fsmoe_plan_free(&plan);
+    return st;
+}
+
+int main(int argc, char **argv)
+{
+    enum {
+        O_MODEL = 256, O_PLAN, O_DATA, O_STEPS, O_SEED, O_SAVE, O_SAVE_EVERY, O_RESUME,
+        O_EVAL_EVERY, O_BACKEND, O_THREADS, O_BATCH, O_SEQ, O_LR, O_MIN_LR, O_WARMUP, O_WD,
+        O_CLIP, O_AUX, O_NOISE, O_CF, O_GATE, O_ORDER, O_EXPERT, O_CHUNKS, O_EVAL_BATCHES, O_HELP
+    };
+    static const struct option opts[] = {
+        {"model", 1, 0, O_MODEL},       {"plan", 1, 0, O_PLAN},
+        {"data", 1, 0, O_DATA},         {"steps", 1, 0, O_STEPS},
+        {"seed", 1, 0, O_SEED},         {"save", 1, 0, O_SAVE},
+        {"save-every", 1, 0, O_SAVE_EVERY}, {"resume", 1, 0, O_RESUME},
+        {"eval-every", 1, 0, O_EVAL_EVERY}, {"backend", 1, 0, O_BACKEND},
+        {"threads", 1, 0, O_THREADS},   {"batch", 1, 0, O_BATCH},
+        {"seq", 1, 0, O_SEQ},           {"lr", 1, 0, O_LR},
+        {"min-lr", 1, 0, O_MIN_LR},     {"warmup", 1, 0, O_WARMUP},
+        {"weight-decay", 1, 0, O_WD},   {"clip", 1, 0, O_CLIP},
+        {"aux-loss", 1, 0, O_AUX},      {"gate-noise", 1, 0, O_NOISE},
+        {"capacity-factor", 1, 0, O_CF}, {"gate", 1, 0, O_GATE},
+        {"order", 1, 0, O_ORDER},       {"expert", 1, 0, O_EXPERT},
+        {"chunks", 1, 0, O_CHUNKS},     {"eval-batches", 1, 0, O_EVAL_BATCHES},
+        {"help", 0, 0, O_HELP},         {0, 0, 0, 0}};
+    static const fsmoe_cli_enum gates[] = {{"gshard", RT_GATE_GSHARD}, {"sigmoid", RT_GATE_SIGMOID},
+                                           {"xmoe", RT_GATE_XMOE},
+                                           {"expert_choice", RT_GATE_EXPERT_CHOICE},
+                                           {"softmoe", RT_GATE_SOFTMOE}, {NULL, 0}};
+    static const fsmoe_cli_enum orders[] = {{"gshard", RT_ORDER_GSHARD},
+                                            {"tutel", RT_ORDER_TUTEL}, {NULL, 0}};
+    static const fsmoe_cli_enum experts[] = {{"gpt", 0}, {"swiglu", 1}, {NULL, 0}};
+    const char *model_path = NULL, *plan_path = NULL, *data_path = NULL, *save_dir = NULL,
+               *resume_dir = NULL, *backend = "host";
+    int threads = 0;
+    /* overrides, applied after the model file */
+    long steps = -1, seed = -1, save_every = -1, eval_every = -1, batch = -1, seq = -1,
+         warmup = -2, chunks = -1, eval_batches = -1;
+    double lr = -1, min_lr = -1, wd = -1, clip = -1, aux = -1, noise = -1, cf = -2;
+    int gate = -1, order = -1, expert = -1;
+    fsmoe_error err = {0};
+    fsmoe_status st = FSMOE_OK;
+    int o;
+    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (o) {
+        case O_MODEL: model_path = optarg; break;
+        case O_PLAN: plan_path = optarg; break;
+        case O_DATA: data_path = optarg; break;
+        case O_SAVE: save_dir = optarg; break;
+        case O_RESUME: resume_dir = optarg; break;
+        case O_BACKEND: backend = optarg; break;
+        case O_STEPS: st = fsmoe_cli_long("--steps", optarg, 1, 100000000, &steps, &err); break;
+        case O_SEED: st = fsmoe_cli_long("--seed", optarg, 0, 2147483647L, &seed, &err); break;
+        case O_SAVE_EVERY:
+            st = fsmoe_cli_long("--save-every", optarg, 0, 100000000, &save_every, &err);
+            break;
+        case O_EVAL_EVERY:
+            st = fsmoe_cli_long("--eval-every", optarg, 0, 100000000, &eval_every, &err);
+            break;
+        case O_EVAL_BATCHES:
+            st = fsmoe_cli_long("--eval-batches", optarg, 1, 100000, &eval_batches, &err);
+            break;
+        case O_THREADS: st = fsmoe_cli_int("--threads", optarg, 1, 1024, &threads, &err); break;
+        case O_BATCH: st = fsmoe_cli_long("--batch", optarg, 1, 1000000, &batch, &err); break;
+        case O_SEQ: st = fsmoe_cli_long("--seq", optarg, 1, 1000000, &seq, &err); break;
+        case O_WARMUP: st = fsmoe_cli_long("--warmup", optarg, 0, 100000000, &warmup, &err); break;
+        case O_CHUNKS: st = fsmoe_cli_long("--chunks", optarg, 1, 64, &chunks, &err); break;
+        case O_LR: st = fsmoe_cli_double("--lr", optarg, 0, 10, &lr, &err); break;
+        case O_MIN_LR: st = fsmoe_cli_double("--min-lr", optarg, 0, 10, &min_lr, &err); break;
+        case O_WD: st = fsmoe_cli_double("--weight-decay", optarg, 0, 10, &wd, &err); break;
+        case O_CLIP: st = fsmoe_cli_double("--clip", optarg, 0, 1e9, &clip, &err); break;
+        case O_AUX: st = fsmoe_cli_double("--aux-loss", optarg, 0, 100, &aux, &err); break;
+        case O_NOISE: st = fsmoe_cli_double("--gate-noise", optarg, 0, 100, &noise, &err); break;
+        case O_CF:
+            if (strcmp(optarg, "none") == 0)
+                cf = 0;
+            else
+                st = fsmoe_cli_double("--capacity-factor", optarg, 0, 1000, &cf, &err);
+            break;
+        case O_GATE: st = fsmoe_cli_enum_parse("--gate", optarg, gates, &gate, &err); break;
+        case O_ORDER: st = fsmoe_cli_enum_parse("--order", optarg, orders, &order, &err); break;
+        case O_EXPERT: st = fsmoe_cli_enum_parse("--expert", optarg, experts, &expert, &err); break;
+        case O_HELP: usage(NULL); break;
+        default: usage("unknown option (see --help)");
+        }
+        if (st != FSMOE_OK) {
+            fsmoe_error_print(prog, &err);
+            return 2;
+        }
+    }
+    if (optind < argc)
+        usage("unexpected argument");
+    if (!model_path)
+        usage("--model is required");
+    if (plan_path && chunks > 0)
+        usage("--plan and --chunks both set r; give one");
+
+    rt_config cfg;
+    config_defaults(&cfg);
+    fsmoe_model mf;
+    memset(&mf, 0, sizeof mf);
+    if ((st = fsmoe_model_load(model_path, &mf, &err)) != FSMOE_OK)
+        return die(&err);
+    if ((st = config_from_model(&cfg, &mf, model_path, &err)) != FSMOE_OK)
+        return die(&err);
+    if (steps > 0) cfg.steps = steps;
+    if (seed >= 0) cfg.seed = (uint64_t)seed;
+    if (save_every >= 0) cfg.save_every = save_every;
+    if (eval_every >= 0) cfg.eval_every = eval_every;
+    if (eval_batches > 0) cfg.eval_batches = eval_batches;
+    if (batch > 0) cfg.B = batch;
+    if (seq > 0) cfg.L = seq;
+    if (warmup >= 0) cfg.warmup = warmup;
+    if (chunks > 0) cfg.r = (int)chunks;
+    if (lr >= 0) cfg.lr = lr;
+    if (min_lr >= 0) cfg.lr_min = min_lr;
+    else if (lr >= 0) cfg.lr_min = lr / 10;
+    if (wd >= 0) cfg.wd = wd;
+    if (clip >= 0) cfg.clip = clip;
+    if (aux >= 0) cfg.aux_coef = aux;
+    if (noise >= 0) cfg.gate_noise = noise;
+    if (cf >= 0) cfg.f = cf;
+    if (gate >= 0) cfg.gate = (rt_gate_kind)gate;
+    if (order >= 0) cfg.order = (rt_order_kind)order;
+    if (expert >= 0) cfg.expert = expert;
+    if (cfg.save_every > 0 && !save_dir)
+        usage("--save-every needs --save DIR");
+    if ((st = config_validate(&cfg, &err)) != FSMOE_OK)
+        return die(&err);
+
+    rt_data data;
+    if (!data_path)
+        data_path = FSMOE_DEFAULT_DATA;
+    if ((st = data_load(&data, data_path, cfg.V, cfg.L, &err)) != FSMOE_OK)
+        return die(&err);
+
+    rt_backend *be = NULL;
+    rt_trainer tr;
+    memset(&tr, 0, sizeof tr);
+    int rc = 0;
+    if ((st = rt_backend_create(backend, threads, &be, &err)) != FSMOE_OK)
+        goto fail;
+    if ((st = trainer_init(&tr, &cfg, be, &data, &err)) != FSMOE_OK)
+        goto fail;
+    if (plan_path && (st = apply_plan(plan_path, &tr.model, &err)) != FSMOE_OK)
+        goto fail;
+    if (resume_dir) {
+        if ((st = checkpoint_load(resume_dir, &tr.model, &tr.opt, &tr.step, &err)) != FSMOE_OK)
+            goto fail;
+        printf("resumed from %s/checkpoint.bin at step %ld\n", resume_dir, tr.step);
+    }
+    char bdesc[64];
+    snprintf(bdesc, sizeof bdesc, "%s%s%s", be->name, plan_path ? ", plan " : "",
+             plan_path ? plan_path : "");
+    config_print(&cfg, stdout, bdesc, data_path, tr.model.params.total);
+    printf("# corpus: %ld bytes (train %ld), unigram entropy %.4f nats/byte\n", data.n,
+           data.train_end, data_unigram_entropy(&data));
+    fflush(stdout);
+    long tokens_per_step = cfg.B * cfg.L;
+    double t_all = 0;
+    long n_timed = 0;
+    while (tr.step < cfg.steps) {
+        double loss = 0, ce = 0, gnorm = 0, t0 = now_s();
+        if ((st = trainer_step(&tr, &loss, &ce, &gnorm, &err)) != FSMOE_OK)
+            goto fail;
+        double dt = now_s() - t0;
+        if (tr.step > 1) { /* the first step warms caches */
+            t_all += dt;
+            n_timed++;
+        }
+        double tps = (double)tokens_per_step / dt;
+        printf("step %ld/%ld | loss %.4f | %.1f ms | %.1fk tok/s | lr %.2e | gnorm %.3f\n",
+               tr.step, cfg.steps, ce, 1e3 * dt, tps / 1e3, lr_at(&cfg, tr.step - 1), gnorm);
+        if (cfg.eval_every > 0 && (tr.step % cfg.eval_every == 0 || tr.step == cfg.steps)) {
+            double val = 0;
+            if ((st = trainer_eval(&tr, &val, &err)) != FSMOE_OK)
+                goto fail;
+            printf("eval step %ld | val loss %.4f\n", tr.step, val);
+        }
+        if (save_dir && ((cfg.save_every > 0 && tr.step % cfg.save_every == 0) ||
+                         tr.step == cfg.steps)) {
+            if ((st = checkpoint_save(save_dir, &tr.model, &tr.opt, tr.step, &err)) != FSMOE_OK)
+                goto fail;
+        }
+        fflush(stdout);
+    }
+    if (n_timed > 0)
+        printf("# mean step %.2f ms, %.1f tok/s over %ld steps\n", 1e3 * t_all / (double)n_timed,
+               (double)tokens_per_step * (double)n_timed / t_all, n_timed);
+    goto done;
+fail:
+    rc = die(&err);
+done:
+    trainer_free(&tr);
+    rt_backend_destroy(&be);
+    data_free(&data);
+    return rc;
+}

@@ -1,0 +1,92 @@
+/* Implements: the parameter table (params.h). */
+#include "params.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rng.h"
+
+void params_add(rt_params *t, real **w, real **g, int init, double std, const long *shape,
+                int ndim, const char *name, ...)
+{
+    if (t->n == t->cap) {
+        int cap = t->cap ? 2 * t->cap : 64;
+        rt_param *np = realloc(t->p, (size_t)cap * sizeof(*np));
+        if (!np) {
+            t->failed = 1;
+            return;
+        }
+        t->p = np;
+        t->cap = cap;
+    }
+    rt_param *p = &t->p[t->n++];
+    memset(p, 0, sizeof(*p));
+    va_list ap;
+    va_start(ap, name);
+    vsnprintf(p->name, sizeof p->name, name, ap);
+    va_end(ap);
+    p->numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        p->shape[i] = shape[i];
+        p->numel *= p->shape[i];
+    }
+    p->ndim = ndim;
+    p->init = init;
+    p->std = std;
+    p->w = w;
+    p->g = g;
+    p->offset = t->total;
+    t->total += (p->numel + 15) / 16 * 16; /* 64-byte aligned tensors */
+}
+
+fsmoe_status params_alloc(rt_params *t, rt_backend *be, uint64_t seed, fsmoe_error *err)
+{
+    if (t->failed)
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "parameter table: out of memory");
+    size_t bytes = (size_t)t->total * sizeof(real);
+    t->w = be->alloc(be, bytes);
+    t->g = be->alloc(be, bytes);
+    real *host = calloc((size_t)t->total + 1, sizeof(real));
+    if (!t->w || !t->g || !host) {
+        free(host);
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "cannot allocate %zu bytes of parameters", bytes);
+    }
+    for (int i = 0; i < t->n; i++) {
+        rt_param *p = &t->p[i];
+        *p->w = t->w + p->offset;
+        *p->g = t->g + p->offset;
+        real *h = host + p->offset;
+        for (long j = 0; j < p->numel; j++) {
+            if (p->init == RT_INIT_NORMAL)
+                h[j] = (real)(p->std * rng_normal(seed, 0x1417, (uint64_t)i, (uint64_t)j));
+            else
+                h[j] = p->init == RT_INIT_ONE ? (real)1 : (real)0;
+        }
+    }
+    be->copy(be, NULL, t->w, host, bytes, RT_H2D);
+    be->stream_sync(be, NULL);
+    free(host);
+    return FSMOE_OK;
+}
+
+void params_free(rt_params *t, rt_backend *be)
+{
+    if (be) {
+        if (t->w)
+            be->free(be, t->w);
+        if (t->g)
+            be->free(be, t->g);
+    }
+    free(t->p);
+    memset(t, 0, sizeof(*t));
+}
+
+const rt_param *params_find(const rt_params *t, const char *name)
+{
+    for (int i = 0; i < t->n; i++)
+        if (strcmp(t->p[i].name, name) == 0)
+            return &t->p[i];
+    return NULL;
+}

@@ -1,0 +1,41 @@
+/* Implements: the table of named parameters. Every module registers its tensors (name, shape,
+ * initialisation) with the address of its weight and gradient pointers; the table then places
+ * all of them in one contiguous parameter buffer and one gradient buffer, so that AdamW,
+ * gradient clipping, the gradient AllReduce and checkpoints work on two flat arrays. */
+#ifndef RT_PARAMS_H
+#define RT_PARAMS_H
+
+#include <stdint.h>
+
+#include "backend.h"
+
+enum { RT_INIT_NORMAL = 0, RT_INIT_ZERO, RT_INIT_ONE };
+
+typedef struct {
+    char name[64];
+    int ndim;
+    long shape[4];
+    long numel, offset;
+    int init;
+    double std;
+    real **w, **g;
+} rt_param;
+
+typedef struct {
+    rt_param *p;
+    int n, cap;
+    long total;
+    real *w, *g; /* backend memory, owned */
+    int failed;  /* registration ran out of memory */
+} rt_params;
+
+/* Registers a tensor of shape[0..ndim) named by a printf format. */
+void params_add(rt_params *t, real **w, real **g, int init, double std, const long *shape,
+                int ndim, const char *fmt_name, ...) __attribute__((format(printf, 8, 9)));
+/* Allocates both buffers, binds every registered pointer, initialises weights from seed and
+ * zeroes gradients. */
+fsmoe_status params_alloc(rt_params *t, rt_backend *be, uint64_t seed, fsmoe_error *err);
+void params_free(rt_params *t, rt_backend *be);
+const rt_param *params_find(const rt_params *t, const char *name);
+
+#endif

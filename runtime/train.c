@@ -1,0 +1,75 @@
+/* Implements: the training step (train.h). */
+#include "train.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+fsmoe_status trainer_init(rt_trainer *tr, const rt_config *cfg, rt_backend *be,
+                          const rt_data *data, fsmoe_error *err)
+{
+    memset(tr, 0, sizeof(*tr));
+    tr->data = data;
+    fsmoe_status st = model_init(&tr->model, cfg, be, err);
+    if (st != FSMOE_OK)
+        return st;
+    st = adamw_init(&tr->opt, &tr->model.params, be, err);
+    if (st != FSMOE_OK)
+        return st;
+    tr->tok = calloc((size_t)tr->model.N, sizeof(int));
+    tr->tgt = calloc((size_t)tr->model.N, sizeof(int));
+    if (!tr->tok || !tr->tgt)
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "trainer: out of memory");
+    return FSMOE_OK;
+}
+
+void trainer_free(rt_trainer *tr)
+{
+    rt_backend *be = tr->model.be;
+    adamw_free(&tr->opt, be);
+    model_free(&tr->model);
+    free(tr->tok);
+    free(tr->tgt);
+    memset(tr, 0, sizeof(*tr));
+}
+
+fsmoe_status trainer_step(rt_trainer *tr, double *loss, double *ce, double *gnorm,
+                          fsmoe_error *err)
+{
+    rt_model *md = &tr->model;
+    const rt_config *c = &md->cfg;
+    data_batch(tr->data, 0, c->seed, tr->step, c->B, c->L, tr->tok, tr->tgt);
+    model_zero_grad(md);
+    fsmoe_status st = model_forward(md, tr->tok, tr->tgt, 1, tr->step, err);
+    if (st != FSMOE_OK)
+        return st;
+    st = model_backward(md, err);
+    if (st != FSMOE_OK)
+        return st;
+    double norm = grad_clip(md->be, &md->params, c->clip);
+    adamw_step(&tr->opt, md->be, &md->params, c, lr_at(c, tr->step));
+    md->be->stream_sync(md->be, NULL);
+    tr->step++;
+    if (loss)
+        *loss = md->loss;
+    if (ce)
+        *ce = md->ce;
+    if (gnorm)
+        *gnorm = norm;
+    return rt_backend_check(md->be, err);
+}
+
+fsmoe_status trainer_eval(rt_trainer *tr, double *val_ce, fsmoe_error *err)
+{
+    rt_model *md = &tr->model;
+    const rt_config *c = &md->cfg;
+    double s = 0;
+    for (long i = 0; i < c->eval_batches; i++) {
+        data_batch(tr->data, 1, c->seed, i, c->B, c->L, tr->tok, tr->tgt);
+        fsmoe_status st = model_forward(md, tr->tok, tr->tgt, 0, 0, err);
+        if (st != FSMOE_OK)
+            return st;
+        s += md->ce;
+    }
+    *val_ce = s / (double)(c->eval_batches > 0 ? c->eval_batches : 1);
+    return FSMOE_OK;
+}

@@ -1,0 +1,26 @@
+/* Implements: one training step and evaluation over a model, its optimiser and its data. */
+#ifndef RT_TRAIN_H
+#define RT_TRAIN_H
+
+#include "adamw.h"
+#include "data.h"
+#include "transformer.h"
+
+typedef struct {
+    rt_model model;
+    rt_adamw opt;
+    const rt_data *data;
+    long step; /* next step to run, 0-based */
+    int *tok, *tgt;
+} rt_trainer;
+
+fsmoe_status trainer_init(rt_trainer *tr, const rt_config *cfg, rt_backend *be,
+                          const rt_data *data, fsmoe_error *err);
+void trainer_free(rt_trainer *tr);
+/* Runs step tr->step: forward, backward, clip, AdamW. Reports loss (CE + aux) and grad norm. */
+fsmoe_status trainer_step(rt_trainer *tr, double *loss, double *ce, double *gnorm,
+                          fsmoe_error *err);
+/* Mean cross-entropy over cfg.eval_batches validation batches (no noise, no update). */
+fsmoe_status trainer_eval(rt_trainer *tr, double *val_ce, fsmoe_error *err);
+
+#endif

@@ -1,0 +1,257 @@
+/* Implements: the MoE transformer's construction, forward and explicit backward (model.h). */
+#include "transformer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DALLOC(p, n)                                                                           \
+    do {                                                                                       \
+        if (!((p) = md->be->alloc(md->be, (size_t)(n) * sizeof(**&(p)))))                      \
+            goto nomem;                                                                        \
+    } while (0)
+
+fsmoe_status model_init(rt_model *md, const rt_config *cfg, rt_backend *be, fsmoe_error *err)
+{
+    memset(md, 0, sizeof(*md));
+    md->cfg = *cfg;
+    md->be = be;
+    const rt_config *c = &md->cfg;
+    long V = c->V, M = c->M, H = c->H, L = c->L, N = c->B * c->L, nl = c->layers;
+    md->N = N;
+    double std = c->init_std, std_out = c->init_std / sqrt(2.0 * (double)nl); /* GPT-2 */
+    rt_params *t = &md->params;
+    md->blocks = calloc((size_t)nl, sizeof(rt_block));
+    if (!md->blocks)
+        goto nomem;
+    params_add(t, &md->wte, &md->dwte, RT_INIT_NORMAL, std, (const long[]){V, M}, 2, "wte");
+    params_add(t, &md->wpe, &md->dwpe, RT_INIT_NORMAL, std, (const long[]){L, M}, 2, "wpe");
+    long moe_index = 0;
+    for (long b = 0; b < nl; b++) {
+        rt_block *bl = &md->blocks[b];
+        char pre[48];
+        params_add(t, &bl->ln1w, &bl->dln1w, RT_INIT_ONE, 0, (const long[]){M}, 1, "h%ld.ln1.w", b);
+        params_add(t, &bl->ln1b, &bl->dln1b, RT_INIT_ZERO, 0, (const long[]){M}, 1, "h%ld.ln1.b", b);
+        snprintf(pre, sizeof pre, "h%ld.attn", b);
+        attention_register(&bl->attn, t, pre, M, c->heads, M / c->heads, std, std_out);
+        params_add(t, &bl->ln2w, &bl->dln2w, RT_INIT_ONE, 0, (const long[]){M}, 1, "h%ld.ln2.w", b);
+        params_add(t, &bl->ln2b, &bl->dln2b, RT_INIT_ZERO, 0, (const long[]){M}, 1, "h%ld.ln2.b", b);
+        bl->is_moe = config_is_moe_block(c, b);
+        if (bl->is_moe) {
+            rt_moe *m = &bl->moe;
+            m->index = (int)moe_index++;
+            m->M = M, m->E = c->E, m->N_max = N;
+            m->ep = rt_group_single();
+            m->r_fwd = m->r_bwd = c->r;
+            m->order.kind = c->order;
+            m->gate.noise = c->gate_noise;
+            m->gate.tau = c->xmoe_tau;
+            m->gate.L = L;
+            m->gate.slots = c->softmoe_slots > 0
+                                ? c->softmoe_slots
+                                : (long)ceil((double)c->k * (c->f > 0 ? c->f : 1.0) *
+                                             (double)L / (double)c->E);
+            snprintf(pre, sizeof pre, "h%ld.gate", b);
+            gate_register(&m->gate, t, pre, c->gate, M, c->E, c->k, c->f, b, N, std);
+            m->C_max = m->gate.C_max;
+            snprintf(pre, sizeof pre, "h%ld.experts", b);
+            experts_register(&m->ex, t, pre, c->expert, c->E, M, H, std, std_out);
+        } else {
+            snprintf(pre, sizeof pre, "h%ld.ffn", b);
+            experts_register(&bl->ffn, t, pre, c->expert, 1, M, H, std, std_out);
+        }
+    }
+    params_add(t, &md->lnfw, &md->dlnfw, RT_INIT_ONE, 0, (const long[]){M}, 1, "lnf.w");
+    params_add(t, &md->lnfb, &md->dlnfb, RT_INIT_ZERO, 0, (const long[]){M}, 1, "lnf.b");
+    params_add(t, &md->head, &md->dhead, RT_INIT_NORMAL, std, (const long[]){M, V}, 2, "head");
+    fsmoe_status st = params_alloc(t, be, c->seed, err);
+    if (st != FSMOE_OK)
+        return st;
+    for (long b = 0; b < nl; b++) {
+        rt_block *bl = &md->blocks[b];
+        DALLOC(bl->x_in, N * M);
+        DALLOC(bl->ln1, N * M);
+        DALLOC(bl->ln1_mean, N);
+        DALLOC(bl->ln1_rstd, N);
+        DALLOC(bl->attn_out, N * M);
+        DALLOC(bl->x_mid, N * M);
+        DALLOC(bl->ln2, N * M);
+        DALLOC(bl->ln2_mean, N);
+        DALLOC(bl->ln2_rstd, N);
+        DALLOC(bl->ffn_out, N * M);
+        if (attn_acts_alloc(&bl->aacts, &bl->attn, be, c->B, L) != FSMOE_OK)
+            goto nomem;
+        if (bl->is_moe) {
+            if (moe_alloc(&bl->moe, be) != FSMOE_OK)
+                goto nomem;
+        } else if (expert_acts_alloc(&bl->facts, &bl->ffn, be, N) != FSMOE_OK) {
+            goto nomem;
+        }
+    }
+    DALLOC(md->x_out, N * M);
+    DALLOC(md->lnf, N * M);
+    DALLOC(md->lnf_mean, N);
+    DALLOC(md->lnf_rstd, N);
+    DALLOC(md->logits, N * V);
+    DALLOC(md->dlogits, N * V);
+    DALLOC(md->losses, N);
+    DALLOC(md->tokens, N);
+    DALLOC(md->targets, N);
+    DALLOC(md->dres, N * M);
+    DALLOC(md->dln, N * M);
+    DALLOC(md->dh, N * H);
+    DALLOC(md->da, N * H);
+    DALLOC(md->dg, N * H);
+    if (attn_scratch_alloc(&md->ascr, &md->blocks[0].attn, be, c->B, L) != FSMOE_OK)
+        goto nomem;
+    md->h_losses = calloc((size_t)N, sizeof(real));
+    if (!md->h_losses)
+        goto nomem;
+    return FSMOE_OK;
+nomem:
+    return fsmoe_fail(err, FSMOE_ERR_NOMEM, "model %s: out of memory", c->name);
+}
+
+void model_free(rt_model *md)
+{
+    rt_backend *be = md->be;
+    if (!be)
+        return;
+    for (long b = 0; md->blocks && b < md->cfg.layers; b++) {
+        rt_block *bl = &md->blocks[b];
+        real *ps[] = {bl->x_in, bl->ln1, bl->ln1_mean, bl->ln1_rstd, bl->attn_out,
+                      bl->x_mid, bl->ln2, bl->ln2_mean, bl->ln2_rstd, bl->ffn_out};
+        for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
+            if (ps[i])
+                be->free(be, ps[i]);
+        attn_acts_free(&bl->aacts, be);
+        if (bl->is_moe)
+            moe_free(&bl->moe, be);
+        else
+            expert_acts_free(&bl->facts, be);
+    }
+    free(md->blocks);
+    void *ps[] = {md->x_out, md->lnf, md->lnf_mean, md->lnf_rstd, md->logits, md->dlogits,
+                  md->losses, md->tokens, md->targets, md->dres, md->dln, md->dh, md->da, md->dg};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
+        if (ps[i])
+            be->free(be, ps[i]);
+    attn_scratch_free(&md->ascr, be);
+    params_free(&md->params, be);
+    free(md->h_losses);
+    memset(md, 0, sizeof(*md));
+}
+
+void model_zero_grad(rt_model *md)
+{
+    md->be->zero(md->be, NULL, md->params.g, (size_t)md->params.total * sizeof(real));
+}
+
+void model_freeze_routing(rt_model *md, int freeze)
+{
+    for (long b = 0; b < md->cfg.layers; b++)
+        md->blocks[b].moe.freeze = freeze;
+}
+
+void model_set_hook(rt_model *md, rt_hook_fn fn, void *user)
+{
+    for (long b = 0; b < md->cfg.layers; b++) {
+        md->blocks[b].moe.hook = fn;
+        md->blocks[b].moe.hook_user = user;
+    }
+}
+
+fsmoe_status model_forward(rt_model *md, const int *tokens, const int *targets, int training,
+                           long step, fsmoe_error *err)
+{
+    rt_backend *be = md->be;
+    const rt_config *c = &md->cfg;
+    long B = c->B, L = c->L, M = c->M, V = c->V, N = md->N;
+    for (long n = 0; n < N; n++)
+        if (tokens[n] < 0 || tokens[n] >= V || targets[n] < 0 || targets[n] >= V)
+            return fsmoe_fail(err, FSMOE_ERR_VALUE, "token %d at position %ld outside the "
+                              "vocabulary 0..%ld", tokens[n] < 0 || tokens[n] >= V ? tokens[n]
+                              : targets[n], n, V - 1);
+    be->copy(be, NULL, md->tokens, tokens, (size_t)N * sizeof(int), RT_H2D);
+    be->copy(be, NULL, md->targets, targets, (size_t)N * sizeof(int), RT_H2D);
+    be->embed_fwd(be, NULL, md->blocks[0].x_in, md->wte, md->wpe, md->tokens, B, L, M);
+    md->aux = 0;
+    for (long b = 0; b < c->layers; b++) {
+        rt_block *bl = &md->blocks[b];
+        real *x_next = b + 1 < c->layers ? md->blocks[b + 1].x_in : md->x_out;
+        be->layernorm_fwd(be, NULL, bl->ln1, bl->ln1_mean, bl->ln1_rstd, bl->x_in, bl->ln1w,
+                          bl->ln1b, N, M);
+        attention_forward(&bl->attn, be, NULL, bl->ln1, bl->attn_out, &bl->aacts, B, L);
+        be->add(be, NULL, bl->x_mid, bl->x_in, bl->attn_out, N * M);
+        be->layernorm_fwd(be, NULL, bl->ln2, bl->ln2_mean, bl->ln2_rstd, bl->x_mid, bl->ln2w,
+                          bl->ln2b, N, M);
+        if (bl->is_moe) {
+            fsmoe_status st = moe_forward(&bl->moe, be, bl->ln2, bl->ffn_out, N, training,
+                                          c->seed, step);
+            if (st != FSMOE_OK) {
+                fsmoe_status bs = rt_backend_check(be, err);
+                return bs != FSMOE_OK ? bs
+                                      : fsmoe_fail(err, st, "MoE layer %d: forward failed (%s)",
+                                                   bl->moe.index, fsmoe_strerror(st));
+            }
+            md->aux += bl->moe.gate.aux;
+        } else {
+            experts_forward(&bl->ffn, be, NULL, bl->ln2, bl->ffn_out, &bl->facts, N, 0, N);
+        }
+        be->add(be, NULL, x_next, bl->x_mid, bl->ffn_out, N * M);
+    }
+    be->layernorm_fwd(be, NULL, md->lnf, md->lnf_mean, md->lnf_rstd, md->x_out, md->lnfw,
+                      md->lnfb, N, M);
+    be->gemm(be, NULL, 0, 0, N, V, M, 1, md->lnf, M, 0, md->head, V, 0, 0, md->logits, V, 0, 1);
+    be->crossent(be, NULL, md->losses, md->dlogits, md->logits, md->targets, N, V,
+                 (real)(1.0 / (double)N));
+    be->copy(be, NULL, md->h_losses, md->losses, (size_t)N * sizeof(real), RT_D2H);
+    be->stream_sync(be, NULL);
+    double s = 0;
+    for (long n = 0; n < N; n++)
+        s += (double)md->h_losses[n];
+    md->ce = s / (double)N;
+    md->loss = md->ce + c->aux_coef * md->aux;
+    return rt_backend_check(be, err);
+}
+
+fsmoe_status model_backward(rt_model *md, fsmoe_error *err)
+{
+    rt_backend *be = md->be;
+    const rt_config *c = &md->cfg;
+    long B = c->B, L = c->L, M = c->M, V = c->V, N = md->N;
+    /* LM head and final norm */
+    be->gemm(be, NULL, 1, 0, M, V, N, 1, md->lnf, M, 0, md->dlogits, V, 0, 1, md->dhead, V, 0, 1);
+    be->gemm(be, NULL, 0, 1, N, M, V, 1, md->dlogits, V, 0, md->head, V, 0, 0, md->dln, M, 0, 1);
+    be->zero(be, NULL, md->dres, (size_t)(N * M) * sizeof(real));
+    be->layernorm_bwd(be, NULL, md->dres, md->dlnfw, md->dlnfb, md->dln, md->x_out, md->lnf_mean,
+                      md->lnf_rstd, md->lnfw, N, M);
+    for (long b = c->layers - 1; b >= 0; b--) {
+        rt_block *bl = &md->blocks[b];
+        /* x_next = x_mid + FFN(LN2(x_mid)): dres is ∂x_next */
+        if (bl->is_moe) {
+            be->zero(be, NULL, md->dln, (size_t)(N * M) * sizeof(real));
+            fsmoe_status st = moe_backward(&bl->moe, be, md->dres, bl->ln2, md->dln, c->aux_coef);
+            if (st != FSMOE_OK) {
+                fsmoe_status bs = rt_backend_check(be, err);
+                return bs != FSMOE_OK ? bs
+                                      : fsmoe_fail(err, st, "MoE layer %d: backward failed",
+                                                   bl->moe.index);
+            }
+        } else {
+            experts_backward(&bl->ffn, be, NULL, md->dres, bl->ln2, md->dln, &bl->facts, md->dh,
+                             md->da, bl->ffn.kind == 1 ? md->dg : NULL, N, 0, N);
+        }
+        be->layernorm_bwd(be, NULL, md->dres, bl->dln2w, bl->dln2b, md->dln, bl->x_mid,
+                          bl->ln2_mean, bl->ln2_rstd, bl->ln2w, N, M);
+        /* x_mid = x_in + Attn(LN1(x_in)) */
+        be->zero(be, NULL, md->dln, (size_t)(N * M) * sizeof(real));
+        attention_backward(&bl->attn, be, NULL, md->dres, bl->ln1, md->dln, &bl->aacts, &md->ascr,
+                           B, L);
+        be->layernorm_bwd(be, NULL, md->dres, bl->dln1w, bl->dln1b, md->dln, bl->x_in,
+                          bl->ln1_mean, bl->ln1_rstd, bl->ln1w, N, M);
+    }
+    be->embed_bwd(be, NULL, md->dwte, md->dwpe, md->dres, md->tokens, B, L, M);
+    be->stream_sync(be, NULL);
+    return rt_backend_check(be, err);
+}

@@ -1,0 +1,61 @@
+/* Implements: the MoE transformer of fsmoe-run (design.md §10): token + learned position
+ * embedding; `layers` pre-LayerNorm blocks x += Attn(LN1(x)); x += FFN_or_MoE(LN2(x)); final
+ * LayerNorm; LM head (untied); mean cross-entropy over B·L next-byte targets, plus
+ * aux_coef·Σ auxiliary gate losses. Explicit forward and backward; all activations kept.
+ * Dense blocks use one expert of the model's expert kind applied to every token. */
+#ifndef RT_TRANSFORMER_H
+#define RT_TRANSFORMER_H
+
+#include "attention.h"
+#include "backend.h"
+#include "config.h"
+#include "expert_ffn.h"
+#include "moe_layer.h"
+#include "params.h"
+
+typedef struct {
+    int is_moe;
+    real *ln1w, *dln1w, *ln1b, *dln1b, *ln2w, *dln2w, *ln2b, *dln2b;
+    rt_attention attn;
+    rt_experts ffn; /* dense blocks (E = 1) */
+    rt_moe moe;     /* MoE blocks */
+    /* activations (N, M) unless noted */
+    real *x_in, *ln1, *ln1_mean, *ln1_rstd, *attn_out, *x_mid, *ln2, *ln2_mean, *ln2_rstd, *ffn_out;
+    rt_attn_acts aacts;
+    rt_expert_acts facts; /* dense FFN, (1, N, H) */
+} rt_block;
+
+typedef struct {
+    rt_config cfg;
+    rt_backend *be;
+    rt_params params;
+    long N; /* B·L */
+    real *wte, *dwte, *wpe, *dwpe, *lnfw, *dlnfw, *lnfb, *dlnfb, *head, *dhead;
+    rt_block *blocks;
+    real *x_out, *lnf, *lnf_mean, *lnf_rstd, *logits, *dlogits, *losses;
+    int *tokens, *targets; /* backend */
+    /* backward scratch */
+    real *dres, *dln, *dh, *da, *dg;
+    rt_attn_scratch ascr;
+    real *h_losses; /* host (N) */
+    /* results of the last forward */
+    double ce, aux, loss;
+} rt_model;
+
+/* Builds the model on `be` with parameters initialised from cfg->seed. */
+fsmoe_status model_init(rt_model *md, const rt_config *cfg, rt_backend *be, fsmoe_error *err);
+void model_free(rt_model *md);
+
+/* Forward on tokens/targets (host arrays of B·L ints). training: gate noise on. step selects
+ * the noise. Sets md->ce, md->aux, md->loss. */
+fsmoe_status model_forward(rt_model *md, const int *tokens, const int *targets, int training,
+                           long step, fsmoe_error *err);
+/* Backward of the last forward: gradients accumulate into md->params.g (zero them first). */
+fsmoe_status model_backward(rt_model *md, fsmoe_error *err);
+void model_zero_grad(rt_model *md);
+/* Routing held fixed (finite-difference tests). */
+void model_freeze_routing(rt_model *md, int freeze);
+/* Hooks on every MoE layer. */
+void model_set_hook(rt_model *md, rt_hook_fn fn, void *user);
+
+#endif

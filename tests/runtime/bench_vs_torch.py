@@ -1,0 +1,130 @@
+#!/usr/bin/python3
+"""Benchmark: one training step of tiny-moe (B=8, L=128, M=64, H=256, 4 blocks all MoE, E=4,
+top-2 GShard gate, f=1.2, GPT experts, AdamW) in fsmoe-run (host backend) and in PyTorch
+(float32, vectorised MoE: top-k, capacity by cumsum, index_add combine), same thread count,
+measured side by side in one run. Prints both mean step times.
+
+Usage: bench_vs_torch.py FSMOE_RUN MODEL_YAML [threads] [steps]
+"""
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+exe, model = sys.argv[1], sys.argv[2]
+threads = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+steps = int(sys.argv[4]) if len(sys.argv) > 4 else 30
+torch.set_num_threads(threads)
+torch.manual_seed(0)
+B, L, M, H, nh, layers, V, E, k, f = 8, 128, 64, 256, 4, 4, 256, 4, 2, 1.2
+N, d = B * L, M // nh
+
+
+def p(*shape, std=0.02):
+    return (torch.randn(*shape) * std).requires_grad_(True)
+
+
+P = {"wte": p(V, M), "wpe": p(L, M), "lnfw": torch.ones(M, requires_grad=True),
+     "lnfb": torch.zeros(M, requires_grad=True), "head": p(M, V)}
+for b in range(layers):
+    P.update({f"{b}.ln1w": torch.ones(M, requires_grad=True),
+              f"{b}.ln1b": torch.zeros(M, requires_grad=True),
+              f"{b}.ln2w": torch.ones(M, requires_grad=True),
+              f"{b}.ln2b": torch.zeros(M, requires_grad=True),
+              f"{b}.wqkv": p(M, 3 * M), f"{b}.bqkv": torch.zeros(3 * M, requires_grad=True),
+              f"{b}.wo": p(M, M), f"{b}.bo": torch.zeros(M, requires_grad=True),
+              f"{b}.wg": p(M, E), f"{b}.w1": p(E, M, H),
+              f"{b}.b1": torch.zeros(E, 1, H, requires_grad=True), f"{b}.w2": p(E, H, M),
+              f"{b}.b2": torch.zeros(E, 1, M, requires_grad=True)})
+C = math.ceil(k * f * N / E)
+mask = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)
+
+
+def moe(b, x):
+    probs = torch.softmax(x @ P[f"{b}.wg"], dim=1)
+    topv, topi = probs.topk(k, dim=1)
+    w = topv / topv.sum(dim=1, keepdim=True)
+    # capacity slots: first choices before second choices (GShard)
+    onehot = F.one_hot(topi.t().reshape(-1), E)              # (k*N, E)
+    pos = (onehot.cumsum(0) - 1) * onehot
+    slot = pos.sum(1)                                        # position in its expert
+    keep = slot < C
+    e_idx = topi.t().reshape(-1)
+    tok = torch.arange(N).repeat(k)
+    flat = (e_idx * C + slot)[keep]
+    xd = torch.zeros(E * C, M)
+    xd = xd.index_copy(0, flat, x[tok[keep]])
+    h = F.gelu(torch.bmm(xd.view(E, C, M), P[f"{b}.w1"]) + P[f"{b}.b1"], approximate="tanh")
+    y = (torch.bmm(h, P[f"{b}.w2"]) + P[f"{b}.b2"]).view(E * C, M)
+    ww = w.t().reshape(-1)[keep]
+    out = torch.zeros(N, M).index_add(0, tok[keep], y[flat] * ww[:, None])
+    fr = F.one_hot(topi[:, 0], E).float().mean(0)
+    return out, E * (fr * probs.mean(0)).sum()
+
+
+def step(opt, tok, tgt):
+    x = P["wte"][tok] + P["wpe"][torch.arange(N) % L]
+    aux = 0
+    for b in range(layers):
+        h = F.layer_norm(x, (M,), P[f"{b}.ln1w"], P[f"{b}.ln1b"])
+        q, kk, v = (h @ P[f"{b}.wqkv"] + P[f"{b}.bqkv"]).view(B, L, 3, nh, d).permute(2, 0, 3, 1, 4)
+        s = ((q @ kk.transpose(-1, -2)) / math.sqrt(d)).masked_fill(mask, float("-inf"))
+        y = (torch.softmax(s, -1) @ v).permute(0, 2, 1, 3).reshape(N, M)
+        x = x + y @ P[f"{b}.wo"] + P[f"{b}.bo"]
+        o, a = moe(b, F.layer_norm(x, (M,), P[f"{b}.ln2w"], P[f"{b}.ln2b"]))
+        x, aux = x + o, aux + a
+    logits = F.layer_norm(x, (M,), P["lnfw"], P["lnfb"]) @ P["head"]
+    loss = F.cross_entropy(logits, tgt) + 0.01 * aux
+    opt.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(list(P.values()), 1.0)
+    opt.step()
+    return loss.item()
+
+
+data = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../data/jargon.txt"),
+            "rb").read()
+opt = torch.optim.AdamW(list(P.values()), lr=3e-3, betas=(0.9, 0.95), weight_decay=0.0)
+g = torch.Generator().manual_seed(1)
+
+
+def batch():
+    offs = torch.randint(0, len(data) - L - 1, (B,), generator=g).tolist()
+    t = torch.tensor([list(data[o:o + L + 1]) for o in offs])
+    return t[:, :-1].reshape(-1), t[:, 1:].reshape(-1)
+
+
+def run_torch():
+    times = []
+    for i in range(steps + 1):
+        tok, tgt = batch()
+        t0 = time.perf_counter()
+        step(opt, tok, tgt)
+        if i > 0:
+            times.append(time.perf_counter() - t0)
+    return sum(times) / len(times)
+
+
+def run_fsmoe():
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    out = subprocess.run([exe, "--model", model, "--steps", str(steps + 1), "--threads",
+                          str(threads), "--eval-every", "0"], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    return float(re.search(r"mean step ([0-9.]+) ms", out).group(1)) / 1e3
+
+
+# interleave the two so that background load hits both alike
+ours, theirs = [], []
+for rep in range(2):
+    ours.append(run_fsmoe())
+    theirs.append(run_torch())
+o, t = min(ours), min(theirs)
+print(f"# tiny-moe train step, B={B} L={L}, {threads} thread(s), best of 2 runs x {steps} steps")
+print(f"fsmoe-run (host)  {1e3 * o:8.2f} ms/step  {N / o:9.0f} tok/s")
+print(f"PyTorch {torch.__version__:8s}  {1e3 * t:8.2f} ms/step  {N / t:9.0f} tok/s")
+print(f"speedup {t / o:.2f}x")
