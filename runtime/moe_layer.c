@@ -51,8 +51,9 @@ void moe_free(rt_moe *m, rt_backend *be)
 {
     if (!be)
         return;
-    gate_free(&m->gate, &m->route, be);
+    /* order first: gate_free clears the whole routing record, including the order's buffers */
     order_free(&m->order, &m->route, be);
+    gate_free(&m->gate, &m->route, be);
     expert_acts_free(&m->eacts, be);
     real *bufs[] = {m->Xd, m->Xe, m->Ye, m->Yc, m->dYc, m->dYe, m->dXe, m->dXd,
                     m->dh, m->da, m->dg};
