@@ -10,13 +10,23 @@
 #include "parallel.h"
 #include "status.h"
 
-#define FSMOE_PLAN_VERSION 1
+/* Version 2: the schedule value "baseline" became "esp-pipeline" (it names FSMoE's ESP pipeline,
+ * not DeepSpeed-MoE's pattern), layers gained schedule_s (the predicted time of every candidate
+ * schedule) and the plan gained prefix_window_bytes. */
+#define FSMOE_PLAN_VERSION 2
 #define FSMOE_PLAN_MAX_OVERRIDES 16
 
-typedef enum { FSMOE_SCHED_BASELINE = 0, FSMOE_SCHED_S1, FSMOE_SCHED_S2 } fsmoe_schedule;
+/* How a MoE layer moves its tokens (design.md §4, §6):
+ *   ESP_PIPELINE  FSMoE: Dispatch A2A on EP → ESP-AllGather → Expert → ESP-ReduceScatter →
+ *                 Combine A2A on EP, pipelined in r chunks;
+ *   S1            Parm's PauseMP with MP paused from the Gate to after the Combine: EP&ESP A2A →
+ *                 Expert → EP&ESP A2A, pipelined in r chunks, then the MP AllGather (unchunked);
+ *   S2            PauseMP with the Combine A2A and the MP AllGather run together (SAA), r chunks. */
+typedef enum { FSMOE_SCHED_ESP_PIPELINE = 0, FSMOE_SCHED_S1, FSMOE_SCHED_S2 } fsmoe_schedule;
+#define FSMOE_SCHED_COUNT 3
 typedef enum { FSMOE_A2A_BASE = 0, FSMOE_A2A_O1, FSMOE_A2A_O2, FSMOE_A2A_O3 } fsmoe_a2a_strategy;
 
-const char *fsmoe_schedule_name(fsmoe_schedule s);    /* "baseline", "S1", "S2" */
+const char *fsmoe_schedule_name(fsmoe_schedule s);    /* "esp-pipeline", "S1", "S2" */
 const char *fsmoe_a2a_strategy_name(fsmoe_a2a_strategy s); /* "base", "O1", "O2", "O3" */
 
 /* One phase (forward or backward) of one MoE layer, FSMoE §4. */
@@ -31,8 +41,12 @@ typedef struct {
 typedef struct {
     int index;          /* among MoE layers, 0-based, forward order */
     int block;          /* transformer block it sits in */
-    /* Parm §6 */
+    /* Parm §6: the schedule the layer runs, chosen by the smallest predicted forward + backward
+     * time (with the layer's gradient share) among the candidates the method allows;
+     * schedule_s[s] = that time under schedule s, 0 where s was not a candidate. t_d1/t_d2 are
+     * Parm's communication-only comparison (Algorithm 1), recorded for every method. */
     fsmoe_schedule schedule;
+    double schedule_s[FSMOE_SCHED_COUNT];
     double t_d1_s, t_d2_s;
     /* MoNTA §7 */
     fsmoe_a2a_strategy a2a;
@@ -82,6 +96,7 @@ typedef struct {
     fsmoe_layer_plan *layers; /* owned */
     double gradient_tail_bytes;
     double prefix_grad_bytes; /* gradients of the ops before the first MoE layer (always tail) */
+    double prefix_window_bytes; /* gradients all-reduced during the backward of those ops */
     fsmoe_predicted predicted;
     char notes[2048];    /* cost-model derivations used, one per line */
 } fsmoe_plan;

@@ -2,20 +2,21 @@
  * the validating reader. Relies on yaml_write.h (output) and yaml_read.h (input, messages with
  * file:line:col).
  *
- * Schema, version 1 (the implementation owns it; design.md §9 is the sketch):
- *   fsmoe_plan: 1
+ * Schema, version 2 (the implementation owns it; design.md §9 is the sketch):
+ *   fsmoe_plan: 2
  *   provenance: {model, model_sha256, cluster, cluster_sha256, planner_version, method,
  *                decided_by, overrides: [{flag, value}, ...]}          (block mapping)
  *   model: {name, M, H, E, k, expert, capacity_factor (number | none), batch, seq,
  *           bytes_per_element}                                          (block mapping)
  *   cluster: {name}
  *   parallel: {world, gpus_per_node, dp, mp, ep, esp, pp}
- *   layers: - index, block, schedule, t_d1_s, t_d2_s,
+ *   layers: - index, block, schedule (esp-pipeline | S1 | S2),
+ *             schedule_s {esp_pipeline, s1, s2}, t_d1_s, t_d2_s,
  *             a2a {strategy, chunks, algorithm, base_s, o1_s, o2_s, o3_s},
  *             forward/backward {r, case, q: [Q1, ...], t_gar_s, predicted_s},
  *             dense {fwd_s, bwd_s}, overlap {dense_s, moe_s},
  *             gradients {bytes, in_window_bytes, step2_bytes, carried_bytes}
- *   gradient_tail_bytes, prefix_grad_bytes
+ *   gradient_tail_bytes, prefix_grad_bytes, prefix_window_bytes
  *   predicted: {iteration_s, forward_s, backward_s, tail_s,
  *               baselines {deepspeed, tutel, tutel_improved, pipemoe_lina}}
  *   notes: [line, ...]   (plan->notes split on newlines; empty lines dropped)
@@ -35,7 +36,7 @@
 const char *fsmoe_schedule_name(fsmoe_schedule s)
 {
     switch (s) {
-    case FSMOE_SCHED_BASELINE: return "baseline";
+    case FSMOE_SCHED_ESP_PIPELINE: return "esp-pipeline";
     case FSMOE_SCHED_S1: return "S1";
     case FSMOE_SCHED_S2: return "S2";
     }
@@ -113,6 +114,11 @@ static void plan_emit_layer(fsmoe_yaml_writer *w, const fsmoe_layer_plan *l)
     fsmoe_yw_long(w, 2, "index", l->index);
     fsmoe_yw_long(w, 4, "block", l->block);
     fsmoe_yw_str(w, 4, "schedule", fsmoe_schedule_name(l->schedule));
+    fsmoe_yw_flow_begin(w, 4, "schedule_s");
+    fsmoe_yw_double(w, 0, "esp_pipeline", l->schedule_s[FSMOE_SCHED_ESP_PIPELINE]);
+    fsmoe_yw_double(w, 0, "s1", l->schedule_s[FSMOE_SCHED_S1]);
+    fsmoe_yw_double(w, 0, "s2", l->schedule_s[FSMOE_SCHED_S2]);
+    fsmoe_yw_flow_end(w);
     fsmoe_yw_double(w, 4, "t_d1_s", l->t_d1_s);
     fsmoe_yw_double(w, 4, "t_d2_s", l->t_d2_s);
     fsmoe_yw_flow_begin(w, 4, "a2a");
@@ -224,6 +230,7 @@ fsmoe_status fsmoe_plan_emit(const fsmoe_plan *p, void *FILE_stream, fsmoe_error
     }
     fsmoe_yw_double(&w, 0, "gradient_tail_bytes", p->gradient_tail_bytes);
     fsmoe_yw_double(&w, 0, "prefix_grad_bytes", p->prefix_grad_bytes);
+    fsmoe_yw_double(&w, 0, "prefix_window_bytes", p->prefix_window_bytes);
 
     const fsmoe_predicted *pr = &p->predicted;
     fsmoe_yw_block(&w, 0, "predicted");
@@ -305,7 +312,10 @@ fail:
 #define PLAN_BIG 1e30 /* upper bound for times and bytes: finite, far beyond anything real */
 
 static const fsmoe_yaml_enum plan_sched_table[] = {
-    {"baseline", FSMOE_SCHED_BASELINE}, {"S1", FSMOE_SCHED_S1}, {"S2", FSMOE_SCHED_S2}, {NULL, 0}};
+    {"esp-pipeline", FSMOE_SCHED_ESP_PIPELINE},
+    {"S1", FSMOE_SCHED_S1},
+    {"S2", FSMOE_SCHED_S2},
+    {NULL, 0}};
 static const fsmoe_yaml_enum plan_a2a_table[] = {{"base", FSMOE_A2A_BASE},
                                                  {"O1", FSMOE_A2A_O1},
                                                  {"O2", FSMOE_A2A_O2},
@@ -462,14 +472,16 @@ static fsmoe_status plan_read_pair(const fsmoe_ynode *layer, const char *key, co
 
 static fsmoe_status plan_read_layer(const fsmoe_ynode *item, fsmoe_layer_plan *l, fsmoe_error *err)
 {
-    static const char *const keys[] = {"index",    "block", "schedule", "t_d1_s",  "t_d2_s",
-                                       "a2a",      "forward", "backward", "dense", "overlap",
-                                       "gradients", NULL};
+    static const char *const keys[] = {"index",    "block",   "schedule", "schedule_s",
+                                       "t_d1_s",   "t_d2_s",  "a2a",      "forward",
+                                       "backward", "dense",   "overlap",  "gradients",
+                                       NULL};
+    static const char *const s_keys[] = {"esp_pipeline", "s1", "s2", NULL};
     static const char *const a2a_keys[] = {"strategy", "chunks", "algorithm", "base_s", "o1_s",
                                            "o2_s", "o3_s", NULL};
     static const char *const g_keys[] = {"bytes", "in_window_bytes", "step2_bytes",
                                          "carried_bytes", NULL};
-    fsmoe_ynode a, g;
+    fsmoe_ynode a, g, sc;
     fsmoe_status st;
     int sched = 0, strat = 0;
     if ((st = fsmoe_yaml_node_expect_mapping(item, err)) ||
@@ -478,6 +490,14 @@ static fsmoe_status plan_read_layer(const fsmoe_ynode *item, fsmoe_layer_plan *l
         (st = fsmoe_yaml_int(item, "block", FSMOE_REQUIRED, 0, 1 << 24, &l->block, err)) ||
         (st = fsmoe_yaml_enum_get(item, "schedule", FSMOE_REQUIRED, plan_sched_table, &sched,
                                   err)) ||
+        (st = fsmoe_yaml_mapping(item, "schedule_s", FSMOE_REQUIRED, &sc, err)) ||
+        (st = fsmoe_yaml_check_keys(&sc, s_keys, err)) ||
+        (st = fsmoe_yaml_double(&sc, "esp_pipeline", FSMOE_REQUIRED, 0, PLAN_BIG,
+                                &l->schedule_s[FSMOE_SCHED_ESP_PIPELINE], err)) ||
+        (st = fsmoe_yaml_double(&sc, "s1", FSMOE_REQUIRED, 0, PLAN_BIG,
+                                &l->schedule_s[FSMOE_SCHED_S1], err)) ||
+        (st = fsmoe_yaml_double(&sc, "s2", FSMOE_REQUIRED, 0, PLAN_BIG,
+                                &l->schedule_s[FSMOE_SCHED_S2], err)) ||
         (st = fsmoe_yaml_double(item, "t_d1_s", FSMOE_REQUIRED, 0, PLAN_BIG, &l->t_d1_s, err)) ||
         (st = fsmoe_yaml_double(item, "t_d2_s", FSMOE_REQUIRED, 0, PLAN_BIG, &l->t_d2_s, err)) ||
         (st = fsmoe_yaml_mapping(item, "a2a", FSMOE_REQUIRED, &a, err)) ||
@@ -574,7 +594,8 @@ fsmoe_status fsmoe_plan_load(const char *path, fsmoe_plan *out, fsmoe_error *err
 {
     static const char *const top_keys[] = {"fsmoe_plan", "provenance", "model", "cluster",
                                            "parallel", "layers", "gradient_tail_bytes",
-                                           "prefix_grad_bytes", "predicted", "notes", NULL};
+                                           "prefix_grad_bytes", "prefix_window_bytes",
+                                           "predicted", "notes", NULL};
     fsmoe_yaml y;
     fsmoe_ynode root, layers, item;
     fsmoe_status st;
@@ -612,6 +633,8 @@ fsmoe_status fsmoe_plan_load(const char *path, fsmoe_plan *out, fsmoe_error *err
                                 &out->gradient_tail_bytes, err)) ||
         (st = fsmoe_yaml_double(&root, "prefix_grad_bytes", FSMOE_REQUIRED, 0, PLAN_BIG,
                                 &out->prefix_grad_bytes, err)) ||
+        (st = fsmoe_yaml_double(&root, "prefix_window_bytes", FSMOE_REQUIRED, 0, PLAN_BIG,
+                                &out->prefix_window_bytes, err)) ||
         (st = plan_read_predicted(&root, out, err)) || (st = plan_read_notes(&root, out, err)))
         goto fail;
     fsmoe_yaml_close(&y);

@@ -114,6 +114,11 @@ static void diff_layer(diff_ctx *c, int i, const fsmoe_layer_plan *a, const fsmo
     diff_long(c, FIELD("block"), a->block, b->block);
     diff_str(c, FIELD("schedule"), fsmoe_schedule_name(a->schedule),
              fsmoe_schedule_name(b->schedule), 1);
+    static const char *const sched_keys[FSMOE_SCHED_COUNT] = {"esp_pipeline", "s1", "s2"};
+    for (int j = 0; j < FSMOE_SCHED_COUNT; j++) {
+        snprintf(f, sizeof f, "%s.schedule_s.%s", p, sched_keys[j]);
+        diff_time(c, f, a->schedule_s[j], b->schedule_s[j]);
+    }
     diff_time(c, FIELD("t_d1_s"), a->t_d1_s, b->t_d1_s);
     diff_time(c, FIELD("t_d2_s"), a->t_d2_s, b->t_d2_s);
     diff_str(c, FIELD("a2a.strategy"), fsmoe_a2a_strategy_name(a->a2a),
@@ -200,6 +205,7 @@ int diff_plans(const fsmoe_plan *a, const fsmoe_plan *b, const diff_options *opt
         diff_layer(&c, i, &a->layers[i], &b->layers[i]);
     diff_bytes(&c, "gradient_tail_bytes", a->gradient_tail_bytes, b->gradient_tail_bytes);
     diff_bytes(&c, "prefix_grad_bytes", a->prefix_grad_bytes, b->prefix_grad_bytes);
+    diff_bytes(&c, "prefix_window_bytes", a->prefix_window_bytes, b->prefix_window_bytes);
     const fsmoe_predicted *pa = &a->predicted, *pb = &b->predicted;
     diff_time(&c, "predicted.iteration_s", pa->iteration_s, pb->iteration_s);
     diff_time(&c, "predicted.forward_s", pa->forward_s, pb->forward_s);

@@ -1,6 +1,8 @@
 /* Implements: `fsmoe-plan explain` (see explain.h). The table mirrors the plan's fields so a
  * reader can check a decision by hand against design.md: FSMoE §4 for r and the case, §5 for the
- * gradient columns, Parm §6 for S1/S2 (t_D1 vs t_D2), MoNTA §7 for the AllToAll strategy. */
+ * gradient columns, Parm §6 for S1/S2 (t_D1 vs t_D2), MoNTA §7 for the AllToAll strategy. The
+ * schedule line says why the layer runs its schedule: its predicted forward + backward against
+ * every other candidate's. */
 #include "explain.h"
 
 #include <math.h>
@@ -61,7 +63,9 @@ static int explain_same_layer(const fsmoe_layer_plan *a, const fsmoe_layer_plan 
     x.index = y.index = 0;
     x.block = y.block = 0;
     /* Compare field by field rather than memcmp: padding bytes are not guaranteed equal. */
-    return x.schedule == y.schedule && x.t_d1_s == y.t_d1_s && x.t_d2_s == y.t_d2_s &&
+    return x.schedule == y.schedule &&
+           memcmp(x.schedule_s, y.schedule_s, sizeof x.schedule_s) == 0 &&
+           x.t_d1_s == y.t_d1_s && x.t_d2_s == y.t_d2_s &&
            x.a2a == y.a2a && x.a2a_chunks == y.a2a_chunks &&
            memcmp(x.a2a_s, y.a2a_s, sizeof x.a2a_s) == 0 &&
            strcmp(x.a2a_algorithm, y.a2a_algorithm) == 0 && x.fwd.r == y.fwd.r &&
@@ -86,6 +90,26 @@ static void explain_col(FILE *out, const char *text, int width)
     fprintf(out, " %*s%s", width > cols ? width - cols : 0, "", text);
 }
 
+/* "schedule S1: 63.34 ms forward + backward, vs esp-pipeline 108.03 ms (1.71x), S2 ..." */
+static void explain_schedule(const fsmoe_layer_plan *l, FILE *out)
+{
+    char t[24];
+    double own = l->schedule_s[l->schedule];
+    if (!(own > 0.0))
+        return;
+    explain_time(own, t, sizeof t);
+    fprintf(out, "             schedule %s: %s forward + backward (predicted)", fsmoe_schedule_name(l->schedule), t);
+    int others = 0;
+    for (int k = 0; k < FSMOE_SCHED_COUNT; k++) {
+        if (k == (int)l->schedule || !(l->schedule_s[k] > 0.0))
+            continue;
+        explain_time(l->schedule_s[k], t, sizeof t);
+        fprintf(out, "%s %s %s (%.2fx)", others++ ? "," : ", vs", fsmoe_schedule_name((fsmoe_schedule)k),
+                t, l->schedule_s[k] / own);
+    }
+    fprintf(out, others ? "\n" : ", the only candidate of this method\n");
+}
+
 static void explain_layer(const fsmoe_layer_plan *l, FILE *out)
 {
     char d1[24], d2[24], fwd[24], bwd[24], gar[24], a2a[24], win[24], s2[24], car[24];
@@ -101,7 +125,7 @@ static void explain_layer(const fsmoe_layer_plan *l, FILE *out)
     explain_bytes(l->carried_bytes, car, sizeof car);
     explain_q(l->fwd.q, qf, sizeof qf);
     explain_q(l->bwd.q, qb, sizeof qb);
-    fprintf(out, "%5d %5d  %-8s ", l->index, l->block, fsmoe_schedule_name(l->schedule));
+    fprintf(out, "%5d %5d  %-12s ", l->index, l->block, fsmoe_schedule_name(l->schedule));
     explain_col(out, d1, 10);
     explain_col(out, d2, 10);
     fprintf(out, "  %-4s x%-3d ", fsmoe_a2a_strategy_name(l->a2a), l->a2a_chunks);
@@ -116,6 +140,19 @@ static void explain_layer(const fsmoe_layer_plan *l, FILE *out)
     explain_col(out, s2, 10);
     explain_col(out, car, 10);
     fputs("\n", out);
+    explain_schedule(l, out);
+    if (l->schedule != FSMOE_SCHED_ESP_PIPELINE) { /* PauseMP: chains c1..c4 (parm_schedule.h) */
+        static const char *const chain[4] = {
+            "inter-node link bound (AllToAlls + Gradient-AllReduce)", "compute bound",
+            "combine bound (combines after the first expert)",
+            "dispatch bound (the last chunk after every dispatch)"};
+        int cf = l->fwd.binding_case, cb = l->bwd.binding_case;
+        fprintf(out, "             forward: chain c%d binds, %s\n", cf,
+                cf >= 1 && cf <= 4 ? chain[cf - 1] : "?");
+        fprintf(out, "             backward: chain c%d binds, %s\n", cb,
+                cb >= 1 && cb <= 4 ? chain[cb - 1] : "?");
+        return;
+    }
     fprintf(out, "             forward: %s held -> case %d, %s\n", qf, l->fwd.binding_case,
             explain_case_words(l->fwd.binding_case));
     fprintf(out, "             backward: %s held -> case %d, %s\n", qb, l->bwd.binding_case,
@@ -162,7 +199,7 @@ void explain_plan(const fsmoe_plan *p, const char *source, FILE *out)
         fprintf(out, "\n");
     }
     /* Header laid out with the same calls as the rows so the columns line up. */
-    fprintf(out, "\n%5s %5s  %-8s ", "layer", "block", "schedule");
+    fprintf(out, "\n%5s %5s  %-12s ", "layer", "block", "schedule");
     explain_col(out, "t_D1", 10);
     explain_col(out, "t_D2", 10);
     fprintf(out, "  %-9s ", "a2a");
@@ -206,10 +243,11 @@ void explain_plan(const fsmoe_plan *p, const char *source, FILE *out)
             buf[0], buf[1], buf[2], buf[3]);
     explain_bytes(p->gradient_tail_bytes, buf[0], sizeof buf[0]);
     explain_bytes(p->prefix_grad_bytes, buf[1], sizeof buf[1]);
+    explain_bytes(p->prefix_window_bytes, buf[2], sizeof buf[2]);
     fprintf(out,
             "gradient tail (all-reduced after the backward pass) %s; gradients of the blocks "
-            "before the first MoE layer %s\n",
-            buf[0], buf[1]);
+            "before the first MoE layer %s; all-reduced during their backward %s\n",
+            buf[0], buf[1], buf[2]);
     fprintf(out, "\n  %-16s %12s   %s\n", "baseline", "iteration", "speed-up of this plan");
     explain_baseline("deepspeed", pr->deepspeed_s, pr->iteration_s, out);
     explain_baseline("tutel", pr->tutel_s, pr->iteration_s, out);

@@ -5,7 +5,14 @@
  * and not yet sent ("available") are all-reduced in layer i's window t_olp^i = t_olp,dense^i +
  * t_olp,moe^i:  n_first^i = g(min(t_ar(available), t_olp^i)); the rest is carried on (the
  * paper's Eq. 4 prints its `+` as a list dash). One AllReduce per window, so α is paid once per
- * window and a window shorter than α sends nothing.
+ * window and a window shorter than α sends nothing. The prefix's backward (the ops before the
+ * first MoE layer) is the walk's last window: it sends what is still carried (layer 0's
+ * gradients included) as far as it fits; the prefix's own gradients and the rest are the tail.
+ *
+ * Schedules. A layer may offer PauseMP candidates (S1/S2, parm_schedule.h) beside FSMoE's ESP
+ * pipeline; f_moe^i(t) is then the smallest forward + backward over its candidates at t_gar = t
+ * (every candidate's backward has the same form max(f1(r) + t, rest(r))), so step 1 and step 2
+ * see the schedule the layer will actually run, and the layer records which one that is.
  *
  * Step 2 (FSMoE Eq. 5, with a fix). The bytes step 1 could not place may be added to MoE layers
  * at the price of a longer layer: x^i bytes join the AllReduce of layer i's window, and the part
@@ -52,15 +59,22 @@ double grad_ar_inverse(const fsmoe_line *ar, double t)
     return (t - ar->alpha_s) / ar->beta_s;
 }
 
-/* ---- f_moe(t): per distinct MoE backward problem ---- */
+/* ---- f_moe(t): per distinct MoE layer model (its candidate schedules) ---- */
 
 typedef struct {
-    pipeline_problem prob; /* t_gar = 0 */
+    int kind;     /* 0 = ESP pipeline, 1 + j = the layer's alt[j] */
     int r_max;
-    double *f1;   /* f1(r) at t_gar = 0, r = 1..r_max (index r-1) */
-    double *rest; /* max(f2, f3, f4)(r) */
-    int r0;       /* the method's r at t_gar = 0 */
-    double F0, olp_moe;
+    double fwd;   /* forward time of the candidate (enters the choice) */
+    double *f1;   /* f1(r) (ESP) or c1(r) (PauseMP) at t_gar = 0, r = 1..r_max (index r-1) */
+    double *rest; /* max of the other chains at r */
+} cand_tab;
+
+typedef struct {
+    const grad_layer_in *src; /* the first layer with this model */
+    int n_c;
+    cand_tab c[1 + GRAD_MAX_ALT];
+    int c0, r0;   /* the candidate run at t_gar = 0 and its r */
+    double F0, olp_moe; /* its backward at t_gar = 0, and the link's idle time in it */
 } moe_fn;
 
 typedef struct {
@@ -90,58 +104,159 @@ static int same_problem(const pipeline_problem *a, const pipeline_problem *b)
            a->n_exp == b->n_exp && a->r_max == b->r_max;
 }
 
-static fsmoe_status moe_fn_init(moe_fn *fn, const pipeline_problem *src, pipeline_method method,
+static int same_pausemp(const pausemp_problem *a, const pausemp_problem *b)
+{
+    return a->kind == b->kind && a->d_alpha == b->d_alpha && a->d_beta == b->d_beta &&
+           a->c_alpha == b->c_alpha && a->c_beta == b->c_beta && a->u == b->u &&
+           a->exp_alpha == b->exp_alpha && a->exp_beta == b->exp_beta && a->n_exp == b->n_exp &&
+           a->serial_s == b->serial_s && a->r_max == b->r_max;
+}
+
+/* Two layers whose MoE layers cost the same under every candidate (dense and gradients aside). */
+static int same_moe_model(const grad_layer_in *a, const grad_layer_in *b)
+{
+    if (!same_problem(&a->moe_bwd, &b->moe_bwd) || a->moe_fwd_s != b->moe_fwd_s ||
+        a->esp_off != b->esp_off || a->n_alt != b->n_alt)
+        return 0;
+    for (int j = 0; j < a->n_alt && j < GRAD_MAX_ALT; j++)
+        if (!same_pausemp(&a->alt[j], &b->alt[j]) || a->alt_fwd_s[j] != b->alt_fwd_s[j])
+            return 0;
+    return 1;
+}
+
+/* A PauseMP backward at t_gar as a pipeline_result (binding_case = the chain c1..c4 that binds). */
+static void pausemp_result(const pausemp_problem *src, double t_gar, pipeline_result *out)
+{
+    pausemp_problem q = *src;
+    q.t_gar = t_gar;
+    memset(out, 0, sizeof *out);
+    out->r = pausemp_best_r(&q, NULL);
+    out->time_s = pausemp_chains(&q, out->r, out->f);
+    out->binding_case = 1;
+    for (int i = 2; i <= 4; i++)
+        if (out->f[i - 1] > out->f[out->binding_case - 1])
+            out->binding_case = i;
+}
+
+/* Every candidate of layer L at t_gar: forward + backward in cand_s (0 for a non-candidate), the
+ * one run (smallest; ties: the lower index, ESP first) in *cand and its backward in *res. */
+static fsmoe_status layer_choose(const grad_layer_in *L, pipeline_method method, double t_gar,
+                                 int *cand, double *cand_s, pipeline_result *res,
+                                 fsmoe_error *err)
+{
+    double best = INFINITY;
+    *cand = -1;
+    for (int j = 0; j < 1 + GRAD_MAX_ALT; j++)
+        cand_s[j] = 0.0;
+    if (!L->esp_off || L->n_alt < 1) {
+        pipeline_problem q = L->moe_bwd;
+        q.t_gar = t_gar;
+        fsmoe_status st = pipeline_solve(&q, method, res, err);
+        if (st != FSMOE_OK)
+            return st;
+        cand_s[0] = L->moe_fwd_s + res->time_s;
+        best = cand_s[0];
+        *cand = 0;
+    }
+    for (int j = 0; j < L->n_alt && j < GRAD_MAX_ALT; j++) {
+        pipeline_result r;
+        pausemp_result(&L->alt[j], t_gar, &r);
+        cand_s[1 + j] = L->alt_fwd_s[j] + r.time_s;
+        if (cand_s[1 + j] < best) {
+            best = cand_s[1 + j];
+            *cand = 1 + j;
+            *res = r;
+        }
+    }
+    return FSMOE_OK;
+}
+
+static fsmoe_status moe_fn_init(moe_fn *fn, const grad_layer_in *L, pipeline_method method,
                                 fsmoe_error *err)
 {
-    fn->prob = *src;
-    fn->prob.t_gar = 0.0;
-    fn->r_max = src->r_max < 1 ? 1 : src->r_max;
-    fn->f1 = malloc(sizeof(double) * (size_t)fn->r_max);
-    fn->rest = malloc(sizeof(double) * (size_t)fn->r_max);
-    if (!fn->f1 || !fn->rest)
-        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "gradient partition: out of memory");
-    for (int r = 1; r <= fn->r_max; r++) {
-        double rest = pipeline_case_time(&fn->prob, 2, r);
-        for (int c = 3; c <= 4; c++) {
-            double fc = pipeline_case_time(&fn->prob, c, r);
-            if (fc > rest)
-                rest = fc;
+    memset(fn, 0, sizeof *fn);
+    fn->src = L;
+    int use_esp = !L->esp_off || L->n_alt < 1;
+    for (int j = use_esp ? 0 : 1; j <= L->n_alt && j <= GRAD_MAX_ALT; j++) {
+        cand_tab *t = &fn->c[fn->n_c++];
+        t->kind = j;
+        t->r_max = j == 0 ? L->moe_bwd.r_max : L->alt[j - 1].r_max;
+        if (t->r_max < 1)
+            t->r_max = 1;
+        t->fwd = j == 0 ? L->moe_fwd_s : L->alt_fwd_s[j - 1];
+        t->f1 = malloc(sizeof(double) * (size_t)t->r_max);
+        t->rest = malloc(sizeof(double) * (size_t)t->r_max);
+        if (!t->f1 || !t->rest)
+            return fsmoe_fail(err, FSMOE_ERR_NOMEM, "gradient partition: out of memory");
+        pipeline_problem q = L->moe_bwd;
+        q.t_gar = 0.0;
+        pausemp_problem a;
+        if (j > 0) {
+            a = L->alt[j - 1];
+            a.t_gar = 0.0;
         }
-        fn->f1[r - 1] = pipeline_case_time(&fn->prob, 1, r);
-        fn->rest[r - 1] = rest;
+        for (int r = 1; r <= t->r_max; r++) {
+            double f[4];
+            if (j == 0)
+                for (int c = 1; c <= 4; c++)
+                    f[c - 1] = pipeline_case_time(&q, c, r);
+            else
+                pausemp_chains(&a, r, f);
+            double rest = f[1];
+            for (int c = 2; c <= 3; c++)
+                if (f[c] > rest)
+                    rest = f[c];
+            t->f1[r - 1] = f[0];
+            t->rest[r - 1] = rest;
+        }
     }
+    int cand;
+    double cand_s[1 + GRAD_MAX_ALT];
     pipeline_result res;
-    fsmoe_status st = pipeline_solve(&fn->prob, method, &res, err);
+    fsmoe_status st = layer_choose(L, method, 0.0, &cand, cand_s, &res, err);
     if (st != FSMOE_OK)
         return st;
+    fn->c0 = cand;
     fn->r0 = res.r;
     fn->F0 = res.time_s;
     /* The link's idle time at r0; F − f1 bounds it so that t_gar up to olp_moe never lengthens
      * the layer at r0 (whatever the case formula says). */
-    double olp = pipeline_overlappable(&fn->prob, res.r);
     double slack = res.time_s - res.f[0];
-    if (olp > slack)
-        olp = slack;
+    double olp = slack;
+    if (cand == 0) {
+        pipeline_problem q = L->moe_bwd;
+        q.t_gar = 0.0;
+        olp = pipeline_overlappable(&q, res.r);
+        if (olp > slack)
+            olp = slack;
+    }
     fn->olp_moe = olp > 0.0 ? olp : 0.0;
     return FSMOE_OK;
 }
 
+/* Forward + backward of the layer model at t_gar, the best candidate. */
 static double moe_time(const moe_fn *fn, pipeline_method method, double t_gar)
 {
-    if (method == PIPELINE_PAPER) {
-        pipeline_problem q = fn->prob;
-        q.t_gar = t_gar;
-        pipeline_result res;
-        if (pipeline_solve(&q, method, &res, NULL) != FSMOE_OK)
-            return INFINITY;
-        return res.time_s;
-    }
     double best = INFINITY;
-    for (int r = 0; r < fn->r_max; r++) {
-        double a = fn->f1[r] + t_gar, b = fn->rest[r];
-        double F = a > b ? a : b;
-        if (F < best)
-            best = F;
+    for (int j = 0; j < fn->n_c; j++) {
+        const cand_tab *t = &fn->c[j];
+        double v = INFINITY;
+        if (method == PIPELINE_PAPER && t->kind == 0) {
+            pipeline_problem q = fn->src->moe_bwd;
+            q.t_gar = t_gar;
+            pipeline_result res;
+            if (pipeline_solve(&q, method, &res, NULL) == FSMOE_OK)
+                v = res.time_s;
+        } else {
+            for (int r = 0; r < t->r_max; r++) {
+                double a = t->f1[r] + t_gar, b = t->rest[r];
+                double F = a > b ? a : b;
+                if (F < v)
+                    v = F;
+            }
+        }
+        if (t->fwd + v < best)
+            best = t->fwd + v;
     }
     return best;
 }
@@ -160,12 +275,30 @@ static double h_of(const g2ctx *c, int k, double x)
     return moe_time(&c->fns[c->fn_of[i]], c->p->method, tgar_of(c, k, x));
 }
 
+double grad_prefix_window_bytes(const grad_problem *p, double ready)
+{
+    if (!(ready > 0.0))
+        return 0.0;
+    double P = p->prefix_bwd_s > 0.0 ? p->prefix_bwd_s : 0.0;
+    if (grad_ar_time(&p->ar, ready) <= P)
+        return ready;
+    double send = grad_ar_inverse(&p->ar, P);
+    return send < ready ? send : ready;
+}
+
+/* Bytes left for after the backward when `rem` ready bytes reach the prefix: its window sends
+ * what fits, the prefix's own gradients are ready only at the end. */
+static double tail_bytes_after_prefix(const grad_problem *p, double rem)
+{
+    if (rem < 0.0)
+        rem = 0.0;
+    double pre = p->prefix_grad_bytes > 0.0 ? p->prefix_grad_bytes : 0.0;
+    return rem - grad_prefix_window_bytes(p, rem) + pre;
+}
+
 static double tail_time(const g2ctx *c, double sent)
 {
-    double tail = c->carry_end - sent;
-    if (tail < 0.0)
-        tail = 0.0;
-    return grad_ar_time(&c->p->ar, tail + c->p->prefix_grad_bytes);
+    return grad_ar_time(&c->p->ar, tail_bytes_after_prefix(c->p, c->carry_end - sent));
 }
 
 /* Objective for x in backward order; +inf when a prefix sum exceeds its cap. */
@@ -474,10 +607,11 @@ static int step2_cobyla(g2ctx *c, double *x, fsmoe_error *err, fsmoe_status *st)
 
 static void g2ctx_free(g2ctx *c)
 {
-    for (int f = 0; f < c->n_fns; f++) {
-        free(c->fns[f].f1);
-        free(c->fns[f].rest);
-    }
+    for (int f = 0; f < c->n_fns; f++)
+        for (int j = 0; j < 1 + GRAD_MAX_ALT; j++) {
+            free(c->fns[f].c[j].f1);
+            free(c->fns[f].c[j].rest);
+        }
     free(c->fns);
     free(c->fn_of);
     free(c->avail);
@@ -508,9 +642,9 @@ static fsmoe_status g2ctx_init(g2ctx *c, const grad_problem *p, int with_moe_win
     c->xfix = c->avail + 6 * n;
     /* All MoE layers of a model usually share one problem: build its table once. */
     for (int i = 0; i < c->n; i++) {
-        const pipeline_problem *q = &p->layers[i].moe_bwd;
+        const grad_layer_in *q = &p->layers[i];
         int f = 0;
-        while (f < c->n_fns && !same_problem(&c->fns[f].prob, q))
+        while (f < c->n_fns && !same_moe_model(c->fns[f].src, q))
             f++;
         if (f == c->n_fns) {
             c->n_fns++;
@@ -634,12 +768,13 @@ fsmoe_status grad_partition_solve(const grad_problem *p, grad_layer_out *out, gr
 
     /* Final values from pipeline_solve itself (the plan records its r); memoised on (problem,
      * t_gar) because saturated windows repeat the same t_gar layer after layer. */
-    double sent = 0.0, moe = 0.0, dense_total = 0.0, moe_step1 = 0.0;
-    int memo_fn = -1;
-    double memo_t = -1.0;
-    pipeline_result memo_res, memo1_res;
-    int memo1_fn = -1;
-    double memo1_t = -1.0;
+    typedef struct {
+        int fn, cand;
+        double t, cand_s[1 + GRAD_MAX_ALT];
+        pipeline_result res;
+    } memo_t;
+    memo_t m_final = {.fn = -1}, m_step1 = {.fn = -1};
+    double sent = 0.0, moe = 0.0, dense_total = 0.0, moe_step1 = 0.0, fwd = 0.0, fwd1 = 0.0;
     for (int k = 0; k < n && st == FSMOE_OK; k++) {
         int i = n - 1 - k;
         const moe_fn *fn = &c.fns[c.fn_of[i]];
@@ -654,40 +789,45 @@ fsmoe_status grad_partition_solve(const grad_problem *p, grad_layer_out *out, gr
         sent += best[k];
         o->carried_bytes = c.avail[k] - c.first[k] - sent + c.grad[k];
         o->t_gar_s = tgar_of(&c, k, best[k]);
-        if (!(c.fn_of[i] == memo_fn && o->t_gar_s == memo_t)) {
-            pipeline_problem q = fn->prob;
-            q.t_gar = o->t_gar_s;
-            st = pipeline_solve(&q, p->method, &memo_res, err);
-            memo_fn = c.fn_of[i];
-            memo_t = o->t_gar_s;
+        for (int pass = 0; pass < 2 && st == FSMOE_OK; pass++) {
+            memo_t *mm = pass ? &m_step1 : &m_final;
+            double t = pass ? tgar_of(&c, k, 0.0) : o->t_gar_s;
+            if (!(c.fn_of[i] == mm->fn && t == mm->t)) {
+                st = layer_choose(fn->src, p->method, t, &mm->cand, mm->cand_s, &mm->res, err);
+                mm->fn = c.fn_of[i];
+                mm->t = t;
+            }
+            double f = mm->cand_s[mm->cand] - mm->res.time_s; /* the candidate's forward */
+            if (pass) {
+                moe_step1 += mm->res.time_s;
+                fwd1 += f;
+            } else {
+                o->bwd = mm->res;
+                o->cand = mm->cand;
+                memcpy(o->cand_s, mm->cand_s, sizeof o->cand_s);
+                moe += mm->res.time_s;
+                fwd += f;
+            }
         }
-        o->bwd = memo_res;
-        moe += memo_res.time_s;
         dense_total += c.dense[k];
-        double t1 = tgar_of(&c, k, 0.0);
-        if (st == FSMOE_OK && !(c.fn_of[i] == memo1_fn && t1 == memo1_t)) {
-            pipeline_problem q = fn->prob;
-            q.t_gar = t1;
-            st = pipeline_solve(&q, p->method, &memo1_res, err);
-            memo1_fn = c.fn_of[i];
-            memo1_t = t1;
-        }
-        moe_step1 += memo1_res.time_s;
     }
     if (st != FSMOE_OK) {
         free(best);
         g2ctx_free(&c);
         return st;
     }
-    res->tail_bytes = (c.carry_end - sent > 0.0 ? c.carry_end - sent : 0.0) + p->prefix_grad_bytes;
+    double rem = c.carry_end - sent > 0.0 ? c.carry_end - sent : 0.0;
+    res->prefix_window_bytes = grad_prefix_window_bytes(p, rem);
+    res->tail_bytes = tail_bytes_after_prefix(p, rem);
     res->tail_s = grad_ar_time(&p->ar, res->tail_bytes);
     res->moe_bwd_s = moe;
+    res->moe_fwd_s = fwd;
     res->backward_s = p->prefix_bwd_s + dense_total + moe;
     res->objective_step1_s = moe_step1 + tail_time(&c, 0.0);
     res->objective_s = moe + res->tail_s;
     res->step2_by = by;
     free(best);
-    if (res->objective_s > res->objective_step1_s * (1.0 + 1e-12) && sent > 0.0) {
+    if (fwd + res->objective_s > (fwd1 + res->objective_step1_s) * (1.0 + 1e-12) && sent > 0.0) {
         /* The table and pipeline_solve disagreed (a solver that misses the integer optimum):
          * step 2 must never lose to step 1, so fall back to it. */
         grad_problem q = *p;
@@ -727,18 +867,18 @@ double grad_step2_objective(const grad_problem *p, const grad_layer_out *s1, con
             return INFINITY;
         }
         double t = grad_ar_time(&p->ar, s1[i].window_bytes + x[i]) - s1[i].olp_dense_s;
-        pipeline_problem q = p->layers[i].moe_bwd;
-        q.t_gar = t > 0.0 ? t : 0.0;
+        int cand;
+        double cand_s[1 + GRAD_MAX_ALT];
         pipeline_result r;
-        if (pipeline_solve(&q, p->method, &r, NULL) != FSMOE_OK) {
+        if (layer_choose(&p->layers[i], p->method, t > 0.0 ? t : 0.0, &cand, cand_s, &r,
+                         NULL) != FSMOE_OK) {
             free(caps);
             return NAN;
         }
         total += r.time_s;
     }
     free(caps);
-    double tail = carry - sum;
-    return total + grad_ar_time(&p->ar, (tail > 0.0 ? tail : 0.0) + p->prefix_grad_bytes);
+    return total + grad_ar_time(&p->ar, tail_bytes_after_prefix(p, carry - sum));
 }
 
 /* ---- baselines ---- */
@@ -772,7 +912,10 @@ void grad_baseline_eval(const grad_problem *p, grad_baseline b, double micro_op_
             }
             carry += p->layers[i].grad_bytes > 0.0 ? p->layers[i].grad_bytes : 0.0;
         }
-        out->tail_bytes = carry + (p->prefix_grad_bytes > 0.0 ? p->prefix_grad_bytes : 0.0);
+        /* the prefix's backward: one more dense window for what is ready */
+        out->prefix_window_bytes = grad_prefix_window_bytes(p, carry);
+        out->micro_ops += out->prefix_window_bytes > 0.0;
+        out->tail_bytes = tail_bytes_after_prefix(p, carry);
         out->exposed_s = grad_ar_time(&p->ar, out->tail_bytes);
         out->micro_ops += out->tail_bytes > 0.0;
         return;
@@ -805,6 +948,20 @@ void grad_baseline_eval(const grad_problem *p, grad_baseline b, double micro_op_
         if (g > 0.0)
             q[tail++] = g;
     }
+    /* The prefix's backward is the last dense window; what a micro-op launched in it runs past
+     * its end is exposed (nothing of the backward is left to delay). */
+    double P = p->prefix_bwd_s > 0.0 ? p->prefix_bwd_s : 0.0, tau = 0.0;
+    while (head < tail && tau < P) {
+        double m = q[head] < unit ? q[head] : unit;
+        tau += grad_ar_time(&p->ar, m);
+        q[head] -= m;
+        out->prefix_window_bytes += m;
+        out->micro_ops++;
+        if (!(q[head] > 0.0))
+            head++;
+    }
+    if (tau > P)
+        out->exposed_s += tau - P;
     /* After the backward: the rest, and the prefix tensor, micro-op by micro-op. */
     for (int j = head; j <= tail; j++) {
         double rem = j < tail ? q[j] : (p->prefix_grad_bytes > 0.0 ? p->prefix_grad_bytes : 0.0);

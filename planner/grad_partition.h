@@ -7,7 +7,9 @@
  * first (a window of dense_bwd_s seconds in which the inter-node link is idle), then the MoE
  * layer (whose link is idle for t_olp,moe at the t_gar = 0 optimum). Gradients of layer i
  * (grad_bytes) are ready when its backward ends; the ops before the first MoE layer (the
- * "prefix") run last and their gradients always go to the tail, all-reduced after backward.
+ * "prefix") run last: their backward is one more dense window, for the gradients already ready
+ * (those of layer 0 and whatever is still carried), and their own gradients always go to the
+ * tail, all-reduced after backward. Every schedule here (FSMoE, dense-only, Lina) uses it alike.
  * Each window issues one AllReduce that starts with the window (so it pays α once): what does
  * not fit in the dense part runs inside the MoE layer as its t_gar.
  *
@@ -16,16 +18,30 @@
 #define FSMOE_GRAD_PARTITION_H
 
 #include "cost.h"
+#include "parm_schedule.h"
 #include "pipeline_degree.h"
 #include "status.h"
 
 /* Lina's default micro-op size (Lina §4: 30 MB; MB = 1e6 bytes as in design.md §7). */
 #define GRAD_LINA_MICRO_OP_BYTES 30e6
 
+/* A MoE layer may run one of several schedules (plan.h fsmoe_schedule): FSMoE's ESP pipeline
+ * (moe_bwd) and up to GRAD_MAX_ALT PauseMP alternatives. Each candidate's backward is
+ * F(r, t_gar) = max(f1(r) + t_gar, rest(r)) (pipeline_degree.h f1 vs max(f2,f3,f4);
+ * parm_schedule.h c1 vs max(c2,c3,c4)); the layer runs the candidate with the smallest
+ * forward + backward at its t_gar (the forward times *_fwd_s only enter the choice). A zeroed
+ * layer has the ESP pipeline alone. */
+#define GRAD_MAX_ALT 2
+
 typedef struct {
     double grad_bytes;        /* gradients needing the DP AllReduce, ready at the layer's end */
     double dense_bwd_s;       /* backward of the dense ops after MoE layer i (t_olp,dense) */
-    pipeline_problem moe_bwd; /* backward problem of MoE layer i; its t_gar is ignored */
+    pipeline_problem moe_bwd; /* backward of MoE layer i's ESP pipeline; its t_gar is ignored */
+    double moe_fwd_s;         /* that schedule's forward time (enters the choice only) */
+    int esp_off;              /* 1: the ESP pipeline is not a candidate (needs n_alt ≥ 1) */
+    int n_alt;                /* PauseMP candidates, 0..GRAD_MAX_ALT */
+    pausemp_problem alt[GRAD_MAX_ALT];  /* backward problems; t_gar ignored */
+    double alt_fwd_s[GRAD_MAX_ALT];
 } grad_layer_in;
 
 typedef enum {
@@ -40,7 +56,8 @@ typedef struct {
     int n_layers;
     const grad_layer_in *layers; /* forward order */
     double prefix_grad_bytes;    /* gradients of the ops before the first MoE layer */
-    double prefix_bwd_s;         /* their backward time (added to backward_s; not a window) */
+    double prefix_bwd_s;         /* their backward time (added to backward_s): the last dense
+                                  * window, for the gradients ready before it */
     fsmoe_line ar;               /* Gradient-AllReduce over DP: t_ar(n) = α + β·n */
     pipeline_method method;      /* how each MoE layer's r is chosen for a given t_gar */
     grad_step2_method step2;
@@ -55,13 +72,18 @@ typedef struct {
     double step2_bytes;            /* step 2: added to the same AllReduce, inside the MoE layer */
     double carried_bytes;          /* ready but not sent when this layer ends (incl. its own) */
     double t_gar_s;                /* AllReduce time that lands inside the MoE layer */
-    pipeline_result bwd;           /* the MoE layer's backward with that t_gar */
+    int cand;                      /* the schedule run: 0 = ESP pipeline, 1 + j = alt[j] */
+    double cand_s[1 + GRAD_MAX_ALT]; /* forward + backward of each candidate at t_gar (0: none) */
+    pipeline_result bwd;           /* the MoE layer's backward with that t_gar (for a PauseMP
+                                    * candidate: binding_case = chain c1..c4, q = 0) */
 } grad_layer_out;
 
 typedef struct {
+    double prefix_window_bytes; /* all-reduced during the prefix's backward */
     double tail_bytes;     /* all-reduced after the backward pass (carried + prefix) */
     double tail_s;         /* t_ar(tail_bytes): exposed */
-    double moe_bwd_s;      /* Σ F_i(t_gar_i) */
+    double moe_bwd_s;      /* Σ F_i(t_gar_i) of the candidates run */
+    double moe_fwd_s;      /* Σ their forward times (moe_fwd_s / alt_fwd_s) */
     double backward_s;     /* prefix_bwd_s + Σ (dense_bwd_s + F_i(t_gar_i)) */
     double objective_step1_s; /* Σ F_i + t_ar(tail) with step 1 alone */
     double objective_s;       /* the same after step 2 (≤ objective_step1_s) */
@@ -72,6 +94,9 @@ typedef struct {
  * when β = 0, i.e. no AllReduce is needed). */
 double grad_ar_time(const fsmoe_line *ar, double bytes);
 double grad_ar_inverse(const fsmoe_line *ar, double t);
+
+/* Bytes the prefix window sends of `ready` bytes (one AllReduce from the window's start). */
+double grad_prefix_window_bytes(const grad_problem *p, double ready);
 
 /* Step 1 and step 2. `out` has p->n_layers entries (forward order). */
 fsmoe_status grad_partition_solve(const grad_problem *p, grad_layer_out *out, grad_result *res,
@@ -86,15 +111,17 @@ typedef enum { GRAD_BASE_NONE = 0, GRAD_BASE_DENSE_ONLY, GRAD_BASE_LINA } grad_b
 
 typedef struct {
     double exposed_s;  /* AllReduce time after the backward pass */
+    double prefix_window_bytes; /* sent during the prefix's backward */
     double delay_s;    /* extra backward time (Lina micro-ops overrunning their window) */
     double tail_bytes; /* bytes left for after the backward */
     long micro_ops;    /* Lina: micro-ops issued in total */
 } grad_baseline_result;
 
 /* none: every gradient in one AllReduce after backward. dense-only (Tutel-Improved): step 1 with
- * the dense windows only, MoE layers untouched. lina: micro-ops of micro_op_bytes cut per
- * generalised layer (never mixing layers), each paying α, launched only inside dense windows; one
- * started before a window ends runs to completion and delays the MoE layer by its overrun. */
+ * the dense windows only (the prefix's included), MoE layers untouched. lina: micro-ops of
+ * micro_op_bytes cut per generalised layer (never mixing layers), each paying α, launched only
+ * inside dense windows (the prefix's included); one started before a window ends runs to
+ * completion and delays the MoE layer by its overrun (in the prefix: the overrun is exposed). */
 void grad_baseline_eval(const grad_problem *p, grad_baseline b, double micro_op_bytes,
                         grad_baseline_result *out);
 

@@ -10,17 +10,21 @@
  * are always all-reduced after the backward (grad_partition.h). Compute time of the embedding
  * lookup and the LM head is not modelled (the same in every schedule).
  *
- * Methods. auto and fsmoe: r by SLSQP + integer check (decided_by "slsqp+integer");
- * fsmoe-paper: FSMoE Algorithm 1 ("algorithm1"); parm and monta: r = 1 in both phases ("fixed
- * r=1"), since those papers do not pipeline the experts — the decision they optimise (S1/S2,
- * O1/O2/O3) is recorded for every method. All methods use the same gradient partition, so the
- * methods differ only in what their paper decides. The predicted times are FSMoE's cost chains
- * (§4); the S1/S2 and O1–O3 savings are recorded per layer (t_d1/t_d2, a2a_s) and not folded
- * into F — the simulator of a later issue plays those schedules.
+ * Methods. auto and fsmoe: per layer the schedule among FSMoE's ESP pipeline and Parm's S1/S2
+ * (as chunked pipelines, parm_schedule.h) with the smallest predicted forward + backward time
+ * at the layer's gradient share (the gradient partition makes that choice, grad_partition.h);
+ * r of the ESP pipeline by SLSQP + integer check, of S1/S2 exhaustively (decided_by
+ * "slsqp+integer"). fsmoe-paper: FSMoE Algorithm 1 on the ESP pipeline ("algorithm1"). parm:
+ * the schedule Parm's Algorithm 1 picks (S1 iff t_D1 ≤ t_D2; the ESP pipeline when N_MP = 1) at
+ * r = 1 as Parm runs it; monta: the ESP pipeline at r = 1 ("fixed r=1") — MoNTA's O1/O2/O3 and
+ * Parm's t_D1/t_D2 are recorded for every method, the O1–O3 savings not folded into the times
+ * (the simulator plays them). All methods use the same gradient partition.
  *
- * All MoE layers of a model share one workload, so their forward problem is solved once; the
- * gradient partition builds one f_moe table for all of them. The FSMoE plan is checked never to
- * be predicted slower than Tutel (r free per phase ⊇ Tutel's shared r; partition ⊇ none).
+ * All MoE layers of a model share one workload, so their forward problems are solved once; the
+ * gradient partition builds one f_moe table for all of them (layers may still run different
+ * schedules: their gradient shares differ). The FSMoE plan is checked never to be predicted
+ * slower than Tutel-Improved (the ESP pipeline with r free per phase ⊇ Tutel's shared r; the
+ * other schedules are only taken when faster; partition ⊇ dense-only).
  *
  * Relies on: workload.h, pipeline_degree.h, parm_schedule.h, monta_a2a.h, grad_partition.h,
  * baselines.h. Provenance fields of the plan are the caller's (main). */
@@ -169,13 +173,51 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
     if (st != FSMOE_OK)
         goto fail;
 
+    /* The schedules this method chooses among, beside (or instead of) the ESP pipeline. */
+    int n_alt = 0, esp_off = 0;
+    pausemp_problem alt_f[GRAD_MAX_ALT], alt_b[GRAD_MAX_ALT];
+    pipeline_result alt_fr[GRAD_MAX_ALT];
+    fsmoe_schedule alt_kind[GRAD_MAX_ALT];
+    if (method == PLAN_METHOD_AUTO || method == PLAN_METHOD_FSMOE) {
+        for (int k = FSMOE_SCHED_S1; k <= FSMOE_SCHED_S2; k++)
+            if (parm_pausemp_problems(&shape, par, &w, &wl, (fsmoe_schedule)k, &alt_f[n_alt],
+                                      &alt_b[n_alt]))
+                alt_kind[n_alt++] = (fsmoe_schedule)k;
+    } else if (method == PLAN_METHOD_PARM && parm.schedule != FSMOE_SCHED_ESP_PIPELINE &&
+               parm_pausemp_problems(&shape, par, &w, &wl, parm.schedule, &alt_f[0], &alt_b[0])) {
+        alt_f[0].r_max = alt_b[0].r_max = 1; /* Parm does not pipeline */
+        alt_kind[0] = parm.schedule;
+        n_alt = 1;
+        esp_off = 1;
+    }
+    for (int a = 0; a < n_alt; a++) {
+        pipeline_result *R = &alt_fr[a];
+        memset(R, 0, sizeof *R);
+        R->r = pausemp_best_r(&alt_f[a], NULL);
+        R->time_s = pausemp_chains(&alt_f[a], R->r, R->f);
+        R->binding_case = 1;
+        for (int c2 = 2; c2 <= 4; c2++)
+            if (R->f[c2 - 1] > R->f[R->binding_case - 1])
+                R->binding_case = c2;
+    }
+
     for (long j = 0; j < n; j++) {
         gin[j].grad_bytes = layers[j].grad_bytes;
         gin[j].dense_bwd_s = layers[j].dense_bwd_s;
         gin[j].moe_bwd = pb;
-        /* the baselines pick their own r whatever this plan's method fixes */
+        gin[j].moe_fwd_s = fr.time_s;
+        gin[j].esp_off = esp_off;
+        gin[j].n_alt = n_alt;
+        for (int a = 0; a < n_alt; a++) {
+            gin[j].alt[a] = alt_b[a];
+            gin[j].alt_fwd_s[a] = alt_fr[a].time_s;
+        }
+        /* the baselines pick their own r whatever this plan's method fixes, on Tutel's layout */
         gin_base[j] = gin[j];
         gin_base[j].moe_bwd = wl.bwd;
+        gin_base[j].moe_fwd_s = 0.0;
+        gin_base[j].esp_off = 0;
+        gin_base[j].n_alt = 0;
         fwd_probs[j] = wl.fwd;
         dense_fwd[j] = layers[j].dense_fwd_s;
         ds_comm[j] = parm.t_baseline_s;
@@ -211,7 +253,12 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
     double forward = prefix_fwd;
     for (long j = 0; j < n; j++) {
         fsmoe_layer_plan *L = &layers[j];
-        L->schedule = parm.schedule;
+        int cand = gout[j].cand;
+        const pipeline_result *F = cand == 0 ? &fr : &alt_fr[cand - 1];
+        L->schedule = cand == 0 ? FSMOE_SCHED_ESP_PIPELINE : alt_kind[cand - 1];
+        L->schedule_s[FSMOE_SCHED_ESP_PIPELINE] = gout[j].cand_s[0];
+        for (int a = 0; a < n_alt; a++)
+            L->schedule_s[alt_kind[a]] = gout[j].cand_s[1 + a];
         L->t_d1_s = parm.t_d1_s;
         L->t_d2_s = parm.t_d2_s;
         L->a2a = mr.best;
@@ -219,11 +266,11 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
         L->a2a_s[0] = mr.t_base, L->a2a_s[1] = mr.t_o1;
         L->a2a_s[2] = mr.t_o2, L->a2a_s[3] = mr.t_o3;
         copy_str(L->a2a_algorithm, sizeof L->a2a_algorithm, m->dispatch);
-        L->fwd.r = fr.r;
-        L->fwd.binding_case = fr.binding_case;
-        L->fwd.q = fr.q;
+        L->fwd.r = F->r;
+        L->fwd.binding_case = F->binding_case;
+        L->fwd.q = F->q;
         L->fwd.t_gar_s = 0.0;
-        L->fwd.predicted_s = fr.time_s;
+        L->fwd.predicted_s = F->time_s;
         L->bwd.r = gout[j].bwd.r;
         L->bwd.binding_case = gout[j].bwd.binding_case;
         L->bwd.q = gout[j].bwd.q;
@@ -234,7 +281,7 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
         L->window_bytes = gout[j].window_bytes;
         L->step2_bytes = gout[j].step2_bytes;
         L->carried_bytes = gout[j].carried_bytes;
-        forward += L->dense_fwd_s + fr.time_s;
+        forward += L->dense_fwd_s + F->time_s;
     }
 
     fsmoe_predicted pr = {
@@ -275,6 +322,7 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
     out->bytes_per_element = m->bytes_per_element;
     out->gradient_tail_bytes = gr.tail_bytes;
     out->prefix_grad_bytes = prefix_grad;
+    out->prefix_window_bytes = gr.prefix_window_bytes;
     out->predicted = pr;
     copy_str(out->notes, sizeof out->notes, w.notes);
 

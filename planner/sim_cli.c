@@ -29,8 +29,9 @@ static const char simulate_usage[] =
     "utilisation, and the critical path. --schedule all compares every schedule. --svg draws a\n"
     "Gantt chart, --trace writes Chrome trace-event JSON (open it in ui.perfetto.dev).\n"
     "--refine re-chooses every layer's r_f, r_b with the simulator first.\n"
-    "Schedules: deepspeed tutel tutel-improved pipemoe-lina fsmoe-no-iio fsmoe parm-s1 parm-s2\n"
-    "           monta-o1 monta-o2 monta-o3\n";
+    "Schedules: deepspeed tutel tutel-improved pipemoe-lina fsmoe-no-iio fsmoe fsmoe-esp\n"
+    "           parm-s1 parm-s2 monta-o1 monta-o2 monta-o3\n"
+    "(fsmoe plays each layer's chosen schedule; fsmoe-esp the ESP pipeline everywhere)\n";
 
 static const char sweep_usage[] =
     "usage: fsmoe-plan sweep --cluster CLUSTER.yaml --grid fsmoe-table4|parm-table3\n"

@@ -8,9 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "parm_schedule.h"
+
 static const char *const sched_names[SIM_SCHED_COUNT] = {
     "deepspeed", "tutel", "tutel-improved", "pipemoe-lina", "fsmoe-no-iio", "fsmoe",
-    "parm-s1", "parm-s2", "monta-o1", "monta-o2", "monta-o3",
+    "fsmoe-esp", "parm-s1", "parm-s2", "monta-o1", "monta-o2", "monta-o3",
 };
 
 const char *sim_schedule_name(sim_schedule k)
@@ -180,39 +182,42 @@ static int moe_deepspeed(gen *g, const workload_layer *wl, int prev)
     return prev;
 }
 
-/* Parm's PauseMP schedules (r = 1). */
-static int moe_parm(gen *g, const workload_layer *wl, int prev, int s2)
+/* Parm's PauseMP schedules S1/S2 in r chunks (parm_schedule.h): per chunk dispatch (EP&ESP
+ * A2A) → expert → combine (A2A for S1, SAA for S2) on one inter-node stream, dispatches first by
+ * priority; gar_bytes > 0: the Gradient-AllReduce after the last dispatch; S1 then the MP
+ * AllGather of the layer output on the intra-node link. This is the flow whose makespan
+ * parm_schedule.h states in closed form. */
+static int moe_pausemp(gen *g, const workload_layer *wl, fsmoe_schedule kind, int r, int prev,
+                       double gar_bytes, int stream)
 {
     const sim_model *m = g->m;
-    const workload_lines *w = &m->lines;
-    double b = m->shape.bytes_per_element;
-    double x = tokens_bytes(m);
-    double y = m->shape.k * cap_f(m) * m->shape.B * m->shape.L * m->shape.M * (double)m->par.esp *
-               b;
-    double n = y / m->par.mp;
-    int has_a2a = fsmoe_group_size(&m->par, FSMOE_GROUP_EP_ESP) > 1;
-    int has_mp = m->par.mp > 1;
-    const pipeline_problem *p = g->phase == SIM_PHASE_FWD ? &wl->fwd : &wl->bwd;
-    int st = g->st_comm;
-    prev = add_line(g, SIM_R_INTER, st, SIM_OP_A2A, &w->a2a_ep_esp, has_a2a ? n : 0.0, 1, -1,
-                    prev);
-    prev = add(g, SIM_R_COMPUTE, -1, SIM_OP_EXPERT, p->exp_alpha, p->exp_beta, p->n_exp, 1, -1,
-               prev);
-    /* With N_MP = 1 there is no MP AllGather to overlap: SAA is the plain AllToAll (Parm's
-     * "nothing to pause" case; the profile's derived SAA line would add an AllGather). */
-    if (!s2 || !has_a2a || !has_mp) {
-        prev = add_line(g, SIM_R_INTER, st, SIM_OP_A2A, &w->a2a_ep_esp, has_a2a ? n : 0.0, 1, -1,
-                        prev);
-        return add_line(g, SIM_R_INTRA, st, SIM_OP_AG, &w->ag_mp, has_mp ? x : 0.0, 1, -1, prev);
+    pausemp_problem pf, pb;
+    parm_pausemp_problems(&m->shape, &m->par, &m->lines, wl, kind, &pf, &pb);
+    const pausemp_problem *p = g->phase == SIM_PHASE_FWD ? &pf : &pb;
+    int ends[PIPELINE_R_CAP * 2 + 8];
+    if (r < 1)
+        r = 1;
+    if (r > PIPELINE_R_CAP * 2)
+        r = PIPELINE_R_CAP * 2;
+    int last_d = prev;
+    for (int j = 0; j < r; j++) {
+        int d = add(g, SIM_R_INTER, stream, SIM_OP_A2A, p->d_alpha, p->d_beta, p->u / r,
+                    PRIO_DISPATCH, j, prev);
+        last_d = d;
+        int e = add(g, SIM_R_COMPUTE, -1, SIM_OP_EXPERT, p->exp_alpha, p->exp_beta, p->n_exp / r,
+                    PRIO_DISPATCH, j, d);
+        ends[j] = add(g, SIM_R_INTER, stream,
+                      kind == FSMOE_SCHED_S2 && m->par.mp > 1 ? SIM_OP_SAA : SIM_OP_A2A,
+                      p->c_alpha, p->c_beta, p->u / r, PRIO_COMBINE, j, e);
     }
-    /* SAA: the measured simultaneous operation on the inter link, and the AllGather's share of
-     * the intra link running beside it; the layer continues when both are done. */
-    int both[2];
-    both[0] = add_line(g, SIM_R_INTER, st, SIM_OP_SAA, &w->saa, n, 1, -1, prev);
-    both[1] = add_line(g, SIM_R_INTRA, -1, SIM_OP_AG, &w->ag_mp, has_mp ? x : 0.0, 1, -1, prev);
-    if (both[1] == prev)
-        return both[0];
-    return join(g, both, 2);
+    if (gar_bytes > 0.0)
+        add_line(g, SIM_R_INTER, stream, SIM_OP_GRAD_AR, &m->lines.ar_dp, gar_bytes, PRIO_GAR, -1,
+                 last_d);
+    int end = join(g, ends, r);
+    if (kind == FSMOE_SCHED_S1 && m->par.mp > 1)
+        end = add_line(g, SIM_R_INTRA, stream == g->st_comm ? g->st_comm : g->st_intra, SIM_OP_AG,
+                       &m->lines.ag_mp, tokens_bytes(m), PRIO_COMBINE, -1, end);
+    return end;
 }
 
 /* MoNTA's AllToAll of I bytes (duplicated tokens over t = N_MP) by strategy 1..3 (O1..O3) with
@@ -277,6 +282,15 @@ static int layer_r(const gen *g, const sim_layer *L, const sim_build_opts *o)
     case SIM_SCHED_TUTEL_IMPROVED:
     case SIM_SCHED_PIPEMOE_LINA:
         return g->tutel_r;
+    case SIM_SCHED_PARM_S1:
+    case SIM_SCHED_PARM_S2:
+        return 1; /* Parm does not pipeline */
+    case SIM_SCHED_FSMOE_ESP:
+        if (o && (bwd ? o->r_b : o->r_f) > 0)
+            return bwd ? o->r_b : o->r_f;
+        if ((bwd ? L->esp_r_b : L->esp_r_f) > 0)
+            return bwd ? L->esp_r_b : L->esp_r_f;
+        return bwd ? L->r_b : L->r_f;
     default:
         if (o && (bwd ? o->r_b : o->r_f) > 0)
             return bwd ? o->r_b : o->r_f;
@@ -292,14 +306,22 @@ static int moe_phase(gen *g, const sim_layer *L, int prev, double gar_bytes,
         return moe_deepspeed(g, &L->wl, prev);
     case SIM_SCHED_PARM_S1:
     case SIM_SCHED_PARM_S2:
-        return moe_parm(g, &L->wl, prev, g->k == SIM_SCHED_PARM_S2);
+        return moe_pausemp(g, &L->wl, g->k == SIM_SCHED_PARM_S2 ? FSMOE_SCHED_S2 : FSMOE_SCHED_S1,
+                           1, prev, 0.0, g->st_comm);
     case SIM_SCHED_MONTA_O1:
     case SIM_SCHED_MONTA_O2:
     case SIM_SCHED_MONTA_O3:
         return moe_monta(g, L, prev);
     case SIM_SCHED_FSMOE:
+    case SIM_SCHED_FSMOE_NO_IIO:
+        if (L->schedule == FSMOE_SCHED_S1 || L->schedule == FSMOE_SCHED_S2)
+            return moe_pausemp(g, &L->wl, L->schedule, layer_r(g, L, o), prev, gar_bytes,
+                               g->k == SIM_SCHED_FSMOE ? g->st_inter : g->st_comm);
+        return moe_pipelined(g, &L->wl, layer_r(g, L, o), prev, gar_bytes,
+                             g->k == SIM_SCHED_FSMOE_NO_IIO);
+    case SIM_SCHED_FSMOE_ESP:
         return moe_pipelined(g, &L->wl, layer_r(g, L, o), prev, gar_bytes, 0);
-    default: /* tutel, tutel-improved, pipemoe-lina, fsmoe-no-iio */
+    default: /* tutel, tutel-improved, pipemoe-lina */
         return moe_pipelined(g, &L->wl, layer_r(g, L, o), prev, gar_bytes, 1);
     }
 }
@@ -328,6 +350,24 @@ static void grads_ready(gen *g, double bytes, int ready)
         lina_micro_ops(g, bytes, ready);
     else if (g->grad == GRAD_DENSE_ONLY)
         g->available += bytes;
+}
+
+/* Tutel-Improved: as much of the ready gradients as fits a dense window of win seconds, in one
+ * AllReduce from its start (the closed form's dense-only rule, grad_partition.c). */
+static void dense_window(gen *g, double win, int window_start)
+{
+    const fsmoe_line *ar = &g->m->lines.ar_dp;
+    if (!(g->available > 0.0))
+        return;
+    double fit = ar->alpha_s + ar->beta_s * g->available <= win ? g->available
+                 : ar->beta_s > 0.0 ? (win - ar->alpha_s) / ar->beta_s
+                                    : g->available;
+    if (fit > g->available)
+        fit = g->available;
+    if (fit > 0.0) {
+        add_line(g, SIM_R_INTER, g->st_ar, SIM_OP_GRAD_AR, ar, fit, PRIO_GAR, -1, window_start);
+        g->available -= fit;
+    }
 }
 
 double sim_model_grad_bytes(const sim_model *m)
@@ -370,11 +410,12 @@ fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_bui
     case SIM_SCHED_TUTEL_IMPROVED: g.grad = GRAD_DENSE_ONLY; break;
     case SIM_SCHED_PIPEMOE_LINA: g.grad = GRAD_LINA; break;
     case SIM_SCHED_FSMOE:
+    case SIM_SCHED_FSMOE_ESP:
     case SIM_SCHED_FSMOE_NO_IIO: g.grad = GRAD_PLAN; break;
     default: g.grad = GRAD_NONE; break;
     }
     const workload_layer *wl0 = &m->layers[0].wl;
-    int gar_stream = k == SIM_SCHED_FSMOE ? g.st_inter : g.st_comm;
+    int gar_stream = k == SIM_SCHED_FSMOE || k == SIM_SCHED_FSMOE_ESP ? g.st_inter : g.st_comm;
     int prev = -1;
 
     /* forward */
@@ -397,26 +438,21 @@ fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_bui
         if (g.grad == GRAD_PLAN && L->gar_dense_bytes > 0.0)
             add_line(&g, SIM_R_INTER, gar_stream, SIM_OP_GRAD_AR, &m->lines.ar_dp,
                      L->gar_dense_bytes, PRIO_GAR, -1, window_start);
-        if (g.grad == GRAD_DENSE_ONLY && g.available > 0.0) {
-            /* Tutel-Improved: as much as fits the dense window, sent at its start */
-            double win = dense_time(&L->wl, L->n_attn, L->n_ffn, 1);
-            double fit = m->lines.ar_dp.beta_s > 0.0
-                             ? (win - m->lines.ar_dp.alpha_s) / m->lines.ar_dp.beta_s
-                             : g.available;
-            if (fit > g.available)
-                fit = g.available;
-            if (fit > 0.0) {
-                add_line(&g, SIM_R_INTER, g.st_ar, SIM_OP_GRAD_AR, &m->lines.ar_dp, fit,
-                         PRIO_GAR, -1, window_start);
-                g.available -= fit;
-            }
-        }
+        if (g.grad == GRAD_DENSE_ONLY)
+            dense_window(&g, dense_time(&L->wl, L->n_attn, L->n_ffn, 1), window_start);
         prev = dense(&g, &L->wl, L->n_attn, L->n_ffn, prev);
         grads_ready(&g, L->dense_grad_bytes, prev);
         prev = moe_phase(&g, L, prev, g.grad == GRAD_PLAN ? L->gar_moe_bytes : 0.0, opts);
         grads_ready(&g, L->moe_grad_bytes, prev);
     }
+    /* the prefix's backward: a dense window for the gradients already ready, for every schedule
+     * that overlaps gradients with dense work (Lina's micro-ops find it on their own) */
     g.layer = -1;
+    if (g.grad == GRAD_PLAN && m->fsmoe_prefix_window_bytes > 0.0)
+        add_line(&g, SIM_R_INTER, gar_stream, SIM_OP_GRAD_AR, &m->lines.ar_dp,
+                 m->fsmoe_prefix_window_bytes, PRIO_GAR, -1, prev);
+    if (g.grad == GRAD_DENSE_ONLY)
+        dense_window(&g, dense_time(wl0, m->prefix_attn, m->prefix_ffn, 1), prev);
     prev = dense(&g, wl0, m->prefix_attn, m->prefix_ffn, prev);
     grads_ready(&g, m->prefix_grad_bytes, prev);
 
@@ -533,6 +569,7 @@ fsmoe_status sim_model_from_plan(const fsmoe_plan *p, const fsmoe_model *model,
     m->prefix_ffn = (int)blocks[0];
     m->prefix_grad_bytes = p->prefix_grad_bytes;
     m->fsmoe_tail_bytes = p->gradient_tail_bytes;
+    m->fsmoe_prefix_window_bytes = p->prefix_window_bytes;
     const fsmoe_line *ar = &m->lines.ar_dp;
     for (int i = 0; i < p->n_layers; i++) {
         sim_layer *L = &m->layers[i];
@@ -545,8 +582,23 @@ fsmoe_status sim_model_from_plan(const fsmoe_plan *p, const fsmoe_model *model,
          * its backward ends */
         L->dense_grad_bytes = 0.0;
         L->moe_grad_bytes = lp->grad_bytes;
+        L->schedule = lp->schedule;
         L->r_f = lp->fwd.r > 0 ? lp->fwd.r : 1;
         L->r_b = lp->bwd.r > 0 ? lp->bwd.r : 1;
+        /* the plan records the degrees of the schedule it chose; fsmoe-esp on a layer that runs
+         * S1/S2 uses the ESP pipeline's own optimum at t_gar = 0 */
+        if (lp->schedule == FSMOE_SCHED_ESP_PIPELINE) {
+            L->esp_r_f = L->r_f, L->esp_r_b = L->r_b;
+        } else {
+            pipeline_result rf, rb;
+            if (pipeline_solve(&wl.fwd, PIPELINE_SLSQP, &rf, err) != FSMOE_OK ||
+                pipeline_solve(&wl.bwd, PIPELINE_SLSQP, &rb, err) != FSMOE_OK) {
+                free(blocks);
+                sim_model_free(m);
+                return err ? err->status : FSMOE_ERR_SOLVER;
+            }
+            L->esp_r_f = rf.r, L->esp_r_b = rb.r;
+        }
         double total = lp->window_bytes + lp->step2_bytes;
         double fit = ar->beta_s > 0.0 ? (lp->olp_dense_s - ar->alpha_s) / ar->beta_s : total;
         if (fit < 0.0)

@@ -25,11 +25,18 @@
  *   pipemoe-lina   tutel + gradients cut into 30 MB micro-ops per generalised layer, launched
  *                  only while no A2A is ready or running on the inter link (A2A has priority).
  *   fsmoe-no-iio   the plan's r_f, r_b and gradient partition, intra and inter on one stream.
- *   fsmoe          the plan: A2A on an inter-node stream, AG/RS on an intra-node stream, the
- *                  window AllReduce at the start of the dense backward window and the rest right
- *                  after the last dispatch chunk of the MoE backward (FSMoE Fig. 3d).
- *   parm-s1/s2     PauseMP (r = 1): EP&ESP A2A(y/N_MP) → Expert → EP&ESP A2A → MP-AG(x) (S1);
- *                  S2 replaces the last two by SAA, simultaneous tasks on both links.
+ *   fsmoe          the plan: every MoE layer plays the schedule the plan chose for it (its
+ *                  `schedule`): the ESP pipeline (A2A on an inter-node stream, AG/RS on an
+ *                  intra-node stream) or PauseMP S1/S2 in r chunks (below); the window
+ *                  AllReduce at the start of the dense backward window and the rest right after
+ *                  the last dispatch chunk of the MoE backward (FSMoE Fig. 3d); the prefix
+ *                  window's AllReduce at the start of the prefix's backward.
+ *   fsmoe-esp      fsmoe with the ESP pipeline in every layer (at esp_r_f, esp_r_b): FSMoE's
+ *                  schedule before the per-layer choice.
+ *   parm-s1/s2     PauseMP (Parm: r = 1, gradients after the backward). Per chunk: EP&ESP
+ *                  A2A(y/N_MP/r) → Expert → EP&ESP A2A (S1) or SAA (S2: one task on the
+ *                  inter-node link, its measured line covers the MP AllGather riding along);
+ *                  S1 then runs MP-AG(x) on the intra-node link, unchunked.
  *   monta-o1/o2/o3 deepspeed's sequential layer whose AllToAll of I = k·f·B·L·M·b (duplicated
  *                  tokens under t = N_MP) is MoNTA's strategy: O1 A2A(I/t) then AG(I); O2 per
  *                  chunk A2A_j → AG_j → copy D_j with AG_{j+1} after D_j; O3 AG and D pipelined.
@@ -50,6 +57,7 @@ typedef enum {
     SIM_SCHED_PIPEMOE_LINA,
     SIM_SCHED_FSMOE_NO_IIO,
     SIM_SCHED_FSMOE,
+    SIM_SCHED_FSMOE_ESP,
     SIM_SCHED_PARM_S1,
     SIM_SCHED_PARM_S2,
     SIM_SCHED_MONTA_O1,
@@ -68,7 +76,9 @@ typedef struct {
     double dense_grad_bytes;  /* DP gradients of those dense ops, ready after their backward */
     double moe_grad_bytes;    /* replicated experts' gradients, ready after the MoE backward */
     /* the plan (fsmoe, fsmoe-no-iio) */
+    fsmoe_schedule schedule;  /* the MoE layer's schedule (ESP pipeline, S1, S2) */
     int r_f, r_b;
+    int esp_r_f, esp_r_b;     /* the ESP pipeline's degrees (fsmoe-esp); 0 = r_f, r_b */
     double gar_dense_bytes;   /* all-reduced from the start of this layer's dense backward */
     double gar_moe_bytes;     /* all-reduced after the last dispatch chunk of its MoE backward */
     /* MoNTA's chunk counts for O2 and O3 (≥ 1) */
@@ -84,6 +94,7 @@ typedef struct {
     /* dense ops before the first MoE layer */
     int prefix_attn, prefix_ffn;
     double prefix_grad_bytes; /* always all-reduced after the backward */
+    double fsmoe_prefix_window_bytes; /* the plan's AllReduce in the prefix's backward */
     double fsmoe_tail_bytes;  /* the plan's AllReduce after backward (incl. the prefix) */
     int tutel_r;              /* Tutel's degree; 0 = sim_build chooses (best of 1,2,4,8) */
 } sim_model;

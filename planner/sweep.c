@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "monta_a2a.h"
+#include "parm_schedule.h"
 #include "table4.h"
 #include "workload.h"
 
@@ -72,6 +73,36 @@ static void monta_chunks(const workload_shape *s, const fsmoe_parallel *par,
     *n_o3 = r.n_o3 > 0 ? r.n_o3 : 1;
 }
 
+/* The plan's schedule for a one-layer configuration: FSMoE's ESP pipeline at (esp_f, esp_b) or
+ * Parm's S1/S2 in r chunks, whichever predicts the smallest forward + backward with t_gar in the
+ * backward (plan_model.c's choice; the paper's own method keeps the ESP pipeline). */
+static void choose_schedule(sim_model *m, sim_layer *L, pipeline_method method,
+                            const pipeline_result *esp_f, const pipeline_result *esp_b,
+                            double t_gar)
+{
+    L->schedule = FSMOE_SCHED_ESP_PIPELINE;
+    L->r_f = L->esp_r_f = esp_f->r;
+    L->r_b = L->esp_r_b = esp_b->r;
+    if (method == PIPELINE_PAPER)
+        return;
+    double best = esp_f->time_s + esp_b->time_s;
+    for (int k = FSMOE_SCHED_S1; k <= FSMOE_SCHED_S2; k++) {
+        pausemp_problem pf, pb;
+        if (!parm_pausemp_problems(&m->shape, &m->par, &m->lines, &L->wl, (fsmoe_schedule)k, &pf,
+                                   &pb))
+            continue;
+        pb.t_gar = t_gar;
+        double Ff, Fb;
+        int rf = pausemp_best_r(&pf, &Ff), rb = pausemp_best_r(&pb, &Fb);
+        if (Ff + Fb < best) {
+            best = Ff + Fb;
+            L->schedule = (fsmoe_schedule)k;
+            L->r_f = rf;
+            L->r_b = rb;
+        }
+    }
+}
+
 static fsmoe_status config_table4(char testbed, const fsmoe_cluster *c, const char *path, int i,
                                   pipeline_method method, sim_model *m, sim_layer *L,
                                   char *describe, fsmoe_error *err)
@@ -90,8 +121,7 @@ static fsmoe_status config_table4(char testbed, const fsmoe_cluster *c, const ch
     L->n_ffn = 0;
     L->dense_grad_bytes = tp.layer.attn_grad_bytes;
     L->moe_grad_bytes = tp.layer.expert_grad_bytes;
-    L->r_f = tp.fwd.r;
-    L->r_b = tp.bwd.r;
+    choose_schedule(m, L, method, &tp.fwd, &tp.bwd, tp.t_gar_s);
     /* table4_plan_config puts the attention's AllReduce inside the MoE backward (t_gar) */
     L->gar_moe_bytes = tp.t_gar_s > 0.0 ? tp.layer.attn_grad_bytes : 0.0;
     L->gar_dense_bytes = 0.0;
@@ -164,8 +194,7 @@ static fsmoe_status config_parm(const fsmoe_cluster *c, const char *path, int i,
         st = pipeline_solve(&L->wl.bwd, method, &rb, err);
     if (st != FSMOE_OK)
         return st;
-    L->r_f = rf.r;
-    L->r_b = rb.r;
+    choose_schedule(m, L, method, &rf, &rb, 0.0);
     /* Parm's runs exclude attention and the gradient AllReduce (Parm §VI-A) */
     L->n_attn = L->n_ffn = 0;
     monta_chunks(s, par, c, &L->monta_chunks_o2, &L->monta_chunks_o3);

@@ -119,7 +119,13 @@ static double ref_objective(const grad_problem *p, const double *first, const do
         double t = (b > 0.0 ? p->ar.alpha_s + p->ar.beta_s * b : 0.0) - p->layers[i].dense_bwd_s;
         total += F_at(&p->layers[i].moe_bwd, t > 0.0 ? t : 0.0);
     }
-    double tail = carry_end - X + p->prefix_grad_bytes;
+    /* the prefix's backward window sends what fits of the rest, one AllReduce */
+    double rem = carry_end - X, P = p->prefix_bwd_s, send = 0.0;
+    if (rem > 0.0)
+        send = p->ar.alpha_s + p->ar.beta_s * rem <= P ? rem
+               : P > p->ar.alpha_s                     ? (P - p->ar.alpha_s) / p->ar.beta_s
+                                                       : 0.0;
+    double tail = rem - send + p->prefix_grad_bytes;
     return total + (tail > 0.0 ? p->ar.alpha_s + p->ar.beta_s * tail : 0.0);
 }
 
@@ -195,6 +201,24 @@ static void test_baselines_by_hand(void **state)
     assert_true(out[1].window_bytes == 0.0);
     assert_true(out[0].t_gar_s == 0.0);
     assert_true(fabs(r.tail_s - 19.5) < 1e-12);
+    /* The prefix's backward (6) is a window for what is ready, for all three alike.
+     * dense-only and FSMoE (no MoE idle time, so they agree): layer 0's window sent 4.5, carry
+     * 5.5 + 10 = 15.5, t_ar(15.5) = 16.5 > 6 sends g(6) = 5; tail 10.5 + 3 = 13.5 → 14.5.
+     * Lina (window 5.5 as above, then the prefix): queue 2 (layer 1), 10 (layer 0); the prefix
+     * launches 2 (ends at 3 < 6) and 4 (ends at 8): overrun 2 exposed; after: 6 → 4 + 2,
+     * prefix 3: 2 + 5 + 3 + 4 = 14 exposed. */
+    hand_instance(&in, 5.5);
+    in.p.prefix_bwd_s = 6.0;
+    grad_baseline_eval(&in.p, GRAD_BASE_DENSE_ONLY, 0, &b);
+    assert_true(fabs(b.prefix_window_bytes - 5.0) < 1e-12);
+    assert_true(fabs(b.exposed_s - 14.5) < 1e-12);
+    assert_int_equal(grad_partition_solve(&in.p, out, &r, NULL), FSMOE_OK);
+    assert_true(fabs(r.prefix_window_bytes - 5.0) < 1e-12);
+    assert_true(fabs(r.tail_s - 14.5) < 1e-12);
+    grad_baseline_eval(&in.p, GRAD_BASE_LINA, 4.0, &b);
+    assert_true(fabs(b.prefix_window_bytes - 6.0) < 1e-12);
+    assert_true(fabs(b.delay_s - 4.5) < 1e-12);
+    assert_true(fabs(b.exposed_s - 14.0) < 1e-12);
     /* a window shorter than α sends nothing */
     hand_instance(&in, 0.9);
     assert_int_equal(grad_partition_solve(&in.p, out, &r, NULL), FSMOE_OK);
@@ -218,7 +242,8 @@ static void check_solution(const instance *in, const grad_layer_out *out, const 
         assert_true(fabs(out[i].carried_bytes - (ready - sent)) <= 1e-9 * ready + 1e-3);
     }
     /* bytes conserved */
-    assert_true(fabs(sent + r->tail_bytes - grads) <= 1e-6 * grads);
+    assert_true(r->prefix_window_bytes >= 0.0);
+    assert_true(fabs(sent + r->prefix_window_bytes + r->tail_bytes - grads) <= 1e-6 * grads);
     /* step 2 never worse than step 1 alone */
     assert_true(r->objective_s <= r->objective_step1_s * (1 + 1e-12));
     /* step 1 as Eq. 3/4 say, and the objective as defined */

@@ -86,7 +86,7 @@ static void test_limits(void **state)
     p1.mp = 1;
     p1.dp = 8;
     parm_choose(&s, &p1, &w, &c);
-    assert_int_equal(c.schedule, FSMOE_SCHED_BASELINE);
+    assert_int_equal(c.schedule, FSMOE_SCHED_ESP_PIPELINE);
 }
 
 /* With B·L fixed, x is constant and y/N_MP = k·f·x·N_ESP/N_MP grows with the capacity factor f

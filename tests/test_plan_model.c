@@ -21,7 +21,9 @@
 #include "model.h"
 #include "parallel.h"
 #include "plan.h"
+#include "parm_schedule.h"
 #include "plan_model.h"
+#include "sim_schedules.h"
 #include "workload.h"
 
 static const char *root(void)
@@ -135,13 +137,37 @@ static void check_combo(const combo *cb)
         const fsmoe_layer_plan *L = &p.layers[i];
         assert_true(L->fwd.r >= 1 && L->fwd.r <= wl.r_max);
         assert_true(L->bwd.r >= 1 && L->bwd.r <= wl.r_max);
-        assert_true(fabs(L->fwd.predicted_s - ex.time_s) <= 1e-12 * ex.time_s);
-        /* backward: F at its t_gar is the exhaustive optimum */
-        pipeline_problem b = wl.bwd;
-        b.t_gar = L->bwd.t_gar_s;
-        pipeline_result eb;
-        assert_int_equal(pipeline_solve(&b, PIPELINE_EXHAUSTIVE, &eb, NULL), FSMOE_OK);
-        assert_true(fabs(L->bwd.predicted_s - eb.time_s) <= 1e-12 * eb.time_s);
+        /* the schedule run is the fastest candidate (forward + backward at its t_gar) */
+        double best = INFINITY;
+        for (int k = 0; k < FSMOE_SCHED_COUNT; k++)
+            if (L->schedule_s[k] > 0.0 && L->schedule_s[k] < best)
+                best = L->schedule_s[k];
+        assert_true(L->schedule_s[L->schedule] == best);
+        assert_true(fabs(L->schedule_s[L->schedule] - (L->fwd.predicted_s + L->bwd.predicted_s)) <=
+                    1e-12 * best);
+        if (L->schedule == FSMOE_SCHED_ESP_PIPELINE) {
+            assert_true(fabs(L->fwd.predicted_s - ex.time_s) <= 1e-12 * ex.time_s);
+            /* backward: F at its t_gar is the exhaustive optimum */
+            pipeline_problem b = wl.bwd;
+            b.t_gar = L->bwd.t_gar_s;
+            pipeline_result eb;
+            assert_int_equal(pipeline_solve(&b, PIPELINE_EXHAUSTIVE, &eb, NULL), FSMOE_OK);
+            assert_true(fabs(L->bwd.predicted_s - eb.time_s) <= 1e-12 * eb.time_s);
+        } else {
+            /* PauseMP: the best r of the exact chains, searched here over every r */
+            pausemp_problem pf, pb;
+            assert_true(parm_pausemp_problems(&s, &par, &w, &wl, L->schedule, &pf, &pb));
+            pb.t_gar = L->bwd.t_gar_s;
+            double bf = INFINITY, bb = INFINITY;
+            for (int r = 1; r <= pf.r_max; r++) {
+                if (pausemp_F(&pf, r) < bf)
+                    bf = pausemp_F(&pf, r);
+                if (pausemp_F(&pb, r) < bb)
+                    bb = pausemp_F(&pb, r);
+            }
+            assert_true(fabs(L->fwd.predicted_s - bf) <= 1e-12 * bf);
+            assert_true(fabs(L->bwd.predicted_s - bb) <= 1e-12 * bb);
+        }
         assert_true(L->bwd.t_gar_s >= 0.0);
         forward += L->dense_fwd_s + L->fwd.predicted_s;
         dense_f += L->dense_fwd_s;
@@ -154,7 +180,8 @@ static void check_combo(const combo *cb)
     double all_dense = m.layers * wl.attn_fwd_s + (m.layers - moe) * wl.ffn_fwd_s;
     double prefix = b0 * (wl.attn_fwd_s + wl.ffn_fwd_s) + (b0 < m.layers ? wl.attn_fwd_s : 0);
     assert_true(fabs(dense_f + prefix - all_dense) <= 1e-9 * all_dense);
-    assert_true(fabs(sent + p.gradient_tail_bytes - grads) <= 1e-6 * grads);
+    assert_true(p.prefix_window_bytes >= 0.0);
+    assert_true(fabs(sent + p.prefix_window_bytes + p.gradient_tail_bytes - grads) <= 1e-6 * grads);
     const fsmoe_predicted *pr = &p.predicted;
     assert_true(fabs(pr->iteration_s - (pr->forward_s + pr->backward_s + pr->tail_s)) <=
                 1e-12 * pr->iteration_s);
@@ -187,8 +214,13 @@ static void check_combo(const combo *cb)
                 assert_int_equal(q.layers[i].fwd.r, 1);
                 assert_int_equal(q.layers[i].bwd.r, 1);
             }
+            /* parm runs Parm's own choice (t_D1 vs t_D2), the others the ESP pipeline */
+            fsmoe_schedule want = FSMOE_SCHED_ESP_PIPELINE;
+            if (meth == PLAN_METHOD_PARM && par.mp > 1)
+                want = q.layers[i].t_d1_s <= q.layers[i].t_d2_s ? FSMOE_SCHED_S1 : FSMOE_SCHED_S2;
+            assert_int_equal(q.layers[i].schedule, want);
             /* the recorded choices do not depend on the method */
-            assert_int_equal(q.layers[i].schedule, p.layers[i].schedule);
+            assert_true(q.layers[i].t_d1_s == p.layers[i].t_d1_s);
             assert_int_equal(q.layers[i].a2a, p.layers[i].a2a);
         }
         /* the baselines do not depend on the method */
@@ -220,11 +252,120 @@ static void test_method_names(void **state)
     assert_int_equal(plan_method_from_name(NULL), -1);
 }
 
+/* A constructed profile: Testbed B with the intra-node AllGather's β scaled by `ag_scale`
+ * (cheap world AllToAll against an expensive intra AllGather for large scales). */
+static void plan_scaled(double ag_scale, fsmoe_plan *p, fsmoe_model *m, fsmoe_cluster *c,
+                        char *cpath, size_t len)
+{
+    combo cb = {"mixtral-8x7b", "testbed-b"};
+    fsmoe_parallel par;
+    load(&cb, m, c, &par, cpath, len);
+    c->ops[FSMOE_OP_ALLGATHER][FSMOE_TIER_INTRA].beta_s *= ag_scale;
+    plan_options opt = {.method = PLAN_METHOD_AUTO};
+    fsmoe_error err = {0};
+    memset(p, 0, sizeof *p);
+    if (plan_model(m, c, cpath, &par, &opt, p, &err) != FSMOE_OK)
+        fail_msg("%s", err.msg);
+}
+
+/* d = S1's predicted layer time − the ESP pipeline's (layer 0). */
+static double s1_minus_esp(double ag_scale, fsmoe_schedule *chosen)
+{
+    fsmoe_plan p;
+    fsmoe_model m;
+    fsmoe_cluster c;
+    char cpath[1024];
+    plan_scaled(ag_scale, &p, &m, &c, cpath, sizeof cpath);
+    const fsmoe_layer_plan *L = &p.layers[0];
+    assert_true(L->schedule_s[FSMOE_SCHED_S1] > 0.0 && L->schedule_s[FSMOE_SCHED_ESP_PIPELINE] > 0.0);
+    *chosen = L->schedule;
+    double d = L->schedule_s[FSMOE_SCHED_S1] - L->schedule_s[FSMOE_SCHED_ESP_PIPELINE];
+    fsmoe_plan_free(&p);
+    fsmoe_cluster_free(&c);
+    return d;
+}
+
+/* The simulated forward pass of a plan's fsmoe schedule (every MoE layer, S1/S2 included, and
+ * every dense block) against the plan's predicted forward time: the PauseMP chains and FSMoE's
+ * cases 1/2 are exact, so they agree to rounding. */
+static void check_forward_simulated(const fsmoe_plan *p, const fsmoe_model *m,
+                                    const fsmoe_cluster *c, const char *cpath)
+{
+    sim_model sm;
+    sim s;
+    sim_init(&s);
+    fsmoe_error err = {0};
+    assert_int_equal(sim_model_from_plan(p, m, c, cpath, &sm, &err), FSMOE_OK);
+    double t;
+    assert_int_equal(sim_schedule_time(&s, &sm, SIM_SCHED_FSMOE, NULL, &t, &err), FSMOE_OK);
+    double fwd_end = 0.0;
+    for (int i = 0; i < s.n_tasks; i++)
+        if (s.tasks[i].phase == SIM_PHASE_FWD && s.tasks[i].end_s > fwd_end)
+            fwd_end = s.tasks[i].end_s;
+    if (fabs(fwd_end - p->predicted.forward_s) > 1e-9 * fwd_end)
+        fail_msg("simulated forward %.12g s, predicted %.12g s", fwd_end, p->predicted.forward_s);
+    sim_model_free(&sm);
+    sim_free(&s);
+}
+
+static void test_schedule_choice(void **state)
+{
+    (void)state;
+    fsmoe_schedule ch;
+    /* expensive intra AllGather: S1 (one AllGather of x instead of ESP's k·f·x twice) */
+    double hi = 64.0, lo = 1.0 / 64.0;
+    assert_true(s1_minus_esp(hi, &ch) < 0.0);
+    assert_int_equal(ch, FSMOE_SCHED_S1);
+    /* cheap AllGather: the ESP pipeline moves N_ESP× fewer AllToAll bytes than PauseMP */
+    assert_true(s1_minus_esp(lo, &ch) > 0.0);
+    assert_int_equal(ch, FSMOE_SCHED_ESP_PIPELINE);
+    /* the decision flips exactly where the predicted times cross (bisection on the scale) */
+    for (int it = 0; it < 60; it++) {
+        double mid = sqrt(hi * lo);
+        fsmoe_schedule c_mid;
+        double d = s1_minus_esp(mid, &c_mid);
+        if (d < 0.0) {
+            assert_int_equal(c_mid, FSMOE_SCHED_S1);
+            hi = mid;
+        } else if (d > 0.0) {
+            assert_true(c_mid != FSMOE_SCHED_S1);
+            lo = mid;
+        } else {
+            break;
+        }
+    }
+    double d_hi = s1_minus_esp(hi, &ch), d_lo;
+    fsmoe_schedule ch_lo;
+    d_lo = s1_minus_esp(lo, &ch_lo);
+    assert_true(hi / lo < 1.0 + 1e-9);
+    assert_true(d_hi <= 0.0 && d_lo >= 0.0);
+    assert_int_equal(ch, FSMOE_SCHED_S1);
+    assert_true(ch_lo != FSMOE_SCHED_S1);
+
+    /* the S1 plan's prediction is what the simulator plays; likewise the ESP plan's */
+    fsmoe_plan p;
+    fsmoe_model m;
+    fsmoe_cluster c;
+    char cpath[1024];
+    plan_scaled(64.0, &p, &m, &c, cpath, sizeof cpath);
+    for (int i = 0; i < p.n_layers; i++)
+        assert_int_equal(p.layers[i].schedule, FSMOE_SCHED_S1);
+    check_forward_simulated(&p, &m, &c, cpath);
+    fsmoe_plan_free(&p);
+    fsmoe_cluster_free(&c);
+    plan_scaled(1.0 / 64.0, &p, &m, &c, cpath, sizeof cpath);
+    for (int i = 0; i < p.n_layers; i++)
+        assert_int_equal(p.layers[i].schedule, FSMOE_SCHED_ESP_PIPELINE);
+    fsmoe_plan_free(&p);
+    fsmoe_cluster_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_method_names),
         cmocka_unit_test(test_all_models),
+        cmocka_unit_test(test_schedule_choice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,6 +17,7 @@
 
 #include "cluster.h"
 #include "cost.h"
+#include "parm_schedule.h"
 #include "sim_schedules.h"
 #include "sweep.h"
 
@@ -163,7 +164,7 @@ static void check_closed_form(const fsmoe_cluster *c, const char *path, int *n_e
         m.fsmoe_tail_bytes = 0.0;
         for (int r = 1; r <= L.wl.r_max && r <= 16; r++) {
             sim_build_opts o = {r, r, 0};
-            run(&s, &m, SIM_SCHED_FSMOE, &o);
+            run(&s, &m, SIM_SCHED_FSMOE_ESP, &o);
             double fwd_end = 0.0;
             for (int t = 0; t < s.n_tasks; t++)
                 if (s.tasks[t].phase == SIM_PHASE_FWD && s.tasks[t].end_s > fwd_end)
@@ -184,6 +185,75 @@ static void check_closed_form(const fsmoe_cluster *c, const char *path, int *n_e
         }
     }
     sim_free(&s);
+}
+
+/* PauseMP S1/S2 in r chunks (parm_schedule.h) against the simulation of the same layer: the
+ * forward alone must take exactly F(r) = max(c1..c4) + serial_s, for every r, on both testbeds;
+ * and the backward with a Gradient-AllReduce placed after the last dispatch (t_gar in c1). */
+static void check_pausemp_closed_form(const fsmoe_cluster *c, const char *path)
+{
+    sim s;
+    sim_init(&s);
+    int binding[4] = {0};
+    for (int i = 0; i < 1458; i += 7) {
+        sim_model m;
+        sim_layer L;
+        config(c, path, i, &m, &L);
+        L.n_attn = 0;
+        L.dense_grad_bytes = L.moe_grad_bytes = L.gar_dense_bytes = 0.0;
+        m.fsmoe_tail_bytes = 0.0;
+        double gar = L.gar_moe_bytes > 0.0 ? L.gar_moe_bytes : 1e6;
+        for (int k = FSMOE_SCHED_S1; k <= FSMOE_SCHED_S2; k++) {
+            pausemp_problem pf, pb;
+            assert_true(parm_pausemp_problems(&m.shape, &m.par, &m.lines, &L.wl,
+                                              (fsmoe_schedule)k, &pf, &pb));
+            L.schedule = (fsmoe_schedule)k;
+            L.gar_moe_bytes = gar;
+            pb.t_gar = fsmoe_line_time(&m.lines.ar_dp, gar);
+            for (int r = 1; r <= pf.r_max && r <= 16; r++) {
+                sim_build_opts o = {r, r, 0};
+                run(&s, &m, SIM_SCHED_FSMOE, &o);
+                double fwd_end = 0.0, bwd_end = 0.0;
+                for (int t = 0; t < s.n_tasks; t++) {
+                    const sim_task *x = &s.tasks[t];
+                    if (x->phase == SIM_PHASE_FWD && x->end_s > fwd_end)
+                        fwd_end = x->end_s;
+                    if (x->phase == SIM_PHASE_BWD && x->end_s > bwd_end)
+                        bwd_end = x->end_s;
+                }
+                double cf[4], cb[4];
+                double Ff = pausemp_chains(&pf, r, cf), Fb = pausemp_chains(&pb, r, cb);
+                /* independent: the chains written out here from the lines */
+                double u = pf.u / r;
+                double td = pf.d_alpha + pf.d_beta * u, tc = pf.c_alpha + pf.c_beta * u;
+                double te = pf.exp_alpha + pf.exp_beta * pf.n_exp / r;
+                double want = fmax(fmax(r * (td + tc), td + r * te + tc),
+                                   fmax(td + te + r * tc, r * td + te + tc)) + pf.serial_s;
+                assert_true(fabs(Ff - want) <= 1e-12 * want);
+                if (fabs(fwd_end - Ff) > 1e-9 * Ff || fabs(bwd_end - fwd_end - Fb) > 1e-9 * Fb)
+                    print_error("%s config %d %s r %d: simulated %.12g / %.12g s, F %.12g / "
+                                "%.12g s\n", c->name, i, k == FSMOE_SCHED_S1 ? "S1" : "S2", r,
+                                fwd_end, bwd_end - fwd_end, Ff, Fb);
+                assert_true(fabs(fwd_end - Ff) <= 1e-9 * Ff);
+                assert_true(fabs(bwd_end - fwd_end - Fb) <= 1e-9 * Fb);
+                int bc = 0;
+                for (int j = 1; j < 4; j++)
+                    if (cf[j] > cf[bc])
+                        bc = j;
+                binding[bc]++;
+            }
+        }
+    }
+    /* the chains beyond FSMoE's two (c3, c4: t_d ≠ t_c under S2) do bind somewhere */
+    assert_true(binding[0] > 0 && binding[1] > 0);
+    sim_free(&s);
+}
+
+static void test_pausemp_matches_closed_form(void **state)
+{
+    (void)state;
+    check_pausemp_closed_form(&ca, path_a);
+    check_pausemp_closed_form(&cb, path_b);
 }
 
 static void test_pipeline_matches_closed_form(void **state)
@@ -232,7 +302,8 @@ static void test_bytes_and_lina(void **state)
                     }
                 }
                 assert_true(fabs(g - grads) <= 1e-9 * grads);
-                if (k == SIM_SCHED_TUTEL || k == SIM_SCHED_FSMOE || k == SIM_SCHED_FSMOE_NO_IIO) {
+                if (k == SIM_SCHED_TUTEL || k == SIM_SCHED_FSMOE_ESP ||
+                    (k == SIM_SCHED_FSMOE_NO_IIO && L.schedule == FSMOE_SCHED_ESP_PIPELINE)) {
                     if (a2a_ref < 0.0)
                         a2a_ref = a2a;
                     assert_true(fabs(a2a - a2a_ref) <= 1e-9 * a2a_ref);
@@ -256,8 +327,13 @@ static void check_never_slower(const fsmoe_cluster *c, const char *path)
     int bad = 0;
     for (int j = 0; j < r.n; j++) {
         double t = r.t[j][SIM_SCHED_FSMOE];
+        /* and never slower than any schedule it chooses among: the ESP pipeline alone, and
+         * Parm's S1 and S2 as Parm runs them */
         if (t > r.t[j][SIM_SCHED_TUTEL] * (1.0 + 1e-9) ||
-            t > r.t[j][SIM_SCHED_DEEPSPEED] * (1.0 + 1e-9)) {
+            t > r.t[j][SIM_SCHED_DEEPSPEED] * (1.0 + 1e-9) ||
+            t > r.t[j][SIM_SCHED_FSMOE_ESP] * (1.0 + 1e-9) ||
+            t > r.t[j][SIM_SCHED_PARM_S1] * (1.0 + 1e-9) ||
+            t > r.t[j][SIM_SCHED_PARM_S2] * (1.0 + 1e-9)) {
             if (bad++ < 10)
                 print_error("%s config %d: fsmoe %.9g s, tutel %.9g s, deepspeed %.9g s\n",
                             c->name, r.index[j], t, r.t[j][SIM_SCHED_TUTEL],
@@ -303,6 +379,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sequential_closed_sums),
         cmocka_unit_test(test_pipeline_matches_closed_form),
+        cmocka_unit_test(test_pausemp_matches_closed_form),
         cmocka_unit_test(test_bytes_and_lina),
         cmocka_unit_test(test_fsmoe_never_slower),
         cmocka_unit_test(test_deterministic),
