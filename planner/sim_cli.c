@@ -23,11 +23,12 @@
 
 static const char simulate_usage[] =
     "usage: fsmoe-plan simulate PLAN.yaml [--schedule NAME|all] [--svg FILE] [--trace FILE]\n"
-    "                           [--refine]\n"
+    "                           [--window FROM_MS:TO_MS] [--refine]\n"
     "Simulates one training iteration of the plan (default schedule: fsmoe) on the cost model\n"
     "of its cluster profile and prints the iteration time, each resource's busy time and\n"
     "utilisation, and the critical path. --schedule all compares every schedule. --svg draws a\n"
-    "Gantt chart, --trace writes Chrome trace-event JSON (open it in ui.perfetto.dev).\n"
+    "Gantt chart (--window zooms it to a time range, in ms), --trace writes Chrome\n"
+    "trace-event JSON (open it in ui.perfetto.dev).\n"
     "--refine re-chooses every layer's r_f, r_b with the simulator first.\n"
     "Schedules: deepspeed tutel tutel-improved pipemoe-lina fsmoe-no-iio fsmoe fsmoe-esp\n"
     "           parm-s1 parm-s2 monta-o1 monta-o2 monta-o3\n"
@@ -164,10 +165,12 @@ int sim_cli_simulate(int argc, char **argv)
     static const struct option opts[] = {
         {"schedule", required_argument, NULL, 's'}, {"svg", required_argument, NULL, 'g'},
         {"trace", required_argument, NULL, 't'},    {"refine", no_argument, NULL, 'r'},
+        {"window", required_argument, NULL, 'w'},
         {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
     };
     const char *sched_name = "fsmoe", *svg = NULL, *trace = NULL;
     int refine = 0, c;
+    double win_from_s = 0.0, win_to_s = 0.0;
     optind = 0;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -176,6 +179,24 @@ int sim_cli_simulate(int argc, char **argv)
         case 'g': svg = optarg; break;
         case 't': trace = optarg; break;
         case 'r': refine = 1; break;
+        case 'w': {
+            char spec[128];
+            snprintf(spec, sizeof spec, "%s", optarg); /* argv stays untouched */
+            char *colon = strchr(spec, ':');
+            double a, b;
+            fsmoe_error werr = {0};
+            if (!colon)
+                return usage(simulate_usage, "--window: expected FROM_MS:TO_MS, e.g. 100:250");
+            *colon = '\0';
+            if (fsmoe_cli_double("--window FROM_MS", spec, 0.0, 1e12, &a, &werr) ||
+                fsmoe_cli_double("--window TO_MS", colon + 1, 0.0, 1e12, &b, &werr))
+                return usage(simulate_usage, werr.msg);
+            if (b <= a)
+                return usage(simulate_usage, "--window: TO_MS must be larger than FROM_MS");
+            win_from_s = a * 1e-3;
+            win_to_s = b * 1e-3;
+            break;
+        }
         case 'h': fputs(simulate_usage, stdout); return 0;
         default: {
             char why[128];
@@ -248,7 +269,7 @@ int sim_cli_simulate(int argc, char **argv)
     char title[256];
     snprintf(title, sizeof title, "%s on %s: %s", plan.model_name, plan.cluster_name,
              sim_schedule_name((sim_schedule)sched));
-    if (svg && sim_write_svg(&s, title, svg, &err) != FSMOE_OK)
+    if (svg && sim_write_svg(&s, title, win_from_s, win_to_s, svg, &err) != FSMOE_OK)
         goto out_err;
     if (trace && sim_write_trace(&s, title, trace, &err) != FSMOE_OK)
         goto out_err;

@@ -22,7 +22,10 @@ const char *sim_out_colour(sim_op_kind k);
 /* Whether resource r appears in outputs. */
 int sim_out_shown(const sim *s, int r);
 
-fsmoe_status sim_write_svg(const sim *s, const char *title, const char *path, fsmoe_error *err);
+/* Draws [from_s, to_s] of the timeline (to_s <= from_s: up to the makespan; from_s <= 0: from
+ * the start); tasks crossing the window's edges are clipped. */
+fsmoe_status sim_write_svg(const sim *s, const char *title, double from_s, double to_s,
+                           const char *path, fsmoe_error *err);
 fsmoe_status sim_write_trace(const sim *s, const char *title, const char *path, fsmoe_error *err);
 
 /* Atomic file writing shared by both: opens PATH.tmp.<pid>; finish fsyncs, closes and renames

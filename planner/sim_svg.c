@@ -128,7 +128,8 @@ static double tick_step(double span)
     return (m < 1.5 ? 1.0 : m < 3.5 ? 2.0 : m < 7.5 ? 5.0 : 10.0) * p;
 }
 
-fsmoe_status sim_write_svg(const sim *s, const char *title, const char *path, fsmoe_error *err)
+fsmoe_status sim_write_svg(const sim *s, const char *title, double from_s, double to_s,
+                           const char *path, fsmoe_error *err)
 {
     int *lane = malloc((size_t)(s->n_tasks > 0 ? s->n_tasks : 1) * sizeof *lane);
     int *lanes = malloc((size_t)(s->n_res > 0 ? s->n_res : 1) * sizeof *lanes);
@@ -148,7 +149,12 @@ fsmoe_status sim_write_svg(const sim *s, const char *title, const char *path, fs
     double axis_y = y + 5.0;
     double legend_y = axis_y + 40.0;
     double height = legend_y + 30.0;
-    double span = s->makespan_s > 0.0 ? s->makespan_s : 1.0;
+    /* The drawn window [t0, t1]: the whole iteration unless the caller zooms in. */
+    double t0 = from_s > 0.0 ? from_s : 0.0;
+    double t1 = to_s > t0 ? to_s : s->makespan_s;
+    if (t1 > s->makespan_s && s->makespan_s > t0)
+        t1 = s->makespan_s;
+    double span = t1 > t0 ? t1 - t0 : 1.0;
     double scale = width / span;
     char tmp[1200];
     FILE *f = sim_out_open(path, tmp, sizeof tmp, err);
@@ -163,7 +169,10 @@ fsmoe_status sim_write_svg(const sim *s, const char *title, const char *path, fs
     fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
     fprintf(f, "<text x=\"10\" y=\"22\" font-size=\"14\">");
     xml_text(f, title);
-    fprintf(f, " — iteration %.3f ms</text>\n", s->makespan_s * 1e3);
+    fprintf(f, " — iteration %.3f ms", s->makespan_s * 1e3);
+    if (t0 > 0.0 || t1 < s->makespan_s)
+        fprintf(f, " (shown: %.3f–%.3f ms)", t0 * 1e3, t1 * 1e3);
+    fprintf(f, "</text>\n");
     for (int r = 0; r < s->n_res && r < 64; r++) {
         if (!sim_out_shown(s, r))
             continue;
@@ -172,7 +181,8 @@ fsmoe_status sim_write_svg(const sim *s, const char *title, const char *path, fs
                 left, row_y[r], width, h);
         fprintf(f, "<text x=\"10\" y=\"%.1f\">", row_y[r] + h / 2.0 + 4.0);
         xml_text(f, s->res[r].name);
-        fprintf(f, " (%.0f%%)</text>\n", 100.0 * s->res[r].busy_s / span);
+        double whole = s->makespan_s > 0.0 ? s->makespan_s : 1.0;
+        fprintf(f, " (%.0f%%)</text>\n", 100.0 * s->res[r].busy_s / whole);
     }
     char lb[64];
     for (int i = 0; i < s->n_tasks; i++) {
@@ -180,11 +190,14 @@ fsmoe_status sim_write_svg(const sim *s, const char *title, const char *path, fs
         int r = t->resource;
         if (r >= 64 || !sim_out_shown(s, r))
             continue;
-        double x = left + t->start_s * scale, w = (t->end_s - t->start_s) * scale;
-        fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\" "
-                   "stroke=\"#333\" stroke-width=\"0.3\"><title>",
+        if (t->end_s < t0 || t->start_s > t1)
+            continue;
+        double a = t->start_s > t0 ? t->start_s : t0, b = t->end_s < t1 ? t->end_s : t1;
+        double x = left + (a - t0) * scale, w = (b - a) * scale;
+        /* Outlines only where a box is wide enough to show its colour inside them. */
+        fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\"%s><title>",
                 x, row_y[r] + lane[i] * lane_h + 1.0, w > 0.2 ? w : 0.2, lane_h - 2.0,
-                sim_out_colour(t->kind));
+                sim_out_colour(t->kind), w > 4.0 ? " stroke=\"#333\" stroke-width=\"0.3\"" : "");
         xml_text(f, sim_task_label(s, i, lb, sizeof lb));
         fprintf(f, ": %.4f–%.4f ms</title></rect>\n", t->start_s * 1e3, t->end_s * 1e3);
     }
@@ -192,8 +205,8 @@ fsmoe_status sim_write_svg(const sim *s, const char *title, const char *path, fs
     double step = tick_step(span);
     fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>\n", left,
             axis_y, left + width, axis_y);
-    for (double tt = 0.0; tt <= span * (1.0 + 1e-9); tt += step) {
-        double x = left + tt * scale;
+    for (double tt = ceil(t0 / step) * step; tt <= t1 * (1.0 + 1e-9); tt += step) {
+        double x = left + (tt - t0) * scale;
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>\n",
                 x, axis_y, x, axis_y + 4.0);
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n", x,
@@ -204,7 +217,8 @@ fsmoe_status sim_write_svg(const sim *s, const char *title, const char *path, fs
     /* legend: the kinds that occur */
     int used[SIM_OP_COUNT] = {0};
     for (int i = 0; i < s->n_tasks; i++)
-        if (sim_out_shown(s, s->tasks[i].resource))
+        if (sim_out_shown(s, s->tasks[i].resource) && s->tasks[i].end_s >= t0 &&
+            s->tasks[i].start_s <= t1)
             used[s->tasks[i].kind] = 1;
     double lx = left;
     for (int k = 0; k < SIM_OP_COUNT; k++) {

@@ -116,6 +116,16 @@ static void test_simulate_outputs(void **state)
         assert_null(strstr(e->d_name, ".tmp."));
     closedir(d);
 
+    /* --window draws only the tasks inside it: fewer boxes, and the title says so */
+    const char *zoom[] = {"simulate", plan, "--svg", svg, "--window", "1:2"};
+    assert_int_equal(call(sim_cli_simulate, 6, zoom), 0);
+    s = slurp(svg, &n);
+    assert_non_null(s);
+    assert_non_null(strstr(s, "(shown: 1.000–2.000 ms)"));
+    int zoomed = count(s, "<title>");
+    assert_true(zoomed > 0 && zoomed < rects);
+    free(s);
+
     const char *all[] = {"simulate", plan, "--schedule", "all"};
     assert_int_equal(call(sim_cli_simulate, 4, all), 0);
     const char *one[] = {"simulate", plan, "--schedule", "pipemoe-lina", "--refine"};
@@ -144,6 +154,10 @@ static void test_bad_command_lines(void **state)
     assert_int_equal(call(sim_cli_sweep, 5, g), 2);
     const char *h[] = {"sweep", "--cluster", cluster, "--grid", "fsmoe-table4", "--testbed", "c"};
     assert_int_equal(call(sim_cli_sweep, 7, h), 2);
+    const char *w1[] = {"simulate", plan, "--svg", "x.svg", "--window", "5:2"};
+    assert_int_equal(call(sim_cli_simulate, 6, w1), 2);
+    const char *w2[] = {"simulate", plan, "--svg", "x.svg", "--window", "5"};
+    assert_int_equal(call(sim_cli_simulate, 6, w2), 2);
     const char *i[] = {"simulate", "--help"};
     assert_int_equal(call(sim_cli_simulate, 2, i), 0);
 }
