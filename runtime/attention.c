@@ -1,18 +1,20 @@
-/* Implements: causal self-attention forward/backward (attention.h). Per head:
- * S = Q·Kᵀ, P = softmax(S/√d) (causal), Y = P·V, out = Y·Wo + bo. */
+/* Implements: causal self-attention forward/backward (attention.h). Per query head h with kv
+ * head j = h / g (g = nh/nkv): S = Q_h·K_jᵀ, P = softmax(S/√d) (causal), Y_h = P·V_j,
+ * out = Y·Wo + bo. */
 #include "attention.h"
 
 #include <math.h>
 #include <string.h>
 
 void attention_register(rt_attention *at, rt_params *t, const char *prefix, long M, long nh,
-                        long d, double std, double std_out)
+                        long nkv, long d, double std, double std_out)
 {
     memset(at, 0, sizeof(*at));
-    at->M = M, at->nh = nh, at->d = d;
+    at->M = M, at->nh = nh, at->nkv = nkv, at->d = d;
     at->mp = rt_group_single();
-    params_add(t, &at->wqkv, &at->dwqkv, RT_INIT_NORMAL, std, (const long[]){M, 3 * nh * d}, 2, "%s.wqkv", prefix);
-    params_add(t, &at->bqkv, &at->dbqkv, RT_INIT_ZERO, 0, (const long[]){3 * nh * d}, 1, "%s.bqkv", prefix);
+    long W = (nh + 2 * nkv) * d;
+    params_add(t, &at->wqkv, &at->dwqkv, RT_INIT_NORMAL, std, (const long[]){M, W}, 2, "%s.wqkv", prefix);
+    params_add(t, &at->bqkv, &at->dbqkv, RT_INIT_ZERO, 0, (const long[]){W}, 1, "%s.bqkv", prefix);
     params_add(t, &at->wo, &at->dwo, RT_INIT_NORMAL, std_out, (const long[]){nh * d, M}, 2, "%s.wo", prefix);
     params_add(t, &at->bo, &at->dbo, RT_INIT_ZERO, 0, (const long[]){M}, 1, "%s.bo", prefix);
 }
@@ -26,13 +28,9 @@ void attention_register(rt_attention *at, rt_params *t, const char *prefix, long
 fsmoe_status attn_acts_alloc(rt_attn_acts *a, const rt_attention *at, rt_backend *be, long B,
                              long L)
 {
-    long D = at->nh * at->d;
-    ALLOC(a->qkv, B * L * 3 * D);
-    ALLOC(a->q, B * L * D);
-    ALLOC(a->k, B * L * D);
-    ALLOC(a->v, B * L * D);
+    long D = at->nh * at->d, W = (at->nh + 2 * at->nkv) * at->d;
+    ALLOC(a->qkv, B * L * W);
     ALLOC(a->att, B * at->nh * L * L);
-    ALLOC(a->yh, B * L * D);
     ALLOC(a->y, B * L * D);
     return FSMOE_OK;
 }
@@ -40,13 +38,9 @@ fsmoe_status attn_acts_alloc(rt_attn_acts *a, const rt_attention *at, rt_backend
 fsmoe_status attn_scratch_alloc(rt_attn_scratch *w, const rt_attention *at, rt_backend *be,
                                 long B, long L)
 {
-    long D = at->nh * at->d;
-    ALLOC(w->dqkv, B * L * 3 * D);
-    ALLOC(w->dq, B * L * D);
-    ALLOC(w->dk, B * L * D);
-    ALLOC(w->dv, B * L * D);
+    long D = at->nh * at->d, W = (at->nh + 2 * at->nkv) * at->d;
+    ALLOC(w->dqkv, B * L * W);
     ALLOC(w->datt, B * at->nh * L * L);
-    ALLOC(w->dyh, B * L * D);
     ALLOC(w->dy, B * L * D);
     return FSMOE_OK;
 }
@@ -63,8 +57,8 @@ static void free_all(rt_backend *be, real **ps, int n)
 void attn_acts_free(rt_attn_acts *a, rt_backend *be)
 {
     if (be) {
-        real *ps[] = {a->qkv, a->q, a->k, a->v, a->att, a->yh, a->y};
-        free_all(be, ps, 7);
+        real *ps[] = {a->qkv, a->att, a->y};
+        free_all(be, ps, 3);
     }
     memset(a, 0, sizeof(*a));
 }
@@ -72,25 +66,75 @@ void attn_acts_free(rt_attn_acts *a, rt_backend *be)
 void attn_scratch_free(rt_attn_scratch *w, rt_backend *be)
 {
     if (be) {
-        real *ps[] = {w->dqkv, w->dq, w->dk, w->dv, w->datt, w->dyh, w->dy};
-        free_all(be, ps, 7);
+        real *ps[] = {w->dqkv, w->datt, w->dy};
+        free_all(be, ps, 3);
     }
     memset(w, 0, sizeof(*w));
+}
+
+/* The per-head products of one sample as batched GEMMs. With g = nh/nkv query heads per kv
+ * head: g = 1 is one GEMM over all nh heads (the kv operand steps by d like the query one);
+ * g > 1 is one GEMM per kv head over its g query heads (the kv operand does not step). Every
+ * operand is given by its base at head 0 and its leading dimension; `q`-side operands step by
+ * d per query head, `kv`-side ones by d per kv head; att-side ones by L·L per query head. */
+typedef struct {
+    long nh, nkv, g, d, L;
+} heads;
+
+static heads heads_of(const rt_attention *at, long L)
+{
+    heads h = {at->nh, at->nkv, at->nh / at->nkv, at->d, L};
+    return h;
+}
+
+/* C_h = op(A_h)·op(B_j) for every query head h, j = h / g; A steps per query head by sA, B
+ * per kv head by sB, C per query head by sC. */
+static void per_head(rt_backend *be, rt_stream *s, const heads *hd, int ta, int tb, long m, long n,
+                     long k, const real *A, long lda, long sA, const real *B, long ldb, long sB,
+                     real *C, long ldc, long sC)
+{
+    if (hd->g == 1) {
+        be->gemm(be, s, ta, tb, m, n, k, 1, A, lda, sA, B, ldb, sB, 0, C, ldc, sC, hd->nh);
+        return;
+    }
+    for (long j = 0; j < hd->nkv; j++)
+        be->gemm(be, s, ta, tb, m, n, k, 1, A + j * hd->g * sA, lda, sA, B + j * sB, ldb, 0, 0,
+                 C + j * hd->g * sC, ldc, sC, hd->g);
+}
+
+/* C_j = Σ_{h: h/g = j} op(A_h)·op(B_h) for every kv head j (the K and V gradients). */
+static void per_kv_head_sum(rt_backend *be, rt_stream *s, const heads *hd, int ta, int tb, long m,
+                            long n, long k, const real *A, long lda, long sA, const real *B,
+                            long ldb, long sB, real *C, long ldc, long sC)
+{
+    if (hd->g == 1) {
+        be->gemm(be, s, ta, tb, m, n, k, 1, A, lda, sA, B, ldb, sB, 0, C, ldc, sC, hd->nh);
+        return;
+    }
+    for (long h = 0; h < hd->nh; h++)
+        be->gemm(be, s, ta, tb, m, n, k, 1, A + h * sA, lda, 0, B + h * sB, ldb, 0,
+                 h % hd->g ? 1 : 0, C + (h / hd->g) * sC, ldc, 0, 1);
 }
 
 void attention_forward(const rt_attention *at, rt_backend *be, rt_stream *s, const real *x,
                        real *out, const rt_attn_acts *a, long B, long L)
 {
-    long M = at->M, nh = at->nh, d = at->d, D = nh * d, N = B * L, BH = B * nh;
+    long M = at->M, nh = at->nh, nkv = at->nkv, d = at->d, D = nh * d, Dk = nkv * d;
+    long W = D + 2 * Dk, N = B * L, LL = L * L;
+    heads hd = heads_of(at, L);
     real scale = (real)(1.0 / sqrt((double)d));
-    be->gemm(be, s, 0, 0, N, 3 * D, M, 1, x, M, 0, at->wqkv, 3 * D, 0, 0, a->qkv, 3 * D, 0, 1);
-    be->bias_add(be, s, a->qkv, at->bqkv, N, 3 * D);
-    be->qkv_split(be, s, a->q, a->k, a->v, a->qkv, B, nh, L, d);
-    /* scores into att, then softmax in place (the kernel reads a row before writing it) */
-    be->gemm(be, s, 0, 1, L, L, d, 1, a->q, d, L * d, a->k, d, L * d, 0, a->att, L, L * L, BH);
-    be->attn_softmax_fwd(be, s, a->att, a->att, BH * L, L, scale);
-    be->gemm(be, s, 0, 0, L, d, L, 1, a->att, L, L * L, a->v, d, L * d, 0, a->yh, d, L * d, BH);
-    be->heads_permute(be, s, a->y, a->yh, B, nh, L, d, 1);
+    be->gemm(be, s, 0, 0, N, W, M, 1, x, M, 0, at->wqkv, W, 0, 0, a->qkv, W, 0, 1);
+    be->bias_add(be, s, a->qkv, at->bqkv, N, W);
+    /* one sample at a time, so that its scores (nh·L·L) stay in cache from the GEMM through
+     * the softmax to the P·V GEMM */
+    for (long b = 0; b < B; b++) {
+        const real *q = a->qkv + b * L * W, *k = q + D, *v = q + D + Dk;
+        real *att = a->att + b * nh * LL;
+        /* scores S = Q·Kᵀ into att, softmax in place (a row is read before it is written) */
+        per_head(be, s, &hd, 0, 1, L, L, d, q, W, d, k, W, d, att, L, LL);
+        be->attn_softmax_fwd(be, s, att, att, nh * L, L, scale);
+        per_head(be, s, &hd, 0, 0, L, d, L, att, L, LL, v, W, d, a->y + b * L * D, D, d);
+    }
     be->gemm(be, s, 0, 0, N, M, D, 1, a->y, D, 0, at->wo, M, 0, 0, out, M, 0, 1);
     if (at->mp.rank == 0)
         be->bias_add(be, s, out, at->bo, N, M);
@@ -102,26 +146,31 @@ void attention_backward(const rt_attention *at, rt_backend *be, rt_stream *s, co
                         const real *x, real *dx, const rt_attn_acts *a, const rt_attn_scratch *w,
                         long B, long L)
 {
-    long M = at->M, nh = at->nh, d = at->d, D = nh * d, N = B * L, BH = B * nh;
+    long M = at->M, nh = at->nh, nkv = at->nkv, d = at->d, D = nh * d, Dk = nkv * d;
+    long W = D + 2 * Dk, N = B * L, LL = L * L;
+    heads hd = heads_of(at, L);
     real scale = (real)(1.0 / sqrt((double)d));
     /* out = y·Wo + bo */
     be->bias_grad(be, s, at->dbo, dout, N, M);
     be->gemm(be, s, 1, 0, D, M, N, 1, a->y, D, 0, dout, M, 0, 1, at->dwo, M, 0, 1);
     be->gemm(be, s, 0, 1, N, D, M, 1, dout, M, 0, at->wo, M, 0, 0, w->dy, D, 0, 1);
-    be->heads_permute(be, s, w->dyh, w->dy, B, nh, L, d, 0);
-    /* yh = P·V */
-    be->gemm(be, s, 0, 1, L, L, d, 1, w->dyh, d, L * d, a->v, d, L * d, 0, w->datt, L, L * L, BH);
-    be->gemm(be, s, 1, 0, L, d, L, 1, a->att, L, L * L, w->dyh, d, L * d, 0, w->dv, d, L * d, BH);
-    /* P = softmax(scale·S); datt becomes dS in place */
-    be->attn_softmax_bwd(be, s, w->datt, w->datt, a->att, BH * L, L, scale);
-    /* S = Q·Kᵀ */
-    be->gemm(be, s, 0, 0, L, d, L, 1, w->datt, L, L * L, a->k, d, L * d, 0, w->dq, d, L * d, BH);
-    be->gemm(be, s, 1, 0, L, d, L, 1, w->datt, L, L * L, a->q, d, L * d, 0, w->dk, d, L * d, BH);
-    be->qkv_merge(be, s, w->dqkv, w->dq, w->dk, w->dv, B, nh, L, d);
+    for (long b = 0; b < B; b++) {
+        const real *q = a->qkv + b * L * W, *k = q + D, *v = q + D + Dk;
+        const real *dy = w->dy + b * L * D, *att = a->att + b * nh * LL;
+        real *ds = w->datt + b * nh * LL, *dq = w->dqkv + b * L * W, *dk = dq + D, *dv = dk + Dk;
+        /* Y_h = P_h·V_j: dP_h = dY_h·V_jᵀ, dV_j = Σ_h P_hᵀ·dY_h */
+        per_head(be, s, &hd, 0, 1, L, L, d, dy, D, d, v, W, d, ds, L, LL);
+        per_kv_head_sum(be, s, &hd, 1, 0, L, d, L, att, L, LL, dy, D, d, dv, W, d);
+        /* P = softmax(scale·S); dP becomes dS in place */
+        be->attn_softmax_bwd(be, s, ds, ds, att, nh * L, L, scale);
+        /* S_h = Q_h·K_jᵀ: dQ_h = dS_h·K_j, dK_j = Σ_h dS_hᵀ·Q_h */
+        per_head(be, s, &hd, 0, 0, L, d, L, ds, L, LL, k, W, d, dq, W, d);
+        per_kv_head_sum(be, s, &hd, 1, 0, L, d, L, ds, L, LL, q, W, d, dk, W, d);
+    }
     /* qkv = x·Wqkv + bqkv */
-    be->bias_grad(be, s, at->dbqkv, w->dqkv, N, 3 * D);
-    be->gemm(be, s, 1, 0, M, 3 * D, N, 1, x, M, 0, w->dqkv, 3 * D, 0, 1, at->dwqkv, 3 * D, 0, 1);
-    be->gemm(be, s, 0, 1, N, M, 3 * D, 1, w->dqkv, 3 * D, 0, at->wqkv, 3 * D, 0, 1, dx, M, 0, 1);
+    be->bias_grad(be, s, at->dbqkv, w->dqkv, N, W);
+    be->gemm(be, s, 1, 0, M, W, N, 1, x, M, 0, w->dqkv, W, 0, 1, at->dwqkv, W, 0, 1);
+    be->gemm(be, s, 0, 1, N, M, W, 1, w->dqkv, W, 0, at->wqkv, W, 0, 1, dx, M, 0, 1);
     if (at->mp.size > 1)
         be->allreduce_sum(be, s, &at->mp, dx, N * M);
 }

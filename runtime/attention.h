@@ -2,7 +2,12 @@
  * Tensor-parallel-ready: the QKV projection's columns and the output projection's rows are
  * grouped by head, so an MP rank owns `nh` = heads/N_MP consecutive heads (Megatron split). With
  * N_MP > 1 the output projection's result is summed over the MP group (allreduce_sum); this
- * issue runs N_MP = 1. Grouped-query attention (kv_heads < heads) is not supported yet. */
+ * issue runs N_MP = 1. Grouped-query attention: nkv key/value heads, query head h reads kv
+ * head h / (nh/nkv) (nkv = nh is ordinary multi-head attention).
+ *
+ * No head split/merge copies: Q, K and V are read in place from the (B·L, ·) projection output
+ * and each head's result is written in place into y (B·L, nh·d), by GEMMs whose leading
+ * dimensions step over the other heads (one batched GEMM per sample over its heads). */
 #ifndef RT_ATTENTION_H
 #define RT_ATTENTION_H
 
@@ -10,29 +15,27 @@
 #include "params.h"
 
 typedef struct {
-    long M, nh, d; /* model width, local heads, head dim */
+    long M, nh, nkv, d; /* model width, local query heads, local kv heads, head dim */
     rt_group mp;
-    real *wqkv, *dwqkv; /* (M, 3·nh·d): columns [q | k | v], head-major inside each */
-    real *bqkv, *dbqkv; /* (3·nh·d) */
+    real *wqkv, *dwqkv; /* (M, (nh + 2·nkv)·d): columns [q | k | v], head-major inside each */
+    real *bqkv, *dbqkv; /* ((nh + 2·nkv)·d) */
     real *wo, *dwo;     /* (nh·d, M) */
     real *bo, *dbo;     /* (M) */
 } rt_attention;
 
 typedef struct {
-    real *qkv;     /* (B, L, 3·nh·d) */
-    real *q, *k, *v; /* (B, nh, L, d) */
-    real *att;     /* (B, nh, L, L) probabilities */
-    real *yh;      /* (B, nh, L, d) */
-    real *y;       /* (B, L, nh·d) */
+    real *qkv; /* (B, L, (nh + 2·nkv)·d) */
+    real *att; /* (B, nh, L, L) probabilities */
+    real *y;   /* (B, L, nh·d) */
 } rt_attn_acts;
 
 /* Backward scratch, shared by all layers. */
 typedef struct {
-    real *dqkv, *dq, *dk, *dv, *datt, *dyh, *dy;
+    real *dqkv, *datt, *dy;
 } rt_attn_scratch;
 
 void attention_register(rt_attention *at, rt_params *t, const char *prefix, long M, long nh,
-                        long d, double std, double std_out);
+                        long nkv, long d, double std, double std_out);
 fsmoe_status attn_acts_alloc(rt_attn_acts *a, const rt_attention *at, rt_backend *be, long B,
                              long L);
 void attn_acts_free(rt_attn_acts *a, rt_backend *be);

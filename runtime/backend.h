@@ -75,23 +75,16 @@ struct rt_backend {
                           const real *w, long N, long M);
     void (*bias_add)(rt_backend *be, rt_stream *s, real *out, const real *bias, long N, long M);
     void (*bias_grad)(rt_backend *be, rt_stream *s, real *db, const real *dout, long N, long M);
-    /* kind 0 GELU (g unused), 1 SwiGLU; n elements */
-    void (*act_fwd)(rt_backend *be, rt_stream *s, int kind, real *h, const real *a, const real *g,
-                    long n);
+    /* Expert activation over rows × H elements (kind 0 GELU, g unused; 1 SwiGLU): a += bias
+     * (broadcast over rows; NULL: none) in place, then h = act(a). */
+    void (*act_fwd)(rt_backend *be, rt_stream *s, int kind, real *h, real *a, const real *g,
+                    const real *bias, long rows, long H);
     void (*act_bwd)(rt_backend *be, rt_stream *s, int kind, real *da, real *dg, const real *dh,
                     const real *a, const real *g, long n);
     void (*attn_softmax_fwd)(rt_backend *be, rt_stream *s, real *att, const real *scores,
                              long rows, long L, real scale);
     void (*attn_softmax_bwd)(rt_backend *be, rt_stream *s, real *dscores, const real *datt,
                              const real *att, long rows, long L, real scale);
-    /* qkv (B, L, 3, nh, d) <-> q, k, v (B, nh, L, d) */
-    void (*qkv_split)(rt_backend *be, rt_stream *s, real *q, real *k, real *v, const real *qkv,
-                      long B, long nh, long L, long d);
-    void (*qkv_merge)(rt_backend *be, rt_stream *s, real *dqkv, const real *dq, const real *dk,
-                      const real *dv, long B, long nh, long L, long d);
-    /* (B, nh, L, d) -> (B, L, nh·d) when to_tokens, else the inverse */
-    void (*heads_permute)(rt_backend *be, rt_stream *s, real *dst, const real *src, long B,
-                          long nh, long L, long d, int to_tokens);
     /* losses[n] = CE of row n; dlogits = (softmax - onehot)·scale when not NULL */
     void (*crossent)(rt_backend *be, rt_stream *s, real *losses, real *dlogits,
                      const real *logits, const int *targets, long N, long V, real scale);

@@ -112,11 +112,12 @@ __global__ void g_bias_grad(long M, real *db, const real *dout, long N)
     if (i < M)
         k_bias_grad_col(i, db, dout, N, M);
 }
-__global__ void g_act_fwd(long n, int kind, real *h, const real *a, const real *g)
+__global__ void g_act_fwd(long n, int kind, real *h, real *a, const real *g, const real *bias,
+                          long H)
 {
     IDX;
     if (i < n)
-        k_act_fwd(kind, i, h, a, g);
+        k_act_fwd(kind, i, h, a, g, bias ? bias[i % H] : (real)0);
 }
 __global__ void g_act_bwd(long n, int kind, real *da, real *dg, const real *dh, const real *a,
                           const real *g)
@@ -137,31 +138,6 @@ __global__ void g_softmax_bwd(long rows, real *ds, const real *da, const real *a
     IDX;
     if (i < rows)
         k_attn_softmax_row_bwd(i, ds, da, att, L, scale);
-}
-__global__ void g_qkv_split(long n, real *q, real *k, real *v, const real *qkv, long nh, long L,
-                            long d)
-{
-    IDX;
-    if (i < n)
-        k_qkv_split(i, q, k, v, qkv, nh, L, d);
-}
-__global__ void g_qkv_merge(long n, real *dqkv, const real *dq, const real *dk, const real *dv,
-                            long nh, long L, long d)
-{
-    IDX;
-    if (i < n)
-        k_qkv_merge(i, dqkv, dq, dk, dv, nh, L, d);
-}
-__global__ void g_heads(long n, real *dst, const real *src, long nh, long L, long d, int to_tokens)
-{
-    IDX;
-    if (i < n) {
-        long j = k_heads_index(i, nh, L, d);
-        if (to_tokens)
-            dst[j] = src[i];
-        else
-            dst[i] = src[j];
-    }
 }
 __global__ void g_crossent(long N, real *losses, real *dlogits, const real *logits,
                            const int *targets, long V, real scale)
@@ -335,10 +311,10 @@ static void c_bias_grad(rt_backend *be, rt_stream *s, real *db, const real *dout
 {
     LAUNCH(be, s, M, g_bias_grad, M, db, dout, N);
 }
-static void c_act_fwd(rt_backend *be, rt_stream *s, int kind, real *h, const real *a,
-                      const real *g, long n)
+static void c_act_fwd(rt_backend *be, rt_stream *s, int kind, real *h, real *a, const real *g,
+                      const real *bias, long rows, long H)
 {
-    LAUNCH(be, s, n, g_act_fwd, n, kind, h, a, g);
+    LAUNCH(be, s, rows * H, g_act_fwd, rows * H, kind, h, a, g, bias, H);
 }
 static void c_act_bwd(rt_backend *be, rt_stream *s, int kind, real *da, real *dg, const real *dh,
                       const real *a, const real *g, long n)
@@ -354,21 +330,6 @@ static void c_attn_softmax_bwd(rt_backend *be, rt_stream *s, real *ds, const rea
                                const real *att, long rows, long L, real scale)
 {
     LAUNCH(be, s, rows, g_softmax_bwd, rows, ds, da, att, L, scale);
-}
-static void c_qkv_split(rt_backend *be, rt_stream *s, real *q, real *k, real *v, const real *qkv,
-                        long B, long nh, long L, long d)
-{
-    LAUNCH(be, s, B * nh * L * d, g_qkv_split, B * nh * L * d, q, k, v, qkv, nh, L, d);
-}
-static void c_qkv_merge(rt_backend *be, rt_stream *s, real *dqkv, const real *dq, const real *dk,
-                        const real *dv, long B, long nh, long L, long d)
-{
-    LAUNCH(be, s, B * nh * L * d, g_qkv_merge, B * nh * L * d, dqkv, dq, dk, dv, nh, L, d);
-}
-static void c_heads_permute(rt_backend *be, rt_stream *s, real *dst, const real *src, long B,
-                            long nh, long L, long d, int to_tokens)
-{
-    LAUNCH(be, s, B * nh * L * d, g_heads, B * nh * L * d, dst, src, nh, L, d, to_tokens);
 }
 static void c_crossent(rt_backend *be, rt_stream *s, real *losses, real *dlogits,
                        const real *logits, const int *targets, long N, long V, real scale)
@@ -508,9 +469,6 @@ extern "C" fsmoe_status rt_backend_cuda_create(int device, rt_backend **out, fsm
     be->act_bwd = c_act_bwd;
     be->attn_softmax_fwd = c_attn_softmax_fwd;
     be->attn_softmax_bwd = c_attn_softmax_bwd;
-    be->qkv_split = c_qkv_split;
-    be->qkv_merge = c_qkv_merge;
-    be->heads_permute = c_heads_permute;
     be->crossent = c_crossent;
     be->adamw = c_adamw;
     be->add = c_add;

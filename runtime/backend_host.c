@@ -2,6 +2,13 @@
  * GEMMs by OpenBLAS, every other kernel a loop over the kernels.h functions (OpenMP-parallel
  * where each iteration writes its own output, so results do not depend on the thread count).
  *
+ * Threads: one pool only. OpenMP owns the T threads; OpenBLAS runs single-threaded inside them
+ * (a batched GEMM is split over its batch, a single GEMM over row or column blocks of C). Two
+ * pools (OpenMP for the element-wise loops, OpenBLAS's own pthreads for the GEMMs) each keep
+ * their idle workers spinning after a region, and on a 2-core machine the two spinning pools
+ * took each other's cores: a 2-thread step ran 5x slower than a 1-thread one. Small loops run
+ * on the calling thread only (`if` clauses): waking a worker costs more than they do.
+ *
  * Streams: a host stream runs each task when it is enqueued, in issue order, which is a valid
  * (fully serialised) stream; events are therefore complete as soon as they are recorded. The
  * distributed issue replaces this with one worker thread per stream so that communication
@@ -32,7 +39,20 @@ struct rt_event {
 #define CBLAS_GEMM cblas_sgemm
 #endif
 
+/* Loops over at least PAR_MIN elements' worth of work go parallel. */
+#define PAR_MIN 16384
 #define PAR _Pragma("omp parallel for schedule(static)")
+#define PRAGMA_(x) _Pragma(#x)
+#define PAR_IF(work) PRAGMA_(omp parallel for schedule(static) if((work) >= PAR_MIN))
+
+static int h_threads(void)
+{
+#if defined(_OPENMP)
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
 
 static void *h_alloc(rt_backend *be, size_t bytes)
 {
@@ -87,23 +107,56 @@ static void h_event_record(rt_backend *be, rt_event *e, rt_stream *s) { (void)be
 static void h_stream_wait(rt_backend *be, rt_stream *s, rt_event *e) { (void)be, (void)e, (void)s; }
 static void h_stream_sync(rt_backend *be, rt_stream *s) { (void)be, (void)s; }
 
+static void gemm1(int ta, int tb, long m, long n, long k, real alpha, const real *A, long lda,
+                  const real *B, long ldb, real beta, real *C, long ldc)
+{
+    if (m <= 0 || n <= 0)
+        return;
+    if (k <= 0) {
+        for (long r = 0; r < m; r++)
+            for (long c = 0; c < n; c++)
+                C[r * ldc + c] = beta == 0 ? (real)0 : C[r * ldc + c] * beta;
+        return;
+    }
+    CBLAS_GEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+               (int)m, (int)n, (int)k, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+}
+
 static void h_gemm(rt_backend *be, rt_stream *s, int ta, int tb, long m, long n, long k,
                    real alpha, const real *A, long lda, long sA, const real *B, long ldb, long sB,
                    real beta, real *C, long ldc, long sC, long batch)
 {
     (void)be, (void)s;
-    if (m <= 0 || n <= 0)
+    if (m <= 0 || n <= 0 || batch <= 0)
         return;
-    for (long i = 0; i < batch; i++) {
-        if (k <= 0) {
-            for (long r = 0; r < m; r++)
-                for (long c = 0; c < n; c++)
-                    C[i * sC + r * ldc + c] *= beta;
-            continue;
-        }
-        CBLAS_GEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                   (int)m, (int)n, (int)k, alpha, A + i * sA, (int)lda, B + i * sB, (int)ldb, beta,
-                   C + i * sC, (int)ldc);
+    int T = h_threads();
+    double work = (double)m * (double)n * (double)(k > 0 ? k : 1);
+    if (T <= 1 || work * (double)batch < 2e5) {
+        for (long i = 0; i < batch; i++)
+            gemm1(ta, tb, m, n, k, alpha, A + i * sA, lda, B + i * sB, ldb, beta, C + i * sC, ldc);
+        return;
+    }
+    if (batch >= T) {
+        PAR for (long i = 0; i < batch; i++)
+            gemm1(ta, tb, m, n, k, alpha, A + i * sA, lda, B + i * sB, ldb, beta, C + i * sC, ldc);
+        return;
+    }
+    /* fewer problems than threads: split each C into T blocks of rows (or of columns when C is
+     * wide), in multiples of 16 so that OpenBLAS's kernels see whole panels */
+    int by_rows = m >= n;
+    long len = by_rows ? m : n;
+    long blk = ((len + T - 1) / T + 15) / 16 * 16;
+    long nblk = (len + blk - 1) / blk;
+    PAR for (long t = 0; t < batch * nblk; t++) {
+        long i = t / nblk, b0 = (t % nblk) * blk, b1 = b0 + blk < len ? b0 + blk : len;
+        const real *Ai = A + i * sA, *Bi = B + i * sB;
+        real *Ci = C + i * sC;
+        if (by_rows)
+            gemm1(ta, tb, b1 - b0, n, k, alpha, ta ? Ai + b0 : Ai + b0 * lda, lda, Bi, ldb, beta,
+                  Ci + b0 * ldc, ldc);
+        else
+            gemm1(ta, tb, m, b1 - b0, k, alpha, Ai, lda, tb ? Bi + b0 * ldb : Bi + b0, ldb, beta,
+                  Ci + b0, ldc);
     }
 }
 
@@ -111,7 +164,7 @@ static void h_embed_fwd(rt_backend *be, rt_stream *s, real *out, const real *wte
                         const int *tok, long B, long L, long M)
 {
     (void)be, (void)s;
-    PAR for (long n = 0; n < B * L; n++)
+    PAR_IF(B * L * M) for (long n = 0; n < B * L; n++)
         k_embed_fwd(n, out, wte, wpe, tok, L, M);
 }
 
@@ -123,7 +176,7 @@ static void h_embed_bwd(rt_backend *be, rt_stream *s, real *dwte, real *dwpe, co
     for (long n = 0; n < B * L; n++)
         for (long m = 0; m < M; m++)
             dwte[(long)tok[n] * M + m] += dout[n * M + m];
-    PAR for (long l = 0; l < L; l++)
+    PAR_IF(B * L * M) for (long l = 0; l < L; l++)
         k_wpe_grad_col(l, dwpe, dout, B, L, M);
 }
 
@@ -131,7 +184,7 @@ static void h_layernorm_fwd(rt_backend *be, rt_stream *s, real *out, real *mean,
                             const real *x, const real *w, const real *b, long N, long M)
 {
     (void)be, (void)s;
-    PAR for (long n = 0; n < N; n++)
+    PAR_IF(N * M * 4) for (long n = 0; n < N; n++)
         k_layernorm_row_fwd(n, out, mean, rstd, x, w, b, M);
 }
 
@@ -140,47 +193,70 @@ static void h_layernorm_bwd(rt_backend *be, rt_stream *s, real *dx, real *dw, re
                             const real *w, long N, long M)
 {
     (void)be, (void)s;
-    PAR for (long n = 0; n < N; n++)
+    PAR_IF(N * M * 4) for (long n = 0; n < N; n++)
         k_layernorm_row_bwd(n, dx, dout, x, mean, rstd, w, M);
-    PAR for (long m = 0; m < M; m++)
+    PAR_IF(N * M * 2) for (long m = 0; m < M; m++)
         k_layernorm_col_grad(m, dw, db, dout, x, mean, rstd, N, M);
 }
 
 static void h_bias_add(rt_backend *be, rt_stream *s, real *out, const real *bias, long N, long M)
 {
     (void)be, (void)s;
-    PAR for (long n = 0; n < N; n++)
+    PAR_IF(N * M) for (long n = 0; n < N; n++)
         k_bias_add_row(n, out, bias, M);
 }
 
+#define BIAS_BLK 64
 static void h_bias_grad(rt_backend *be, rt_stream *s, real *db, const real *dout, long N, long M)
 {
     (void)be, (void)s;
-    PAR for (long m = 0; m < M; m++)
-        k_bias_grad_col(m, db, dout, N, M);
+    long nb = (M + BIAS_BLK - 1) / BIAS_BLK;
+    PAR_IF(N * M) for (long b = 0; b < nb; b++) {
+        real acc[BIAS_BLK];
+        long m0 = b * BIAS_BLK, m1 = m0 + BIAS_BLK < M ? m0 + BIAS_BLK : M;
+        k_bias_grad_cols(m0, m1, db, acc, dout, N, M);
+    }
 }
 
-static void h_act_fwd(rt_backend *be, rt_stream *s, int kind, real *h, const real *a,
-                      const real *g, long n)
+/* The kind branch is outside the loops so that each loop is one straight-line kernel that gcc
+ * vectorises (k_tanh has no call or branch). */
+static void h_act_fwd(rt_backend *be, rt_stream *s, int kind, real *h, real *a, const real *g,
+                      const real *bias, long rows, long H)
 {
     (void)be, (void)s;
-    PAR for (long i = 0; i < n; i++)
-        k_act_fwd(kind, i, h, a, g);
+    if (kind == 0 && bias) {
+        PAR_IF(rows * H * 8) for (long r = 0; r < rows; r++)
+            for (long m = 0; m < H; m++)
+                k_act_fwd(0, r * H + m, h, a, g, bias[m]);
+    } else if (kind == 0) {
+        PAR_IF(rows * H * 8) for (long r = 0; r < rows; r++)
+            for (long m = 0; m < H; m++)
+                k_act_fwd(0, r * H + m, h, a, g, 0);
+    } else {
+        PAR_IF(rows * H * 8) for (long r = 0; r < rows; r++)
+            for (long m = 0; m < H; m++)
+                k_act_fwd(1, r * H + m, h, a, g, bias ? bias[m] : (real)0);
+    }
 }
 
 static void h_act_bwd(rt_backend *be, rt_stream *s, int kind, real *da, real *dg, const real *dh,
                       const real *a, const real *g, long n)
 {
     (void)be, (void)s;
-    PAR for (long i = 0; i < n; i++)
-        k_act_bwd(kind, i, da, dg, dh, a, g);
+    if (kind == 0) {
+        PAR_IF(n * 8) for (long i = 0; i < n; i++)
+            k_act_bwd(0, i, da, dg, dh, a, g);
+    } else {
+        PAR_IF(n * 8) for (long i = 0; i < n; i++)
+            k_act_bwd(1, i, da, dg, dh, a, g);
+    }
 }
 
 static void h_attn_softmax_fwd(rt_backend *be, rt_stream *s, real *att, const real *scores,
                                long rows, long L, real scale)
 {
     (void)be, (void)s;
-    PAR for (long r = 0; r < rows; r++)
+    PAR_IF(rows * L * 2) for (long r = 0; r < rows; r++)
         k_attn_softmax_row_fwd(r, att, scores, L, scale);
 }
 
@@ -188,44 +264,15 @@ static void h_attn_softmax_bwd(rt_backend *be, rt_stream *s, real *dscores, cons
                                const real *att, long rows, long L, real scale)
 {
     (void)be, (void)s;
-    PAR for (long r = 0; r < rows; r++)
+    PAR_IF(rows * L) for (long r = 0; r < rows; r++)
         k_attn_softmax_row_bwd(r, dscores, datt, att, L, scale);
-}
-
-static void h_qkv_split(rt_backend *be, rt_stream *s, real *q, real *k, real *v, const real *qkv,
-                        long B, long nh, long L, long d)
-{
-    (void)be, (void)s;
-    PAR for (long i = 0; i < B * nh * L * d; i++)
-        k_qkv_split(i, q, k, v, qkv, nh, L, d);
-}
-
-static void h_qkv_merge(rt_backend *be, rt_stream *s, real *dqkv, const real *dq, const real *dk,
-                        const real *dv, long B, long nh, long L, long d)
-{
-    (void)be, (void)s;
-    PAR for (long i = 0; i < B * nh * L * d; i++)
-        k_qkv_merge(i, dqkv, dq, dk, dv, nh, L, d);
-}
-
-static void h_heads_permute(rt_backend *be, rt_stream *s, real *dst, const real *src, long B,
-                            long nh, long L, long d, int to_tokens)
-{
-    (void)be, (void)s;
-    if (to_tokens) {
-        PAR for (long i = 0; i < B * nh * L * d; i++)
-            dst[k_heads_index(i, nh, L, d)] = src[i];
-    } else {
-        PAR for (long i = 0; i < B * nh * L * d; i++)
-            dst[i] = src[k_heads_index(i, nh, L, d)];
-    }
 }
 
 static void h_crossent(rt_backend *be, rt_stream *s, real *losses, real *dlogits,
                        const real *logits, const int *targets, long N, long V, real scale)
 {
     (void)be, (void)s;
-    PAR for (long n = 0; n < N; n++)
+    PAR_IF(N * V * 4) for (long n = 0; n < N; n++)
         losses[n] = k_crossent_row(n, dlogits, logits, targets, V, scale);
 }
 
@@ -233,28 +280,28 @@ static void h_adamw(rt_backend *be, rt_stream *s, real *p, const real *g, real *
                     long n, real lr, real b1, real b2, real eps, real wd, real bc1, real bc2)
 {
     (void)be, (void)s;
-    PAR for (long i = 0; i < n; i++)
+    PAR_IF(n * 4) for (long i = 0; i < n; i++)
         k_adamw(i, p, g, m, v, lr, b1, b2, eps, wd, bc1, bc2);
 }
 
 static void h_add(rt_backend *be, rt_stream *s, real *out, const real *a, const real *b, long n)
 {
     (void)be, (void)s;
-    PAR for (long i = 0; i < n; i++)
+    PAR_IF(n) for (long i = 0; i < n; i++)
         out[i] = a[i] + b[i];
 }
 
 static void h_axpy(rt_backend *be, rt_stream *s, real *y, real a, const real *x, long n)
 {
     (void)be, (void)s;
-    PAR for (long i = 0; i < n; i++)
+    PAR_IF(n) for (long i = 0; i < n; i++)
         y[i] += a * x[i];
 }
 
 static void h_scale(rt_backend *be, rt_stream *s, real *x, real a, long n)
 {
     (void)be, (void)s;
-    PAR for (long i = 0; i < n; i++)
+    PAR_IF(n) for (long i = 0; i < n; i++)
         x[i] *= a;
 }
 
@@ -271,7 +318,7 @@ static void h_gather_rows(rt_backend *be, rt_stream *s, real *dst, const real *s
                           const int *idx, long n, long M)
 {
     (void)be, (void)s;
-    PAR for (long i = 0; i < n; i++)
+    PAR_IF(n * M) for (long i = 0; i < n; i++)
         k_gather_row(i, dst, src, idx, M);
 }
 
@@ -295,7 +342,7 @@ static void h_row_dot(rt_backend *be, rt_stream *s, real *out, const real *a, co
                       const real *b, const int *ib, long n, long M)
 {
     (void)be, (void)s;
-    PAR for (long i = 0; i < n; i++) {
+    PAR_IF(n * M) for (long i = 0; i < n; i++) {
         long ra = ia ? ia[i] : i, rb = ib ? ib[i] : i;
         out[i] = (ra < 0 || rb < 0) ? (real)0 : k_row_dot(a + ra * M, b + rb * M, M);
     }
@@ -333,11 +380,14 @@ fsmoe_status rt_backend_host_create(int threads, rt_backend **out, fsmoe_error *
     rt_backend *be = calloc(1, sizeof(*be));
     if (!be)
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "host backend: out of memory");
-    if (threads > 0)
-        openblas_set_num_threads(threads);
+    /* OpenMP owns the threads; OpenBLAS runs inside them, single-threaded (see the top). */
 #if defined(_OPENMP)
+    openblas_set_num_threads(1);
     if (threads > 0)
         omp_set_num_threads(threads);
+#else
+    if (threads > 0)
+        openblas_set_num_threads(threads);
 #endif
     be->name = "host";
     be->destroy = h_destroy;
@@ -363,9 +413,6 @@ fsmoe_status rt_backend_host_create(int threads, rt_backend **out, fsmoe_error *
     be->act_bwd = h_act_bwd;
     be->attn_softmax_fwd = h_attn_softmax_fwd;
     be->attn_softmax_bwd = h_attn_softmax_bwd;
-    be->qkv_split = h_qkv_split;
-    be->qkv_merge = h_qkv_merge;
-    be->heads_permute = h_heads_permute;
     be->crossent = h_crossent;
     be->adamw = h_adamw;
     be->add = h_add;

@@ -40,10 +40,12 @@ fsmoe_status config_from_model(rt_config *c, const fsmoe_model *m, const char *p
                           path, m->order);
     c->gate = (rt_gate_kind)g;
     c->order = (rt_order_kind)o;
-    if (m->kv_heads != m->heads)
+    c->kv_heads = m->kv_heads;
+    if (c->kv_heads < 1 || c->kv_heads > c->heads || c->heads % c->kv_heads)
         return fsmoe_fail(err, FSMOE_ERR_VALUE,
-                          "%s: kv_heads: %ld differs from heads %ld; grouped-query attention is "
-                          "not supported by fsmoe-run yet", path, m->kv_heads, m->heads);
+                          "%s: kv_heads: %ld does not divide heads = %ld (grouped-query attention "
+                          "gives each key/value head heads/kv_heads query heads)", path,
+                          m->kv_heads, m->heads);
     return FSMOE_OK;
 }
 
@@ -56,6 +58,9 @@ fsmoe_status config_validate(const rt_config *c, fsmoe_error *err)
     if (c->M % c->heads)
         return fsmoe_fail(err, FSMOE_ERR_VALUE, "M = %ld is not divisible by heads = %ld", c->M,
                           c->heads);
+    if (c->kv_heads < 0 || (c->kv_heads > 0 && (c->kv_heads > c->heads || c->heads % c->kv_heads)))
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "kv_heads = %ld does not divide heads = %ld",
+                          c->kv_heads, c->heads);
     if (c->E < 1 || c->k < 1 || c->k > c->E)
         return fsmoe_fail(err, FSMOE_ERR_VALUE, "need 1 <= k (%d) <= E (%ld)", c->k, c->E);
     if (c->gate == RT_GATE_SOFTMOE && c->order != RT_ORDER_GSHARD)
@@ -87,8 +92,9 @@ void config_print(const rt_config *c, FILE *f, const char *backend, const char *
     fprintf(f, "# fsmoe-run configuration\n");
     fprintf(f, "| %-14s | %-40s |\n", "key", "value");
     fprintf(f, "| %-14s | %-40s |\n", "model", c->name);
-    fprintf(f, "| %-14s | V=%ld M=%ld H=%ld heads=%ld layers=%ld (%ld MoE) |\n", "architecture",
-            c->V, c->M, c->H, c->heads, c->layers, moe);
+    fprintf(f, "| %-14s | V=%ld M=%ld H=%ld heads=%ld (kv %ld) layers=%ld (%ld MoE) |\n",
+            "architecture", c->V, c->M, c->H, c->heads, c->kv_heads > 0 ? c->kv_heads : c->heads,
+            c->layers, moe);
     fprintf(f, "| %-14s | E=%ld k=%d expert=%s f=%s%.3g |\n", "moe", c->E, c->k,
             c->expert ? "swiglu" : "gpt", c->f > 0 ? "" : "none/", c->f);
     fprintf(f, "| %-14s | gate=%s order=%s r=%d noise=%.3g aux=%.3g |\n", "routing",

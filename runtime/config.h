@@ -15,6 +15,7 @@ typedef struct {
     /* architecture */
     char name[64];
     long V, M, H, heads, layers, L, B, E;
+    long kv_heads; /* key/value heads (grouped-query attention); 0 = heads */
     int k;
     int expert; /* 0 GPT, 1 SwiGLU */
     double f;   /* 0 = no dropping */

@@ -29,13 +29,16 @@ void experts_register(rt_experts *ex, rt_params *t, const char *prefix, int kind
 fsmoe_status expert_acts_alloc(rt_expert_acts *a, const rt_experts *ex, rt_backend *be, long C);
 void expert_acts_free(rt_expert_acts *a, rt_backend *be);
 
-/* y[e, c0:c1] = FFN_e(x[e, c0:c1]); arrays have C slots per expert. */
+/* y[e, c0:c1] = FFN_e(x[e, c0:c1]); arrays have C slots per expert. fill (host, E entries, or
+ * NULL = all C) is how many leading slots of each expert hold a token: slots at or after
+ * fill[e] are skipped (no GEMM rows, no activation; y and acts keep whatever they held there),
+ * which is exact because no token reads an empty slot's output and its gradient is zero. */
 void experts_forward(const rt_experts *ex, rt_backend *be, rt_stream *s, const real *x, real *y,
-                     const rt_expert_acts *acts, long C, long c0, long c1);
-/* dx[e, c0:c1] = ∂/∂x (overwritten); parameter gradients accumulate. dh, da, dg are scratch
- * (E, C, H). */
+                     const rt_expert_acts *acts, long C, long c0, long c1, const long *fill);
+/* dx[e, c0:c1] = ∂/∂x (overwritten on the filled slots); parameter gradients accumulate. dh,
+ * da, dg are scratch (E, C, H). fill as for the forward. */
 void experts_backward(const rt_experts *ex, rt_backend *be, rt_stream *s, const real *dy,
                       const real *x, real *dx, const rt_expert_acts *acts, real *dh, real *da,
-                      real *dg, long C, long c0, long c1);
+                      real *dg, long C, long c0, long c1, const long *fill);
 
 #endif

@@ -6,6 +6,7 @@
  *
  * Prints the resolved configuration once, one line per step and validation lines. */
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,11 +56,21 @@ static int die(const fsmoe_error *err)
     return fsmoe_exit_code(err->status);
 }
 
-/* The plan must be for this model and a single rank; it sets r per MoE layer. */
-static fsmoe_status apply_plan(const char *path, rt_model *md, fsmoe_error *err)
+/* What the run keeps of its plan: the per-layer r it applied and the plan's prediction. */
+typedef struct {
+    double iteration_s; /* the plan's predicted iteration time (its cluster, not this host) */
+    char cluster[64];
+    char rs[256]; /* "fwd r 1,1,1,1 / bwd r 1,1,1,1" */
+} plan_info;
+
+/* The plan must be for this model, this training shape and a single rank (design.md §9: the
+ * runtime refuses a plan whose model, world size or group layout differs, and says which
+ * field); it sets r per MoE layer. Fields are named as in the plan file. */
+static fsmoe_status apply_plan(const char *path, rt_model *md, plan_info *info, fsmoe_error *err)
 {
     fsmoe_plan plan;
     memset(&plan, 0, sizeof plan);
+    memset(info, 0, sizeof *info);
     fsmoe_status st = fsmoe_plan_load(path, &plan, err);
     if (st != FSMOE_OK)
         return st;
@@ -75,41 +86,83 @@ static fsmoe_status apply_plan(const char *path, rt_model *md, fsmoe_error *err)
         goto out;                                                                              \
     } while (0)
     if (strcmp(plan.model_name, c->name) != 0) {
-        st = fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: model: the plan is for '%s', not '%s'", path,
-                        plan.model_name, c->name);
+        st = fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: model.name: the plan is for '%s', not '%s'",
+                        path, plan.model_name, c->name);
         goto out;
     }
     if (plan.parallel.world != 1)
         MISMATCH("parallel.world", plan.parallel.world, 1);
+    if (plan.parallel.dp != 1)
+        MISMATCH("parallel.dp", plan.parallel.dp, 1);
     if (plan.parallel.ep != 1)
         MISMATCH("parallel.ep", plan.parallel.ep, 1);
     if (plan.parallel.esp != 1)
         MISMATCH("parallel.esp", plan.parallel.esp, 1);
     if (plan.parallel.mp != 1)
         MISMATCH("parallel.mp", plan.parallel.mp, 1);
+    if (plan.parallel.pp != 1)
+        MISMATCH("parallel.pp", plan.parallel.pp, 1);
     if (plan.M != c->M)
-        MISMATCH("M", plan.M, c->M);
+        MISMATCH("model.M", plan.M, c->M);
     if (plan.H != c->H)
-        MISMATCH("H", plan.H, c->H);
+        MISMATCH("model.H", plan.H, c->H);
     if (plan.E != c->E)
-        MISMATCH("E", plan.E, c->E);
+        MISMATCH("model.E", plan.E, c->E);
     if (plan.k != c->k)
-        MISMATCH("k", plan.k, c->k);
+        MISMATCH("model.k", plan.k, c->k);
     if (plan.B != c->B)
-        MISMATCH("B", plan.B, c->B);
+        MISMATCH("model.batch", plan.B, c->B);
     if (plan.L != c->L)
-        MISMATCH("L", plan.L, c->L);
+        MISMATCH("model.seq", plan.L, c->L);
+    if ((plan.expert == FSMOE_EXPERT_SWIGLU) != (c->expert == 1)) {
+        st = fsmoe_fail(err, FSMOE_ERR_VALUE,
+                        "%s: model.expert: the plan is for %s experts, fsmoe-run was started "
+                        "with %s", path, plan.expert == FSMOE_EXPERT_SWIGLU ? "swiglu" : "gpt",
+                        c->expert ? "swiglu" : "gpt");
+        goto out;
+    }
+    if (fabs(plan.f - c->f) > 1e-9 * (1 + fabs(c->f))) {
+        st = fsmoe_fail(err, FSMOE_ERR_VALUE,
+                        "%s: model.capacity_factor: the plan has %g, fsmoe-run was started "
+                        "with %g (0 = none)", path, plan.f, c->f);
+        goto out;
+    }
     if (plan.n_layers != moe)
         MISMATCH("layers (MoE layers)", plan.n_layers, moe);
     for (int i = 0; i < plan.n_layers; i++) {
         const fsmoe_layer_plan *lp = &plan.layers[i];
+        int found = 0;
         for (long b = 0; b < c->layers; b++)
             if (md->blocks[b].is_moe && md->blocks[b].moe.index == lp->index) {
-                md->blocks[b].moe.r_fwd = lp->fwd.r > 0 ? lp->fwd.r : 1;
-                md->blocks[b].moe.r_bwd = lp->bwd.r > 0 ? lp->bwd.r : 1;
+                if (lp->block != b)
+                    MISMATCH("layers[].block", lp->block, b);
+                if (lp->fwd.r < 1 || lp->fwd.r > RT_MOE_MAX_CHUNKS || lp->bwd.r < 1 ||
+                    lp->bwd.r > RT_MOE_MAX_CHUNKS) {
+                    st = fsmoe_fail(err, FSMOE_ERR_VALUE,
+                                    "%s: layers[%d].forward/backward.r: %d/%d outside 1..%d",
+                                    path, i, lp->fwd.r, lp->bwd.r, RT_MOE_MAX_CHUNKS);
+                    goto out;
+                }
+                md->blocks[b].moe.r_fwd = lp->fwd.r;
+                md->blocks[b].moe.r_bwd = lp->bwd.r;
+                found = 1;
             }
+        if (!found)
+            MISMATCH("layers[].index", lp->index, moe - 1);
+    }
+    info->iteration_s = plan.predicted.iteration_s;
+    snprintf(info->cluster, sizeof info->cluster, "%s", plan.cluster_name);
+    size_t o = 0;
+    for (int dir = 0; dir < 2; dir++) {
+        o += (size_t)snprintf(info->rs + o, sizeof info->rs - o, "%s", dir ? " / bwd r " : "fwd r ");
+        for (int i = 0; i < plan.n_layers && o < sizeof info->rs; i++)
+            o += (size_t)snprintf(info->rs + o, sizeof info->rs - o, "%s%d", i ? "," : "",
+                                  dir ? plan.layers[i].bwd.r : plan.layers[i].fwd.r);
+        if (o >= sizeof info->rs)
+            break;
     }
 out:
+#undef MISMATCH
     fsmoe_plan_free(&plan);
     return st;
 }
@@ -255,7 +308,9 @@ int main(int argc, char **argv)
         goto fail;
     if ((st = trainer_init(&tr, &cfg, be, &data, &err)) != FSMOE_OK)
         goto fail;
-    if (plan_path && (st = apply_plan(plan_path, &tr.model, &err)) != FSMOE_OK)
+    plan_info pinfo;
+    memset(&pinfo, 0, sizeof pinfo);
+    if (plan_path && (st = apply_plan(plan_path, &tr.model, &pinfo, &err)) != FSMOE_OK)
         goto fail;
     if (resume_dir) {
         if ((st = checkpoint_load(resume_dir, &tr.model, &tr.opt, &tr.step, &err)) != FSMOE_OK)
@@ -266,6 +321,11 @@ int main(int argc, char **argv)
     snprintf(bdesc, sizeof bdesc, "%s%s%s", be->name, plan_path ? ", plan " : "",
              plan_path ? plan_path : "");
     config_print(&cfg, stdout, bdesc, data_path, tr.model.params.total);
+    if (plan_path)
+        printf("| %-14s | %s; predicts %.2f ms/iteration on cluster %s -- the plan's cluster "
+               "profile, not this host: 'pred' in the step lines is that prediction, compare its "
+               "shape, not its size |\n", "plan", pinfo.rs, 1e3 * pinfo.iteration_s,
+               pinfo.cluster);
     printf("# corpus: %ld bytes (train %ld), unigram entropy %.4f nats/byte\n", data.n,
            data.train_end, data_unigram_entropy(&data));
     fflush(stdout);
@@ -282,8 +342,11 @@ int main(int argc, char **argv)
             n_timed++;
         }
         double tps = (double)tokens_per_step / dt;
-        printf("step %ld/%ld | loss %.4f | %.1f ms | %.1fk tok/s | lr %.2e | gnorm %.3f\n",
-               tr.step, cfg.steps, ce, 1e3 * dt, tps / 1e3, lr_at(&cfg, tr.step - 1), gnorm);
+        char pred[32] = "";
+        if (plan_path)
+            snprintf(pred, sizeof pred, " | pred %.1f ms", 1e3 * pinfo.iteration_s);
+        printf("step %ld/%ld | loss %.4f | %.1f ms%s | %.1fk tok/s | lr %.2e | gnorm %.3f\n",
+               tr.step, cfg.steps, ce, 1e3 * dt, pred, tps / 1e3, lr_at(&cfg, tr.step - 1), gnorm);
         if (cfg.eval_every > 0 && (tr.step % cfg.eval_every == 0 || tr.step == cfg.steps)) {
             double val = 0;
             if ((st = trainer_eval(&tr, &val, &err)) != FSMOE_OK)

@@ -103,7 +103,7 @@ fsmoe_status moe_forward(rt_moe *m, rt_backend *be, const real *x, real *y, long
         be->event_record(be, ev_d[j], m->comm);
         hook(m, RT_HOOK_AFTER_DISPATCH, j, 0);
         be->stream_wait(be, m->comp, ev_d[j]);
-        experts_forward(&m->ex, be, m->comp, m->Xe, m->Ye, &m->eacts, C, c0, c1);
+        experts_forward(&m->ex, be, m->comp, m->Xe, m->Ye, &m->eacts, C, c0, c1, m->route.load);
         be->event_record(be, ev_e[j], m->comp);
         hook(m, RT_HOOK_BEFORE_COMBINE, j, 0);
         be->stream_wait(be, m->comm, ev_e[j]);
@@ -137,7 +137,7 @@ fsmoe_status moe_backward(rt_moe *m, rt_backend *be, const real *dy, const real 
         hook(m, RT_HOOK_AFTER_DISPATCH, j, 1);
         be->stream_wait(be, m->comp, ev_d[j]);
         experts_backward(&m->ex, be, m->comp, m->dYe, m->Xe, m->dXe, &m->eacts, m->dh, m->da,
-                         m->ex.kind == 1 ? m->dg : NULL, C, c0, c1);
+                         m->ex.kind == 1 ? m->dg : NULL, C, c0, c1, m->route.load);
         be->event_record(be, ev_e[j], m->comp);
         hook(m, RT_HOOK_BEFORE_COMBINE, j, 1);
         be->stream_wait(be, m->comm, ev_e[j]);
@@ -146,8 +146,8 @@ fsmoe_status moe_backward(rt_moe *m, rt_backend *be, const real *dy, const real 
         hook(m, RT_HOOK_AFTER_COMBINE, j, 1);
     }
     be->stream_wait(be, NULL, ev_c[r - 1]);
-    /* the gradient wrt Xe covers only filled rows; empty slots have dXd = 0 by construction
-     * (their dYe is 0), so order_backward ignores them. */
+    /* experts_backward wrote dXe = 0 in empty slots (it skips them), so order_backward sees
+     * zeros there whichever order it is. */
     order_backward(&m->order, be, NULL, &m->route, m->dXd, x, dx);
     gate_backward(&m->gate, be, NULL, x, dx, aux_coef, &m->route);
     hook(m, RT_HOOK_BEFORE_MOE_END, -1, 1);

@@ -33,7 +33,8 @@ fsmoe_status model_init(rt_model *md, const rt_config *cfg, rt_backend *be, fsmo
         params_add(t, &bl->ln1w, &bl->dln1w, RT_INIT_ONE, 0, (const long[]){M}, 1, "h%ld.ln1.w", b);
         params_add(t, &bl->ln1b, &bl->dln1b, RT_INIT_ZERO, 0, (const long[]){M}, 1, "h%ld.ln1.b", b);
         snprintf(pre, sizeof pre, "h%ld.attn", b);
-        attention_register(&bl->attn, t, pre, M, c->heads, M / c->heads, std, std_out);
+        attention_register(&bl->attn, t, pre, M, c->heads, c->kv_heads > 0 ? c->kv_heads : c->heads,
+                           M / c->heads, std, std_out);
         params_add(t, &bl->ln2w, &bl->dln2w, RT_INIT_ONE, 0, (const long[]){M}, 1, "h%ld.ln2.w", b);
         params_add(t, &bl->ln2b, &bl->dln2b, RT_INIT_ZERO, 0, (const long[]){M}, 1, "h%ld.ln2.b", b);
         bl->is_moe = config_is_moe_block(c, b);
@@ -196,7 +197,7 @@ fsmoe_status model_forward(rt_model *md, const int *tokens, const int *targets, 
             }
             md->aux += bl->moe.gate.aux;
         } else {
-            experts_forward(&bl->ffn, be, NULL, bl->ln2, bl->ffn_out, &bl->facts, N, 0, N);
+            experts_forward(&bl->ffn, be, NULL, bl->ln2, bl->ffn_out, &bl->facts, N, 0, N, NULL);
         }
         be->add(be, NULL, x_next, bl->x_mid, bl->ffn_out, N * M);
     }
@@ -240,7 +241,7 @@ fsmoe_status model_backward(rt_model *md, fsmoe_error *err)
             }
         } else {
             experts_backward(&bl->ffn, be, NULL, md->dres, bl->ln2, md->dln, &bl->facts, md->dh,
-                             md->da, bl->ffn.kind == 1 ? md->dg : NULL, N, 0, N);
+                             md->da, bl->ffn.kind == 1 ? md->dg : NULL, N, 0, N, NULL);
         }
         be->layernorm_bwd(be, NULL, md->dres, bl->dln2w, bl->dln2b, md->dln, bl->x_mid,
                           bl->ln2_mean, bl->ln2_rstd, bl->ln2w, N, M);

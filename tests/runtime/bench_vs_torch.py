@@ -2,27 +2,54 @@
 """Benchmark: one training step of tiny-moe (B=8, L=128, M=64, H=256, 4 blocks all MoE, E=4,
 top-2 GShard gate, f=1.2, GPT experts, AdamW) in fsmoe-run (host backend) and in PyTorch
 (float32, vectorised MoE: top-k, capacity by cumsum, index_add combine), same thread count,
-measured side by side in one run. Prints both mean step times.
+measured side by side in one run: for each thread count, `reps` runs of `steps` timed steps
+each (plus one warm-up step), alternating fsmoe-run and PyTorch so that background load hits
+both alike; each run gives its mean step time, the table shows the median over the runs.
 
-Usage: bench_vs_torch.py FSMOE_RUN MODEL_YAML [threads] [steps]
+Usage: bench_vs_torch.py FSMOE_RUN MODEL_YAML [threads[,threads...]] [steps] [reps]
+Without PyTorch (Debian: python3-torch, run with /usr/bin/python3) it says so and reports
+fsmoe-run alone.
 """
 import math
 import os
 import re
+import statistics
 import subprocess
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
-
 exe, model = sys.argv[1], sys.argv[2]
-threads = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+thread_list = [int(t) for t in (sys.argv[3] if len(sys.argv) > 3 else "1").split(",")]
 steps = int(sys.argv[4]) if len(sys.argv) > 4 else 30
-torch.set_num_threads(threads)
+reps = int(sys.argv[5]) if len(sys.argv) > 5 else 5
+B, L = 8, 128
+N = B * L
+
+
+def run_fsmoe(threads):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    out = subprocess.run([exe, "--model", model, "--steps", str(steps + 1), "--threads",
+                          str(threads), "--eval-every", "0"], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    return float(re.search(r"mean step ([0-9.]+) ms", out).group(1)) / 1e3
+
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError as e:
+    print(f"# PyTorch not available ({e}); install python3-torch and run this script with "
+          f"/usr/bin/python3 for the side-by-side comparison. fsmoe-run alone:")
+    print(f"# tiny-moe train step, B={B} L={L}, median of {reps} runs x {steps} steps")
+    print("| threads | fsmoe-run ms/step | tok/s |")
+    for threads in thread_list:
+        o = statistics.median(run_fsmoe(threads) for _ in range(reps))
+        print(f"| {threads} | {1e3 * o:.2f} | {N / o:.0f} |")
+    sys.exit(0)
+
 torch.manual_seed(0)
-B, L, M, H, nh, layers, V, E, k, f = 8, 128, 64, 256, 4, 4, 256, 4, 2, 1.2
-N, d = B * L, M // nh
+M, H, nh, layers, V, E, k, f = 64, 256, 4, 4, 256, 4, 2, 1.2
+d = M // nh
 
 
 def p(*shape, std=0.02):
@@ -110,21 +137,21 @@ def run_torch():
     return sum(times) / len(times)
 
 
-def run_fsmoe():
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    out = subprocess.run([exe, "--model", model, "--steps", str(steps + 1), "--threads",
-                          str(threads), "--eval-every", "0"], env=env, capture_output=True,
-                         text=True, check=True).stdout
-    return float(re.search(r"mean step ([0-9.]+) ms", out).group(1)) / 1e3
-
-
 # interleave the two so that background load hits both alike
-ours, theirs = [], []
-for rep in range(2):
-    ours.append(run_fsmoe())
-    theirs.append(run_torch())
-o, t = min(ours), min(theirs)
-print(f"# tiny-moe train step, B={B} L={L}, {threads} thread(s), best of 2 runs x {steps} steps")
-print(f"fsmoe-run (host)  {1e3 * o:8.2f} ms/step  {N / o:9.0f} tok/s")
-print(f"PyTorch {torch.__version__:8s}  {1e3 * t:8.2f} ms/step  {N / t:9.0f} tok/s")
-print(f"speedup {t / o:.2f}x")
+rows = []
+for threads in thread_list:
+    torch.set_num_threads(threads)
+    ours, theirs = [], []
+    for rep in range(reps):
+        ours.append(run_fsmoe(threads))
+        theirs.append(run_torch())
+    rows.append((threads, statistics.median(ours), statistics.median(theirs), ours, theirs))
+print(f"# tiny-moe train step, B={B} L={L}: median of {reps} interleaved runs x {steps} steps "
+      f"(PyTorch {torch.__version__}, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')})")
+print("| threads | fsmoe-run ms/step | fsmoe-run tok/s | PyTorch ms/step | PyTorch tok/s | ours/theirs time |")
+print("|---|---|---|---|---|---|")
+for threads, o, t, ours, theirs in rows:
+    print(f"| {threads} | {1e3 * o:.2f} | {N / o:.0f} | {1e3 * t:.2f} | {N / t:.0f} | {o / t:.2f} |")
+for threads, o, t, ours, theirs in rows:
+    print(f"# threads {threads}: fsmoe-run runs (ms) " + " ".join(f"{1e3 * x:.1f}" for x in ours) +
+          " | PyTorch runs (ms) " + " ".join(f"{1e3 * x:.1f}" for x in theirs))

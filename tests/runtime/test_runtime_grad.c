@@ -100,6 +100,32 @@ static void test_fd_gshard_gshard_swiglu(void **s) { (void)s; check_cfg(RT_GATE_
 static void test_fd_sigmoid(void **s) { (void)s; check_cfg(RT_GATE_SIGMOID, RT_ORDER_TUTEL, 1, 1.5); }
 static void test_fd_xmoe(void **s) { (void)s; check_cfg(RT_GATE_XMOE, RT_ORDER_TUTEL, 0, 0); }
 static void test_fd_expert_choice(void **s) { (void)s; check_cfg(RT_GATE_EXPERT_CHOICE, RT_ORDER_GSHARD, 0, 1.0); }
+/* grouped-query attention: 4 query heads over 2 key/value heads (g = 2, two groups) */
+static void test_fd_gqa(void **s)
+{
+    (void)s;
+    rt_config c = tiny(RT_GATE_GSHARD, RT_ORDER_TUTEL, 0, 1.0);
+    c.heads = 4, c.kv_heads = 2;
+    double worst = fd_check(&c, 1);
+    printf("# fd gqa heads=4 kv_heads=2 worst rel err %.3g\n", worst);
+    assert_true(worst < 1e-5);
+    /* the projection has nkv, not nh, key and value heads */
+    rt_backend *be = NULL;
+    fsmoe_error err = {0};
+    assert_int_equal(rt_backend_create("host", 1, &be, &err), FSMOE_OK);
+    rt_model md;
+    assert_int_equal(model_init(&md, &c, be, &err), FSMOE_OK);
+    int found = 0;
+    for (int i = 0; i < md.params.n; i++)
+        if (strcmp(md.params.p[i].name, "h0.attn.wqkv") == 0) {
+            assert_int_equal(md.params.p[i].shape[1], (4 + 2 * 2) * 2); /* (M, (nh + 2nkv)·d) */
+            found = 1;
+        }
+    assert_true(found);
+    model_free(&md);
+    rt_backend_destroy(&be);
+}
+
 static void test_fd_softmoe(void **s) { (void)s; check_cfg(RT_GATE_SOFTMOE, RT_ORDER_GSHARD, 1, 1.0); }
 
 /* The same model and batch through both orders and several chunk counts: identical loss and
@@ -301,6 +327,7 @@ int main(void)
         cmocka_unit_test(test_fd_xmoe),
         cmocka_unit_test(test_fd_expert_choice),
         cmocka_unit_test(test_fd_softmoe),
+        cmocka_unit_test(test_fd_gqa),
         cmocka_unit_test(test_orders_and_chunks_agree),
         cmocka_unit_test(test_hooks),
         cmocka_unit_test(test_gate_definitions),

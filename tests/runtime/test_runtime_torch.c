@@ -23,6 +23,7 @@
 static void put(FILE *f, const void *p, size_t n) { assert_int_equal(fwrite(p, 1, n, f), n); }
 
 static int expert_kind;
+static long kv_heads; /* 0: = heads */
 
 static void test_against_torch(void **state)
 {
@@ -30,7 +31,7 @@ static void test_against_torch(void **state)
     rt_config c;
     config_defaults(&c);
     c.V = 32, c.M = 16, c.H = 24, c.heads = 2, c.layers = 2, c.L = 8, c.B = 2;
-    c.E = 4, c.k = 2, c.f = 1.0, c.expert = expert_kind;
+    c.E = 4, c.k = 2, c.f = 1.0, c.expert = expert_kind, c.kv_heads = kv_heads;
     c.gate = RT_GATE_GSHARD, c.order = RT_ORDER_TUTEL, c.moe_first = 1, c.moe_every = 1;
     c.aux_coef = 0.01, c.gate_noise = 0, c.init_std = 0.1, c.seed = 42;
     c.steps = STEPS, c.warmup = 3, c.lr = 3e-3, c.lr_min = 3e-4, c.wd = 0.1, c.clip = 0.5;
@@ -54,9 +55,10 @@ static void test_against_torch(void **state)
     snprintf(out, sizeof out, "/tmp/fsmoe_torch_out.%d", (int)getpid());
     FILE *f = fopen(in, "wb");
     assert_non_null(f);
-    put(f, "FSMTREF1", 8);
-    int64_t iv[14] = {c.V, c.M, c.H, c.heads, c.layers, c.L, c.B, c.E, c.k, c.moe_first,
-                      c.moe_every, c.steps, config_warmup(&c), c.expert};
+    put(f, "FSMTREF2", 8);
+    int64_t iv[15] = {c.V, c.M, c.H, c.heads, c.layers, c.L, c.B, c.E, c.k, c.moe_first,
+                      c.moe_every, c.steps, config_warmup(&c), c.expert,
+                      c.kv_heads > 0 ? c.kv_heads : c.heads};
     double dv[9] = {c.f, c.aux_coef, c.lr, c.lr_min, c.wd, c.beta1, c.beta2, c.eps, c.clip};
     put(f, iv, sizeof iv);
     put(f, dv, sizeof dv);
@@ -168,11 +170,21 @@ static void test_swiglu(void **s)
     test_against_torch(s);
 }
 
+/* grouped-query attention: 2 query heads share 1 key/value head */
+static void test_gqa(void **s)
+{
+    expert_kind = 0;
+    kv_heads = 1;
+    test_against_torch(s);
+    kv_heads = 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpt),
         cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_gqa),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

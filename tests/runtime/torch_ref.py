@@ -31,11 +31,11 @@ def read(path):
         pos += struct.calcsize("<" + fmt)
         return v
 
-    assert buf[:8] == b"FSMTREF1", "bad magic"
+    assert buf[:8] == b"FSMTREF2", "bad magic"
     pos = 8
     keys = ["V", "M", "H", "heads", "layers", "L", "B", "E", "k", "moe_first", "moe_every",
-            "steps", "warmup", "expert"]
-    cfg = dict(zip(keys, take("14q")))
+            "steps", "warmup", "expert", "kv_heads"]
+    cfg = dict(zip(keys, take("15q")))
     cfg.update(zip(["f", "aux", "lr", "lr_min", "wd", "b1", "b2", "eps", "clip"], take("9d")))
     (n,) = take("q")
     params = []
@@ -98,7 +98,13 @@ def forward(cfg, P, tok, tgt):
     for b in range(cfg["layers"]):
         h = F.layer_norm(x, (M,), P["h%d.ln1.w" % b], P["h%d.ln1.b" % b], eps=1e-5)
         qkv = h @ P["h%d.attn.wqkv" % b] + P["h%d.attn.bqkv" % b]
-        q, k, v = qkv.view(B, L, 3, nh, d).permute(2, 0, 3, 1, 4)
+        # [q (nh·d) | k (nkv·d) | v (nkv·d)]; query head h reads kv head h // (nh/nkv)
+        nkv = cfg["kv_heads"]
+        q = qkv[:, :nh * d].view(B, L, nh, d).transpose(1, 2)
+        k = qkv[:, nh * d:(nh + nkv) * d].view(B, L, nkv, d).transpose(1, 2)
+        v = qkv[:, (nh + nkv) * d:].view(B, L, nkv, d).transpose(1, 2)
+        k = k.repeat_interleave(nh // nkv, dim=1)
+        v = v.repeat_interleave(nh // nkv, dim=1)
         s = (q @ k.transpose(-1, -2)) / math.sqrt(d)
         s = s.masked_fill(mask, float("-inf"))
         y = (torch.softmax(s, dim=-1) @ v).permute(0, 2, 1, 3).reshape(N, M)

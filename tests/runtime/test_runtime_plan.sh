@@ -1,0 +1,71 @@
+#!/bin/sh
+# fsmoe-run --plan with a real plan from fsmoe-plan (design.md §9, §10):
+#  1. fsmoe-plan makes a single-rank plan for tiny-moe (world 1, one GPU per node, on the
+#     testbed-b profile: a GPU cluster, so its predicted time is not this host's);
+#  2. fsmoe-run follows it: the same losses as the unpipelined run, the plan row in the resolved
+#     configuration and `pred X ms` in every step line;
+#  3. the same plan with its per-layer r raised (forward 3, backward 5 chunks; the planner picks
+#     r = 1 on one rank, where there is no AllToAll to overlap) gives the same losses within
+#     fp tolerance;
+#  4. plans that do not match the run are refused, naming the field.
+# Usage: test_runtime_plan.sh FSMOE_PLAN FSMOE_RUN SOURCE_ROOT
+set -eu
+plan=$1 run=$2 root=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+model="$root/models/tiny-moe.yaml"
+cluster="$root/clusters/testbed-b.yaml"
+shape="--batch 2 --seq 32"
+common="--model $model $shape --steps 6 --threads 1 --eval-every 0"
+
+"$plan" --model "$model" --cluster "$cluster" --world 1 --gpus-per-node 1 $shape \
+    -o "$tmp/single.yaml" --quiet || fail "fsmoe-plan refused a single-rank plan"
+grep -q "world: 1" "$tmp/single.yaml" || fail "plan is not for world 1"
+
+"$run" $common > "$tmp/base.out" || fail "unpipelined run failed"
+"$run" $common --plan "$tmp/single.yaml" > "$tmp/plan.out" || fail "run with the plan failed"
+grep -q '^| plan .*predicts [0-9.]* ms/iteration on cluster testbed-b' "$tmp/plan.out" ||
+    fail "no plan row in the resolved configuration"
+n=$(grep -c '^step [0-9]*/6 | loss [0-9.]* | [0-9.]* ms | pred [0-9.]* ms | ' "$tmp/plan.out" || true)
+[ "$n" = 6 ] || fail "expected 6 step lines with 'pred X ms', got $n"
+grep -q '| pred ' "$tmp/base.out" && fail "'pred' printed without a plan"
+
+# losses: the step lines' loss field; equal within 1e-3 (printed to 4 decimals)
+losses() { awk '/^step /{print $5}' "$1"; }
+compare() {
+    losses "$1" > "$tmp/a"; losses "$2" > "$tmp/b"
+    [ "$(wc -l < "$tmp/a")" = 6 ] || fail "$1: expected 6 losses"
+    paste "$tmp/a" "$tmp/b" | awk -v what="$3" '
+        { d = $1 - $2; if (d < 0) d = -d; if (d > 1e-3) { bad++; print what ": step " NR ": " $1 " vs " $2 } }
+        END { exit bad > 0 }' || fail "$3: losses differ"
+}
+compare "$tmp/base.out" "$tmp/plan.out" "planned r=1"
+
+sed 's/forward: {r: 1,/forward: {r: 3,/; s/backward: {r: 1,/backward: {r: 5,/' \
+    "$tmp/single.yaml" > "$tmp/chunked.yaml"
+grep -q 'forward: {r: 3,' "$tmp/chunked.yaml" || fail "could not raise r in the plan"
+"$run" $common --plan "$tmp/chunked.yaml" > "$tmp/chunked.out" || fail "chunked plan run failed"
+grep -q '^| plan *| fwd r 3,3,3,3 / bwd r 5,5,5,5' "$tmp/chunked.out" ||
+    fail "the run did not take r from the plan"
+compare "$tmp/base.out" "$tmp/chunked.out" "plan r=3/5"
+
+# mismatches: each refused with exit status 2 naming the field
+refuse() { # plan-args run-args field
+    "$plan" --model "$4" --cluster "$cluster" --gpus-per-node 1 $1 -o "$tmp/bad.yaml" --quiet ||
+        fail "fsmoe-plan $1 failed"
+    if "$run" --model "$model" --steps 1 --threads 1 --eval-every 0 $2 --plan "$tmp/bad.yaml" \
+        > /dev/null 2> "$tmp/err"; then
+        fail "plan ($1) accepted for run ($2)"
+    fi
+    grep -q "$3" "$tmp/err" || { cat "$tmp/err"; fail "refusal does not name $3"; }
+    echo "refused as expected: $(cat "$tmp/err")"
+}
+refuse "--world 1 --batch 4 --seq 32" "$shape" "model.batch: the plan has 4" "$model"
+refuse "--world 1 --batch 2 --seq 64" "$shape" "model.seq: the plan has 64" "$model"
+refuse "--world 2 $shape" "$shape" "parallel.world: the plan has 2" "$model"
+refuse "--world 1 $shape --capacity-factor none" "$shape" "model.capacity_factor" "$model"
+refuse "--world 1 $shape" "$shape --expert swiglu" "model.expert" "$model"
+refuse "--world 1 --batch 8 --seq 128" "" "model.name: the plan is for 'bert-base-moe'" \
+    "$root/models/bert-base-moe.yaml"
+echo "OK"
