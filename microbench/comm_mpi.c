@@ -1,0 +1,336 @@
+/* Implements: the `mpi` backend (backend.h, comm_mpi.h) — the CPU path of fsmoe-bench.
+ *
+ * Every group gets its own MPI_Comm_dup per stream, so that two streams (threads) never share
+ * a communicator: MPI matches collectives per communicator in call order, and two threads
+ * calling collectives on one communicator would race (MPI_THREAD_MULTIPLE does not order
+ * them). Relies on MPI_Init_thread(MPI_THREAD_MULTIPLE) having been granted (main checks). */
+#include "comm_mpi.h"
+
+#include <cblas.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "mpi_check.h"
+#include "stream_thread.h"
+
+struct bench_comm {
+    MPI_Comm comm[BENCH_STREAMS]; /* one duplicate per stream */
+};
+
+typedef struct {
+    stream_thread *streams[BENCH_STREAMS]; /* [0] = NULL: the caller */
+    stream_events *events;
+} mpi_impl;
+
+MPI_Datatype comm_mpi_type(bench_dtype t)
+{
+    switch (t) {
+    case BENCH_FLOAT: return MPI_FLOAT;
+    case BENCH_DOUBLE: return MPI_DOUBLE;
+    case BENCH_INT32: return MPI_INT32_T;
+    case BENCH_UINT32: return MPI_UINT32_T;
+    case BENCH_INT64: return MPI_INT64_T;
+    case BENCH_UINT64: return MPI_UINT64_T;
+    case BENCH_UINT8: return MPI_UINT8_T;
+    default: return MPI_DATATYPE_NULL;
+    }
+}
+
+MPI_Op comm_mpi_op(bench_redop op)
+{
+    switch (op) {
+    case BENCH_SUM: return MPI_SUM;
+    case BENCH_PROD: return MPI_PROD;
+    case BENCH_MIN: return MPI_MIN;
+    case BENCH_MAX: return MPI_MAX;
+    default: return MPI_OP_NULL;
+    }
+}
+
+static stream_thread *mpi_stream(bench_backend *b, int stream)
+{
+    return ((mpi_impl *)b->impl)->streams[stream];
+}
+
+static fsmoe_status mpi_check_stream(int stream, fsmoe_error *err)
+{
+    if (stream < 0 || stream >= BENCH_STREAMS)
+        return fsmoe_fail(err, FSMOE_ERR_INTERNAL, "stream %d out of range", stream);
+    return FSMOE_OK;
+}
+
+static fsmoe_status mpi_count(size_t count, int *out, fsmoe_error *err)
+{
+    if (count > INT_MAX)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "%zu elements exceed MPI's int count", count);
+    *out = (int)count;
+    return FSMOE_OK;
+}
+
+static fsmoe_status mpi_alloc(bench_backend *b, size_t bytes, void **out, fsmoe_error *err)
+{
+    (void)b;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0)
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "cannot allocate %zu bytes", bytes);
+    *out = p;
+    return FSMOE_OK;
+}
+
+static void mpi_release(bench_backend *b, void *p)
+{
+    (void)b;
+    free(p);
+}
+
+static fsmoe_status mpi_memcpy_blocking(bench_backend *b, void *dst, const void *src,
+                                        size_t bytes, fsmoe_error *err)
+{
+    (void)b;
+    (void)err;
+    memcpy(dst, src, bytes);
+    return FSMOE_OK;
+}
+
+static fsmoe_status mpi_comm_init(bench_backend *b, MPI_Comm group, bench_comm **out,
+                                  fsmoe_error *err)
+{
+    (void)b;
+    bench_comm *c = calloc(1, sizeof *c);
+    if (!c)
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for a group");
+    for (int s = 0; s < BENCH_STREAMS; s++)
+        c->comm[s] = MPI_COMM_NULL;
+    for (int s = 0; s < BENCH_STREAMS; s++) {
+        int rc = MPI_Comm_dup(group, &c->comm[s]);
+        if (rc != MPI_SUCCESS) {
+            char msg[MPI_MAX_ERROR_STRING];
+            int len = 0;
+            MPI_Error_string(rc, msg, &len);
+            for (int t = 0; t < s; t++)
+                MPI_Comm_free(&c->comm[t]);
+            free(c);
+            return fsmoe_fail(err, FSMOE_ERR_IO, "MPI_Comm_dup failed: %s", msg);
+        }
+    }
+    *out = c;
+    return FSMOE_OK;
+}
+
+static void mpi_comm_free(bench_backend *b, bench_comm **pc)
+{
+    (void)b;
+    bench_comm *c = pc ? *pc : NULL;
+    if (!c)
+        return;
+    for (int s = 0; s < BENCH_STREAMS; s++)
+        if (c->comm[s] != MPI_COMM_NULL)
+            MPI_Comm_free(&c->comm[s]);
+    free(c);
+    *pc = NULL;
+}
+
+/* One job layout for all collectives; `kind` selects the call. */
+typedef enum { JOB_A2A, JOB_AG, JOB_RS, JOB_AR } coll_kind;
+
+typedef struct {
+    coll_kind kind;
+    MPI_Comm comm;
+    const void *send;
+    void *recv;
+    int count;
+    MPI_Datatype type;
+    MPI_Op op;
+} coll_job;
+
+static fsmoe_status coll_run(void *arg, fsmoe_error *err)
+{
+    coll_job *j = arg;
+    switch (j->kind) {
+    case JOB_A2A:
+        MPI_CHECK(MPI_Alltoall(j->send, j->count, j->type, j->recv, j->count, j->type, j->comm),
+                  err);
+        break;
+    case JOB_AG:
+        MPI_CHECK(MPI_Allgather(j->send, j->count, j->type, j->recv, j->count, j->type, j->comm),
+                  err);
+        break;
+    case JOB_RS:
+        MPI_CHECK(MPI_Reduce_scatter_block(j->send, j->recv, j->count, j->type, j->op, j->comm),
+                  err);
+        break;
+    case JOB_AR:
+        MPI_CHECK(MPI_Allreduce(j->send, j->recv, j->count, j->type, j->op, j->comm), err);
+        break;
+    }
+    return FSMOE_OK;
+}
+
+static fsmoe_status coll_submit(bench_backend *b, bench_comm *c, coll_kind kind,
+                                const void *send, void *recv, size_t count, bench_dtype t,
+                                bench_redop op, int stream, fsmoe_error *err)
+{
+    fsmoe_status st;
+    coll_job j = {.kind = kind, .send = send, .recv = recv, .type = comm_mpi_type(t),
+                  .op = comm_mpi_op(op)};
+    if ((st = mpi_check_stream(stream, err)) || (st = mpi_count(count, &j.count, err)))
+        return st;
+    j.comm = c->comm[stream];
+    return stream_submit(mpi_stream(b, stream), coll_run, &j, sizeof j, err);
+}
+
+static fsmoe_status mpi_alltoall(bench_backend *b, bench_comm *c, const void *send, void *recv,
+                                 size_t count_per_peer, bench_dtype t, int stream,
+                                 fsmoe_error *err)
+{
+    return coll_submit(b, c, JOB_A2A, send, recv, count_per_peer, t, BENCH_SUM, stream, err);
+}
+
+static fsmoe_status mpi_allgather(bench_backend *b, bench_comm *c, const void *send, void *recv,
+                                  size_t send_count, bench_dtype t, int stream, fsmoe_error *err)
+{
+    return coll_submit(b, c, JOB_AG, send, recv, send_count, t, BENCH_SUM, stream, err);
+}
+
+static fsmoe_status mpi_reducescatter(bench_backend *b, bench_comm *c, const void *send,
+                                      void *recv, size_t recv_count, bench_dtype t,
+                                      bench_redop op, int stream, fsmoe_error *err)
+{
+    return coll_submit(b, c, JOB_RS, send, recv, recv_count, t, op, stream, err);
+}
+
+static fsmoe_status mpi_allreduce(bench_backend *b, bench_comm *c, const void *send, void *recv,
+                                  size_t count, bench_dtype t, bench_redop op, int stream,
+                                  fsmoe_error *err)
+{
+    return coll_submit(b, c, JOB_AR, send, recv, count, t, op, stream, err);
+}
+
+typedef struct {
+    int m, n, k;
+    const float *A, *B;
+    float *C;
+} gemm_job;
+
+static fsmoe_status gemm_run(void *arg, fsmoe_error *err)
+{
+    (void)err;
+    gemm_job *g = arg;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->m, g->n, g->k, 1.0f, g->A, g->k,
+                g->B, g->n, 0.0f, g->C, g->n);
+    return FSMOE_OK;
+}
+
+static fsmoe_status mpi_gemm(bench_backend *b, int m, int n, int k, const float *A,
+                             const float *B, float *C, int stream, fsmoe_error *err)
+{
+    fsmoe_status st = mpi_check_stream(stream, err);
+    if (st)
+        return st;
+    gemm_job g = {m, n, k, A, B, C};
+    return stream_submit(mpi_stream(b, stream), gemm_run, &g, sizeof g, err);
+}
+
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t bytes;
+} copy_job;
+
+static fsmoe_status copy_run(void *arg, fsmoe_error *err)
+{
+    (void)err;
+    copy_job *c = arg;
+    memcpy(c->dst, c->src, c->bytes);
+    return FSMOE_OK;
+}
+
+static fsmoe_status mpi_copy(bench_backend *b, void *dst, const void *src, size_t bytes,
+                             int stream, fsmoe_error *err)
+{
+    fsmoe_status st = mpi_check_stream(stream, err);
+    if (st)
+        return st;
+    copy_job c = {dst, src, bytes};
+    return stream_submit(mpi_stream(b, stream), copy_run, &c, sizeof c, err);
+}
+
+static fsmoe_status mpi_event_record(bench_backend *b, int stream, int event, fsmoe_error *err)
+{
+    fsmoe_status st = mpi_check_stream(stream, err);
+    if (st)
+        return st;
+    return stream_record(mpi_stream(b, stream), ((mpi_impl *)b->impl)->events, event, err);
+}
+
+static fsmoe_status mpi_stream_wait(bench_backend *b, int stream, int event, fsmoe_error *err)
+{
+    fsmoe_status st = mpi_check_stream(stream, err);
+    if (st)
+        return st;
+    return stream_wait(mpi_stream(b, stream), ((mpi_impl *)b->impl)->events, event, err);
+}
+
+static fsmoe_status mpi_sync(bench_backend *b, int stream, fsmoe_error *err)
+{
+    fsmoe_status st = mpi_check_stream(stream, err);
+    if (st)
+        return st;
+    return stream_sync(mpi_stream(b, stream), err);
+}
+
+static void mpi_fini(bench_backend *b)
+{
+    mpi_impl *impl = b->impl;
+    if (!impl)
+        return;
+    for (int s = 0; s < BENCH_STREAMS; s++)
+        stream_thread_free(&impl->streams[s]);
+    stream_events_free(&impl->events);
+    free(impl);
+    b->impl = NULL;
+}
+
+fsmoe_status comm_mpi_init(bench_backend *b, int blas_threads, fsmoe_error *err)
+{
+    fsmoe_status st;
+    memset(b, 0, sizeof *b);
+    b->name = "mpi";
+    b->fini = mpi_fini;
+    mpi_impl *impl = calloc(1, sizeof *impl);
+    if (!impl)
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for the mpi backend");
+    b->impl = impl;
+    if ((st = stream_events_init(&impl->events, BENCH_EVENTS, err)))
+        goto fail;
+    for (int s = 1; s < BENCH_STREAMS; s++)
+        if ((st = stream_thread_init(&impl->streams[s], err)))
+            goto fail;
+    if (blas_threads > 0)
+        openblas_set_num_threads(blas_threads);
+    snprintf(b->device, sizeof b->device, "cpu (OpenBLAS, %d thread%s)",
+             openblas_get_num_threads(), openblas_get_num_threads() == 1 ? "" : "s");
+    b->alloc = mpi_alloc;
+    b->release = mpi_release;
+    b->upload = mpi_memcpy_blocking;
+    b->download = mpi_memcpy_blocking;
+    b->comm_init = mpi_comm_init;
+    b->comm_free = mpi_comm_free;
+    b->alltoall = mpi_alltoall;
+    b->allgather = mpi_allgather;
+    b->reducescatter = mpi_reducescatter;
+    b->allreduce = mpi_allreduce;
+    b->gemm = mpi_gemm;
+    b->copy = mpi_copy;
+    b->event_record = mpi_event_record;
+    b->stream_wait = mpi_stream_wait;
+    b->sync = mpi_sync;
+    return FSMOE_OK;
+fail:
+    mpi_fini(b);
+    return st;
+}

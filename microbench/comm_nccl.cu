@@ -1,0 +1,363 @@
+/* Implements: the `nccl` backend of fsmoe-bench (backend.h): device memory, NCCL collectives
+ * bootstrapped over MPI (rank 0 of each group makes the unique id, MPI_Bcast shares it,
+ * toolchain.md), cuBLAS sgemm, cudaMemcpyAsync, CUDA streams and events. AllToAll is built
+ * from ncclSend/ncclRecv in one group call (nccl-tests' alltoall). Each rank uses device
+ * (local rank mod device count). Only this file is CUDA C++; the rest of fsmoe-bench is C11.
+ *
+ * Without a usable device, comm_nccl_init fails with FSMOE_ERR_USAGE and says why (the gpu
+ * tests then exit 77). The backend must compile and link wherever nvcc, cuBLAS and NCCL
+ * exist; its run path needs a GPU. */
+#define OMPI_SKIP_MPICXX 1
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "backend.h"
+}
+
+#define CUDA_CHECK(call, err)                                                               \
+    do {                                                                                    \
+        cudaError_t cuda_rc_ = (call);                                                      \
+        if (cuda_rc_ != cudaSuccess)                                                        \
+            return fsmoe_fail((err), FSMOE_ERR_IO, "%s failed: %s (%s)", #call,             \
+                              cudaGetErrorString(cuda_rc_), cudaGetErrorName(cuda_rc_));    \
+    } while (0)
+
+#define CUBLAS_CHECK(call, err)                                                             \
+    do {                                                                                    \
+        cublasStatus_t cublas_rc_ = (call);                                                 \
+        if (cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                            \
+            return fsmoe_fail((err), FSMOE_ERR_IO, "%s failed: %s (%s)", #call,             \
+                              cublasGetStatusString(cublas_rc_),                            \
+                              cublasGetStatusName(cublas_rc_));                             \
+    } while (0)
+
+#define NCCL_CHECK(call, comm, err)                                                         \
+    do {                                                                                    \
+        ncclResult_t nccl_rc_ = (call);                                                     \
+        if (nccl_rc_ != ncclSuccess) {                                                      \
+            const char *last_ = (comm) ? ncclGetLastError(comm) : NULL;                     \
+            return fsmoe_fail((err), FSMOE_ERR_IO, "%s failed: %s%s%s", #call,              \
+                              ncclGetErrorString(nccl_rc_), last_ && *last_ ? ": " : "",    \
+                              last_ ? last_ : "");                                          \
+        }                                                                                   \
+    } while (0)
+
+struct bench_comm {
+    ncclComm_t comm;
+    int size;
+};
+
+typedef struct {
+    int device;
+    cudaStream_t streams[BENCH_STREAMS];
+    cudaEvent_t events[BENCH_EVENTS];
+    cublasHandle_t blas;
+} nccl_impl;
+
+static nccl_impl *impl_of(bench_backend *b)
+{
+    return (nccl_impl *)b->impl;
+}
+
+static ncclDataType_t nccl_type(bench_dtype t)
+{
+    switch (t) {
+    case BENCH_FLOAT: return ncclFloat32;
+    case BENCH_DOUBLE: return ncclFloat64;
+    case BENCH_INT32: return ncclInt32;
+    case BENCH_UINT32: return ncclUint32;
+    case BENCH_INT64: return ncclInt64;
+    case BENCH_UINT64: return ncclUint64;
+    case BENCH_UINT8: return ncclUint8;
+    default: return ncclFloat32;
+    }
+}
+
+static ncclRedOp_t nccl_op(bench_redop op)
+{
+    switch (op) {
+    case BENCH_SUM: return ncclSum;
+    case BENCH_PROD: return ncclProd;
+    case BENCH_MIN: return ncclMin;
+    case BENCH_MAX: return ncclMax;
+    default: return ncclSum;
+    }
+}
+
+static fsmoe_status check_stream(int stream, fsmoe_error *err)
+{
+    if (stream < 0 || stream >= BENCH_STREAMS)
+        return fsmoe_fail(err, FSMOE_ERR_INTERNAL, "stream %d out of range", stream);
+    return FSMOE_OK;
+}
+
+static fsmoe_status nccl_alloc(bench_backend *b, size_t bytes, void **out, fsmoe_error *err)
+{
+    (void)b;
+    CUDA_CHECK(cudaMalloc(out, bytes ? bytes : 64), err);
+    return FSMOE_OK;
+}
+
+static void nccl_release(bench_backend *b, void *p)
+{
+    (void)b;
+    cudaFree(p);
+}
+
+static fsmoe_status nccl_upload(bench_backend *b, void *dst, const void *host, size_t bytes,
+                                fsmoe_error *err)
+{
+    (void)b;
+    CUDA_CHECK(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice), err);
+    return FSMOE_OK;
+}
+
+static fsmoe_status nccl_download(bench_backend *b, void *host, const void *src, size_t bytes,
+                                  fsmoe_error *err)
+{
+    (void)b;
+    CUDA_CHECK(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost), err);
+    return FSMOE_OK;
+}
+
+static fsmoe_status nccl_comm_init(bench_backend *b, MPI_Comm group, bench_comm **out,
+                                   fsmoe_error *err)
+{
+    (void)b;
+    int rank = 0, size = 1;
+    MPI_Comm_rank(group, &rank);
+    MPI_Comm_size(group, &size);
+    ncclUniqueId id;
+    if (rank == 0)
+        NCCL_CHECK(ncclGetUniqueId(&id), (ncclComm_t)NULL, err);
+    int rc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, group);
+    if (rc != MPI_SUCCESS) {
+        char msg[MPI_MAX_ERROR_STRING];
+        int len = 0;
+        MPI_Error_string(rc, msg, &len);
+        return fsmoe_fail(err, FSMOE_ERR_IO, "MPI_Bcast of the NCCL unique id failed: %s", msg);
+    }
+    bench_comm *c = (bench_comm *)calloc(1, sizeof *c);
+    if (!c)
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for a group");
+    c->size = size;
+    ncclResult_t nrc = ncclCommInitRank(&c->comm, size, id, rank);
+    if (nrc != ncclSuccess) {
+        free(c);
+        return fsmoe_fail(err, FSMOE_ERR_IO, "ncclCommInitRank(%d ranks) failed: %s", size,
+                          ncclGetErrorString(nrc));
+    }
+    *out = c;
+    return FSMOE_OK;
+}
+
+static void nccl_comm_free(bench_backend *b, bench_comm **pc)
+{
+    (void)b;
+    bench_comm *c = pc ? *pc : NULL;
+    if (!c)
+        return;
+    ncclCommDestroy(c->comm);
+    free(c);
+    *pc = NULL;
+}
+
+static fsmoe_status nccl_alltoall(bench_backend *b, bench_comm *c, const void *send, void *recv,
+                                  size_t count_per_peer, bench_dtype t, int stream,
+                                  fsmoe_error *err)
+{
+    fsmoe_status st = check_stream(stream, err);
+    if (st)
+        return st;
+    cudaStream_t s = impl_of(b)->streams[stream];
+    size_t bytes = count_per_peer * dtype_size(t);
+    NCCL_CHECK(ncclGroupStart(), c->comm, err);
+    for (int p = 0; p < c->size; p++) {
+        NCCL_CHECK(ncclSend((const char *)send + (size_t)p * bytes, count_per_peer, nccl_type(t),
+                            p, c->comm, s), c->comm, err);
+        NCCL_CHECK(ncclRecv((char *)recv + (size_t)p * bytes, count_per_peer, nccl_type(t), p,
+                            c->comm, s), c->comm, err);
+    }
+    NCCL_CHECK(ncclGroupEnd(), c->comm, err);
+    return FSMOE_OK;
+}
+
+static fsmoe_status nccl_allgather(bench_backend *b, bench_comm *c, const void *send, void *recv,
+                                   size_t send_count, bench_dtype t, int stream,
+                                   fsmoe_error *err)
+{
+    fsmoe_status st = check_stream(stream, err);
+    if (st)
+        return st;
+    NCCL_CHECK(ncclAllGather(send, recv, send_count, nccl_type(t), c->comm,
+                             impl_of(b)->streams[stream]), c->comm, err);
+    return FSMOE_OK;
+}
+
+static fsmoe_status nccl_reducescatter(bench_backend *b, bench_comm *c, const void *send,
+                                       void *recv, size_t recv_count, bench_dtype t,
+                                       bench_redop op, int stream, fsmoe_error *err)
+{
+    fsmoe_status st = check_stream(stream, err);
+    if (st)
+        return st;
+    NCCL_CHECK(ncclReduceScatter(send, recv, recv_count, nccl_type(t), nccl_op(op), c->comm,
+                                 impl_of(b)->streams[stream]), c->comm, err);
+    return FSMOE_OK;
+}
+
+static fsmoe_status nccl_allreduce(bench_backend *b, bench_comm *c, const void *send, void *recv,
+                                   size_t count, bench_dtype t, bench_redop op, int stream,
+                                   fsmoe_error *err)
+{
+    fsmoe_status st = check_stream(stream, err);
+    if (st)
+        return st;
+    NCCL_CHECK(ncclAllReduce(send, recv, count, nccl_type(t), nccl_op(op), c->comm,
+                             impl_of(b)->streams[stream]), c->comm, err);
+    return FSMOE_OK;
+}
+
+static fsmoe_status nccl_gemm(bench_backend *b, int m, int n, int k, const float *A,
+                              const float *B, float *C, int stream, fsmoe_error *err)
+{
+    fsmoe_status st = check_stream(stream, err);
+    if (st)
+        return st;
+    nccl_impl *im = impl_of(b);
+    const float one = 1.0f, zero = 0.0f;
+    /* Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ. */
+    CUBLAS_CHECK(cublasSetStream(im->blas, im->streams[stream]), err);
+    CUBLAS_CHECK(cublasSgemm(im->blas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, B, n, A, k,
+                             &zero, C, n), err);
+    return FSMOE_OK;
+}
+
+static fsmoe_status nccl_copy(bench_backend *b, void *dst, const void *src, size_t bytes,
+                              int stream, fsmoe_error *err)
+{
+    fsmoe_status st = check_stream(stream, err);
+    if (st)
+        return st;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+                               impl_of(b)->streams[stream]), err);
+    return FSMOE_OK;
+}
+
+static fsmoe_status nccl_event_record(bench_backend *b, int stream, int event, fsmoe_error *err)
+{
+    fsmoe_status st = check_stream(stream, err);
+    if (st)
+        return st;
+    if (event < 0 || event >= BENCH_EVENTS)
+        return fsmoe_fail(err, FSMOE_ERR_INTERNAL, "event %d out of range", event);
+    CUDA_CHECK(cudaEventRecord(impl_of(b)->events[event], impl_of(b)->streams[stream]), err);
+    return FSMOE_OK;
+}
+
+static fsmoe_status nccl_stream_wait(bench_backend *b, int stream, int event, fsmoe_error *err)
+{
+    fsmoe_status st = check_stream(stream, err);
+    if (st)
+        return st;
+    if (event < 0 || event >= BENCH_EVENTS)
+        return fsmoe_fail(err, FSMOE_ERR_INTERNAL, "event %d out of range", event);
+    CUDA_CHECK(cudaStreamWaitEvent(impl_of(b)->streams[stream], impl_of(b)->events[event], 0),
+               err);
+    return FSMOE_OK;
+}
+
+static fsmoe_status nccl_sync(bench_backend *b, int stream, fsmoe_error *err)
+{
+    fsmoe_status st = check_stream(stream, err);
+    if (st)
+        return st;
+    CUDA_CHECK(cudaStreamSynchronize(impl_of(b)->streams[stream]), err);
+    return FSMOE_OK;
+}
+
+static void nccl_fini(bench_backend *b)
+{
+    nccl_impl *im = impl_of(b);
+    if (!im)
+        return;
+    if (im->blas)
+        cublasDestroy(im->blas);
+    for (int e = 0; e < BENCH_EVENTS; e++)
+        if (im->events[e])
+            cudaEventDestroy(im->events[e]);
+    for (int s = 0; s < BENCH_STREAMS; s++)
+        if (im->streams[s])
+            cudaStreamDestroy(im->streams[s]);
+    free(im);
+    b->impl = NULL;
+}
+
+extern "C" int comm_nccl_available(void)
+{
+    return 1;
+}
+
+static fsmoe_status nccl_setup(bench_backend *b, MPI_Comm world, fsmoe_error *err)
+{
+    nccl_impl *im = impl_of(b);
+    int count = 0;
+    cudaError_t rc = cudaGetDeviceCount(&count);
+    if (rc != cudaSuccess || count == 0)
+        return fsmoe_fail(err, FSMOE_ERR_USAGE, "--backend nccl: no usable CUDA device (%s)",
+                          rc != cudaSuccess ? cudaGetErrorString(rc) : "0 devices");
+    MPI_Comm shared;
+    int local = 0;
+    MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shared);
+    MPI_Comm_rank(shared, &local);
+    MPI_Comm_free(&shared);
+    im->device = local % count;
+    CUDA_CHECK(cudaSetDevice(im->device), err);
+    for (int s = 0; s < BENCH_STREAMS; s++)
+        CUDA_CHECK(cudaStreamCreateWithFlags(&im->streams[s], cudaStreamNonBlocking), err);
+    for (int e = 0; e < BENCH_EVENTS; e++)
+        CUDA_CHECK(cudaEventCreateWithFlags(&im->events[e], cudaEventDisableTiming), err);
+    CUBLAS_CHECK(cublasCreate(&im->blas), err);
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, im->device), err);
+    snprintf(b->device, sizeof b->device, "%.63s", prop.name);
+    return FSMOE_OK;
+}
+
+extern "C" fsmoe_status comm_nccl_init(bench_backend *b, MPI_Comm world, fsmoe_error *err)
+{
+    memset(b, 0, sizeof *b);
+    b->name = "nccl";
+    b->fini = nccl_fini;
+    nccl_impl *im = (nccl_impl *)calloc(1, sizeof *im);
+    if (!im)
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for the nccl backend");
+    b->impl = im;
+    fsmoe_status st = nccl_setup(b, world, err);
+    if (st) {
+        nccl_fini(b);
+        return st;
+    }
+    b->alloc = nccl_alloc;
+    b->release = nccl_release;
+    b->upload = nccl_upload;
+    b->download = nccl_download;
+    b->comm_init = nccl_comm_init;
+    b->comm_free = nccl_comm_free;
+    b->alltoall = nccl_alltoall;
+    b->allgather = nccl_allgather;
+    b->reducescatter = nccl_reducescatter;
+    b->allreduce = nccl_allreduce;
+    b->gemm = nccl_gemm;
+    b->copy = nccl_copy;
+    b->event_record = nccl_event_record;
+    b->stream_wait = nccl_stream_wait;
+    b->sync = nccl_sync;
+    return FSMOE_OK;
+}

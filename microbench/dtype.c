@@ -1,0 +1,166 @@
+/* Implements: element types, reduction operators and the predictable input pattern (dtype.h). */
+#include "dtype.h"
+
+#include <stdint.h>
+
+const fsmoe_cli_enum bench_dtype_names[] = {
+    {"float", BENCH_FLOAT},   {"double", BENCH_DOUBLE}, {"int32", BENCH_INT32},
+    {"uint32", BENCH_UINT32}, {"int64", BENCH_INT64},   {"uint64", BENCH_UINT64},
+    {"uint8", BENCH_UINT8},   {NULL, 0},
+};
+
+const fsmoe_cli_enum bench_redop_names[] = {
+    {"sum", BENCH_SUM}, {"prod", BENCH_PROD}, {"min", BENCH_MIN}, {"max", BENCH_MAX}, {NULL, 0},
+};
+
+static const size_t dtype_sizes[BENCH_DTYPE_COUNT] = {
+    [BENCH_FLOAT] = 4, [BENCH_DOUBLE] = 8, [BENCH_INT32] = 4, [BENCH_UINT32] = 4,
+    [BENCH_INT64] = 8, [BENCH_UINT64] = 8, [BENCH_UINT8] = 1,
+};
+
+const char *dtype_name(bench_dtype t)
+{
+    return bench_dtype_names[t].name;
+}
+
+size_t dtype_size(bench_dtype t)
+{
+    return dtype_sizes[t];
+}
+
+const char *redop_name(bench_redop op)
+{
+    return bench_redop_names[op].name;
+}
+
+static int dtype_is_unsigned(bench_dtype t)
+{
+    return t == BENCH_UINT32 || t == BENCH_UINT64 || t == BENCH_UINT8;
+}
+
+/* h(i): a hash of i, tabulated over a prime period so that filling and checking cost a table
+ * look-up per element (the suite checks hundreds of MB per operation). A block misplaced by
+ * a multiple of 4093 elements would go unseen; block offsets here are multiples of the
+ * per-peer count, which would have to be such a multiple too. */
+#define PATTERN_PERIOD 4093u
+static signed char pattern_table[PATTERN_PERIOD];
+static int pattern_ready;
+
+static void pattern_init(void)
+{
+    if (pattern_ready)
+        return;
+    for (uint64_t i = 0; i < PATTERN_PERIOD; i++) {
+        uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull;
+        x ^= x >> 31;
+        x *= 0x94D049BB133111EBull;
+        x ^= x >> 29;
+        pattern_table[i] = (signed char)((int)(x % 9u) - 4);
+    }
+    pattern_ready = 1;
+}
+
+static double pattern_h(bench_dtype t, size_t i)
+{
+    double h = pattern_table[i % PATTERN_PERIOD];
+    return dtype_is_unsigned(t) ? h + 4.0 : h;
+}
+
+double dtype_pattern(bench_dtype t, int rank, size_t i)
+{
+    /* v(rank, i) = h(i) + rank: h catches misplaced elements, the rank term data from the
+     * wrong peer; reductions over ranks have closed forms (dtype_reduce_pattern). */
+    pattern_init();
+    return pattern_h(t, i) + (double)rank;
+}
+
+static void dtype_set(bench_dtype t, void *buf, size_t j, double v)
+{
+    switch (t) {
+    case BENCH_FLOAT: ((float *)buf)[j] = (float)v; break;
+    case BENCH_DOUBLE: ((double *)buf)[j] = v; break;
+    case BENCH_INT32: ((int32_t *)buf)[j] = (int32_t)v; break;
+    case BENCH_UINT32: ((uint32_t *)buf)[j] = (uint32_t)(int64_t)v; break;
+    case BENCH_INT64: ((int64_t *)buf)[j] = (int64_t)v; break;
+    case BENCH_UINT64: ((uint64_t *)buf)[j] = (uint64_t)(int64_t)v; break;
+    case BENCH_UINT8: ((uint8_t *)buf)[j] = (uint8_t)(int64_t)v; break;
+    default: break;
+    }
+}
+
+double dtype_get(bench_dtype t, const void *buf, size_t j)
+{
+    switch (t) {
+    case BENCH_FLOAT: return ((const float *)buf)[j];
+    case BENCH_DOUBLE: return ((const double *)buf)[j];
+    case BENCH_INT32: return ((const int32_t *)buf)[j];
+    case BENCH_UINT32: return ((const uint32_t *)buf)[j];
+    case BENCH_INT64: return (double)((const int64_t *)buf)[j];
+    case BENCH_UINT64: return (double)((const uint64_t *)buf)[j];
+    case BENCH_UINT8: return ((const uint8_t *)buf)[j];
+    default: return 0.0;
+    }
+}
+
+#define PATTERN_FILL(T)                                                                    \
+    do {                                                                                   \
+        T *p = buf;                                                                        \
+        size_t k = (first) % PATTERN_PERIOD;                                               \
+        for (size_t j = 0; j < count; j++) {                                               \
+            p[j] = (T)(pattern_table[k] + off);                                            \
+            if (++k == PATTERN_PERIOD)                                                     \
+                k = 0;                                                                     \
+        }                                                                                  \
+    } while (0)
+
+void dtype_fill(bench_dtype t, void *buf, int rank, size_t first, size_t count)
+{
+    pattern_init();
+    long long off = rank + (dtype_is_unsigned(t) ? 4 : 0);
+    switch (t) {
+    case BENCH_FLOAT: PATTERN_FILL(float); break;
+    case BENCH_DOUBLE: PATTERN_FILL(double); break;
+    case BENCH_INT32: PATTERN_FILL(int32_t); break;
+    case BENCH_UINT32: PATTERN_FILL(uint32_t); break;
+    case BENCH_INT64: PATTERN_FILL(int64_t); break;
+    case BENCH_UINT64: PATTERN_FILL(uint64_t); break;
+    case BENCH_UINT8: PATTERN_FILL(uint8_t); break;
+    default: break;
+    }
+}
+
+/* Value as stored in t: wraps modulo 2^8 for uint8 like the hardware does. */
+static double dtype_store(bench_dtype t, double v)
+{
+    unsigned char tmp[8];
+    dtype_set(t, tmp, 0, v);
+    return dtype_get(t, tmp, 0);
+}
+
+double dtype_reduce_pattern(bench_dtype t, bench_redop op, int P, size_t i)
+{
+    pattern_init();
+    double h = pattern_h(t, i);
+    /* Closed forms over v(p, i) = h + p, p = 0..P−1, whenever no partial result wraps. */
+    int wraps = t == BENCH_UINT8 && h + P - 1 > 255;
+    if (op == BENCH_SUM && t != BENCH_UINT8)
+        return h * P + 0.5 * (double)P * (P - 1);
+    if (op == BENCH_MIN && !wraps)
+        return h;
+    if (op == BENCH_MAX && !wraps)
+        return h + P - 1;
+    double acc = dtype_store(t, dtype_pattern(t, 0, i));
+    for (int p = 1; p < P; p++) {
+        double v = dtype_store(t, dtype_pattern(t, p, i));
+        switch (op) {
+        case BENCH_SUM: acc += v; break;
+        case BENCH_PROD: acc *= v; break;
+        case BENCH_MIN: acc = v < acc ? v : acc; break;
+        case BENCH_MAX: acc = v > acc ? v : acc; break;
+        default: break;
+        }
+        /* Each partial result is what the type holds (uint8 wraps at every step). */
+        acc = dtype_store(t, acc);
+    }
+    return acc;
+}

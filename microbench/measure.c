@@ -1,0 +1,90 @@
+/* Implements: warm-ups, timed runs, combining ranks, median (measure.h). */
+#include "measure.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+#include "mpi_check.h"
+
+double measure_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int measure_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double measure_median(double *v, int n)
+{
+    if (n <= 0)
+        return 0.0;
+    qsort(v, (size_t)n, sizeof *v, measure_cmp);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+fsmoe_status measure_warm(const measure_cfg *cfg, measure_fn fn, void *ctx, int *reps,
+                          fsmoe_error *err)
+{
+    fsmoe_status st;
+    double tw = 0.0;
+    *reps = 1;
+    int runs = cfg->warmup > 0 ? cfg->warmup : cfg->min_sample_s > 0.0 ? 1 : 0;
+    for (int i = 0; i < runs; i++) {
+        double t0 = measure_now();
+        if ((st = fn(ctx, err)))
+            return st;
+        tw = measure_now() - t0;
+    }
+    if (cfg->min_sample_s <= 0.0)
+        return FSMOE_OK;
+    double slowest = tw;
+    MPI_CHECK(MPI_Allreduce(&tw, &slowest, 1, MPI_DOUBLE, MPI_MAX, cfg->world), err);
+    if (slowest < cfg->min_sample_s)
+        *reps = slowest > 0.0 ? (int)(cfg->min_sample_s / slowest) + 1 : 100;
+    if (*reps > 100)
+        *reps = 100;
+    return FSMOE_OK;
+}
+
+fsmoe_status measure_sample(const measure_cfg *cfg, measure_fn fn, void *ctx, int reps,
+                            double *seconds, fsmoe_error *err)
+{
+    fsmoe_status st;
+    MPI_CHECK(MPI_Barrier(cfg->world), err);
+    double t0 = measure_now();
+    for (int r = 0; r < reps; r++)
+        if ((st = fn(ctx, err)))
+            return st;
+    *seconds = (measure_now() - t0) / reps;
+    return FSMOE_OK;
+}
+
+fsmoe_status measure_combine(const measure_cfg *cfg, double *t, int n, double *seconds,
+                             fsmoe_error *err)
+{
+    int size = 1;
+    MPI_Comm_size(cfg->world, &size);
+    double mine = measure_median(t, n), combined = mine;
+    switch (cfg->average) {
+    case MEASURE_RANK0:
+        MPI_CHECK(MPI_Bcast(&combined, 1, MPI_DOUBLE, 0, cfg->world), err);
+        break;
+    case MEASURE_AVG:
+        MPI_CHECK(MPI_Allreduce(&mine, &combined, 1, MPI_DOUBLE, MPI_SUM, cfg->world), err);
+        combined /= size;
+        break;
+    case MEASURE_MIN:
+        MPI_CHECK(MPI_Allreduce(&mine, &combined, 1, MPI_DOUBLE, MPI_MIN, cfg->world), err);
+        break;
+    case MEASURE_MAX:
+        MPI_CHECK(MPI_Allreduce(&mine, &combined, 1, MPI_DOUBLE, MPI_MAX, cfg->world), err);
+        break;
+    }
+    *seconds = combined;
+    return FSMOE_OK;
+}

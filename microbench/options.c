@@ -1,0 +1,325 @@
+/* Implements: parsing and checking fsmoe-bench's command line (options.h). */
+#include "options.h"
+
+#include <getopt.h>
+#include <string.h>
+
+#include "cli.h"
+
+void options_defaults(bench_options *o)
+{
+    memset(o, 0, sizeof *o);
+    /* FSMoE §6.2: 2^18 .. 24·2^18 floats step 2^18 for communication, 2^19 .. 12·2^19 for
+     * GEMM; 5 runs per point. */
+    o->min_bytes = 4LL << 18;
+    o->max_bytes = 24 * (4LL << 18);
+    o->step_bytes = 4LL << 18;
+    o->step_factor = 0.0;
+    o->gemm_min = 1LL << 19;
+    o->gemm_max = 12LL << 19;
+    o->gemm_step = 1LL << 19;
+    o->iters = 5;
+    o->warmup = 1;
+    o->dtype = BENCH_FLOAT;
+    o->redop = BENCH_SUM;
+    o->average = MEASURE_AVG; /* nccl-tests' default; a collective ends together anyway */
+    o->check = 1;
+    for (int i = 0; i < FSMOE_OP_COUNT; i++)
+        o->ops[i] = 1;
+    for (int i = 0; i < FSMOE_TIER_COUNT; i++)
+        o->tiers[i] = 1;
+    o->saa_slices = 4;
+    o->min_sample_s = 0.01;
+    o->r2_threshold = 0.99;
+    o->backend = BACKEND_MPI;
+    o->progress = -1;
+}
+
+void options_usage(FILE *f)
+{
+    fputs(
+        "usage: mpirun -np P fsmoe-bench [options]\n"
+        "Measures collectives, Parm's SAA, GEMM and memory copy on this cluster, fits\n"
+        "t = alpha + beta*n per (operation, tier) and writes a cluster profile.\n"
+        "\n"
+        "  -o, --output FILE        cluster profile to write (YAML, atomically)\n"
+        "      --json FILE          every measured row and fit as JSON\n"
+        "      --plot FILE.svg      measured points and fitted lines per operation\n"
+        "      --name NAME          profile name (default: the output file's base name)\n"
+        "  -b, --minbytes SIZE      smallest message (default 1M = 2^18 floats)\n"
+        "  -e, --maxbytes SIZE      largest message (default 24M)\n"
+        "  -i, --stepbytes SIZE     add this between sizes (default 1M)\n"
+        "  -f, --stepfactor X       multiply by X between sizes instead (X > 1)\n"
+        "  -n, --iters N            timed runs per size; the median is kept (default 5)\n"
+        "  -w, --warmup_iters N     untimed runs first (default 1)\n"
+        "  -d, --datatype TYPE      float double int32 uint32 int64 uint64 uint8 (default float)\n"
+        "      --op OP              reduction: sum prod min max (default sum)\n"
+        "  -a, --average N          combine ranks' times: 0 rank 0, 1 avg, 2 min, 3 max (default 1)\n"
+        "  -c, --check 0|1          verify every result (default 1)\n"
+        "      --gemm-min ELEMS     GEMM sweep over T*M activation elements (default 512K = 2^19)\n"
+        "      --gemm-max ELEMS     (default 6M = 12*2^19)\n"
+        "      --gemm-step ELEMS    (default 512K)\n"
+        "      --gemm-shapes M:H,.. expert shapes (default: the backend's list)\n"
+        "      --ops LIST           alltoall,allgather,reducescatter,allreduce,saa,gemm,copy\n"
+        "      --tiers LIST         intra,inter,world: every selected op on these tiers\n"
+        "      --all-tiers          every op on every tier that exists (default: the groups the\n"
+        "                           planner reads: alltoall intra/inter/world, allgather and\n"
+        "                           reducescatter intra (ESP, MP), allreduce intra and inter (DP))\n"
+        "      --min-sample-time S  repeat fast operations so one timed run lasts S seconds\n"
+        "                           (default 0.01; 0 = time single operations)\n"
+        "      --gpus-per-node G    ranks per node (default: from the ranks' placement; no short\n"
+        "                           form: nccl-tests' -G means CUDA graphs)\n"
+        "      --dp --mp --ep --esp N   a layout (default: the common one, mp = esp = G,\n"
+        "                           ep = dp = nodes): measure its logical groups instead\n"
+        "      --saa-slices S       slices of the overlapped AllToAll+AllGather (default 4)\n"
+        "      --blas-threads N     OpenBLAS threads per rank (default: cores / ranks per node)\n"
+        "      --r2-threshold X     flag fits with r^2 below X (default 0.99)\n"
+        "      --backend mpi|nccl   (default mpi)\n"
+        "      --progress | --no-progress   progress bar on stderr (default: when a terminal)\n"
+        "  -h, --help\n",
+        f);
+}
+
+static fsmoe_status options_list(const char *opt, const char *text, const fsmoe_cli_enum *table,
+                                 int *flags, int n_flags, fsmoe_error *err)
+{
+    char buf[256];
+    if (strlen(text) >= sizeof buf)
+        return fsmoe_fail(err, FSMOE_ERR_USAGE, "%s: list too long", opt);
+    strcpy(buf, text);
+    for (int i = 0; i < n_flags; i++)
+        flags[i] = 0;
+    char *save = NULL;
+    int any = 0;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int v;
+        fsmoe_status st = fsmoe_cli_enum_parse(opt, tok, table, &v, err);
+        if (st)
+            return st;
+        flags[v] = 1;
+        any = 1;
+    }
+    if (!any)
+        return fsmoe_fail(err, FSMOE_ERR_USAGE, "%s: empty list", opt);
+    return FSMOE_OK;
+}
+
+static fsmoe_status options_shapes(const char *text, bench_options *o, fsmoe_error *err)
+{
+    char buf[512];
+    if (strlen(text) >= sizeof buf)
+        return fsmoe_fail(err, FSMOE_ERR_USAGE, "--gemm-shapes: list too long");
+    strcpy(buf, text);
+    o->n_shapes = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *colon = strchr(tok, ':');
+        if (!colon)
+            return fsmoe_fail(err, FSMOE_ERR_USAGE,
+                              "--gemm-shapes: '%s' is not M:H (e.g. 4096:14336)", tok);
+        *colon = '\0';
+        if (o->n_shapes == BENCH_MAX_SHAPES)
+            return fsmoe_fail(err, FSMOE_ERR_USAGE, "--gemm-shapes: at most %d shapes",
+                              BENCH_MAX_SHAPES);
+        gemm_shape *s = &o->shapes[o->n_shapes];
+        fsmoe_status st;
+        if ((st = fsmoe_cli_int("--gemm-shapes M", tok, 1, 1 << 20, &s->M, err)) ||
+            (st = fsmoe_cli_int("--gemm-shapes H", colon + 1, 1, 1 << 20, &s->H, err)))
+            return st;
+        o->n_shapes++;
+    }
+    if (o->n_shapes == 0)
+        return fsmoe_fail(err, FSMOE_ERR_USAGE, "--gemm-shapes: empty list");
+    return FSMOE_OK;
+}
+
+enum {
+    OPT_JSON = 256, OPT_PLOT, OPT_NAME, OPT_OP, OPT_GEMM_MIN, OPT_GEMM_MAX, OPT_GEMM_STEP,
+    OPT_GEMM_SHAPES, OPT_OPS, OPT_TIERS, OPT_SAA_SLICES, OPT_BLAS_THREADS, OPT_R2, OPT_BACKEND,
+    OPT_PROGRESS, OPT_NO_PROGRESS, OPT_ALL_TIERS, OPT_MIN_SAMPLE, OPT_GPN, OPT_DP, OPT_MP, OPT_EP, OPT_ESP,
+};
+
+static const fsmoe_cli_enum op_names[] = {
+    {"alltoall", FSMOE_OP_ALLTOALL}, {"allgather", FSMOE_OP_ALLGATHER},
+    {"reducescatter", FSMOE_OP_REDUCESCATTER}, {"allreduce", FSMOE_OP_ALLREDUCE},
+    {"saa", FSMOE_OP_SAA}, {"gemm", FSMOE_OP_GEMM}, {"copy", FSMOE_OP_COPY}, {NULL, 0},
+};
+static const fsmoe_cli_enum tier_names[] = {
+    {"intra", FSMOE_TIER_INTRA}, {"inter", FSMOE_TIER_INTER}, {"world", FSMOE_TIER_WORLD},
+    {NULL, 0},
+};
+static const fsmoe_cli_enum backend_names[] = {
+    {"mpi", BACKEND_MPI}, {"nccl", BACKEND_NCCL}, {NULL, 0},
+};
+
+fsmoe_status options_parse(int argc, char **argv, bench_options *o, fsmoe_error *err)
+{
+    static const struct option longopts[] = {
+        {"output", required_argument, NULL, 'o'},
+        {"json", required_argument, NULL, OPT_JSON},
+        {"plot", required_argument, NULL, OPT_PLOT},
+        {"name", required_argument, NULL, OPT_NAME},
+        {"minbytes", required_argument, NULL, 'b'},
+        {"maxbytes", required_argument, NULL, 'e'},
+        {"stepbytes", required_argument, NULL, 'i'},
+        {"stepfactor", required_argument, NULL, 'f'},
+        {"iters", required_argument, NULL, 'n'},
+        {"warmup_iters", required_argument, NULL, 'w'},
+        {"datatype", required_argument, NULL, 'd'},
+        {"op", required_argument, NULL, OPT_OP},
+        {"average", required_argument, NULL, 'a'},
+        {"check", required_argument, NULL, 'c'},
+        {"gemm-min", required_argument, NULL, OPT_GEMM_MIN},
+        {"gemm-max", required_argument, NULL, OPT_GEMM_MAX},
+        {"gemm-step", required_argument, NULL, OPT_GEMM_STEP},
+        {"gemm-shapes", required_argument, NULL, OPT_GEMM_SHAPES},
+        {"ops", required_argument, NULL, OPT_OPS},
+        {"tiers", required_argument, NULL, OPT_TIERS},
+        {"all-tiers", no_argument, NULL, OPT_ALL_TIERS},
+        {"dp", required_argument, NULL, OPT_DP},
+        {"mp", required_argument, NULL, OPT_MP},
+        {"ep", required_argument, NULL, OPT_EP},
+        {"esp", required_argument, NULL, OPT_ESP},
+        {"min-sample-time", required_argument, NULL, OPT_MIN_SAMPLE},
+        {"gpus-per-node", required_argument, NULL, OPT_GPN},
+        {"saa-slices", required_argument, NULL, OPT_SAA_SLICES},
+        {"blas-threads", required_argument, NULL, OPT_BLAS_THREADS},
+        {"r2-threshold", required_argument, NULL, OPT_R2},
+        {"backend", required_argument, NULL, OPT_BACKEND},
+        {"progress", no_argument, NULL, OPT_PROGRESS},
+        {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const long long max_size = 1LL << 40;
+    int tiers[3] = {1, 1, 1};
+    int c, v;
+    fsmoe_status st = FSMOE_OK;
+    int step_bytes_given = 0, step_factor_given = 0;
+    opterr = 0; /* we word the messages ourselves */
+    optind = 1;
+    while ((c = getopt_long(argc, argv, ":o:b:e:i:f:n:w:d:a:c:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'o': o->output = optarg; break;
+        case OPT_JSON: o->json = optarg; break;
+        case OPT_PLOT: o->plot = optarg; break;
+        case OPT_NAME: o->name = optarg; break;
+        case 'b': st = fsmoe_cli_size("-b", optarg, 1, max_size, &o->min_bytes, err); break;
+        case 'e': st = fsmoe_cli_size("-e", optarg, 1, max_size, &o->max_bytes, err); break;
+        case 'i':
+            st = fsmoe_cli_size("-i", optarg, 1, max_size, &o->step_bytes, err);
+            step_bytes_given = 1;
+            break;
+        case 'f':
+            st = fsmoe_cli_double("-f", optarg, 1.0, 1e6, &o->step_factor, err);
+            if (!st && o->step_factor <= 1.0)
+                st = fsmoe_fail(err, FSMOE_ERR_USAGE,
+                                "-f: %s must be greater than 1 (the sizes would not grow)",
+                                optarg);
+            step_factor_given = 1;
+            break;
+        case 'n': st = fsmoe_cli_int("-n", optarg, 1, 1000000, &o->iters, err); break;
+        case 'w': st = fsmoe_cli_int("-w", optarg, 0, 1000000, &o->warmup, err); break;
+        case 'd':
+            st = fsmoe_cli_enum_parse("-d", optarg, bench_dtype_names, &v, err);
+            o->dtype = (bench_dtype)v;
+            break;
+        case OPT_OP:
+            st = fsmoe_cli_enum_parse("--op", optarg, bench_redop_names, &v, err);
+            o->redop = (bench_redop)v;
+            break;
+        case 'a':
+            st = fsmoe_cli_int("-a", optarg, 0, 3, &v, err);
+            o->average = (measure_average)v;
+            break;
+        case 'c': st = fsmoe_cli_int("-c", optarg, 0, 1, &o->check, err); break;
+        case OPT_GEMM_MIN:
+            st = fsmoe_cli_size("--gemm-min", optarg, 1, max_size, &o->gemm_min, err);
+            break;
+        case OPT_GEMM_MAX:
+            st = fsmoe_cli_size("--gemm-max", optarg, 1, max_size, &o->gemm_max, err);
+            break;
+        case OPT_GEMM_STEP:
+            st = fsmoe_cli_size("--gemm-step", optarg, 1, max_size, &o->gemm_step, err);
+            break;
+        case OPT_GEMM_SHAPES: st = options_shapes(optarg, o, err); break;
+        case OPT_OPS: st = options_list("--ops", optarg, op_names, o->ops, FSMOE_OP_COUNT, err); break;
+        case OPT_TIERS:
+            st = options_list("--tiers", optarg, tier_names, tiers, 3, err);
+            for (int t = 0; t < 3; t++)
+                o->tiers[t] = tiers[t];
+            o->every_tier = 1;
+            break;
+        case OPT_ALL_TIERS: o->every_tier = 1; break;
+        case OPT_DP: st = fsmoe_cli_int("--dp", optarg, 1, 1 << 20, &o->dp, err); o->layout_given = 1; break;
+        case OPT_MP: st = fsmoe_cli_int("--mp", optarg, 1, 1 << 20, &o->mp, err); o->layout_given = 1; break;
+        case OPT_EP: st = fsmoe_cli_int("--ep", optarg, 1, 1 << 20, &o->ep, err); o->layout_given = 1; break;
+        case OPT_ESP: st = fsmoe_cli_int("--esp", optarg, 1, 1 << 20, &o->esp, err); o->layout_given = 1; break;
+        case OPT_MIN_SAMPLE:
+            st = fsmoe_cli_double("--min-sample-time", optarg, 0.0, 10.0, &o->min_sample_s, err);
+            break;
+        case OPT_GPN: st = fsmoe_cli_int("--gpus-per-node", optarg, 1, 1 << 20, &o->gpus_per_node, err); break;
+        case OPT_SAA_SLICES:
+            st = fsmoe_cli_int("--saa-slices", optarg, 1, 1024, &o->saa_slices, err);
+            break;
+        case OPT_BLAS_THREADS:
+            st = fsmoe_cli_int("--blas-threads", optarg, 1, 4096, &o->blas_threads, err);
+            break;
+        case OPT_R2: st = fsmoe_cli_double("--r2-threshold", optarg, 0.0, 1.0, &o->r2_threshold, err); break;
+        case OPT_BACKEND:
+            st = fsmoe_cli_enum_parse("--backend", optarg, backend_names, &v, err);
+            o->backend = (bench_backend_kind)v;
+            break;
+        case OPT_PROGRESS: o->progress = 1; break;
+        case OPT_NO_PROGRESS: o->progress = 0; break;
+        case 'h': o->help = 1; return FSMOE_OK;
+        case ':':
+            return fsmoe_fail(err, FSMOE_ERR_USAGE, "%s needs a value", argv[optind - 1]);
+        default:
+            if (optopt)
+                return fsmoe_fail(err, FSMOE_ERR_USAGE, "unknown option -%c", optopt);
+            return fsmoe_fail(err, FSMOE_ERR_USAGE, "unknown option %s", argv[optind - 1]);
+        }
+        if (st)
+            return st;
+    }
+    if (optind < argc)
+        return fsmoe_fail(err, FSMOE_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
+    /* Combinations. */
+    if (step_bytes_given && step_factor_given)
+        return fsmoe_fail(err, FSMOE_ERR_USAGE, "-i and -f exclude each other (add or multiply)");
+    if (o->min_bytes > o->max_bytes)
+        return fsmoe_fail(err, FSMOE_ERR_USAGE, "-b %lld is larger than -e %lld", o->min_bytes,
+                          o->max_bytes);
+    if (o->gemm_min > o->gemm_max)
+        return fsmoe_fail(err, FSMOE_ERR_USAGE, "--gemm-min %lld is larger than --gemm-max %lld",
+                          o->gemm_min, o->gemm_max);
+    if (options_comm_sizes(o, NULL, 0) > BENCH_MAX_SIZES)
+        return fsmoe_fail(err, FSMOE_ERR_USAGE, "-b %lld -e %lld gives more than %d sizes",
+                          o->min_bytes, o->max_bytes, BENCH_MAX_SIZES);
+    if (o->output && (options_comm_sizes(o, NULL, 0) < 2 || (o->ops[FSMOE_OP_GEMM] &&
+        (o->gemm_max - o->gemm_min) / o->gemm_step < 1)))
+        return fsmoe_fail(err, FSMOE_ERR_USAGE,
+                          "-o needs at least two sizes per operation to fit a line "
+                          "(check -b/-e/-i/-f and --gemm-min/--gemm-max/--gemm-step)");
+    return FSMOE_OK;
+}
+
+int options_comm_sizes(const bench_options *o, long long *out, int max)
+{
+    int n = 0;
+    long long s = o->min_bytes;
+    while (s <= o->max_bytes) {
+        if (out && n < max)
+            out[n] = s;
+        n++;
+        if (n > BENCH_MAX_SIZES)
+            break;
+        long long next = o->step_factor > 1.0 ? (long long)((double)s * o->step_factor)
+                                              : s + o->step_bytes;
+        if (next <= s)
+            next = s + 1;
+        s = next;
+    }
+    return n;
+}

@@ -1,0 +1,64 @@
+/* Implements: fsmoe-bench's command line (style.md "Command lines"; nccl-tests' flags -b -e -f
+ * -i -n -w -d -a -c keep their meaning). Parsing never exits: it returns FSMOE_ERR_USAGE with one
+ * message, and main prints it with the usage text and exits 2. */
+#ifndef BENCH_OPTIONS_H
+#define BENCH_OPTIONS_H
+
+#include <stdio.h>
+
+#include "cluster.h"
+#include "dtype.h"
+#include "measure.h"
+#include "status.h"
+
+#define BENCH_MAX_SHAPES 16
+#define BENCH_MAX_SIZES 4096
+
+typedef enum { BACKEND_MPI = 0, BACKEND_NCCL } bench_backend_kind;
+
+typedef struct {
+    int M, H; /* expert GEMMs: (T×M)·(M×H) and (T×H)·(H×M) */
+} gemm_shape;
+
+typedef struct {
+    /* sizes for communication and copy, in bytes (nccl-tests -b -e -f -i) */
+    long long min_bytes, max_bytes, step_bytes;
+    double step_factor; /* > 1: multiply instead of add */
+    /* GEMM sweep: activation elements T·M from gemm_min to gemm_max step gemm_step */
+    long long gemm_min, gemm_max, gemm_step;
+    gemm_shape shapes[BENCH_MAX_SHAPES];
+    int n_shapes; /* 0: the backend's default list */
+    int iters, warmup;
+    bench_dtype dtype;
+    bench_redop redop;
+    measure_average average;
+    int check;             /* verify results (-c 1) */
+    int gpus_per_node;     /* 0: detect from node placement */
+    int dp, mp, ep, esp;   /* layout flags (0: the common layout's value, design.md §2) */
+    int layout_given;      /* any of them given: measure that layout's logical groups */
+    int ops[FSMOE_OP_COUNT];     /* selected operations */
+    int tiers[FSMOE_TIER_COUNT]; /* selected tiers (local is always on for gemm/copy) */
+    int every_tier;        /* --tiers or --all-tiers given: every selected op on every selected
+                              tier; otherwise only the (op, tier) pairs the planner reads */
+    double min_sample_s;   /* shortest timed run (fast operations are repeated) */
+    int saa_slices;
+    int blas_threads;      /* 0: cores per node / ranks per node */
+    double r2_threshold;
+    bench_backend_kind backend;
+    const char *output;    /* -o: cluster profile */
+    const char *json;
+    const char *plot;
+    const char *name;      /* profile name; default: from the output file name */
+    int progress;          /* -1 auto (stderr is a terminal), 0 off, 1 on */
+    int help;
+} bench_options;
+
+void options_defaults(bench_options *o);
+fsmoe_status options_parse(int argc, char **argv, bench_options *o, fsmoe_error *err);
+void options_usage(FILE *f);
+
+/* The communication sizes in bytes, in order; returns how many (fills at most max; out may be
+ * NULL to count). Stops counting past BENCH_MAX_SIZES. */
+int options_comm_sizes(const bench_options *o, long long *out, int max);
+
+#endif

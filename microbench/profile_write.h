@@ -1,0 +1,28 @@
+/* Implements: writing the fitted lines and measured points as a cluster profile
+ * (libfsmoe/cluster.h schema, version FSMOE_CLUSTER_VERSION) that fsmoe_cluster_load and
+ * therefore fsmoe-plan read without editing. Written atomically (temp + rename).
+ *
+ * Per (op, tier): op, tier, ranks, alpha_s, beta_s_per_byte (gemm: beta_s_per_mac), r2 and
+ * points [[n, seconds], ...] (strictly ascending n: rows of equal n, e.g. the two GEMMs of
+ * one expert, are averaged into one point). Fits below r2_threshold are flagged twice: the
+ * loader derives low_r2 from r2 < r2_threshold, and a "# LOW R2" comment sits on the entry.
+ * Residuals go into a comment per entry (the schema has no key for them). */
+#ifndef BENCH_PROFILE_WRITE_H
+#define BENCH_PROFILE_WRITE_H
+
+#include "results.h"
+#include "status.h"
+
+typedef struct {
+    const char *name;
+    const char *source;  /* how it was measured (command, host, date) */
+    const char *device;
+    int nodes, gpus_per_node;
+    double r2_threshold;
+    const char *notes;   /* may be NULL */
+} profile_meta;
+
+fsmoe_status profile_write(const char *path, const profile_meta *m, const bench_results *res,
+                           fsmoe_error *err);
+
+#endif

@@ -1,0 +1,33 @@
+/* Implements: what fsmoe-bench prints and the JSON it writes. The table follows nccl-tests
+ * (style.md): '#' header rows with names and units, fixed-width rows
+ * `size count type redop root time algbw busbw #wrong` (out-of-place only), one section per
+ * (operation, tier), a footer with the wrong-value count and OK/FAILED, then the fitted α, β,
+ * r² per (operation, tier) with low-r² fits flagged. Only rank 0 prints (enabled = 1). */
+#ifndef BENCH_REPORT_H
+#define BENCH_REPORT_H
+
+#include <stdio.h>
+
+#include "options.h"
+#include "results.h"
+#include "topology.h"
+
+typedef struct {
+    FILE *out;
+    int enabled;
+} report;
+
+void report_banner(report *r, const bench_options *o, const bench_topology *t, const char *device);
+void report_section(report *r, const char *op, const char *tier, int ranks, int groups,
+                    const char *detail);
+/* "# took X s" after a section (where the time of the default suite goes). */
+void report_section_time(report *r, double seconds);
+void report_row(report *r, const bench_row *row, const char *type, const char *redop);
+void report_gemm_row(report *r, const bench_row *row);
+/* Footer and fit table; returns 1 when everything is OK (no wrong values). */
+int report_footer(report *r, const bench_results *res, double r2_threshold);
+
+fsmoe_status report_json(const char *path, const bench_options *o, const bench_topology *t,
+                         const char *device, const bench_results *res, fsmoe_error *err);
+
+#endif

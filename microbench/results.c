@@ -1,0 +1,74 @@
+/* Implements: measured rows and their fits (results.h). */
+#include "results.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+fsmoe_status results_add(bench_results *r, const bench_row *row, fsmoe_error *err)
+{
+    if (r->n_rows == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 64;
+        bench_row *rows = realloc(r->rows, (size_t)cap * sizeof *rows);
+        if (!rows)
+            return fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for %d rows", cap);
+        r->rows = rows;
+        r->cap = cap;
+    }
+    r->rows[r->n_rows++] = *row;
+    return FSMOE_OK;
+}
+
+void results_free(bench_results *r)
+{
+    free(r->rows);
+    memset(r, 0, sizeof *r);
+}
+
+long long results_wrong(const bench_results *r)
+{
+    long long w = 0;
+    for (int i = 0; i < r->n_rows; i++)
+        w += r->rows[i].wrong;
+    return w;
+}
+
+fsmoe_status results_fit(bench_results *r, double r2_threshold, fsmoe_error *err)
+{
+    double *x = malloc((size_t)(r->n_rows ? r->n_rows : 1) * sizeof *x);
+    double *y = malloc((size_t)(r->n_rows ? r->n_rows : 1) * sizeof *y);
+    if (!x || !y) {
+        free(x);
+        free(y);
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for the fits");
+    }
+    for (int op = 0; op < FSMOE_OP_COUNT; op++) {
+        for (int tier = 0; tier < FSMOE_TIER_COUNT; tier++) {
+            bench_fit *f = &r->fits[op][tier];
+            memset(f, 0, sizeof *f);
+            int n = 0;
+            for (int i = 0; i < r->n_rows; i++) {
+                const bench_row *row = &r->rows[i];
+                if ((int)row->op != op || (int)row->tier != tier)
+                    continue;
+                x[n] = row->n;
+                y[n] = row->seconds;
+                f->ranks = row->ranks;
+                n++;
+            }
+            if (n == 0)
+                continue;
+            f->present = 1;
+            fsmoe_error e = {0};
+            f->status = fit_line(x, y, n, &f->fit, NULL, &e);
+            if (f->status) {
+                snprintf(f->msg, sizeof f->msg, "%.200s", e.msg);
+                continue;
+            }
+            f->low_r2 = f->fit.r2 < r2_threshold;
+        }
+    }
+    free(x);
+    free(y);
+    return FSMOE_OK;
+}

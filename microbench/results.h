@@ -1,0 +1,48 @@
+/* Implements: the measured rows of one fsmoe-bench run and the α-β fit per (operation, tier)
+ * over them (design.md §3). Rows are the same on every rank (times are combined across ranks,
+ * wrong counts summed), so every rank can fit; rank 0 writes. */
+#ifndef BENCH_RESULTS_H
+#define BENCH_RESULTS_H
+
+#include <stddef.h>
+
+#include "cluster.h"
+#include "fit.h"
+
+typedef struct {
+    fsmoe_op op;
+    fsmoe_tier tier;
+    int ranks;        /* group size (1 for local operations) */
+    double n;         /* the cost model's size: bytes, or MACs for gemm */
+    size_t count;     /* nccl-tests' count column (gemm: m·n·k) */
+    int m, nn, k;     /* gemm shape */
+    double seconds;   /* median over runs */
+    double algbw;     /* GB/s (gemm: GFLOP/s) */
+    double busbw;     /* GB/s */
+    long long wrong;  /* elements that differ from the exact expected output, all ranks */
+} bench_row;
+
+typedef struct {
+    int present;
+    fit_result fit;
+    int ranks;
+    int low_r2;
+    fsmoe_status status; /* of the fit (e.g. a single size) */
+    char msg[256];
+} bench_fit;
+
+typedef struct {
+    bench_row *rows;
+    int n_rows, cap;
+    bench_fit fits[FSMOE_OP_COUNT][FSMOE_TIER_COUNT];
+} bench_results;
+
+fsmoe_status results_add(bench_results *r, const bench_row *row, fsmoe_error *err);
+void results_free(bench_results *r);
+
+/* Fits every (op, tier) that has rows; flags r² < threshold. Fails only on memory. */
+fsmoe_status results_fit(bench_results *r, double r2_threshold, fsmoe_error *err);
+
+long long results_wrong(const bench_results *r);
+
+#endif

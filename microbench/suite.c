@@ -1,0 +1,652 @@
+/* Implements: the measuring loops (suite.h). */
+#include "suite.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpi_check.h"
+#include "op_collective.h"
+#include "op_gemm.h"
+#include "op_saa.h"
+
+/* The SAA groups: AllToAll over EP&ESP, AllGather over MP. Under the common layout
+ * (design.md §2) EP&ESP is every rank (world tier; intra on one node) and MP the node. */
+static fsmoe_tier suite_saa_tier(const bench_topology *t)
+{
+    if (t->tier[FSMOE_TIER_WORLD] != MPI_COMM_NULL)
+        return FSMOE_TIER_WORLD;
+    return FSMOE_TIER_INTRA;
+}
+
+static int suite_saa_possible(const bench_topology *t)
+{
+    return t->tier[FSMOE_TIER_INTRA] != MPI_COMM_NULL; /* MP needs more than one rank per node */
+}
+
+/* The (collective, tier) pairs fsmoe-plan reads under the layouts of design.md §2
+ * (planner/workload.c): ESP and MP (intra) AllGather, ReduceScatter, AllReduce; EP (inter)
+ * AllToAll; EP&ESP (world) AllToAll; DP (inter) AllReduce; an EP inside a node (intra)
+ * AllToAll. With one node every group is intra. */
+static int suite_wanted(const bench_suite *s, int op, int tier)
+{
+    const bench_options *o = s->opt;
+    if (!o->ops[op] || !o->tiers[tier] || !topology_has_tier(s->topo, tier))
+        return 0;
+    if (o->every_tier || tier == FSMOE_TIER_INTRA)
+        return 1;
+    if (op == FSMOE_OP_ALLTOALL)
+        return 1;
+    return op == FSMOE_OP_ALLREDUCE && tier == FSMOE_TIER_INTER;
+}
+
+/* One collective measurement: op on a tier, over the tier's group (group < 0) or over the
+ * layout's logical group. */
+typedef struct {
+    fsmoe_op op;
+    fsmoe_tier tier;
+    int group;
+} suite_item;
+
+#define SUITE_MAX_ITEMS 16
+
+/* What to measure, in order. With a layout: each (op, logical group) the planner reads
+ * (planner/workload.c), recorded on the group's tier; the first group to reach an (op, tier)
+ * keeps it. */
+static int suite_plan(const bench_suite *s, suite_item *items)
+{
+    const bench_options *o = s->opt;
+    int n = 0;
+    if (!s->layout) {
+        for (int op = FSMOE_OP_ALLTOALL; op <= FSMOE_OP_ALLREDUCE; op++)
+            for (int tier = 0; tier < FSMOE_TIER_LOCAL; tier++)
+                if (suite_wanted(s, op, tier))
+                    items[n++] = (suite_item){(fsmoe_op)op, (fsmoe_tier)tier, -1};
+        return n;
+    }
+    static const struct {
+        fsmoe_op op;
+        fsmoe_group g;
+    } want[] = {
+        {FSMOE_OP_ALLTOALL, FSMOE_GROUP_EP},       {FSMOE_OP_ALLTOALL, FSMOE_GROUP_EP_ESP},
+        {FSMOE_OP_ALLGATHER, FSMOE_GROUP_ESP},     {FSMOE_OP_ALLGATHER, FSMOE_GROUP_MP},
+        {FSMOE_OP_REDUCESCATTER, FSMOE_GROUP_ESP}, {FSMOE_OP_ALLREDUCE, FSMOE_GROUP_ESP},
+        {FSMOE_OP_ALLREDUCE, FSMOE_GROUP_MP},      {FSMOE_OP_ALLREDUCE, FSMOE_GROUP_DP},
+    };
+    int done[FSMOE_OP_COUNT][FSMOE_TIER_COUNT] = {{0}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        if (!o->ops[want[i].op] || fsmoe_group_size(s->layout, want[i].g) <= 1)
+            continue;
+        fsmoe_tier tier = fsmoe_group_tier(s->layout, want[i].g);
+        if (!o->tiers[tier] || done[want[i].op][tier])
+            continue;
+        done[want[i].op][tier] = 1;
+        items[n++] = (suite_item){want[i].op, tier, want[i].g};
+    }
+    return n;
+}
+
+/* SAA: AllToAll over EP&ESP with AllGather over MP; possible when both have members. */
+static int suite_saa_plan(const bench_suite *s, fsmoe_tier *tier)
+{
+    const bench_options *o = s->opt;
+    if (!o->ops[FSMOE_OP_SAA])
+        return 0;
+    if (!s->layout) {
+        *tier = suite_saa_tier(s->topo);
+        return suite_saa_possible(s->topo) && o->tiers[*tier];
+    }
+    if (fsmoe_group_size(s->layout, FSMOE_GROUP_EP_ESP) <= 1 ||
+        fsmoe_group_size(s->layout, FSMOE_GROUP_MP) <= 1)
+        return 0;
+    *tier = fsmoe_group_tier(s->layout, FSMOE_GROUP_EP_ESP);
+    return o->tiers[*tier];
+}
+
+long suite_rows(const bench_suite *s)
+{
+    const bench_options *o = s->opt;
+    long sizes = options_comm_sizes(o, NULL, 0), rows = 0;
+    suite_item items[SUITE_MAX_ITEMS];
+    fsmoe_tier saa_tier;
+    rows += sizes * suite_plan(s, items);
+    if (suite_saa_plan(s, &saa_tier))
+        rows += sizes;
+    if (o->ops[FSMOE_OP_GEMM])
+        rows += 2L * s->n_shapes * ((o->gemm_max - o->gemm_min) / o->gemm_step + 1);
+    if (o->ops[FSMOE_OP_COPY])
+        rows += sizes;
+    return rows;
+}
+
+/* ---- the sweep: n passes over the rows, one timed run of each row per pass ---- */
+
+typedef struct {
+    const char *name; /* for the progress bar */
+    fsmoe_tier tier;
+    const char *type, *redop;
+    int n;            /* rows */
+    /* Points ctx at row i (shape, buffers); 0 = nothing to measure at this size. Must be
+     * cheap and the same on every pass. */
+    int (*setup)(void *ctx, int i);
+    measure_fn run; /* one synchronised operation of the current row */
+    /* After the last timed run of row i, whose output is still in place: the row's
+     * description (op, tier, ranks, n, count, shape), its bus-bandwidth factor and this
+     * rank's wrong elements. */
+    fsmoe_status (*finish)(void *ctx, int i, bench_row *row, double *busbw_factor,
+                           size_t *wrong, fsmoe_error *err);
+    double flops_per_n; /* 0: algbw = n/t bytes; 2: GFLOP/s from MACs */
+} suite_sweep;
+
+static fsmoe_status suite_sweep_run(bench_suite *s, const suite_sweep *sw, void *ctx,
+                                    fsmoe_error *err)
+{
+    const bench_options *o = s->opt;
+    const measure_cfg *m = &s->mcfg;
+    int n = sw->n, iters = m->iters;
+    fsmoe_status st = FSMOE_OK;
+    double *t = calloc((size_t)(n ? n : 1) * (size_t)iters, sizeof *t);
+    double *factor = calloc((size_t)(n ? n : 1), sizeof *factor);
+    int *reps = calloc((size_t)(n ? n : 1), sizeof *reps);
+    bench_row *rows = calloc((size_t)(n ? n : 1), sizeof *rows);
+    size_t *wrong = calloc((size_t)(n ? n : 1), sizeof *wrong);
+    if (!t || !factor || !reps || !rows || !wrong) {
+        st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for %d x %d samples", n, iters);
+        goto fail;
+    }
+    char label[96];
+    for (int p = 0; p < iters; p++) {
+        for (int i = 0; i < n; i++) {
+            snprintf(label, sizeof label, "%s %s row %d/%d, pass %d/%d", sw->name,
+                     fsmoe_tier_name(sw->tier), i + 1, n, p + 1, iters);
+            progress_step(s->prog, label);
+            if (!sw->setup(ctx, i))
+                continue;
+            if (p == 0 && (st = measure_warm(m, sw->run, ctx, &reps[i], err)))
+                goto fail;
+            if ((st = measure_sample(m, sw->run, ctx, reps[i], &t[(size_t)i * iters + p], err)))
+                goto fail;
+            if (p == iters - 1 &&
+                (st = sw->finish(ctx, i, &rows[i], &factor[i], o->check ? &wrong[i] : NULL,
+                                 err)))
+                goto fail;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        if (!sw->setup(ctx, i))
+            continue;
+        bench_row *row = &rows[i];
+        if ((st = measure_combine(m, &t[(size_t)i * iters], iters, &row->seconds, err)))
+            goto fail;
+        long long w = (long long)wrong[i];
+        MPI_CHECK(MPI_Allreduce(&w, &row->wrong, 1, MPI_LONG_LONG, MPI_SUM, m->world), err);
+        double work = sw->flops_per_n > 0 ? sw->flops_per_n * row->n : row->n;
+        row->algbw = row->seconds > 0 ? work / row->seconds / 1e9 : 0.0;
+        row->busbw = row->algbw * factor[i];
+        if ((st = results_add(s->res, row, err)))
+            goto fail;
+        progress_clear(s->prog);
+        if (row->op == FSMOE_OP_GEMM)
+            report_gemm_row(s->rep, row);
+        else
+            report_row(s->rep, row, sw->type, sw->redop);
+    }
+fail:
+    free(t);
+    free(factor);
+    free(reps);
+    free(rows);
+    free(wrong);
+    return st;
+}
+
+/* ---- collectives ---- */
+
+typedef struct {
+    bench_backend *b;
+    bench_comm *c;
+    const coll_op *op;
+    fsmoe_tier tier;
+    int P, rank;
+    const long long *sizes;
+    coll_shape shape;
+    const void *send;
+    void *recv, *hrecv;
+    bench_dtype t;
+    bench_redop redop;
+} coll_ctx;
+
+static int coll_setup(void *arg, int i)
+{
+    coll_ctx *c = arg;
+    c->op->shape((size_t)c->sizes[i], dtype_size(c->t), c->P, &c->shape);
+    return c->shape.count > 0; /* too small to give every member an element */
+}
+
+static fsmoe_status coll_once(void *arg, fsmoe_error *err)
+{
+    coll_ctx *c = arg;
+    fsmoe_status st =
+        c->op->run(c->b, c->c, c->send, c->recv, &c->shape, c->t, c->redop, 0, err);
+    return st ? st : c->b->sync(c->b, 0, err);
+}
+
+static fsmoe_status coll_finish(void *arg, int i, bench_row *row, double *factor,
+                                size_t *wrong, fsmoe_error *err)
+{
+    (void)i;
+    coll_ctx *c = arg;
+    *row = (bench_row){.op = c->op->op, .tier = c->tier, .ranks = c->P,
+                       .n = (double)c->shape.bytes, .count = c->shape.count};
+    *factor = c->op->busbw_factor(c->P);
+    if (!wrong)
+        return FSMOE_OK;
+    fsmoe_status st = c->b->download(c->b, c->hrecv, c->recv,
+                                     c->shape.recv_elems * dtype_size(c->t), err);
+    if (st)
+        return st;
+    *wrong = c->op->check(c->t, c->redop, c->rank, c->P, &c->shape, c->hrecv);
+    return FSMOE_OK;
+}
+
+static fsmoe_status suite_collective(bench_suite *s, const coll_op *op, fsmoe_tier tier,
+                                     MPI_Comm group, const char *detail, void *dsend,
+                                     void *drecv, void *hsend, void *hrecv, fsmoe_error *err)
+{
+    const bench_options *o = s->opt;
+    bench_backend *b = s->b;
+    fsmoe_status st;
+    long long sizes[BENCH_MAX_SIZES];
+    int n_sizes = options_comm_sizes(o, sizes, BENCH_MAX_SIZES);
+    coll_ctx c = {.b = b, .op = op, .tier = tier, .sizes = sizes, .send = dsend, .recv = drecv,
+                  .hrecv = hrecv, .t = o->dtype, .redop = o->redop};
+    MPI_Comm_size(group, &c.P);
+    MPI_Comm_rank(group, &c.rank);
+    /* The input pattern of every size is a prefix of the largest one's: fill once. */
+    coll_shape largest;
+    op->shape((size_t)o->max_bytes, dtype_size(o->dtype), c.P, &largest);
+    op->fill(o->dtype, c.rank, c.P, &largest, hsend);
+    if ((st = b->upload(b, dsend, hsend, largest.send_elems * dtype_size(o->dtype), err)) ||
+        (st = b->comm_init(b, group, &c.c, err)))
+        return st;
+    report_section(s->rep, op->name, fsmoe_tier_name(tier), c.P, s->topo->size / c.P, detail);
+    suite_sweep sw = {op->name, tier, dtype_name(o->dtype),
+                      op->reduces ? redop_name(o->redop) : "none", n_sizes,
+                      coll_setup, coll_once, coll_finish, 0.0};
+    st = suite_sweep_run(s, &sw, &c, err);
+    b->comm_free(b, &c.c);
+    return st;
+}
+
+/* ---- SAA ---- */
+
+typedef struct {
+    bench_backend *b;
+    saa_groups g;
+    fsmoe_tier tier;
+    const long long *sizes;
+    saa_shape sh;
+    bench_dtype t;
+    const void *send;
+    void *mid, *out, *hout;
+} saa_ctx;
+
+static int saa_setup(void *arg, int i)
+{
+    saa_ctx *c = arg;
+    saa_shape_of(&c->g, (size_t)c->sizes[i], dtype_size(c->t), &c->sh);
+    return c->sh.per_peer > 0;
+}
+
+static fsmoe_status saa_once(void *arg, fsmoe_error *err)
+{
+    saa_ctx *c = arg;
+    return saa_run(c->b, &c->g, &c->sh, c->t, c->send, c->mid, c->out, err);
+}
+
+static fsmoe_status saa_finish(void *arg, int i, bench_row *row, double *factor, size_t *wrong,
+                               fsmoe_error *err)
+{
+    (void)i;
+    saa_ctx *c = arg;
+    *row = (bench_row){.op = FSMOE_OP_SAA, .tier = c->tier, .ranks = c->g.P_a2a,
+                       .n = (double)c->sh.bytes, .count = c->sh.send_elems};
+    *factor = (double)(c->g.P_a2a - 1) / c->g.P_a2a;
+    if (!wrong)
+        return FSMOE_OK;
+    fsmoe_status st = c->b->download(c->b, c->hout, c->out, c->sh.ag_elems * dtype_size(c->t),
+                                     err);
+    if (st)
+        return st;
+    *wrong = saa_check(&c->g, &c->sh, c->t, c->hout);
+    return FSMOE_OK;
+}
+
+static fsmoe_status suite_saa(bench_suite *s, fsmoe_tier tier, MPI_Comm a2a_mpi, MPI_Comm ag_mpi,
+                              fsmoe_error *err)
+{
+    const bench_options *o = s->opt;
+    bench_backend *b = s->b;
+    const bench_topology *t = s->topo;
+    fsmoe_status st = FSMOE_OK;
+    int *a2a_rank_of = NULL;
+    void *dsend = NULL, *dmid = NULL, *dout = NULL, *hsend = NULL, *hout = NULL;
+    long long sizes[BENCH_MAX_SIZES];
+    saa_ctx c = {.b = b, .tier = tier, .sizes = sizes, .t = o->dtype};
+    c.g.slices = o->saa_slices;
+    MPI_Comm_size(a2a_mpi, &c.g.P_a2a);
+    MPI_Comm_size(ag_mpi, &c.g.P_ag);
+    MPI_Comm_rank(a2a_mpi, &c.g.rank_a2a);
+    a2a_rank_of = calloc((size_t)c.g.P_ag, sizeof *a2a_rank_of);
+    if (!a2a_rank_of)
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory");
+    int rc = MPI_Allgather(&c.g.rank_a2a, 1, MPI_INT, a2a_rank_of, 1, MPI_INT, ag_mpi);
+    if (rc != MPI_SUCCESS) {
+        char msg[MPI_MAX_ERROR_STRING];
+        int len = 0;
+        MPI_Error_string(rc, msg, &len);
+        free(a2a_rank_of);
+        return fsmoe_fail(err, FSMOE_ERR_IO, "MPI_Allgather of the SAA ranks failed: %s", msg);
+    }
+    c.g.a2a_rank_of = a2a_rank_of;
+    size_t max = (size_t)o->max_bytes, max_out = max * (size_t)c.g.P_ag;
+    if ((st = b->comm_init(b, a2a_mpi, &c.g.a2a, err)) ||
+        (st = b->comm_init(b, ag_mpi, &c.g.ag, err)) || (st = b->alloc(b, max, &dsend, err)) ||
+        (st = b->alloc(b, max, &dmid, err)) || (st = b->alloc(b, max_out, &dout, err)))
+        goto fail;
+    hsend = malloc(max);
+    hout = malloc(max_out);
+    if (!hsend || !hout) {
+        st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for %zu-byte buffers", max_out);
+        goto fail;
+    }
+    saa_shape largest;
+    saa_shape_of(&c.g, max, dtype_size(o->dtype), &largest);
+    saa_fill(&c.g, &largest, o->dtype, hsend); /* every size's input is a prefix */
+    if ((st = b->upload(b, dsend, hsend, largest.send_elems * dtype_size(o->dtype), err)))
+        goto fail;
+    c.send = dsend;
+    c.mid = dmid;
+    c.out = dout;
+    c.hout = hout;
+    char detail[128];
+    snprintf(detail, sizeof detail,
+             "AllToAll over %d ranks + AllGather over %d (MP), %d slices, streams 1+2",
+             c.g.P_a2a, c.g.P_ag, c.g.slices);
+    report_section(s->rep, "saa", fsmoe_tier_name(tier), c.g.P_a2a, t->size / c.g.P_a2a, detail);
+    suite_sweep sw = {"saa", tier, dtype_name(o->dtype), "none",
+                      options_comm_sizes(o, sizes, BENCH_MAX_SIZES),
+                      saa_setup, saa_once, saa_finish, 0.0};
+    st = suite_sweep_run(s, &sw, &c, err);
+fail:
+    b->comm_free(b, &c.g.a2a);
+    b->comm_free(b, &c.g.ag);
+    if (dsend)
+        b->release(b, dsend);
+    if (dmid)
+        b->release(b, dmid);
+    if (dout)
+        b->release(b, dout);
+    free(hsend);
+    free(hout);
+    free(a2a_rank_of);
+    return st;
+}
+
+/* ---- GEMM: one row per (shape, size, projection) ---- */
+
+typedef struct {
+    bench_backend *b;
+    int M, H;
+    long long e0, step;
+    int m, n, k; /* current row */
+    const float *A, *B_up, *B_down, *hA, *hB_up, *hB_down;
+    const float *B, *hB;
+    float *C, *hC;
+} gemm_ctx;
+
+static int gemm_setup(void *arg, int i)
+{
+    gemm_ctx *c = arg;
+    int dir = i % 2;
+    long long e = c->e0 + (long long)(i / 2) * c->step;
+    c->m = (int)(e / c->M);
+    c->k = dir == 0 ? c->M : c->H;
+    c->n = dir == 0 ? c->H : c->M;
+    c->B = dir == 0 ? c->B_up : c->B_down;
+    c->hB = dir == 0 ? c->hB_up : c->hB_down;
+    return c->m > 0;
+}
+
+static fsmoe_status gemm_once(void *arg, fsmoe_error *err)
+{
+    gemm_ctx *c = arg;
+    fsmoe_status st = c->b->gemm(c->b, c->m, c->n, c->k, c->A, c->B, c->C, 0, err);
+    return st ? st : c->b->sync(c->b, 0, err);
+}
+
+static fsmoe_status gemm_finish(void *arg, int i, bench_row *row, double *factor, size_t *wrong,
+                                fsmoe_error *err)
+{
+    (void)i;
+    gemm_ctx *c = arg;
+    *row = (bench_row){.op = FSMOE_OP_GEMM, .tier = FSMOE_TIER_LOCAL, .ranks = 1, .m = c->m,
+                       .nn = c->n, .k = c->k};
+    row->n = (double)c->m * c->n * c->k;
+    row->count = (size_t)c->m * (size_t)c->n * (size_t)c->k;
+    *factor = 0.0;
+    if (!wrong)
+        return FSMOE_OK;
+    fsmoe_status st = c->b->download(c->b, c->hC, c->C, (size_t)c->m * (size_t)c->n * 4, err);
+    if (st)
+        return st;
+    *wrong = gemm_check(c->hA, c->hB, c->hC, c->m, c->n, c->k);
+    return FSMOE_OK;
+}
+
+static fsmoe_status suite_gemm(bench_suite *s, fsmoe_error *err)
+{
+    const bench_options *o = s->opt;
+    bench_backend *b = s->b;
+    fsmoe_status st = FSMOE_OK;
+    report_section(s->rep, "gemm", "local", 1, s->topo->size,
+                   "every rank at once: (T x M)(M x H) and (T x H)(H x M), T*M swept");
+    int n_e = (int)((o->gemm_max - o->gemm_min) / o->gemm_step) + 1;
+    for (int si = 0; si < s->n_shapes && !st; si++) {
+        int M = s->shapes[si].M, H = s->shapes[si].H, K_max = M > H ? M : H;
+        size_t T_max = (size_t)(o->gemm_max / M);
+        size_t a_elems = (T_max ? T_max : 1) * (size_t)K_max, b_elems = (size_t)M * (size_t)H;
+        float *hA = malloc(a_elems * 4), *hB = malloc(b_elems * 4), *hB2 = malloc(b_elems * 4),
+              *hC = malloc(a_elems * 4);
+        void *dA = NULL, *dB = NULL, *dB2 = NULL, *dC = NULL;
+        if (!hA || !hB || !hB2 || !hC) {
+            st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for GEMM %zux%d", T_max, K_max);
+            goto shape_done;
+        }
+        /* A holds T_max·max(M, H) elements: the up projection reads T×M of it, the down one
+         * T×H; C receives either. */
+        gemm_fill(hA, a_elems, hB, b_elems, 2);
+        gemm_fill(NULL, 0, hB2, b_elems, 3);
+        if ((st = b->alloc(b, a_elems * 4, &dA, err)) || (st = b->alloc(b, b_elems * 4, &dB, err)) ||
+            (st = b->alloc(b, b_elems * 4, &dB2, err)) || (st = b->alloc(b, a_elems * 4, &dC, err)) ||
+            (st = b->upload(b, dA, hA, a_elems * 4, err)) ||
+            (st = b->upload(b, dB, hB, b_elems * 4, err)) ||
+            (st = b->upload(b, dB2, hB2, b_elems * 4, err)))
+            goto shape_done;
+        gemm_ctx c = {.b = b, .M = M, .H = H, .e0 = o->gemm_min, .step = o->gemm_step,
+                      .A = dA, .B_up = dB, .B_down = dB2, .hA = hA, .hB_up = hB, .hB_down = hB2,
+                      .C = dC, .hC = hC};
+        suite_sweep sw = {"gemm", FSMOE_TIER_LOCAL, "float", "none", 2 * n_e,
+                          gemm_setup, gemm_once, gemm_finish, 2.0};
+        st = suite_sweep_run(s, &sw, &c, err);
+    shape_done:
+        if (dA)
+            b->release(b, dA);
+        if (dB)
+            b->release(b, dB);
+        if (dB2)
+            b->release(b, dB2);
+        if (dC)
+            b->release(b, dC);
+        free(hA);
+        free(hB);
+        free(hB2);
+        free(hC);
+    }
+    return st;
+}
+
+/* ---- copy ---- */
+
+typedef struct {
+    bench_backend *b;
+    const long long *sizes;
+    size_t count;
+    bench_dtype t;
+    int rank;
+    void *dst, *hdst;
+    const void *src;
+} copy_ctx;
+
+static int copy_setup(void *arg, int i)
+{
+    copy_ctx *c = arg;
+    c->count = (size_t)c->sizes[i] / dtype_size(c->t);
+    return c->count > 0;
+}
+
+static fsmoe_status copy_once(void *arg, fsmoe_error *err)
+{
+    copy_ctx *c = arg;
+    fsmoe_status st = c->b->copy(c->b, c->dst, c->src, c->count * dtype_size(c->t), 0, err);
+    return st ? st : c->b->sync(c->b, 0, err);
+}
+
+static fsmoe_status copy_finish(void *arg, int i, bench_row *row, double *factor, size_t *wrong,
+                                fsmoe_error *err)
+{
+    (void)i;
+    copy_ctx *c = arg;
+    size_t bytes = c->count * dtype_size(c->t);
+    *row = (bench_row){.op = FSMOE_OP_COPY, .tier = FSMOE_TIER_LOCAL, .ranks = 1,
+                       .n = (double)bytes, .count = c->count};
+    *factor = 1.0;
+    if (!wrong)
+        return FSMOE_OK;
+    fsmoe_status st = c->b->download(c->b, c->hdst, c->dst, bytes, err);
+    if (st)
+        return st;
+    *wrong = 0;
+    for (size_t j = 0; j < c->count; j++)
+        *wrong += dtype_get(c->t, c->hdst, j) != dtype_pattern(c->t, c->rank, j);
+    return FSMOE_OK;
+}
+
+static fsmoe_status suite_copy(bench_suite *s, void *dsrc, void *ddst, void *hsrc, void *hdst,
+                               fsmoe_error *err)
+{
+    const bench_options *o = s->opt;
+    bench_backend *b = s->b;
+    fsmoe_status st;
+    long long sizes[BENCH_MAX_SIZES];
+    int n_sizes = options_comm_sizes(o, sizes, BENCH_MAX_SIZES);
+    size_t max_count = (size_t)o->max_bytes / dtype_size(o->dtype);
+    dtype_fill(o->dtype, hsrc, s->topo->rank, 0, max_count); /* every size is a prefix */
+    if ((st = b->upload(b, dsrc, hsrc, max_count * dtype_size(o->dtype), err)))
+        return st;
+    report_section(s->rep, "copy", "local", 1, s->topo->size,
+                   "device to device, every rank at once");
+    copy_ctx c = {.b = b, .sizes = sizes, .t = o->dtype, .rank = s->topo->rank, .dst = ddst,
+                  .hdst = hdst, .src = dsrc};
+    suite_sweep sw = {"copy", FSMOE_TIER_LOCAL, dtype_name(o->dtype), "none", n_sizes,
+                      copy_setup, copy_once, copy_finish, 0.0};
+    return suite_sweep_run(s, &sw, &c, err);
+}
+
+fsmoe_status suite_run(bench_suite *s, fsmoe_error *err)
+{
+    const bench_options *o = s->opt;
+    bench_backend *b = s->b;
+    fsmoe_status st = FSMOE_OK;
+    size_t max = (size_t)o->max_bytes;
+    void *dsend = NULL, *drecv = NULL, *hsend = NULL, *hrecv = NULL;
+    if ((st = b->alloc(b, max, &dsend, err)) || (st = b->alloc(b, max, &drecv, err)))
+        goto fail;
+    hsend = malloc(max);
+    hrecv = malloc(max);
+    if (!hsend || !hrecv) {
+        st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for two %zu-byte buffers", max);
+        goto fail;
+    }
+    suite_item items[SUITE_MAX_ITEMS];
+    int n_items = suite_plan(s, items);
+    for (int i = 0; i < n_items; i++) {
+        MPI_Comm group = MPI_COMM_NULL;
+        char detail[96];
+        fsmoe_tier tier = items[i].tier;
+        if (items[i].group < 0) {
+            group = s->topo->tier[tier];
+            snprintf(detail, sizeof detail, "%s", tier == FSMOE_TIER_INTRA ? "inside each node"
+                                                  : tier == FSMOE_TIER_INTER ? "one rank per node"
+                                                                             : "all ranks");
+        } else {
+            if ((st = topology_group_comm(s->topo, s->mcfg.world, s->layout,
+                                          (fsmoe_group)items[i].group, &group, err)))
+                goto fail;
+            snprintf(detail, sizeof detail, "the %s group of the layout",
+                     fsmoe_group_name((fsmoe_group)items[i].group));
+        }
+        double t0 = measure_now();
+        st = suite_collective(s, coll_op_find(items[i].op), tier, group, detail, dsend, drecv,
+                              hsend, hrecv, err);
+        if (items[i].group >= 0)
+            MPI_Comm_free(&group);
+        if (st)
+            goto fail;
+        report_section_time(s->rep, measure_now() - t0);
+    }
+    double t0 = measure_now();
+    fsmoe_tier saa_tier;
+    if (suite_saa_plan(s, &saa_tier)) {
+        MPI_Comm a2a = MPI_COMM_NULL, ag = MPI_COMM_NULL;
+        if (!s->layout) {
+            a2a = s->topo->tier[saa_tier];
+            ag = s->topo->tier[FSMOE_TIER_INTRA];
+        } else if ((st = topology_group_comm(s->topo, s->mcfg.world, s->layout,
+                                             FSMOE_GROUP_EP_ESP, &a2a, err)) ||
+                   (st = topology_group_comm(s->topo, s->mcfg.world, s->layout, FSMOE_GROUP_MP,
+                                             &ag, err))) {
+            if (a2a != MPI_COMM_NULL)
+                MPI_Comm_free(&a2a);
+            goto fail;
+        }
+        st = suite_saa(s, saa_tier, a2a, ag, err);
+        if (s->layout) {
+            MPI_Comm_free(&a2a);
+            MPI_Comm_free(&ag);
+        }
+        if (st)
+            goto fail;
+        report_section_time(s->rep, measure_now() - t0);
+    }
+    t0 = measure_now();
+    if (o->ops[FSMOE_OP_GEMM]) {
+        if ((st = suite_gemm(s, err)))
+            goto fail;
+        report_section_time(s->rep, measure_now() - t0);
+    }
+    t0 = measure_now();
+    if (o->ops[FSMOE_OP_COPY]) {
+        if ((st = suite_copy(s, dsend, drecv, hsend, hrecv, err)))
+            goto fail;
+        report_section_time(s->rep, measure_now() - t0);
+    }
+fail:
+    if (dsend)
+        b->release(b, dsend);
+    if (drecv)
+        b->release(b, drecv);
+    free(hsend);
+    free(hrecv);
+    return st;
+}

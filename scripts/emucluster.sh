@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# emucluster.sh — an emulated cluster of N nodes x G ranks on this one machine (toolchain.md),
+# and an MPI command run on it.
+#
+# Each node is a network namespace with its own hostname (`unshare --uts`), so ranks of one node
+# talk through shared memory and MPI_Comm_split_type(SHARED) sees N nodes; nodes reach each other
+# only through veth links into a bridge (the "switch", its own namespace), shaped with tbf in
+# both directions (each node's NIC: --rate). mpirun starts in node 0 and reaches the others with
+# a fake remote shell (nsrsh) that enters the right namespace. Addresses are 10.77.0.x inside
+# namespaces this script creates; nothing outside them is touched. The emulated nodes share the
+# real cores, so ranks yield when idle (mpi_yield_when_idle: the hostfile's slots would make
+# Open MPI busy-poll). Everything (processes,
+# namespaces, temporary files) is removed on exit, error, Ctrl-C or TERM.
+#
+# usage: scripts/emucluster.sh [--nodes N] [--ranks-per-node G] [--rate RATE] [--burst B]
+#                              [--mpirun-args "ARGS"] [--check] [--] PROGRAM [ARGS...]
+#   --nodes N            emulated nodes (default 2)
+#   --ranks-per-node G   MPI ranks per node (default 2)
+#   --rate RATE          tbf rate of every node's link, each direction (default 1gbit)
+#   --burst B            tbf burst (default 256kb)
+#   --mpirun-args ARGS   extra mpirun arguments (word-split)
+#   --check              only check that namespaces can be made (exit 0, or 77 with a reason)
+# Exit status: the MPI command's; 77 when namespaces cannot be made here (not root, no
+# CAP_SYS_ADMIN, no iproute2/tc); 2 for bad usage.
+set -u
+
+nodes=2
+ranks=2
+rate=1gbit
+burst=256kb
+extra=""
+check_only=0
+
+usage() {
+    sed -n '2,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//' >&2
+    exit 2
+}
+die_usage() { echo "emucluster: $*" >&2; exit 2; }
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --nodes) [ $# -ge 2 ] || die_usage "--nodes needs a value"; nodes=$2; shift 2 ;;
+    --ranks-per-node) [ $# -ge 2 ] || die_usage "--ranks-per-node needs a value"; ranks=$2; shift 2 ;;
+    --rate) [ $# -ge 2 ] || die_usage "--rate needs a value"; rate=$2; shift 2 ;;
+    --burst) [ $# -ge 2 ] || die_usage "--burst needs a value"; burst=$2; shift 2 ;;
+    --mpirun-args) [ $# -ge 2 ] || die_usage "--mpirun-args needs a value"; extra=$2; shift 2 ;;
+    --check) check_only=1; shift ;;
+    -h|--help) usage ;;
+    --) shift; break ;;
+    -*) die_usage "unknown option $1 (see --help)" ;;
+    *) break ;;
+    esac
+done
+case "$nodes" in ''|*[!0-9]*) die_usage "--nodes: '$nodes' is not a positive integer" ;; esac
+case "$ranks" in ''|*[!0-9]*) die_usage "--ranks-per-node: '$ranks' is not a positive integer" ;; esac
+[ "$nodes" -ge 1 ] && [ "$nodes" -le 200 ] || die_usage "--nodes: $nodes is not in 1..200"
+[ "$ranks" -ge 1 ] && [ "$ranks" -le 256 ] || die_usage "--ranks-per-node: $ranks is not in 1..256"
+if [ "$check_only" -eq 0 ] && [ $# -eq 0 ]; then die_usage "no command given (usage: emucluster.sh [options] -- PROGRAM [ARGS...])"; fi
+
+skip() { echo "emucluster: SKIP: $*" >&2; exit 77; }
+[ "$(id -u)" -eq 0 ] || skip "network namespaces need root (running as uid $(id -u))"
+for t in ip tc unshare mpirun; do
+    command -v "$t" >/dev/null 2>&1 || skip "$t not found (apt-get install iproute2 util-linux openmpi-bin)"
+done
+
+tag="fsmoe$$"
+sw="${tag}sw"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/emucluster.XXXXXX") || exit 1
+created=()
+launcher_pid=""
+
+cleanup() {
+    trap - EXIT INT TERM
+    if [ -n "$launcher_pid" ]; then
+        kill -TERM -- "-$launcher_pid" 2>/dev/null || kill -TERM "$launcher_pid" 2>/dev/null
+    fi
+    # Whatever still runs inside our namespaces was started by this script.
+    for ns in "${created[@]}"; do
+        for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
+    done
+    for ns in "${created[@]}"; do ip netns del "$ns" 2>/dev/null; done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'cleanup; exit 130' INT
+trap 'cleanup; exit 143' TERM
+
+mkns() {
+    if ! err=$(ip netns add "$1" 2>&1); then
+        skip "cannot create network namespace $1: $err"
+    fi
+    created+=("$1")
+}
+
+# The switch: a bridge in its own namespace.
+mkns "$sw"
+ip -n "$sw" link set lo up
+ip -n "$sw" link add br0 type bridge || skip "cannot create a bridge"
+ip -n "$sw" link set br0 up
+
+hosts="$tmp/hosts"
+: > "$hosts"
+nsmap=""
+for ((i = 0; i < nodes; i++)); do
+    ns="${tag}n$i"
+    addr="10.77.0.$((i + 1))"
+    mkns "$ns"
+    ip link add eth0 netns "$ns" type veth peer name "p$i" netns "$sw" \
+        || skip "cannot create a veth pair"
+    ip -n "$ns" addr add "$addr/24" dev eth0
+    ip -n "$ns" link set lo up
+    ip -n "$ns" link set eth0 up
+    ip -n "$sw" link set "p$i" master br0
+    ip -n "$sw" link set "p$i" up
+    # The node's NIC: rate out (node side) and rate in (switch side).
+    if ! err=$(ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" burst "$burst" latency 5ms 2>&1) ||
+       ! err=$(ip netns exec "$sw" tc qdisc add dev "p$i" root tbf rate "$rate" burst "$burst" latency 5ms 2>&1); then
+        skip "cannot shape the link with tc tbf (rate $rate): $err"
+    fi
+    echo "$addr slots=$ranks" >> "$hosts"
+    nsmap="$nsmap    $addr) ns=$ns; name=node$i ;;
+"
+done
+
+if [ "$check_only" -eq 1 ]; then
+    echo "emucluster: namespaces, veth, bridge and tbf work here"
+    exit 0
+fi
+
+# The fake remote shell Open MPI uses to start its daemons on the other "nodes".
+cat > "$tmp/nsrsh" <<NSRSH
+#!/bin/sh
+# nsrsh HOST COMMAND...: run COMMAND inside the namespace of HOST with that node's hostname.
+host=\$1; shift
+case "\$host" in
+$nsmap    *) echo "nsrsh: unknown host \$host" >&2; exit 1 ;;
+esac
+exec ip netns exec "\$ns" unshare --uts sh -c "hostname \$name; \$*"
+NSRSH
+chmod +x "$tmp/nsrsh"
+
+np=$((nodes * ranks))
+cmd=(mpirun --allow-run-as-root --oversubscribe --hostfile "$hosts"
+     --mca plm_rsh_agent "$tmp/nsrsh" --mca pml ob1 --mca btl vader,tcp,self
+     --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24
+     --mca mpi_yield_when_idle 1
+     -np "$np")
+# shellcheck disable=SC2206
+[ -n "$extra" ] && cmd+=($extra)
+cmd+=("$@")
+
+echo "emucluster: $nodes node(s) x $ranks rank(s), links $rate each way; running: $*" >&2
+# Node 0 launches (PMIx cannot reach the root namespace from inside, toolchain.md). setsid gives
+# the launcher its own process group so cleanup can signal all of it.
+quoted=$(printf '%q ' "${cmd[@]}")
+setsid ip netns exec "${tag}n0" unshare --uts sh -c "hostname node0; exec $quoted" &
+launcher_pid=$!
+wait "$launcher_pid"
+rc=$?
+launcher_pid=""
+exit "$rc"

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Implements: the `mpi` suite test of fsmoe-bench: 4 ranks (2 "nodes" by --gpus-per-node) on
+# small sizes write a profile that the planner's reader and fsmoe-plan accept, with every
+# operation on every tier, no wrong values, JSON and SVG; then the node placement detected by
+# MPI (one node here), another datatype and reduction, and impossible configurations (exit 2).
+# usage: bench_mpi.sh FSMOE_BENCH CHECK_PROFILE [FSMOE_PLAN]
+set -u
+bench=$1 check=$2 plan=${3:-}
+src=${FSMOE_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+tmp=$(mktemp -d /tmp/fsmoe-bench-mpi.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+mpi=(mpirun --allow-run-as-root --oversubscribe --mca mpi_yield_when_idle 1)
+failed=0
+fail() { echo "FAIL: $*"; failed=1; }
+
+small=(-b 256K -e 1M -i 256K --gemm-min 64K --gemm-max 256K --gemm-step 64K -n 3 -w 1)
+
+echo "== 4 ranks, --gpus-per-node 2: every op on every tier"
+"${mpi[@]}" -np 4 "$bench" --gpus-per-node 2 --all-tiers "${small[@]}" -o "$tmp/p.yaml" --json "$tmp/p.json" \
+    --plot "$tmp/p.svg" > "$tmp/out.txt" 2> "$tmp/err.txt"
+rc=$?
+cat "$tmp/out.txt"
+[ $rc -eq 0 ] || { cat "$tmp/err.txt"; fail "fsmoe-bench exited $rc"; }
+grep -q "^# Out of bounds values : 0 OK" "$tmp/out.txt" || fail "no OK footer"
+grep -q "^#       size         count      type   redop    root     time   algbw   busbw  #wrong" "$tmp/out.txt" \
+    || fail "no nccl-tests header"
+[ -s "$tmp/err.txt" ] && grep -q '\[' "$tmp/err.txt" && fail "progress bar on a non-terminal stderr"
+"$check" "$tmp/p.yaml" 2 2 \
+    alltoall:intra alltoall:inter alltoall:world allgather:intra allgather:inter allgather:world \
+    reducescatter:intra reducescatter:inter reducescatter:world allreduce:intra allreduce:inter \
+    allreduce:world saa:world gemm:local copy:local || fail "profile check"
+/usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['wrong']==0 and len(d['rows'])>0 and len(d['fits'])==15, d['fits']" "$tmp/p.json" \
+    || fail "JSON report"
+grep -q "</svg>" "$tmp/p.svg" && grep -q "alltoall" "$tmp/p.svg" || fail "SVG plot"
+if [ -n "$plan" ] && [ -x "$plan" ]; then
+    "$plan" --model "$src/models/tiny-moe.yaml" --cluster "$tmp/p.yaml" > "$tmp/plan.yaml" \
+        || fail "fsmoe-plan rejected the fresh profile"
+fi
+
+echo "== 4 ranks, node placement from MPI (one node): only the intra tier"
+"${mpi[@]}" -np 4 "$bench" "${small[@]}" --ops alltoall,allreduce,saa -d int32 --op max \
+    -o "$tmp/one.yaml" > "$tmp/out1.txt" 2>&1 || { cat "$tmp/out1.txt"; fail "single-node run"; }
+grep -q "^# Out of bounds values : 0 OK" "$tmp/out1.txt" || fail "int32/max: wrong values"
+"$check" "$tmp/one.yaml" 1 4 alltoall:intra allreduce:intra saa:intra || fail "single-node profile"
+grep -q "tier: inter" "$tmp/one.yaml" && fail "one node has no inter tier"
+
+echo "== layout flags: EP over all 4 ranks (esp 1) puts the AllToAll on the world tier"
+"${mpi[@]}" -np 4 "$bench" --gpus-per-node 2 --esp 1 --ep 4 "${small[@]}" --ops alltoall,allgather,saa \
+    -o "$tmp/lay.yaml" > "$tmp/out2.txt" 2>&1 || { cat "$tmp/out2.txt"; fail "layout run"; }
+grep -q "alltoall on tier world: 1 group of 4 ranks, the ep group of the layout" "$tmp/out2.txt" \
+    || fail "EP group of --esp 1 --ep 4 not measured on the world tier"
+"$check" "$tmp/lay.yaml" 2 2 alltoall:world allgather:intra saa:world || fail "layout profile"
+
+echo "== impossible configurations and bad flags exit 2 with a message"
+"${mpi[@]}" -np 4 "$bench" --gpus-per-node 2 --dp 3 "${small[@]}" > "$tmp/bad5.txt" 2>&1
+rc=$?
+[ $rc -eq 2 ] || fail "--dp 3 with 4 ranks exited $rc, expected 2"
+grep -q "world must equal dp" "$tmp/bad5.txt" || { cat "$tmp/bad5.txt"; fail "--dp 3 message"; }
+"${mpi[@]}" -np 4 "$bench" --gpus-per-node 3 "${small[@]}" > "$tmp/bad.txt" 2>&1
+rc=$?
+[ $rc -eq 2 ] || fail "--gpus-per-node 3 with 4 ranks exited $rc, expected 2"
+grep -q "does not divide the world of 4 ranks" "$tmp/bad.txt" || { cat "$tmp/bad.txt"; fail "--gpus-per-node 3 message"; }
+"${mpi[@]}" -np 2 "$bench" --bogus > "$tmp/bad2.txt" 2>&1
+rc=$?
+[ $rc -eq 2 ] || fail "--bogus exited $rc, expected 2"
+grep -q "unknown option --bogus" "$tmp/bad2.txt" || fail "--bogus message"
+"${mpi[@]}" -np 2 "$bench" --backend nccl -b 1K -e 2K > "$tmp/bad3.txt" 2>&1
+rc=$?
+[ $rc -ne 0 ] || fail "--backend nccl without a device succeeded"
+
+start=$(date +%s)
+"${mpi[@]}" -np 2 "$bench" -o /nonexistent-dir/x.yaml > "$tmp/bad4.txt" 2>&1
+rc=$?
+[ $rc -ne 0 ] || fail "an unwritable -o succeeded"
+grep -q "fsmoe-bench: .*:0: /nonexistent-dir/x.yaml: cannot create" "$tmp/bad4.txt" \
+    || { cat "$tmp/bad4.txt"; fail "unwritable -o: no host:rank-prefixed message"; }
+[ $(( $(date +%s) - start )) -lt 30 ] || fail "an unwritable -o was found only after measuring"
+
+[ $failed -eq 0 ] && echo "all fsmoe-bench mpi checks passed"
+exit $failed

@@ -1,0 +1,103 @@
+/* Implements: table-driven tests of fsmoe-bench's command line (microbench/options.c): every
+ * bad flag or combination gives FSMOE_ERR_USAGE (exit 2) with a message naming the problem;
+ * nccl-tests' flags keep their meaning. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "options.h"
+
+typedef struct {
+    const char *args[16];
+    fsmoe_status status;
+    const char *fragment;
+} option_case;
+
+static const option_case cases[] = {
+    {{"-b", "abc"}, FSMOE_ERR_USAGE, "-b"},
+    {{"-b", "0"}, FSMOE_ERR_USAGE, "-b"},
+    {{"-b", "8M", "-e", "1M"}, FSMOE_ERR_USAGE, "larger than -e"},
+    {{"-f", "1"}, FSMOE_ERR_USAGE, "greater than 1"},
+    {{"-f", "2", "-i", "1M"}, FSMOE_ERR_USAGE, "exclude each other"},
+    {{"-n", "0"}, FSMOE_ERR_USAGE, "-n"},
+    {{"-w", "-1"}, FSMOE_ERR_USAGE, "-w"},
+    {{"-d", "half"}, FSMOE_ERR_USAGE, "float"},
+    {{"--op", "avg"}, FSMOE_ERR_USAGE, "sum"},
+    {{"-a", "4"}, FSMOE_ERR_USAGE, "-a"},
+    {{"-c", "2"}, FSMOE_ERR_USAGE, "-c"},
+    {{"--ops", "alltoall,bogus"}, FSMOE_ERR_USAGE, "reducescatter"},
+    {{"--tiers", "local"}, FSMOE_ERR_USAGE, "intra"},
+    {{"--tiers", ","}, FSMOE_ERR_USAGE, "empty"},
+    {{"--gpus-per-node", "0"}, FSMOE_ERR_USAGE, "--gpus-per-node"},
+    {{"--gemm-shapes", "4096"}, FSMOE_ERR_USAGE, "M:H"},
+    {{"--gemm-shapes", "4096:x"}, FSMOE_ERR_USAGE, "--gemm-shapes H"},
+    {{"--gemm-min", "4M", "--gemm-max", "1M"}, FSMOE_ERR_USAGE, "--gemm-min"},
+    {{"--r2-threshold", "1.5"}, FSMOE_ERR_USAGE, "--r2-threshold"},
+    {{"--backend", "gloo"}, FSMOE_ERR_USAGE, "nccl"},
+    {{"--saa-slices", "0"}, FSMOE_ERR_USAGE, "--saa-slices"},
+    {{"--bogus"}, FSMOE_ERR_USAGE, "unknown option --bogus"},
+    {{"-x"}, FSMOE_ERR_USAGE, "unknown option -x"},
+    {{"-o"}, FSMOE_ERR_USAGE, "needs a value"},
+    {{"stray"}, FSMOE_ERR_USAGE, "unexpected argument"},
+    {{"-o", "x.yaml", "-b", "1M", "-e", "1M"}, FSMOE_ERR_USAGE, "at least two sizes"},
+    {{"-b", "1", "-e", "1G", "-i", "1"}, FSMOE_ERR_USAGE, "more than"},
+    {{"-b", "64K", "-e", "1M", "-f", "2", "-n", "3", "-w", "0", "-d", "int32"}, FSMOE_OK, NULL},
+    {{"-o", "p.yaml", "--ops", "alltoall,saa", "--tiers", "inter,world", "--gpus-per-node", "2"}, FSMOE_OK,
+     NULL},
+};
+
+static void test_table(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *argv[20] = {"fsmoe-bench"};
+        int argc = 1;
+        for (int j = 0; cases[i].args[j]; j++)
+            argv[argc++] = (char *)cases[i].args[j];
+        bench_options o;
+        fsmoe_error err = {0};
+        options_defaults(&o);
+        fsmoe_status st = options_parse(argc, argv, &o, &err);
+        if (st != cases[i].status)
+            fail_msg("case %zu (%s ...): status %d, expected %d (%s)", i, cases[i].args[0],
+                     st, cases[i].status, err.msg);
+        if (cases[i].fragment && !strstr(err.msg, cases[i].fragment))
+            fail_msg("case %zu: message '%s' lacks '%s'", i, err.msg, cases[i].fragment);
+    }
+}
+
+static void test_defaults_follow_fsmoe(void **state)
+{
+    (void)state;
+    bench_options o;
+    options_defaults(&o);
+    long long sizes[64];
+    int n = options_comm_sizes(&o, sizes, 64);
+    assert_int_equal(n, 24); /* 2^18 .. 24·2^18 floats, step 2^18 */
+    assert_int_equal(sizes[0], 1 << 20);
+    assert_int_equal(sizes[23], 24LL << 20);
+    assert_int_equal(o.gemm_min, 1 << 19);
+    assert_int_equal(o.gemm_max, 12 << 19);
+    assert_int_equal(o.average, MEASURE_AVG); /* nccl-tests' default */
+    char *argv[] = {"fsmoe-bench", "-b", "1K", "-e", "64K", "-f", "2", "--op", "max", "-a", "3"};
+    fsmoe_error err = {0};
+    assert_int_equal(options_parse(11, argv, &o, &err), FSMOE_OK);
+    n = options_comm_sizes(&o, sizes, 64);
+    assert_int_equal(n, 7);
+    assert_int_equal(sizes[6], 65536);
+    assert_int_equal(o.redop, BENCH_MAX);
+    assert_int_equal(o.average, MEASURE_MAX);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_table),
+        cmocka_unit_test(test_defaults_follow_fsmoe),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

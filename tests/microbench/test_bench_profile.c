@@ -1,0 +1,166 @@
+/* Implements: the profile round trip — rows fitted by results_fit, written by profile_write,
+ * read back by fsmoe_cluster_load (the planner's reader): every line, r², rank count and point
+ * survives; a noisy entry is flagged low_r2; equal-n GEMM rows are merged; writing is atomic. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cluster.h"
+#include "profile_write.h"
+#include "results.h"
+
+static void add_line(bench_results *r, fsmoe_op op, fsmoe_tier tier, int ranks, double alpha,
+                     double beta, double wobble)
+{
+    for (int i = 1; i <= 12; i++) {
+        bench_row row = {.op = op, .tier = tier, .ranks = ranks, .n = i * 1048576.0};
+        row.seconds = (alpha + beta * row.n) * (1.0 + ((i % 3) - 1) * wobble);
+        assert_int_equal(results_add(r, &row, NULL), FSMOE_OK);
+    }
+}
+
+static int near(double a, double b, double rel)
+{
+    return fabs(a - b) <= rel * fabs(b) + 1e-300;
+}
+
+static void test_round_trip(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/fsmoe-bench-test-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/mine.yaml", dir);
+
+    bench_results res;
+    memset(&res, 0, sizeof res);
+    add_line(&res, FSMOE_OP_ALLTOALL, FSMOE_TIER_INTRA, 2, 2e-5, 2e-10, 0.0);
+    add_line(&res, FSMOE_OP_ALLTOALL, FSMOE_TIER_INTER, 2, 3e-4, 1.2e-8, 0.0);
+    add_line(&res, FSMOE_OP_ALLTOALL, FSMOE_TIER_WORLD, 4, 4e-4, 1.5e-8, 0.0);
+    add_line(&res, FSMOE_OP_ALLGATHER, FSMOE_TIER_INTRA, 2, 1e-5, 1e-10, 0.0);
+    add_line(&res, FSMOE_OP_REDUCESCATTER, FSMOE_TIER_INTRA, 2, 1e-5, 3e-10, 0.0);
+    add_line(&res, FSMOE_OP_ALLREDUCE, FSMOE_TIER_INTER, 2, 5e-4, 2.5e-8, 0.4); /* noisy */
+    add_line(&res, FSMOE_OP_SAA, FSMOE_TIER_WORLD, 4, 6e-4, 1.6e-8, 0.0);
+    add_line(&res, FSMOE_OP_COPY, FSMOE_TIER_LOCAL, 1, 1e-6, 1e-10, 0.0);
+    /* GEMM: two rows per n (the up and down projections), 2 and 2.2 ms per GMAC. */
+    for (int i = 1; i <= 6; i++) {
+        for (int dir2 = 0; dir2 < 2; dir2++) {
+            bench_row row = {.op = FSMOE_OP_GEMM, .tier = FSMOE_TIER_LOCAL, .ranks = 1,
+                             .n = i * 67108864.0};
+            row.seconds = 1e-5 + (dir2 ? 2.2e-11 : 2e-11) * row.n;
+            assert_int_equal(results_add(&res, &row, NULL), FSMOE_OK);
+        }
+    }
+    assert_int_equal(results_fit(&res, 0.99, NULL), FSMOE_OK);
+
+    profile_meta meta = {"mine", "test_bench_profile (synthetic)", "cpu (test)", 2, 2, 0.99,
+                         "synthetic rows"};
+    fsmoe_error err = {0};
+    assert_int_equal(profile_write(path, &meta, &res, &err), FSMOE_OK);
+
+    fsmoe_cluster c;
+    fsmoe_status st = fsmoe_cluster_load(path, &c, &err);
+    if (st)
+        fail_msg("fsmoe_cluster_load: %s", err.msg);
+    assert_string_equal(c.name, "mine");
+    assert_int_equal(c.nodes, 2);
+    assert_int_equal(c.gpus_per_node, 2);
+    assert_true(near(c.r2_threshold, 0.99, 1e-12));
+
+    const fsmoe_cost_entry *e = &c.ops[FSMOE_OP_ALLTOALL][FSMOE_TIER_INTER];
+    assert_true(e->present);
+    assert_int_equal(e->ranks, 2);
+    assert_true(near(e->alpha_s, 3e-4, 1e-5));
+    assert_true(near(e->beta_s, 1.2e-8, 1e-5));
+    assert_true(e->r2 > 0.99999);
+    assert_false(e->low_r2);
+    assert_int_equal(e->n_points, 12);
+    assert_true(near(e->points[3].n, 4 * 1048576.0, 1e-12));
+    assert_true(near(e->points[3].seconds, 3e-4 + 1.2e-8 * 4 * 1048576.0, 1e-5));
+    assert_int_equal(c.ops[FSMOE_OP_ALLTOALL][FSMOE_TIER_WORLD].ranks, 4);
+    assert_true(c.ops[FSMOE_OP_SAA][FSMOE_TIER_WORLD].present);
+    assert_true(c.ops[FSMOE_OP_ALLGATHER][FSMOE_TIER_INTRA].present);
+    assert_false(c.ops[FSMOE_OP_ALLGATHER][FSMOE_TIER_INTER].present);
+
+    /* The noisy entry is written but flagged. */
+    const fsmoe_cost_entry *ar = &c.ops[FSMOE_OP_ALLREDUCE][FSMOE_TIER_INTER];
+    assert_true(ar->present);
+    assert_true(ar->r2 < 0.99);
+    assert_true(ar->low_r2);
+    assert_true(near(ar->r2, res.fits[FSMOE_OP_ALLREDUCE][FSMOE_TIER_INTER].fit.r2, 1e-8));
+
+    /* GEMM per MAC, the two projections merged into one point per n. */
+    const fsmoe_cost_entry *g = &c.ops[FSMOE_OP_GEMM][FSMOE_TIER_LOCAL];
+    assert_true(g->present);
+    assert_int_equal(g->n_points, 6);
+    assert_true(near(g->beta_s, 2.1e-11, 1e-4));
+    assert_true(near(g->points[0].seconds, 1e-5 + 2.1e-11 * 67108864.0, 1e-5));
+    assert_true(c.ops[FSMOE_OP_COPY][FSMOE_TIER_LOCAL].present);
+
+    /* The file says LOW R2 next to the flagged entry. */
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[512];
+    int low = 0;
+    while (fgets(line, sizeof line, f))
+        low += strstr(line, "LOW R2: allreduce on inter") != NULL;
+    fclose(f);
+    assert_int_equal(low, 1);
+
+    /* Atomic: nothing but the profile in the directory. */
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int files = 0;
+    while ((de = readdir(d)))
+        files += de->d_name[0] != '.';
+    closedir(d);
+    assert_int_equal(files, 1);
+
+    /* A failed write leaves the old file untouched. */
+    char bad[300];
+    snprintf(bad, sizeof bad, "%s/missing-dir/x.yaml", dir);
+    assert_int_equal(profile_write(bad, &meta, &res, &err), FSMOE_ERR_IO);
+    assert_non_null(strstr(err.msg, "missing-dir"));
+
+    fsmoe_cluster_free(&c);
+    results_free(&res);
+    unlink(path);
+    rmdir(dir);
+}
+
+static void test_nothing_to_write(void **state)
+{
+    (void)state;
+    bench_results res;
+    memset(&res, 0, sizeof res);
+    bench_row row = {.op = FSMOE_OP_ALLTOALL, .tier = FSMOE_TIER_INTRA, .ranks = 2, .n = 1e6,
+                     .seconds = 1e-3};
+    assert_int_equal(results_add(&res, &row, NULL), FSMOE_OK);
+    assert_int_equal(results_fit(&res, 0.99, NULL), FSMOE_OK);
+    assert_int_not_equal(res.fits[FSMOE_OP_ALLTOALL][FSMOE_TIER_INTRA].status, FSMOE_OK);
+    profile_meta meta = {"x", "test", "cpu", 1, 2, 0.99, NULL};
+    fsmoe_error err = {0};
+    assert_int_equal(profile_write("/tmp/fsmoe-bench-never.yaml", &meta, &res, &err),
+                     FSMOE_ERR_VALUE);
+    assert_non_null(strstr(err.msg, "at least two sizes"));
+    assert_int_equal(access("/tmp/fsmoe-bench-never.yaml", F_OK), -1);
+    results_free(&res);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_nothing_to_write),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
