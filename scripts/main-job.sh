@@ -1,21 +1,71 @@
 #!/usr/bin/env bash
-# The main job (README, first command): install, build, and plan the reference models on the
-# papers' testbeds, printing each plan's summary. Plans land in out/plans/.
-# As more capabilities land (fsmoe-bench, fsmoe-run) they join this job (design.md §1).
+# The main job (README, first command): the workflow of design.md §1 on this one machine, no GPU.
+#   1. install and build;
+#   2. profile an emulated cluster of 2 nodes x 2 ranks (network namespaces, shaped links) with
+#      fsmoe-bench, plan models/tiny-moe.yaml on that profile and simulate the plan;
+#   3. profile this host as a one-rank cluster, plan tiny-moe for it, and train it with fsmoe-run
+#      following the plan: loss going down, measured against predicted step time;
+#   4. plan the reference models on the papers' testbeds (FSMoE, Parm, MoNTA profiles).
+# Everything it writes lands in out/ (profiles, plots, plans, Gantt chart, trace, training log).
+# fsmoe-run is single-rank for now (issue 5): the 2x2 plan is simulated, not yet executed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh build
-mkdir -p out/plans
-plan=build/planner/fsmoe-plan
+
+B=build
+out=out
+mkdir -p "$out/clusters" "$out/plans" "$out/sim"
+plan=$B/planner/fsmoe-plan
+mpirun_local=(mpirun --allow-run-as-root --oversubscribe)
+section() { printf '\n=== %s\n' "$*"; }
+
+section "1/3 emulated cluster: 2 nodes x 2 ranks, 10 Gbit/s links between nodes"
+emu_profile=$out/clusters/emulated-2x2.yaml
+if reason=$(scripts/emucluster.sh --check 2>&1); then
+    scripts/emucluster.sh --nodes 2 --ranks-per-node 2 --rate 10gbit -- \
+        "$B/microbench/fsmoe-bench" -o "$emu_profile" --plot "${emu_profile%.yaml}.svg" \
+        > "$out/clusters/emulated-2x2.log" 2>&1 || {
+        tail -20 "$out/clusters/emulated-2x2.log"
+        echo "main job: fsmoe-bench on the emulated cluster failed" >&2
+        exit 1
+    }
+    # The fitted table (nccl-tests style output is in the log).
+    sed -n '/^# Fitted/,/^# Measured/p' "$out/clusters/emulated-2x2.log"
+    "$plan" --model models/tiny-moe.yaml --cluster "$emu_profile" \
+        -o "$out/plans/tiny-moe@emulated-2x2.yaml" 2>&1
+    "$plan" simulate "$out/plans/tiny-moe@emulated-2x2.yaml" --svg "$out/sim/tiny-moe@emulated-2x2.svg" \
+        --trace "$out/sim/tiny-moe@emulated-2x2.json" | sed -n '3,10p'
+else
+    echo "skipped: network namespaces cannot be made here ($reason)"
+fi
+
+section "2/3 this host as a one-rank cluster: profile, plan, train tiny-moe following the plan"
+local_profile=$out/clusters/local.yaml
+"${mpirun_local[@]}" -np 1 "$B/microbench/fsmoe-bench" -o "$local_profile" \
+    > "$out/clusters/local.log" 2>&1 || { tail -20 "$out/clusters/local.log"; exit 1; }
+sed -n '/^# Fitted/,/^# Measured/p' "$out/clusters/local.log"
+"$plan" --model models/tiny-moe.yaml --cluster "$local_profile" --world 1 --gpus-per-node 1 \
+    -o "$out/plans/tiny-moe@local.yaml" 2>&1
+"$B/runtime/fsmoe-run" --model models/tiny-moe.yaml --plan "$out/plans/tiny-moe@local.yaml" \
+    --steps 300 --eval-every 50 --threads 1 --save "$out/checkpoints" --save-every 100 \
+    | tee "$out/train-tiny-moe.log" | awk '/^step/ && ($2 ~ /^(1|50|100|150|200|250|300)\//) || !/^step/'
+measured=$(awk '/^# mean step/ {print $4}' "$out/train-tiny-moe.log")
+predicted=$(awk -F'pred ' '/^step/ {split($2, a, " "); p = a[1]} END {print p}' "$out/train-tiny-moe.log")
+echo "measured ${measured} ms per step vs predicted ${predicted} ms (the cost model counts GEMMs"
+echo "and collectives only; element-wise work is not in it)"
+
+section "3/3 reference models on the papers' testbeds"
 while read -r golden model cluster extra; do
     case "$golden" in ''|'#'*) continue ;; esac
     name=$(basename "$golden")
-    # The planner's summary (stderr): layout, predicted iteration, speed-ups, pipeline degrees.
     # shellcheck disable=SC2086
-    "$plan" --model "$model" --cluster "$cluster" $extra -o "out/plans/$name" 2>&1
-    echo
+    "$plan" --model "$model" --cluster "$cluster" $extra -o "$out/plans/$name" 2>&1 | sed -n '1,3p'
 done < scripts/goldens.list
-echo "main job: $(ls out/plans | wc -l) plans written to out/plans/"
-echo "  per-layer tables:  $plan explain out/plans/<plan>.yaml"
-echo "  compare to golden: $plan diff plans/<plan>.yaml out/plans/<plan>.yaml"
+
+echo
+echo "main job done; everything is in $out/:"
+echo "  profiles and fit plots   $out/clusters/*.yaml, *.svg"
+echo "  plans                    $out/plans/  ($plan explain PLAN for the per-layer tables)"
+echo "  Gantt chart and trace    $out/sim/  (open the .json in ui.perfetto.dev)"
+echo "  training log             $out/train-tiny-moe.log, checkpoints in $out/checkpoints/"
