@@ -23,6 +23,8 @@
  * There is deliberately no timestamp: the same inputs must give a byte-identical file. */
 #include "plan.h"
 
+#include "atomic_file.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -272,39 +274,16 @@ fsmoe_status fsmoe_plan_emit(const fsmoe_plan *p, void *FILE_stream, fsmoe_error
 
 fsmoe_status fsmoe_plan_write(const fsmoe_plan *p, const char *path, fsmoe_error *err)
 {
-    /* Temp name in the same directory so that rename() is atomic (same file system). */
-    char tmp[4096];
-    int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    if (n < 0 || (size_t)n >= sizeof tmp)
-        return fsmoe_fail(err, FSMOE_ERR_IO, "%s: path too long", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return fsmoe_fail(err, FSMOE_ERR_IO, "%s: cannot create %s: %s", path, tmp,
-                          strerror(errno));
-    fsmoe_status st = fsmoe_plan_emit(p, f, err);
+    fsmoe_atomic_file af;
+    fsmoe_status st = fsmoe_atomic_open(&af, path, err);
     if (st != FSMOE_OK)
-        goto fail;
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
-        st = fsmoe_fail(err, FSMOE_ERR_IO, "%s: cannot write %s: %s", path, tmp, strerror(errno));
-        goto fail;
+        return st;
+    st = fsmoe_plan_emit(p, af.f, err);
+    if (st != FSMOE_OK) {
+        fsmoe_atomic_abort(&af);
+        return st;
     }
-    int rc = fclose(f);
-    f = NULL;
-    if (rc != 0) {
-        st = fsmoe_fail(err, FSMOE_ERR_IO, "%s: cannot close %s: %s", path, tmp, strerror(errno));
-        goto fail;
-    }
-    if (rename(tmp, path) != 0) {
-        st = fsmoe_fail(err, FSMOE_ERR_IO, "%s: cannot rename %s to it: %s", path, tmp,
-                        strerror(errno));
-        goto fail;
-    }
-    return FSMOE_OK;
-fail:
-    if (f)
-        fclose(f);
-    remove(tmp);
-    return st;
+    return fsmoe_atomic_commit(&af, err);
 }
 
 /* ---- reading ---------------------------------------------------------------------------- */

@@ -17,6 +17,7 @@
 #include "model.h"
 #include "plan.h"
 #include "sim.h"
+#include "atomic_file.h"
 #include "sim_out.h"
 #include "sim_schedules.h"
 #include "sweep.h"
@@ -356,10 +357,10 @@ static fsmoe_status write_csv(const char *path, sweep_grid g, char testbed,
                               const fsmoe_cluster *c, const char *cpath, const sweep_result *r,
                               fsmoe_error *err)
 {
-    char tmp[1200];
-    FILE *f = sim_out_open(path, tmp, sizeof tmp, err);
-    if (!f)
+    fsmoe_atomic_file af;
+    if (fsmoe_atomic_open(&af, path, err) != FSMOE_OK)
         return err ? err->status : FSMOE_ERR_IO;
+    FILE *f = af.f;
     fprintf(f, "index,configuration,r_f,r_b,tutel_r");
     for (int k = 0; k < SIM_SCHED_COUNT; k++)
         fprintf(f, ",%s_s", sim_schedule_name((sim_schedule)k));
@@ -372,8 +373,7 @@ static fsmoe_status write_csv(const char *path, sweep_grid g, char testbed,
         fsmoe_status st = sweep_config(g, testbed, c, cpath, r->index[j], PIPELINE_SLSQP, &m, &L,
                                        &valid, desc, err);
         if (st != FSMOE_OK) {
-            fclose(f);
-            remove(tmp);
+            fsmoe_atomic_abort(&af);
             return st;
         }
         fprintf(f, "%d,\"%s\",%d,%d,%d", r->index[j], desc, r->r_f[j], r->r_b[j], r->tutel_r[j]);
@@ -381,7 +381,7 @@ static fsmoe_status write_csv(const char *path, sweep_grid g, char testbed,
             fprintf(f, ",%.9g", r->t[j][k]);
         fprintf(f, "\n");
     }
-    return sim_out_finish(f, tmp, path, err);
+    return fsmoe_atomic_commit(&af, err);
 }
 
 int sim_cli_sweep(int argc, char **argv)

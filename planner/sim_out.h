@@ -2,7 +2,7 @@
  * concurrent transfers on a link stacked in lanes, colours per operation kind, legend, time
  * axis — the look of FSMoE Fig. 3/4) and Chrome trace-event JSON that Perfetto opens
  * ({"traceEvents":[...]} with "X" events in µs and thread_name metadata per resource lane).
- * Both are written atomically (PATH.tmp.<pid>, fsync, rename). Resources named "sync" (zero-cost
+ * Both are written atomically (libfsmoe/atomic_file.h). Resources named "sync" (zero-cost
  * joins) and resources that ran nothing are left out. */
 #ifndef FSMOE_SIM_OUT_H
 #define FSMOE_SIM_OUT_H
@@ -27,10 +27,5 @@ int sim_out_shown(const sim *s, int r);
 fsmoe_status sim_write_svg(const sim *s, const char *title, double from_s, double to_s,
                            const char *path, fsmoe_error *err);
 fsmoe_status sim_write_trace(const sim *s, const char *title, const char *path, fsmoe_error *err);
-
-/* Atomic file writing shared by both: opens PATH.tmp.<pid>; finish fsyncs, closes and renames
- * (or removes the temporary on failure). */
-FILE *sim_out_open(const char *path, char *tmp, size_t tmp_len, fsmoe_error *err);
-fsmoe_status sim_out_finish(FILE *f, const char *tmp, const char *path, fsmoe_error *err);
 
 #endif

@@ -1,6 +1,7 @@
 /* Implements: the SVG Gantt chart of a simulated iteration (sim_out.h; the layout of FSMoE
  * Fig. 3/4: one row per resource, time to the right) and the atomic writer both outputs use.
  * Relies on: sim.h results (start/end per task). */
+#include "atomic_file.h"
 #include "sim_out.h"
 
 #include <errno.h>
@@ -76,36 +77,6 @@ int sim_out_lanes(const sim *s, int *lane, int *lanes)
     return 1;
 }
 
-FILE *sim_out_open(const char *path, char *tmp, size_t tmp_len, fsmoe_error *err)
-{
-    snprintf(tmp, tmp_len, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        fsmoe_fail(err, FSMOE_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-    return f;
-}
-
-fsmoe_status sim_out_finish(FILE *f, const char *tmp, const char *path, fsmoe_error *err)
-{
-    int bad = ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0;
-    int e = errno;
-    if (fclose(f) != 0 && !bad) {
-        bad = 1;
-        e = errno;
-    }
-    if (bad) {
-        remove(tmp);
-        return fsmoe_fail(err, FSMOE_ERR_IO, "%s: cannot write: %s", tmp, strerror(e));
-    }
-    if (rename(tmp, path) != 0) {
-        e = errno;
-        remove(tmp);
-        return fsmoe_fail(err, FSMOE_ERR_IO, "%s: cannot rename to %s: %s", tmp, path,
-                          strerror(e));
-    }
-    return FSMOE_OK;
-}
-
 static void xml_text(FILE *f, const char *s)
 {
     for (; *s; s++) {
@@ -156,13 +127,13 @@ fsmoe_status sim_write_svg(const sim *s, const char *title, double from_s, doubl
         t1 = s->makespan_s;
     double span = t1 > t0 ? t1 - t0 : 1.0;
     double scale = width / span;
-    char tmp[1200];
-    FILE *f = sim_out_open(path, tmp, sizeof tmp, err);
-    if (!f) {
+    fsmoe_atomic_file af;
+    if (fsmoe_atomic_open(&af, path, err) != FSMOE_OK) {
         free(lane);
         free(lanes);
         return err ? err->status : FSMOE_ERR_IO;
     }
+    FILE *f = af.f;
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
                "font-family=\"sans-serif\" font-size=\"11\">\n",
             left + width + 30.0, height);
@@ -234,5 +205,5 @@ fsmoe_status sim_write_svg(const sim *s, const char *title, double from_s, doubl
     fprintf(f, "</svg>\n");
     free(lane);
     free(lanes);
-    return sim_out_finish(f, tmp, path, err);
+    return fsmoe_atomic_commit(&af, err);
 }

@@ -2,6 +2,7 @@
  * events with ts/dur in microseconds, one thread per resource lane named by "thread_name"
  * metadata, so Perfetto (ui.perfetto.dev) and chrome://tracing show the Gantt chart.
  * Relies on: sim_svg.c (lanes, atomic writer). */
+#include "atomic_file.h"
 #include "sim_out.h"
 
 #include <stdlib.h>
@@ -31,13 +32,13 @@ fsmoe_status sim_write_trace(const sim *s, const char *title, const char *path, 
         free(lanes);
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "%s: out of memory writing the trace", path);
     }
-    char tmp[1200];
-    FILE *f = sim_out_open(path, tmp, sizeof tmp, err);
-    if (!f) {
+    fsmoe_atomic_file af;
+    if (fsmoe_atomic_open(&af, path, err) != FSMOE_OK) {
         free(lane);
         free(lanes);
         return err ? err->status : FSMOE_ERR_IO;
     }
+    FILE *f = af.f;
     fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
     fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":");
     json_string(f, title);
@@ -78,5 +79,5 @@ fsmoe_status sim_write_trace(const sim *s, const char *title, const char *path, 
     fprintf(f, "\n]}\n");
     free(lane);
     free(lanes);
-    return sim_out_finish(f, tmp, path, err);
+    return fsmoe_atomic_commit(&af, err);
 }
