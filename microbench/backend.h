@@ -68,7 +68,8 @@ struct bench_backend {
 };
 
 /* The MPI + host backend (always built). threads: OpenBLAS threads per rank (0 = leave). */
-fsmoe_status comm_mpi_init(bench_backend *b, int blas_threads, fsmoe_error *err);
+fsmoe_status comm_mpi_init(bench_backend *b, int blas_threads, int huge_pages,
+                           fsmoe_error *err);
 
 /* The NCCL + cuBLAS backend; FSMOE_ERR_USAGE with a message when this build has none or no
  * device can be used (the caller then exits 77 in tests). */

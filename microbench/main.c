@@ -144,7 +144,7 @@ int main(int argc, char **argv)
             long cores = sysconf(_SC_NPROCESSORS_ONLN);
             threads = cores > topo.gpus_per_node ? (int)(cores / topo.gpus_per_node) : 1;
         }
-        st = comm_mpi_init(&b, threads, &err);
+        st = comm_mpi_init(&b, threads, o.huge_pages, &err);
     }
     if (st) {
         bench_error(&err);
@@ -220,7 +220,7 @@ int main(int argc, char **argv)
         code = 1;
 
     if (world_rank == 0) {
-        char name[64], source[512], notes[512], date[32];
+        char name[64], source[512], notes[768], date[32];
         time_t now = time(NULL);
         struct tm tm;
         gmtime_r(&now, &tm);
@@ -231,10 +231,16 @@ int main(int argc, char **argv)
                  FSMOE_VERSION, b.name, topo.size, topo.nodes, topo.gpus_per_node, host, date);
         snprintf(notes, sizeof notes,
                  "%s %d warm-up + %d timed runs per size, median; ranks combined by -a %d; "
-                 "%s; SAA in %d slices; %lld wrong values",
+                 "%s; SAA in %d slices; %d ranks on %d cores per machine: groups in %s; "
+                 "buffers rotate through %lld MB (cold cache)%s; %lld wrong values",
                  dtype_name(o.dtype), o.warmup, o.iters, (int)o.average,
                  topo.detected ? "nodes from MPI_Comm_split_type" : "nodes from --gpus-per-node",
-                 o.saa_slices, results_wrong(&res));
+                 o.saa_slices, s.machine_ranks, s.machine_cores,
+                 s.oversubscription > 1 || o.group_rounds > 1
+                     ? "rounds, the others asleep"
+                     : "one round",
+                 o.rotate_bytes >> 20, o.huge_pages ? ", huge pages" : "",
+                 results_wrong(&res));
         profile_meta meta = {name, source, b.device, topo.nodes, topo.gpus_per_node,
                              o.r2_threshold, notes};
         fsmoe_error e = {0};

@@ -1,4 +1,5 @@
 /* Implements: warm-ups, timed runs, combining ranks, median (measure.h). */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, nanosleep */
 #include "measure.h"
 
 #include <stdlib.h>
@@ -27,6 +28,40 @@ double measure_median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+fsmoe_status measure_sleep_barrier(MPI_Comm comm, fsmoe_error *err)
+{
+    MPI_Request req;
+    int done = 0;
+    MPI_CHECK(MPI_Ibarrier(comm, &req), err);
+    /* Naps from 20 us doubling to 1 ms: a short wait ends quickly, a long one (another round
+     * measuring) wakes the sleeper ~1000 times a second; at 50 us the wake-ups preempted the
+     * measured ranks 20 000 times a second per sleeper. */
+    long nap_ns = 20000;
+    for (;;) {
+        MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE), err);
+        if (done)
+            return FSMOE_OK;
+        struct timespec nap = {0, nap_ns};
+        nanosleep(&nap, NULL);
+        if (nap_ns < 1000000)
+            nap_ns *= 2;
+    }
+}
+
+/* Every rank: wait for the previous round (asleep where the machine is oversubscribed). */
+static fsmoe_status measure_round_barrier(const measure_cfg *cfg, fsmoe_error *err)
+{
+    if (cfg->sleep)
+        return measure_sleep_barrier(cfg->world, err);
+    MPI_CHECK(MPI_Barrier(cfg->world), err);
+    return FSMOE_OK;
+}
+
+static int measure_rounds(const measure_cfg *cfg)
+{
+    return cfg->rounds > 1 ? cfg->rounds : 1;
+}
+
 fsmoe_status measure_warm(const measure_cfg *cfg, measure_fn fn, void *ctx, int *reps,
                           fsmoe_error *err)
 {
@@ -34,14 +69,24 @@ fsmoe_status measure_warm(const measure_cfg *cfg, measure_fn fn, void *ctx, int 
     double tw = 0.0;
     *reps = 1;
     int runs = cfg->warmup > 0 ? cfg->warmup : cfg->min_sample_s > 0.0 ? 1 : 0;
-    for (int i = 0; i < runs; i++) {
-        double t0 = measure_now();
-        if ((st = fn(ctx, err)))
-            return st;
-        tw = measure_now() - t0;
+    for (int r = 0; r < measure_rounds(cfg); r++) {
+        if (cfg->rounds > 1 || cfg->sleep) {
+            if ((st = measure_round_barrier(cfg, err)))
+                return st;
+        }
+        if (r != cfg->round && cfg->rounds > 1)
+            continue;
+        for (int i = 0; i < runs; i++) {
+            double t0 = measure_now();
+            if ((st = fn(ctx, err)))
+                return st;
+            tw = measure_now() - t0;
+        }
     }
     if (cfg->min_sample_s <= 0.0)
         return FSMOE_OK;
+    if ((cfg->rounds > 1 || cfg->sleep) && (st = measure_round_barrier(cfg, err)))
+        return st;
     double slowest = tw;
     MPI_CHECK(MPI_Allreduce(&tw, &slowest, 1, MPI_DOUBLE, MPI_MAX, cfg->world), err);
     if (slowest < cfg->min_sample_s)
@@ -55,12 +100,30 @@ fsmoe_status measure_sample(const measure_cfg *cfg, measure_fn fn, void *ctx, in
                             double *seconds, fsmoe_error *err)
 {
     fsmoe_status st;
-    MPI_CHECK(MPI_Barrier(cfg->world), err);
+    if (cfg->rounds <= 1 && !cfg->sleep) {
+        MPI_CHECK(MPI_Barrier(cfg->world), err);
+    } else {
+        for (int r = 0; r < measure_rounds(cfg); r++) {
+            if ((st = measure_round_barrier(cfg, err)))
+                return st;
+            if (r == cfg->round || cfg->rounds <= 1)
+                break;
+        }
+        /* The measured ranks start together: a (short) spinning barrier among them only. */
+        if (cfg->group != MPI_COMM_NULL && cfg->group != MPI_COMM_SELF)
+            MPI_CHECK(MPI_Barrier(cfg->group), err);
+    }
     double t0 = measure_now();
     for (int r = 0; r < reps; r++)
         if ((st = fn(ctx, err)))
             return st;
     *seconds = (measure_now() - t0) / reps;
+    if (cfg->rounds > 1) {
+        /* Sleep through the rounds after this rank's, so that every rank leaves together. */
+        for (int r = cfg->round + 1; r < cfg->rounds; r++)
+            if ((st = measure_round_barrier(cfg, err)))
+                return st;
+    }
     return FSMOE_OK;
 }
 

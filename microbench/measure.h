@@ -13,8 +13,17 @@
  *  - the caller sweeps the sizes n times, taking one run of every size per pass (suite.c), so
  *    a burst of foreign load that lasts seconds spoils one run of many sizes, which the median
  *    drops, instead of every run of a few neighbouring sizes.
- * Every rank calls these functions together, each with its own group's operation, so all
- * groups of a tier run at once (as in training). */
+ * Every rank calls these functions together, each with its own group's operation. On a
+ * cluster whose ranks each have their own device (or cores) all groups of a tier run at once,
+ * as in training (rounds = 1). Where the ranks on one machine outnumber its cores (the
+ * emulated cluster: 4 ranks on 2 cores) running every group at once would time-slice them:
+ * a run shorter than the scheduler's slice finishes at full speed, a longer one is cut
+ * in pieces by the other group's ranks, so time grows faster than linearly with size and the
+ * fits bend. Then the groups are measured in rounds (suite.c chooses them): the ranks of one
+ * round run while every other rank waits asleep (measure_sleep_barrier: MPI_Ibarrier polled
+ * with nanosleep, not a spinning MPI_Barrier, which with mpi_yield_when_idle still takes its
+ * share of the cores), and a barrier over the measured group alone starts its runs
+ * together. */
 #ifndef BENCH_MEASURE_H
 #define BENCH_MEASURE_H
 
@@ -30,7 +39,15 @@ typedef struct {
     measure_average average;
     double min_sample_s; /* 0: one operation per timed run */
     MPI_Comm world;
+    /* Set per sweep by suite.c: this rank's group (MPI_COMM_SELF for per-rank work), its
+     * round and the number of rounds; sleep: wait for other rounds asleep (the machine is
+     * oversubscribed) rather than in MPI_Barrier. */
+    MPI_Comm group;
+    int round, rounds, sleep;
 } measure_cfg;
+
+/* A barrier over comm that sleeps while it waits (MPI_Ibarrier, MPI_Test, nanosleep). */
+fsmoe_status measure_sleep_barrier(MPI_Comm comm, fsmoe_error *err);
 
 /* One complete, synchronised run of the operation. */
 typedef fsmoe_status (*measure_fn)(void *ctx, fsmoe_error *err);

@@ -30,6 +30,9 @@ void options_defaults(bench_options *o)
         o->tiers[i] = 1;
     o->saa_slices = 4;
     o->min_sample_s = 0.01;
+    o->group_rounds = 0;
+    o->huge_pages = 1;
+    o->rotate_bytes = 256LL << 20;
     o->r2_threshold = 0.99;
     o->backend = BACKEND_MPI;
     o->progress = -1;
@@ -67,6 +70,12 @@ void options_usage(FILE *f)
         "                           reducescatter intra (ESP, MP), allreduce intra and inter (DP))\n"
         "      --min-sample-time S  repeat fast operations so one timed run lasts S seconds\n"
         "                           (default 0.01; 0 = time single operations)\n"
+        "      --group-rounds N     measure a tier's groups in N rounds, the others asleep\n"
+        "                           (default 0 = auto: one round, all groups at once, unless the\n"
+        "                           ranks on a machine outnumber its cores; 1 = always at once)\n"
+        "      --rotate SIZE        runs cycle through buffers of SIZE per role so that no run\n"
+        "                           finds its data in cache (default 256M; 0 = reuse one buffer)\n"
+        "      --huge-pages 0|1     mpi backend: transparent huge pages for buffers (default 1)\n"
         "      --gpus-per-node G    ranks per node (default: from the ranks' placement; no short\n"
         "                           form: nccl-tests' -G means CUDA graphs)\n"
         "      --dp --mp --ep --esp N   a layout (default: the common one, mp = esp = G,\n"
@@ -136,7 +145,7 @@ static fsmoe_status options_shapes(const char *text, bench_options *o, fsmoe_err
 enum {
     OPT_JSON = 256, OPT_PLOT, OPT_NAME, OPT_OP, OPT_GEMM_MIN, OPT_GEMM_MAX, OPT_GEMM_STEP,
     OPT_GEMM_SHAPES, OPT_OPS, OPT_TIERS, OPT_SAA_SLICES, OPT_BLAS_THREADS, OPT_R2, OPT_BACKEND,
-    OPT_PROGRESS, OPT_NO_PROGRESS, OPT_ALL_TIERS, OPT_MIN_SAMPLE, OPT_GPN, OPT_DP, OPT_MP, OPT_EP, OPT_ESP,
+    OPT_PROGRESS, OPT_NO_PROGRESS, OPT_ALL_TIERS, OPT_MIN_SAMPLE, OPT_GPN, OPT_GROUP_ROUNDS, OPT_HUGE_PAGES, OPT_ROTATE, OPT_DP, OPT_MP, OPT_EP, OPT_ESP,
 };
 
 static const fsmoe_cli_enum op_names[] = {
@@ -182,6 +191,9 @@ fsmoe_status options_parse(int argc, char **argv, bench_options *o, fsmoe_error 
         {"esp", required_argument, NULL, OPT_ESP},
         {"min-sample-time", required_argument, NULL, OPT_MIN_SAMPLE},
         {"gpus-per-node", required_argument, NULL, OPT_GPN},
+        {"group-rounds", required_argument, NULL, OPT_GROUP_ROUNDS},
+        {"huge-pages", required_argument, NULL, OPT_HUGE_PAGES},
+        {"rotate", required_argument, NULL, OPT_ROTATE},
         {"saa-slices", required_argument, NULL, OPT_SAA_SLICES},
         {"blas-threads", required_argument, NULL, OPT_BLAS_THREADS},
         {"r2-threshold", required_argument, NULL, OPT_R2},
@@ -257,6 +269,18 @@ fsmoe_status options_parse(int argc, char **argv, bench_options *o, fsmoe_error 
         case OPT_ESP: st = fsmoe_cli_int("--esp", optarg, 1, 1 << 20, &o->esp, err); o->layout_given = 1; break;
         case OPT_MIN_SAMPLE:
             st = fsmoe_cli_double("--min-sample-time", optarg, 0.0, 10.0, &o->min_sample_s, err);
+            break;
+        case OPT_GROUP_ROUNDS:
+            st = fsmoe_cli_int("--group-rounds", optarg, 0, 1 << 20, &o->group_rounds, err);
+            break;
+        case OPT_ROTATE:
+            if (strcmp(optarg, "0") == 0)
+                o->rotate_bytes = 0;
+            else
+                st = fsmoe_cli_size("--rotate", optarg, 1, max_size, &o->rotate_bytes, err);
+            break;
+        case OPT_HUGE_PAGES:
+            st = fsmoe_cli_int("--huge-pages", optarg, 0, 1, &o->huge_pages, err);
             break;
         case OPT_GPN: st = fsmoe_cli_int("--gpus-per-node", optarg, 1, 1 << 20, &o->gpus_per_node, err); break;
         case OPT_SAA_SLICES:

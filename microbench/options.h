@@ -41,6 +41,11 @@ typedef struct {
     int every_tier;        /* --tiers or --all-tiers given: every selected op on every selected
                               tier; otherwise only the (op, tier) pairs the planner reads */
     double min_sample_s;   /* shortest timed run (fast operations are repeated) */
+    int group_rounds;      /* groups of a tier measured in this many rounds (0: auto, one
+                              round unless ranks outnumber the cores they share; measure.h) */
+    int huge_pages;
+    long long rotate_bytes; /* each buffer role is a pool this large; successive runs use
+                               successive slots of it (0: one buffer, as nccl-tests) */        /* mpi backend: ask for transparent huge pages on the buffers */
     int saa_slices;
     int blas_threads;      /* 0: cores per node / ranks per node */
     double r2_threshold;

@@ -1,6 +1,8 @@
 /* Implements: the measuring loops (suite.h). */
 #include "suite.h"
 
+#include <unistd.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +121,140 @@ long suite_rows(const bench_suite *s)
     return rows;
 }
 
+/* ---- buffer rotation ----
+ * A timed run that reuses the previous run's buffers finds them in cache while the working
+ * set (send + receive of every rank running at once) fits the last-level cache, and in DRAM
+ * beyond: measured here, a 2-rank copy keeps 14.5 GB/s up to 12 MB per buffer and falls to
+ * 6.7 GB/s past ~16 MB, which bent every intra-node fit. In training the tensors a collective
+ * moves were written long before (or are larger than the cache), so each run here takes the
+ * next slot of a pool of --rotate bytes per buffer role, always cold: the line is straight
+ * (6.7 GB/s at every size). The input pattern sits in slot 0 only (every size's input is a
+ * prefix of the largest): the other slots hold zeros, which move and add as fast; after the
+ * last pass one untimed run on slot 0 produces the output that is checked. */
+typedef struct {
+    size_t pool;  /* bytes of each role's pool (at least the largest buffer) */
+    int slots, k; /* slots of the current row; the slot of the current run */
+    int pin0;     /* verification run: slot 0 */
+} suite_rot;
+
+static size_t rot_stride(size_t bytes)
+{
+    return (bytes + 4095) / 4096 * 4096;
+}
+
+/* The row's slots: as many as every role's pool holds (1 = no rotation). */
+static void rot_row(suite_rot *r, const size_t *bytes, int roles)
+{
+    r->slots = 0;
+    r->k = 0;
+    r->pin0 = 0;
+    for (int i = 0; i < roles; i++) {
+        size_t stride = rot_stride(bytes[i]);
+        int n = stride && stride <= r->pool ? (int)(r->pool / stride) : 1;
+        if (r->slots == 0 || n < r->slots)
+            r->slots = n;
+    }
+    if (r->slots < 1)
+        r->slots = 1;
+}
+
+static void rot_next(suite_rot *r)
+{
+    r->k = r->pin0 || r->slots <= 1 ? 0 : (r->k + 1) % r->slots;
+}
+
+static size_t rot_off(const suite_rot *r, size_t bytes)
+{
+    return (size_t)r->k * rot_stride(bytes);
+}
+
+static void *rot_ptr(const suite_rot *r, void *base, size_t bytes)
+{
+    return (char *)base + rot_off(r, bytes);
+}
+
+/* ---- which ranks share cores, and the rounds a tier's groups are measured in ---- */
+
+fsmoe_status suite_machine_init(bench_suite *s, fsmoe_error *err)
+{
+    /* The kernel's boot id names the machine: emulated nodes (namespaces) share it. */
+    char id[64] = "";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        if (!fgets(id, sizeof id, f))
+            id[0] = '\0';
+        fclose(f);
+    }
+    unsigned h = 2166136261u; /* FNV-1a */
+    for (const char *c = id; *c; c++)
+        h = (h ^ (unsigned char)*c) * 16777619u;
+    int rank = 0, color = (int)(h & 0x3fffffff);
+    MPI_Comm_rank(s->mcfg.world, &rank);
+    if (!id[0])
+        color = rank; /* unknown: assume a machine per rank (no rounds) */
+    MPI_Comm machine;
+    MPI_CHECK(MPI_Comm_split(s->mcfg.world, color, rank, &machine), err);
+    int ranks = 1;
+    MPI_Comm_size(machine, &ranks);
+    MPI_Comm_free(&machine);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1)
+        cores = 1;
+    int over = (int)((ranks + cores - 1) / cores), worst = over;
+    MPI_CHECK(MPI_Allreduce(&over, &worst, 1, MPI_INT, MPI_MAX, s->mcfg.world), err);
+    s->machine_ranks = ranks;
+    s->machine_cores = (int)cores;
+    s->oversubscription = worst;
+    return FSMOE_OK;
+}
+
+/* This rank's round for a sweep over `group` (MPI_COMM_SELF: every rank alone), written into
+ * cfg, and a note for the section header. Groups are numbered by their lowest world rank;
+ * consecutive groups share a round (node-major numbering: a node's ranks run together). */
+static fsmoe_status suite_rounds(bench_suite *s, MPI_Comm group, measure_cfg *cfg, char *note,
+                                 size_t note_len, fsmoe_error *err)
+{
+    int wrank = 0, wsize = 1, leader = 0;
+    MPI_Comm_rank(s->mcfg.world, &wrank);
+    MPI_Comm_size(s->mcfg.world, &wsize);
+    *cfg = s->mcfg;
+    cfg->group = group;
+    cfg->round = 0;
+    cfg->rounds = 1;
+    cfg->sleep = s->oversubscription > 1;
+    note[0] = '\0';
+    MPI_CHECK(MPI_Allreduce(&wrank, &leader, 1, MPI_INT, MPI_MIN, group), err);
+    int *leaders = malloc((size_t)wsize * sizeof *leaders);
+    if (!leaders)
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for %d ranks", wsize);
+    int rc = MPI_Allgather(&leader, 1, MPI_INT, leaders, 1, MPI_INT, s->mcfg.world);
+    int n_groups = 0, ordinal = 0;
+    for (int r = 0; r < wsize && rc == MPI_SUCCESS; r++) {
+        if (leaders[r] != r)
+            continue; /* count each group once, at its leader */
+        n_groups++;
+        ordinal += r < leader;
+    }
+    free(leaders);
+    MPI_CHECK(rc, err);
+    int rounds = s->opt->group_rounds > 0 ? s->opt->group_rounds : s->oversubscription;
+    if (rounds > n_groups)
+        rounds = n_groups;
+    if (rounds <= 1) {
+        if (cfg->sleep)
+            snprintf(note, note_len, "; all at once, waits asleep (%d ranks on %d cores)",
+                     s->machine_ranks, s->machine_cores);
+        return FSMOE_OK;
+    }
+    int per = (n_groups + rounds - 1) / rounds;
+    cfg->rounds = (n_groups + per - 1) / per;
+    cfg->round = ordinal / per;
+    snprintf(note, note_len, "; in %d rounds of %d group%s, the others asleep (%d ranks on %d "
+             "cores)", cfg->rounds, per, per == 1 ? "" : "s", s->machine_ranks,
+             s->machine_cores);
+    return FSMOE_OK;
+}
+
 /* ---- the sweep: n passes over the rows, one timed run of each row per pass ---- */
 
 typedef struct {
@@ -136,13 +272,15 @@ typedef struct {
     fsmoe_status (*finish)(void *ctx, int i, bench_row *row, double *busbw_factor,
                            size_t *wrong, fsmoe_error *err);
     double flops_per_n; /* 0: algbw = n/t bytes; 2: GFLOP/s from MACs */
+    const measure_cfg *m; /* with this sweep's rounds (suite_rounds) */
+    suite_rot *rot;       /* NULL: the buffers do not rotate */
 } suite_sweep;
 
 static fsmoe_status suite_sweep_run(bench_suite *s, const suite_sweep *sw, void *ctx,
                                     fsmoe_error *err)
 {
     const bench_options *o = s->opt;
-    const measure_cfg *m = &s->mcfg;
+    const measure_cfg *m = sw->m;
     int n = sw->n, iters = m->iters;
     fsmoe_status st = FSMOE_OK;
     double *t = calloc((size_t)(n ? n : 1) * (size_t)iters, sizeof *t);
@@ -166,6 +304,12 @@ static fsmoe_status suite_sweep_run(bench_suite *s, const suite_sweep *sw, void 
                 goto fail;
             if ((st = measure_sample(m, sw->run, ctx, reps[i], &t[(size_t)i * iters + p], err)))
                 goto fail;
+            if (p == iters - 1 && sw->rot && sw->rot->slots > 1) {
+                /* The output checked comes from the input in slot 0 (see suite_rot). */
+                sw->rot->pin0 = 1;
+                if ((st = sw->run(ctx, err)))
+                    goto fail;
+            }
             if (p == iters - 1 &&
                 (st = sw->finish(ctx, i, &rows[i], &factor[i], o->check ? &wrong[i] : NULL,
                                  err)))
@@ -214,20 +358,28 @@ typedef struct {
     void *recv, *hrecv;
     bench_dtype t;
     bench_redop redop;
+    suite_rot rot;
 } coll_ctx;
 
 static int coll_setup(void *arg, int i)
 {
     coll_ctx *c = arg;
     c->op->shape((size_t)c->sizes[i], dtype_size(c->t), c->P, &c->shape);
+    size_t bytes[2] = {c->shape.send_elems * dtype_size(c->t),
+                       c->shape.recv_elems * dtype_size(c->t)};
+    rot_row(&c->rot, bytes, 2);
     return c->shape.count > 0; /* too small to give every member an element */
 }
 
 static fsmoe_status coll_once(void *arg, fsmoe_error *err)
 {
     coll_ctx *c = arg;
-    fsmoe_status st =
-        c->op->run(c->b, c->c, c->send, c->recv, &c->shape, c->t, c->redop, 0, err);
+    rot_next(&c->rot);
+    size_t es = dtype_size(c->t);
+    fsmoe_status st = c->op->run(c->b, c->c,
+                                 rot_ptr(&c->rot, (void *)c->send, c->shape.send_elems * es),
+                                 rot_ptr(&c->rot, c->recv, c->shape.recv_elems * es), &c->shape,
+                                 c->t, c->redop, 0, err);
     return st ? st : c->b->sync(c->b, 0, err);
 }
 
@@ -251,7 +403,8 @@ static fsmoe_status coll_finish(void *arg, int i, bench_row *row, double *factor
 
 static fsmoe_status suite_collective(bench_suite *s, const coll_op *op, fsmoe_tier tier,
                                      MPI_Comm group, const char *detail, void *dsend,
-                                     void *drecv, void *hsend, void *hrecv, fsmoe_error *err)
+                                     void *drecv, void *hsend, void *hrecv, size_t pool,
+                                     fsmoe_error *err)
 {
     const bench_options *o = s->opt;
     bench_backend *b = s->b;
@@ -259,7 +412,7 @@ static fsmoe_status suite_collective(bench_suite *s, const coll_op *op, fsmoe_ti
     long long sizes[BENCH_MAX_SIZES];
     int n_sizes = options_comm_sizes(o, sizes, BENCH_MAX_SIZES);
     coll_ctx c = {.b = b, .op = op, .tier = tier, .sizes = sizes, .send = dsend, .recv = drecv,
-                  .hrecv = hrecv, .t = o->dtype, .redop = o->redop};
+                  .hrecv = hrecv, .t = o->dtype, .redop = o->redop, .rot = {.pool = pool}};
     MPI_Comm_size(group, &c.P);
     MPI_Comm_rank(group, &c.rank);
     /* The input pattern of every size is a prefix of the largest one's: fill once. */
@@ -269,10 +422,17 @@ static fsmoe_status suite_collective(bench_suite *s, const coll_op *op, fsmoe_ti
     if ((st = b->upload(b, dsend, hsend, largest.send_elems * dtype_size(o->dtype), err)) ||
         (st = b->comm_init(b, group, &c.c, err)))
         return st;
-    report_section(s->rep, op->name, fsmoe_tier_name(tier), c.P, s->topo->size / c.P, detail);
+    measure_cfg m;
+    char note[160], full[256];
+    if ((st = suite_rounds(s, group, &m, note, sizeof note, err))) {
+        b->comm_free(b, &c.c);
+        return st;
+    }
+    snprintf(full, sizeof full, "%s%s", detail, note);
+    report_section(s->rep, op->name, fsmoe_tier_name(tier), c.P, s->topo->size / c.P, full);
     suite_sweep sw = {op->name, tier, dtype_name(o->dtype),
                       op->reduces ? redop_name(o->redop) : "none", n_sizes,
-                      coll_setup, coll_once, coll_finish, 0.0};
+                      coll_setup, coll_once, coll_finish, 0.0, &m, &c.rot};
     st = suite_sweep_run(s, &sw, &c, err);
     b->comm_free(b, &c.c);
     return st;
@@ -289,19 +449,28 @@ typedef struct {
     bench_dtype t;
     const void *send;
     void *mid, *out, *hout;
+    suite_rot rot;
 } saa_ctx;
 
 static int saa_setup(void *arg, int i)
 {
     saa_ctx *c = arg;
     saa_shape_of(&c->g, (size_t)c->sizes[i], dtype_size(c->t), &c->sh);
+    size_t es = dtype_size(c->t);
+    size_t bytes[3] = {c->sh.send_elems * es, c->sh.a2a_elems * es, c->sh.ag_elems * es};
+    rot_row(&c->rot, bytes, 3);
     return c->sh.per_peer > 0;
 }
 
 static fsmoe_status saa_once(void *arg, fsmoe_error *err)
 {
     saa_ctx *c = arg;
-    return saa_run(c->b, &c->g, &c->sh, c->t, c->send, c->mid, c->out, err);
+    size_t es = dtype_size(c->t);
+    rot_next(&c->rot);
+    return saa_run(c->b, &c->g, &c->sh, c->t,
+                   rot_ptr(&c->rot, (void *)c->send, c->sh.send_elems * es),
+                   rot_ptr(&c->rot, c->mid, c->sh.a2a_elems * es),
+                   rot_ptr(&c->rot, c->out, c->sh.ag_elems * es), err);
 }
 
 static fsmoe_status saa_finish(void *arg, int i, bench_row *row, double *factor, size_t *wrong,
@@ -350,9 +519,11 @@ static fsmoe_status suite_saa(bench_suite *s, fsmoe_tier tier, MPI_Comm a2a_mpi,
     }
     c.g.a2a_rank_of = a2a_rank_of;
     size_t max = (size_t)o->max_bytes, max_out = max * (size_t)c.g.P_ag;
+    size_t pool = max_out > (size_t)o->rotate_bytes ? max_out : (size_t)o->rotate_bytes;
+    c.rot.pool = pool;
     if ((st = b->comm_init(b, a2a_mpi, &c.g.a2a, err)) ||
-        (st = b->comm_init(b, ag_mpi, &c.g.ag, err)) || (st = b->alloc(b, max, &dsend, err)) ||
-        (st = b->alloc(b, max, &dmid, err)) || (st = b->alloc(b, max_out, &dout, err)))
+        (st = b->comm_init(b, ag_mpi, &c.g.ag, err)) || (st = b->alloc(b, pool, &dsend, err)) ||
+        (st = b->alloc(b, pool, &dmid, err)) || (st = b->alloc(b, pool, &dout, err)))
         goto fail;
     hsend = malloc(max);
     hout = malloc(max_out);
@@ -369,14 +540,17 @@ static fsmoe_status suite_saa(bench_suite *s, fsmoe_tier tier, MPI_Comm a2a_mpi,
     c.mid = dmid;
     c.out = dout;
     c.hout = hout;
-    char detail[128];
+    char detail[320], note[160];
+    measure_cfg m;
+    if ((st = suite_rounds(s, a2a_mpi, &m, note, sizeof note, err)))
+        goto fail;
     snprintf(detail, sizeof detail,
-             "AllToAll over %d ranks + AllGather over %d (MP), %d slices, streams 1+2",
-             c.g.P_a2a, c.g.P_ag, c.g.slices);
+             "AllToAll over %d ranks + AllGather over %d (MP), %d slices, streams 1+2%s",
+             c.g.P_a2a, c.g.P_ag, c.g.slices, note);
     report_section(s->rep, "saa", fsmoe_tier_name(tier), c.g.P_a2a, t->size / c.g.P_a2a, detail);
     suite_sweep sw = {"saa", tier, dtype_name(o->dtype), "none",
                       options_comm_sizes(o, sizes, BENCH_MAX_SIZES),
-                      saa_setup, saa_once, saa_finish, 0.0};
+                      saa_setup, saa_once, saa_finish, 0.0, &m, &c.rot};
     st = suite_sweep_run(s, &sw, &c, err);
 fail:
     b->comm_free(b, &c.g.a2a);
@@ -449,8 +623,13 @@ static fsmoe_status suite_gemm(bench_suite *s, fsmoe_error *err)
     const bench_options *o = s->opt;
     bench_backend *b = s->b;
     fsmoe_status st = FSMOE_OK;
-    report_section(s->rep, "gemm", "local", 1, s->topo->size,
-                   "every rank at once: (T x M)(M x H) and (T x H)(H x M), T*M swept");
+    measure_cfg m;
+    char note[160], detail[256];
+    if ((st = suite_rounds(s, MPI_COMM_SELF, &m, note, sizeof note, err)))
+        return st;
+    snprintf(detail, sizeof detail, "every rank: (T x M)(M x H) and (T x H)(H x M), T*M swept%s",
+             m.rounds > 1 ? note : note[0] ? note : ", all at once");
+    report_section(s->rep, "gemm", "local", 1, s->topo->size, detail);
     int n_e = (int)((o->gemm_max - o->gemm_min) / o->gemm_step) + 1;
     for (int si = 0; si < s->n_shapes && !st; si++) {
         int M = s->shapes[si].M, H = s->shapes[si].H, K_max = M > H ? M : H;
@@ -477,7 +656,7 @@ static fsmoe_status suite_gemm(bench_suite *s, fsmoe_error *err)
                       .A = dA, .B_up = dB, .B_down = dB2, .hA = hA, .hB_up = hB, .hB_down = hB2,
                       .C = dC, .hC = hC};
         suite_sweep sw = {"gemm", FSMOE_TIER_LOCAL, "float", "none", 2 * n_e,
-                          gemm_setup, gemm_once, gemm_finish, 2.0};
+                          gemm_setup, gemm_once, gemm_finish, 2.0, &m, NULL};
         st = suite_sweep_run(s, &sw, &c, err);
     shape_done:
         if (dA)
@@ -506,19 +685,25 @@ typedef struct {
     int rank;
     void *dst, *hdst;
     const void *src;
+    suite_rot rot;
 } copy_ctx;
 
 static int copy_setup(void *arg, int i)
 {
     copy_ctx *c = arg;
     c->count = (size_t)c->sizes[i] / dtype_size(c->t);
+    size_t bytes = c->count * dtype_size(c->t);
+    rot_row(&c->rot, &bytes, 1);
     return c->count > 0;
 }
 
 static fsmoe_status copy_once(void *arg, fsmoe_error *err)
 {
     copy_ctx *c = arg;
-    fsmoe_status st = c->b->copy(c->b, c->dst, c->src, c->count * dtype_size(c->t), 0, err);
+    size_t bytes = c->count * dtype_size(c->t);
+    rot_next(&c->rot);
+    fsmoe_status st = c->b->copy(c->b, rot_ptr(&c->rot, c->dst, bytes),
+                                 rot_ptr(&c->rot, (void *)c->src, bytes), bytes, 0, err);
     return st ? st : c->b->sync(c->b, 0, err);
 }
 
@@ -543,7 +728,7 @@ static fsmoe_status copy_finish(void *arg, int i, bench_row *row, double *factor
 }
 
 static fsmoe_status suite_copy(bench_suite *s, void *dsrc, void *ddst, void *hsrc, void *hdst,
-                               fsmoe_error *err)
+                               size_t pool, fsmoe_error *err)
 {
     const bench_options *o = s->opt;
     bench_backend *b = s->b;
@@ -554,12 +739,17 @@ static fsmoe_status suite_copy(bench_suite *s, void *dsrc, void *ddst, void *hsr
     dtype_fill(o->dtype, hsrc, s->topo->rank, 0, max_count); /* every size is a prefix */
     if ((st = b->upload(b, dsrc, hsrc, max_count * dtype_size(o->dtype), err)))
         return st;
-    report_section(s->rep, "copy", "local", 1, s->topo->size,
-                   "device to device, every rank at once");
+    measure_cfg m;
+    char note[160], detail[256];
+    if ((st = suite_rounds(s, MPI_COMM_SELF, &m, note, sizeof note, err)))
+        return st;
+    snprintf(detail, sizeof detail, "device to device, every rank%s",
+             m.rounds > 1 ? note : note[0] ? note : ", all at once");
+    report_section(s->rep, "copy", "local", 1, s->topo->size, detail);
     copy_ctx c = {.b = b, .sizes = sizes, .t = o->dtype, .rank = s->topo->rank, .dst = ddst,
-                  .hdst = hdst, .src = dsrc};
+                  .hdst = hdst, .src = dsrc, .rot = {.pool = pool}};
     suite_sweep sw = {"copy", FSMOE_TIER_LOCAL, dtype_name(o->dtype), "none", n_sizes,
-                      copy_setup, copy_once, copy_finish, 0.0};
+                      copy_setup, copy_once, copy_finish, 0.0, &m, &c.rot};
     return suite_sweep_run(s, &sw, &c, err);
 }
 
@@ -570,7 +760,10 @@ fsmoe_status suite_run(bench_suite *s, fsmoe_error *err)
     fsmoe_status st = FSMOE_OK;
     size_t max = (size_t)o->max_bytes;
     void *dsend = NULL, *drecv = NULL, *hsend = NULL, *hrecv = NULL;
-    if ((st = b->alloc(b, max, &dsend, err)) || (st = b->alloc(b, max, &drecv, err)))
+    size_t pool = max > (size_t)o->rotate_bytes ? max : (size_t)o->rotate_bytes;
+    if ((st = suite_machine_init(s, err)))
+        return st;
+    if ((st = b->alloc(b, pool, &dsend, err)) || (st = b->alloc(b, pool, &drecv, err)))
         goto fail;
     hsend = malloc(max);
     hrecv = malloc(max);
@@ -598,7 +791,7 @@ fsmoe_status suite_run(bench_suite *s, fsmoe_error *err)
         }
         double t0 = measure_now();
         st = suite_collective(s, coll_op_find(items[i].op), tier, group, detail, dsend, drecv,
-                              hsend, hrecv, err);
+                              hsend, hrecv, pool, err);
         if (items[i].group >= 0)
             MPI_Comm_free(&group);
         if (st)
@@ -637,7 +830,7 @@ fsmoe_status suite_run(bench_suite *s, fsmoe_error *err)
     }
     t0 = measure_now();
     if (o->ops[FSMOE_OP_COPY]) {
-        if ((st = suite_copy(s, dsend, drecv, hsend, hrecv, err)))
+        if ((st = suite_copy(s, dsend, drecv, hsend, hrecv, pool, err)))
             goto fail;
         report_section_time(s->rep, measure_now() - t0);
     }

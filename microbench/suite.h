@@ -27,7 +27,14 @@ typedef struct {
     int n_shapes;
     const fsmoe_parallel *layout; /* NULL: the tiers' groups (the common layout of design.md
                                      §2); else measure this layout's logical groups */
+    /* Filled by suite_machine_init: the most ranks any machine (same kernel boot id, so the
+     * emulated nodes of one host count as one machine) runs per core, rounded up; > 1 means
+     * groups are measured in rounds (measure.h). */
+    int machine_ranks, machine_cores, oversubscription;
 } bench_suite;
+
+/* Which ranks share a machine's cores (collective over s->mcfg.world). */
+fsmoe_status suite_machine_init(bench_suite *s, fsmoe_error *err);
 
 /* Rows the run will produce (each measured once per pass), for the progress bar. */
 long suite_rows(const bench_suite *s);
