@@ -66,11 +66,11 @@ static fsmoe_status bench_outputs_writable(const bench_options *o, fsmoe_error *
     for (int i = 0; i < 3; i++) {
         if (!paths[i])
             continue;
-        atomic_file af;
-        fsmoe_status st = atomic_file_open(&af, paths[i], err);
+        fsmoe_atomic_file af;
+        fsmoe_status st = fsmoe_atomic_open(&af, paths[i], err);
         if (st)
             return st;
-        atomic_file_abort(&af);
+        fsmoe_atomic_abort(&af);
     }
     return FSMOE_OK;
 }

@@ -120,8 +120,8 @@ fsmoe_status plot_svg_write(const char *path, const char *title, const bench_res
         if (any)
             ops[n++] = op;
     }
-    atomic_file af;
-    fsmoe_status st = atomic_file_open(&af, path, err);
+    fsmoe_atomic_file af;
+    fsmoe_status st = fsmoe_atomic_open(&af, path, err);
     if (st)
         return st;
     int rows = (n + COLS - 1) / COLS, W = COLS * PANEL_W, H = rows * PANEL_H + 40;
@@ -145,5 +145,5 @@ fsmoe_status plot_svg_write(const char *path, const char *title, const bench_res
     for (int i = 0; i < n; i++)
         plot_panel(f, res, ops[i], (i % COLS) * PANEL_W, 40 + (i / COLS) * PANEL_H);
     fputs("</svg>\n", f);
-    return atomic_file_commit(&af, err);
+    return fsmoe_atomic_commit(&af, err);
 }

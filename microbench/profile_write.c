@@ -53,8 +53,8 @@ fsmoe_status profile_write(const char *path, const profile_meta *m, const bench_
     fsmoe_point *pts = malloc((size_t)(res->n_rows ? res->n_rows : 1) * sizeof *pts);
     if (!pts)
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for the profile's points");
-    atomic_file af;
-    if ((st = atomic_file_open(&af, path, err))) {
+    fsmoe_atomic_file af;
+    if ((st = fsmoe_atomic_open(&af, path, err))) {
         free(pts);
         return st;
     }
@@ -127,14 +127,14 @@ fsmoe_status profile_write(const char *path, const profile_meta *m, const bench_
     }
     free(pts);
     if (entries == 0) {
-        atomic_file_abort(&af);
+        fsmoe_atomic_abort(&af);
         return fsmoe_fail(err, FSMOE_ERR_VALUE,
                           "%s: nothing to write: no operation could be fitted (every fit needs "
                           "at least two sizes)", path);
     }
     if (w.error) {
-        atomic_file_abort(&af);
+        fsmoe_atomic_abort(&af);
         return fsmoe_fail(err, FSMOE_ERR_IO, "%s: write failed: %s", path, strerror(w.error));
     }
-    return atomic_file_commit(&af, err);
+    return fsmoe_atomic_commit(&af, err);
 }

@@ -151,8 +151,8 @@ static void json_string(FILE *f, const char *s)
 fsmoe_status report_json(const char *path, const bench_options *o, const bench_topology *t,
                          const char *device, const bench_results *res, fsmoe_error *err)
 {
-    atomic_file af;
-    fsmoe_status st = atomic_file_open(&af, path, err);
+    fsmoe_atomic_file af;
+    fsmoe_status st = fsmoe_atomic_open(&af, path, err);
     if (st)
         return st;
     FILE *f = af.f;
@@ -204,5 +204,5 @@ fsmoe_status report_json(const char *path, const bench_options *o, const bench_t
                     : b->fit.bound == FIT_BETA_ZERO ? "beta_zero" : "none");
         }
     fprintf(f, "\n  ],\n  \"wrong\": %lld\n}\n", results_wrong(res));
-    return atomic_file_commit(&af, err);
+    return fsmoe_atomic_commit(&af, err);
 }
