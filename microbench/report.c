@@ -1,4 +1,5 @@
 /* Implements: the nccl-tests-style table, the fit table and the JSON report (report.h). */
+#include "json.h"
 #include "report.h"
 
 #include <errno.h>
@@ -133,21 +134,6 @@ int report_footer(report *r, const bench_results *res, double r2_threshold)
     return wrong == 0;
 }
 
-static void json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 fsmoe_status report_json(const char *path, const bench_options *o, const bench_topology *t,
                          const char *device, const bench_results *res, fsmoe_error *err)
 {
@@ -157,12 +143,12 @@ fsmoe_status report_json(const char *path, const bench_options *o, const bench_t
         return st;
     FILE *f = af.f;
     fprintf(f, "{\n  \"fsmoe_bench\": 1,\n  \"version\": ");
-    json_string(f, FSMOE_VERSION);
+    fsmoe_json_string(f, FSMOE_VERSION);
     fprintf(f, ",\n  \"world\": %d,\n  \"nodes\": %d,\n  \"gpus_per_node\": %d,\n", t->size,
             t->nodes, t->gpus_per_node);
     fprintf(f, "  \"backend\": \"%s\",\n  \"device\": ",
             o->backend == BACKEND_NCCL ? "nccl" : "mpi");
-    json_string(f, device);
+    fsmoe_json_string(f, device);
     fprintf(f, ",\n  \"datatype\": \"%s\",\n  \"redop\": \"%s\",\n  \"iters\": %d,\n"
                "  \"warmup\": %d,\n  \"average\": %d,\n  \"r2_threshold\": %.17g,\n",
             dtype_name(o->dtype), redop_name(o->redop), o->iters, o->warmup, (int)o->average,
@@ -191,7 +177,7 @@ fsmoe_status report_json(const char *path, const bench_options *o, const bench_t
             first = 0;
             if (b->status) {
                 fprintf(f, "\"error\": ");
-                json_string(f, b->msg);
+                fsmoe_json_string(f, b->msg);
                 fputc('}', f);
                 continue;
             }

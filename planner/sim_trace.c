@@ -1,27 +1,13 @@
 /* Implements: Chrome trace-event JSON of a simulated iteration (sim_out.h): "X" (complete)
  * events with ts/dur in microseconds, one thread per resource lane named by "thread_name"
  * metadata, so Perfetto (ui.perfetto.dev) and chrome://tracing show the Gantt chart.
- * Relies on: sim_svg.c (lanes, atomic writer). */
+ * Relies on: sim_svg.c (lanes), libfsmoe atomic_file.h and json.h. */
+#include "json.h"
 #include "atomic_file.h"
 #include "sim_out.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-static void json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
 
 fsmoe_status sim_write_trace(const sim *s, const char *title, const char *path, fsmoe_error *err)
 {
@@ -41,7 +27,7 @@ fsmoe_status sim_write_trace(const sim *s, const char *title, const char *path, 
     FILE *f = af.f;
     fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
     fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":");
-    json_string(f, title);
+    fsmoe_json_string(f, title);
     fprintf(f, "}}");
     for (int r = 0; r < s->n_res; r++) {
         if (!sim_out_shown(s, r))
@@ -55,7 +41,7 @@ fsmoe_status sim_write_trace(const sim *s, const char *title, const char *path, 
             fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,"
                        "\"args\":{\"name\":",
                     r * 100 + l + 1);
-            json_string(f, name);
+            fsmoe_json_string(f, name);
             fprintf(f, "}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,"
                        "\"args\":{\"sort_index\":%d}}",
                     r * 100 + l + 1, r * 100 + l + 1);
@@ -67,9 +53,9 @@ fsmoe_status sim_write_trace(const sim *s, const char *title, const char *path, 
         if (!sim_out_shown(s, t->resource))
             continue;
         fprintf(f, ",\n{\"name\":");
-        json_string(f, sim_task_label(s, i, lb, sizeof lb));
+        fsmoe_json_string(f, sim_task_label(s, i, lb, sizeof lb));
         fprintf(f, ",\"cat\":");
-        json_string(f, sim_op_name(t->kind));
+        fsmoe_json_string(f, sim_op_name(t->kind));
         fprintf(f, ",\"ph\":\"X\",\"ts\":%.6f,\"dur\":%.6f,\"pid\":1,\"tid\":%d,"
                    "\"args\":{\"bytes\":%.17g,\"alpha_s\":%.17g,\"work_s\":%.17g,"
                    "\"priority\":%d}}",
