@@ -57,6 +57,9 @@ FSMOE_HD real k_exp(real x)
         int i;
         float f;
     } two_n;
+    /* NaN stays in r (and so in p); n itself must be a number before the int conversion,
+     * which is undefined for NaN. A select, so the loop still vectorises. */
+    n = n == n ? n : 0.0f;
     two_n.i = ((int)n + 127) << 23;
     return p * two_n.f;
 #endif
