@@ -17,7 +17,9 @@
 #   --nodes N            emulated nodes (default 2)
 #   --ranks-per-node G   MPI ranks per node (default 2)
 #   --rate RATE          tbf rate of every node's link, each direction (default 1gbit)
-#   --burst B            tbf burst (default 256kb)
+#   --burst B            tbf burst (default: 10 ms of traffic at RATE, at least 256kb — tbf
+#                        cannot hold its rate with a burst below rate/HZ, and the link then
+#                        stalls erratically)
 #   --mpirun-args ARGS   extra mpirun arguments (word-split)
 #   --check              only check that namespaces can be made (exit 0, or 77 with a reason)
 # Exit status: the MPI command's; 77 when namespaces cannot be made here (not root, no
@@ -27,7 +29,7 @@ set -u
 nodes=2
 ranks=2
 rate=1gbit
-burst=256kb
+burst=auto
 extra=""
 check_only=0
 
@@ -91,6 +93,18 @@ mkns() {
     fi
     created+=("$1")
 }
+
+# tbf needs a bucket of at least rate/HZ bytes or it cannot reach its rate (the link then
+# stalls in bursts and timings turn bimodal); 10 ms of traffic covers any HZ >= 100.
+if [ "$burst" = auto ]; then
+    bits=$(awk -v r="$rate" 'BEGIN {
+        n = r + 0; u = tolower(substr(r, length(n "") + 1));
+        m = (u == "kbit") ? 1e3 : (u == "mbit") ? 1e6 : (u == "gbit") ? 1e9 : (u == "bit" || u == "") ? 1 : -1;
+        if (m < 0 || n <= 0) exit 1; printf "%.0f", n * m }') || die_usage "--rate: '$rate' is not N[k|m|g]bit"
+    bytes=$((bits / 8 / 100))
+    [ "$bytes" -ge 262144 ] || bytes=262144
+    burst=$bytes
+fi
 
 # The switch: a bridge in its own namespace.
 mkns "$sw"
