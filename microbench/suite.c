@@ -274,6 +274,11 @@ typedef struct {
     double flops_per_n; /* 0: algbw = n/t bytes; 2: GFLOP/s from MACs */
     const measure_cfg *m; /* with this sweep's rounds (suite_rounds) */
     suite_rot *rot;       /* NULL: the buffers do not rotate */
+    /* Overwrites the output that finish checks (slot 0) with a poison pattern before the
+     * verification run (nccl-tests clears its receive buffer likewise): every size's output is
+     * a prefix of the largest one's, so without it an operation that writes nothing would find
+     * an earlier run's correct result in place and count 0 wrong. NULL: not checked. */
+    fsmoe_status (*poison)(void *ctx, fsmoe_error *err);
 } suite_sweep;
 
 static fsmoe_status suite_sweep_run(bench_suite *s, const suite_sweep *sw, void *ctx,
@@ -304,9 +309,14 @@ static fsmoe_status suite_sweep_run(bench_suite *s, const suite_sweep *sw, void 
                 goto fail;
             if ((st = measure_sample(m, sw->run, ctx, reps[i], &t[(size_t)i * iters + p], err)))
                 goto fail;
-            if (p == iters - 1 && sw->rot && sw->rot->slots > 1) {
-                /* The output checked comes from the input in slot 0 (see suite_rot). */
-                sw->rot->pin0 = 1;
+            int pin = sw->rot && sw->rot->slots > 1, poison = o->check && sw->poison;
+            if (p == iters - 1 && (pin || poison)) {
+                /* The output checked comes from the input in slot 0 (see suite_rot), written
+                 * over a poisoned buffer (see poison). */
+                if (pin)
+                    sw->rot->pin0 = 1;
+                if (poison && (st = sw->poison(ctx, err)))
+                    goto fail;
                 if ((st = sw->run(ctx, err)))
                     goto fail;
             }
@@ -401,6 +411,14 @@ static fsmoe_status coll_finish(void *arg, int i, bench_row *row, double *factor
     return FSMOE_OK;
 }
 
+static fsmoe_status coll_poison(void *arg, fsmoe_error *err)
+{
+    coll_ctx *c = arg;
+    size_t bytes = c->shape.recv_elems * dtype_size(c->t);
+    memset(c->hrecv, 0xff, bytes);
+    return c->b->upload(c->b, c->recv, c->hrecv, bytes, err);
+}
+
 static fsmoe_status suite_collective(bench_suite *s, const coll_op *op, fsmoe_tier tier,
                                      MPI_Comm group, const char *detail, void *dsend,
                                      void *drecv, void *hsend, void *hrecv, size_t pool,
@@ -432,7 +450,7 @@ static fsmoe_status suite_collective(bench_suite *s, const coll_op *op, fsmoe_ti
     report_section(s->rep, op->name, fsmoe_tier_name(tier), c.P, s->topo->size / c.P, full);
     suite_sweep sw = {op->name, tier, dtype_name(o->dtype),
                       op->reduces ? redop_name(o->redop) : "none", n_sizes,
-                      coll_setup, coll_once, coll_finish, 0.0, &m, &c.rot};
+                      coll_setup, coll_once, coll_finish, 0.0, &m, &c.rot, coll_poison};
     st = suite_sweep_run(s, &sw, &c, err);
     b->comm_free(b, &c.c);
     return st;
@@ -489,6 +507,14 @@ static fsmoe_status saa_finish(void *arg, int i, bench_row *row, double *factor,
         return st;
     *wrong = saa_check(&c->g, &c->sh, c->t, c->hout);
     return FSMOE_OK;
+}
+
+static fsmoe_status saa_poison(void *arg, fsmoe_error *err)
+{
+    saa_ctx *c = arg;
+    size_t bytes = c->sh.ag_elems * dtype_size(c->t);
+    memset(c->hout, 0xff, bytes);
+    return c->b->upload(c->b, c->out, c->hout, bytes, err);
 }
 
 static fsmoe_status suite_saa(bench_suite *s, fsmoe_tier tier, MPI_Comm a2a_mpi, MPI_Comm ag_mpi,
@@ -550,7 +576,7 @@ static fsmoe_status suite_saa(bench_suite *s, fsmoe_tier tier, MPI_Comm a2a_mpi,
     report_section(s->rep, "saa", fsmoe_tier_name(tier), c.g.P_a2a, t->size / c.g.P_a2a, detail);
     suite_sweep sw = {"saa", tier, dtype_name(o->dtype), "none",
                       options_comm_sizes(o, sizes, BENCH_MAX_SIZES),
-                      saa_setup, saa_once, saa_finish, 0.0, &m, &c.rot};
+                      saa_setup, saa_once, saa_finish, 0.0, &m, &c.rot, saa_poison};
     st = suite_sweep_run(s, &sw, &c, err);
 fail:
     b->comm_free(b, &c.g.a2a);
@@ -618,6 +644,14 @@ static fsmoe_status gemm_finish(void *arg, int i, bench_row *row, double *factor
     return FSMOE_OK;
 }
 
+static fsmoe_status gemm_poison(void *arg, fsmoe_error *err)
+{
+    gemm_ctx *c = arg;
+    size_t bytes = (size_t)c->m * (size_t)c->n * 4;
+    memset(c->hC, 0xff, bytes);
+    return c->b->upload(c->b, c->C, c->hC, bytes, err);
+}
+
 static fsmoe_status suite_gemm(bench_suite *s, fsmoe_error *err)
 {
     const bench_options *o = s->opt;
@@ -656,7 +690,7 @@ static fsmoe_status suite_gemm(bench_suite *s, fsmoe_error *err)
                       .A = dA, .B_up = dB, .B_down = dB2, .hA = hA, .hB_up = hB, .hB_down = hB2,
                       .C = dC, .hC = hC};
         suite_sweep sw = {"gemm", FSMOE_TIER_LOCAL, "float", "none", 2 * n_e,
-                          gemm_setup, gemm_once, gemm_finish, 2.0, &m, NULL};
+                          gemm_setup, gemm_once, gemm_finish, 2.0, &m, NULL, gemm_poison};
         st = suite_sweep_run(s, &sw, &c, err);
     shape_done:
         if (dA)
@@ -727,6 +761,14 @@ static fsmoe_status copy_finish(void *arg, int i, bench_row *row, double *factor
     return FSMOE_OK;
 }
 
+static fsmoe_status copy_poison(void *arg, fsmoe_error *err)
+{
+    copy_ctx *c = arg;
+    size_t bytes = c->count * dtype_size(c->t);
+    memset(c->hdst, 0xff, bytes);
+    return c->b->upload(c->b, c->dst, c->hdst, bytes, err);
+}
+
 static fsmoe_status suite_copy(bench_suite *s, void *dsrc, void *ddst, void *hsrc, void *hdst,
                                size_t pool, fsmoe_error *err)
 {
@@ -749,7 +791,7 @@ static fsmoe_status suite_copy(bench_suite *s, void *dsrc, void *ddst, void *hsr
     copy_ctx c = {.b = b, .sizes = sizes, .t = o->dtype, .rank = s->topo->rank, .dst = ddst,
                   .hdst = hdst, .src = dsrc, .rot = {.pool = pool}};
     suite_sweep sw = {"copy", FSMOE_TIER_LOCAL, dtype_name(o->dtype), "none", n_sizes,
-                      copy_setup, copy_once, copy_finish, 0.0, &m, &c.rot};
+                      copy_setup, copy_once, copy_finish, 0.0, &m, &c.rot, copy_poison};
     return suite_sweep_run(s, &sw, &c, err);
 }
 

@@ -211,7 +211,10 @@ static void *c_alloc(rt_backend *be, size_t bytes)
     void *p = NULL;
     if (cudaMalloc(&p, bytes ? bytes : 64) != cudaSuccess)
         return NULL;
+    /* cudaMemset runs on the legacy default stream, which the non-blocking streams of this
+     * backend do not wait for: finish it before any stream may touch the buffer. */
     CUDA_OK(be, cudaMemset(p, 0, bytes));
+    CUDA_OK(be, cudaDeviceSynchronize());
     return p;
 }
 static void c_free(rt_backend *be, void *p) { CUDA_OK(be, cudaFree(p)); }

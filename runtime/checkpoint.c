@@ -129,6 +129,15 @@ fsmoe_status checkpoint_load(const char *dir, rt_model *md, rt_adamw *opt, long 
                             (long long)want[i]);
             goto out;
         }
+    /* The data order and the noise of the gates follow the seed: resuming under another seed
+     * would silently give a run that is not the continuation of the saved one. */
+    if (hdr[2] != (int64_t)md->cfg.seed) {
+        st = fsmoe_fail(err, FSMOE_ERR_VALUE,
+                        "%s: checkpoint was trained with --seed %lld, this run has --seed %lld\n"
+                        "HINT: resume with --seed %lld to continue the same run",
+                        path, (long long)hdr[2], (long long)md->cfg.seed, (long long)hdr[2]);
+        goto out;
+    }
     host = malloc(3 * bytes + 1);
     if (!host) {
         st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "checkpoint: out of memory");

@@ -81,6 +81,13 @@ static void test_resume_bit_exact(void **s)
     assert_int_equal(checkpoint_load(dir, &tr.model, &tr.opt, &tr.step, &err), FSMOE_ERR_VALUE);
     assert_non_null(strstr(err.msg, "H is 32 there, 48"));
     trainer_free(&tr);
+    /* another seed: not the continuation of the saved run */
+    rt_config c3 = c;
+    c3.seed = 10;
+    assert_int_equal(trainer_init(&tr, &c3, be, &d, &err), FSMOE_OK);
+    assert_int_equal(checkpoint_load(dir, &tr.model, &tr.opt, &tr.step, &err), FSMOE_ERR_VALUE);
+    assert_non_null(strstr(err.msg, "--seed 9, this run has --seed 10"));
+    trainer_free(&tr);
     /* corrupted and truncated files */
     assert_int_equal(trainer_init(&tr, &c, be, &d, &err), FSMOE_OK);
     char p[300];
