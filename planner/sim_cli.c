@@ -57,6 +57,15 @@ static int fail(const fsmoe_error *err)
     return fsmoe_exit_code(err->status);
 }
 
+/* Reading the inputs (plan, model, cluster): a missing or unreadable file is an input error and
+ * exits 2 like every other fsmoe-plan subcommand (main.c input_error); failures later, e.g.
+ * writing an output, keep the status's own code. */
+static int input_fail(const fsmoe_error *err)
+{
+    fsmoe_error_print("fsmoe-plan", err);
+    return err->status == FSMOE_ERR_IO ? 2 : fsmoe_exit_code(err->status);
+}
+
 /* A provenance path as written, else under $FSMOE_SOURCE_ROOT, else next to the plan's folder
  * (plans/x.yaml names models/m.yaml relative to the repository root). */
 static void resolve(const char *plan_path, const char *p, char *out, size_t len)
@@ -230,12 +239,12 @@ int sim_cli_simulate(int argc, char **argv)
     int rc = 1;
     char model_path[1200], cluster_path[1200];
     if (fsmoe_plan_load(plan_path, &plan, &err) != FSMOE_OK)
-        goto out_err;
+        goto in_err;
     resolve(plan_path, plan.model_path, model_path, sizeof model_path);
     resolve(plan_path, plan.cluster_path, cluster_path, sizeof cluster_path);
     if (fsmoe_model_load(model_path, &model, &err) != FSMOE_OK ||
         fsmoe_cluster_load(cluster_path, &cl, &err) != FSMOE_OK)
-        goto out_err;
+        goto in_err;
     if (model.experts_is_ep)
         model.E = plan.parallel.ep;
     if (sim_model_from_plan(&plan, &model, &cl, cluster_path, &m, &err) != FSMOE_OK)
@@ -279,6 +288,9 @@ int sim_cli_simulate(int argc, char **argv)
     if (trace)
         printf("%swrote %s\n", svg ? "" : "\n", trace);
     rc = 0;
+    goto out;
+in_err:
+    rc = input_fail(&err);
     goto out;
 out_err:
     rc = fail(&err);
@@ -428,7 +440,7 @@ int sim_cli_sweep(int argc, char **argv)
         return usage(sweep_usage, "sweep: --cluster and --grid are required");
     fsmoe_cluster cl = {0};
     if (fsmoe_cluster_load(cluster_path, &cl, &err) != FSMOE_OK)
-        return fail(&err);
+        return input_fail(&err);
     char tb = testbed ? (char)testbed : sweep_testbed_of(&cl);
     sweep_result r;
     if (sweep_run((sweep_grid)grid, tb, &cl, cluster_path, &r, &err) != FSMOE_OK) {

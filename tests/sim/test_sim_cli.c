@@ -146,8 +146,11 @@ static void test_bad_command_lines(void **state)
     assert_int_equal(call(sim_cli_simulate, 3, c), 2);
     const char *d[] = {"simulate", plan, "--schedule", "all", "--svg", "x.svg"};
     assert_int_equal(call(sim_cli_simulate, 6, d), 2);
+    /* a missing input file is an input error: 2, as in every other fsmoe-plan command */
     const char *e[] = {"simulate", "/nonexistent/plan.yaml"};
-    assert_int_not_equal(call(sim_cli_simulate, 2, e), 0);
+    assert_int_equal(call(sim_cli_simulate, 2, e), 2);
+    const char *e2[] = {"sweep", "--cluster", "/nonexistent/cluster.yaml", "--grid", "parm-table3"};
+    assert_int_equal(call(sim_cli_sweep, 5, e2), 2);
     const char *f[] = {"sweep", "--grid", "fsmoe-table4"};
     assert_int_equal(call(sim_cli_sweep, 3, f), 2);
     const char *g[] = {"sweep", "--cluster", cluster, "--grid", "table5"};
