@@ -22,6 +22,8 @@
 #                        stalls erratically)
 #   --mpirun-args ARGS   extra mpirun arguments (word-split)
 #   --check              only check that namespaces can be made (exit 0, or 77 with a reason)
+# Environment: EMUCLUSTER_STATS=1 prints, after the run, each link's tbf counters (drops,
+#   overlimits) and each node's TCP counters (retransmissions, reordering) to stderr.
 # Exit status: the MPI command's; 77 when namespaces cannot be made here (not root, no
 # CAP_SYS_ADMIN, no iproute2/tc); 2 for bad usage.
 set -u
@@ -126,6 +128,18 @@ for ((i = 0; i < nodes; i++)); do
     ip -n "$ns" link set eth0 up
     ip -n "$sw" link set "p$i" master br0
     ip -n "$sw" link set "p$i" up
+    # Receive flow steering on both ends of the veth. A veth hands each packet to the backlog
+    # of the CPU that transmits it, and tbf transmits from whichever CPU its timer or the
+    # sender runs on, so one TCP flow's packets were processed on two CPUs and arrived out of
+    # order: ~2% of all segments were retransmitted spuriously (DSACK-confirmed; nstat
+    # TcpExtTCPDSACKRecvSegs ~= TcpRetransSegs, no qdisc drops), and those runs took longer.
+    # RPS over all CPUs keeps each flow on one CPU (by its hash); it does not change the rate.
+    cpus=$(awk -v n="$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)" 'BEGIN {
+        if (n > 32) n = 32; printf "%x", 2 ^ n - 1 }')
+    ip netns exec "$ns" sh -c "echo $cpus > /sys/class/net/eth0/queues/rx-0/rps_cpus" 2>/dev/null ||
+        echo "emucluster: warning: cannot set RPS on node$i (TCP may see reordering)" >&2
+    ip netns exec "$sw" sh -c "echo $cpus > /sys/class/net/p$i/queues/rx-0/rps_cpus" 2>/dev/null ||
+        echo "emucluster: warning: cannot set RPS on switch port p$i (TCP may see reordering)" >&2
     # The node's NIC: rate out (node side) and rate in (switch side).
     if ! err=$(ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" burst "$burst" latency 5ms 2>&1) ||
        ! err=$(ip netns exec "$sw" tc qdisc add dev "p$i" root tbf rate "$rate" burst "$burst" latency 5ms 2>&1); then
@@ -172,4 +186,13 @@ launcher_pid=$!
 wait "$launcher_pid"
 rc=$?
 launcher_pid=""
+if [ -n "${EMUCLUSTER_STATS:-}" ]; then
+    # Debugging aid: what the shaped links did (drops, overlimits, backlog) and TCP's view.
+    for ((i = 0; i < nodes; i++)); do
+        echo "emucluster: node$i eth0: $(ip netns exec "${tag}n$i" tc -s qdisc show dev eth0 | tr -s ' \n' ' ')" >&2
+        echo "emucluster: switch p$i: $(ip netns exec "$sw" tc -s qdisc show dev "p$i" | tr -s ' \n' ' ')" >&2
+        echo "emucluster: node$i link: $(ip -n "${tag}n$i" -s link show dev eth0 | tr -s ' \n' ' ')" >&2
+        echo "emucluster: node$i tcp: $(ip netns exec "${tag}n$i" nstat -as 2>/dev/null | tail -n +2 | grep -iE "retrans|drop|lost|ofo|prune|collapse|loss|timeout|spurious|dsack|reord|OutSegs|probe" | awk '{printf "%s=%s ", $1, $2}')" >&2
+    done
+fi
 exit "$rc"
