@@ -1,13 +1,14 @@
 /* Implements: checkpoint save and load (checkpoint.h). */
 #include "checkpoint.h"
 
+#include "atomic_file.h"
+
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #define N_FP 15
 
@@ -38,9 +39,8 @@ fsmoe_status checkpoint_save(const char *dir, const rt_model *md, const rt_adamw
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return fsmoe_fail(err, FSMOE_ERR_IO, "%s: cannot create checkpoint directory: %s", dir,
                           strerror(errno));
-    char path[1024], tmp[1100];
+    char path[1024];
     snprintf(path, sizeof path, "%s/checkpoint.bin", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     rt_backend *be = md->be;
     long n = md->params.total;
     size_t bytes = (size_t)n * sizeof(real);
@@ -51,32 +51,25 @@ fsmoe_status checkpoint_save(const char *dir, const rt_model *md, const rt_adamw
     be->copy(be, NULL, host + n, opt->m, bytes, RT_D2H);
     be->copy(be, NULL, host + 2 * n, opt->v, bytes, RT_D2H);
     be->stream_sync(be, NULL);
-    fsmoe_status st = FSMOE_OK;
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        st = fsmoe_fail(err, FSMOE_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
+    fsmoe_atomic_file af;
+    fsmoe_status st = fsmoe_atomic_open(&af, path, err);
+    if (st != FSMOE_OK)
         goto out;
-    }
     uint32_t ver = RT_CKPT_VERSION, rsz = sizeof(real);
     int64_t fp[N_FP], hdr[3] = {step, opt->t, (int64_t)md->cfg.seed};
     fingerprint(md, fp);
     uint64_t h = fnv(0xcbf29ce484222325ull, host, 3 * bytes);
+    FILE *f = af.f;
     int ok = fwrite(RT_CKPT_MAGIC, 1, 8, f) == 8 && fwrite(&ver, 4, 1, f) == 1 &&
              fwrite(&rsz, 4, 1, f) == 1 && fwrite(fp, sizeof fp, 1, f) == 1 &&
              fwrite(hdr, sizeof hdr, 1, f) == 1 && fwrite(host, 1, 3 * bytes, f) == 3 * bytes &&
              fwrite(&h, 8, 1, f) == 1;
-    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    if (fclose(f) != 0)
-        ok = 0;
     if (!ok) {
-        st = fsmoe_fail(err, FSMOE_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
-        remove(tmp);
+        st = fsmoe_fail(err, FSMOE_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+        fsmoe_atomic_abort(&af);
         goto out;
     }
-    if (rename(tmp, path) != 0) {
-        st = fsmoe_fail(err, FSMOE_ERR_IO, "rename %s -> %s: %s", tmp, path, strerror(errno));
-        remove(tmp);
-    }
+    st = fsmoe_atomic_commit(&af, err); /* fsync + rename */
 out:
     free(host);
     return st;
