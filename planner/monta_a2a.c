@@ -16,6 +16,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <string.h>
 
 #define MONTA_MAX_CHUNKS 1024
 
@@ -85,4 +86,34 @@ void monta_solve(const monta_problem *p, monta_result *out)
         out->best = FSMOE_A2A_O2, out->chunks = out->n_o2;
     if (out->t_o3 < (out->best == FSMOE_A2A_O2 ? out->t_o2 : out->t_o1))
         out->best = FSMOE_A2A_O3, out->chunks = out->n_o3;
+}
+
+/* A derived line (no measured entry) as a line-only entry; a zero line as an absent one. */
+static const fsmoe_cost_entry *entry_of(const fsmoe_line *l, fsmoe_cost_entry *tmp)
+{
+    if (l->entry)
+        return l->entry;
+    memset(tmp, 0, sizeof *tmp);
+    tmp->present = l->alpha_s > 0.0 || l->beta_s > 0.0;
+    tmp->alpha_s = l->alpha_s;
+    tmp->beta_s = l->beta_s;
+    tmp->ranks = 1;
+    return tmp;
+}
+
+void monta_problem_init(monta_problem *mp, const workload_shape *s, const fsmoe_parallel *par,
+                        const workload_lines *w, monta_entries *store)
+{
+    const double f = s->f > 0.0 ? s->f : 1.0; /* no dropping: planned as balanced routing */
+    memset(mp, 0, sizeof *mp);
+    /* One EP rank: no AllToAll at all, so no strategy has anything to move. */
+    mp->I = par->ep > 1
+                ? s->k * f * (double)s->B * (double)s->L * (double)s->M * s->bytes_per_element
+                : 0.0;
+    mp->t = par->mp;
+    mp->e = par->ep;
+    mp->I_minimal = MONTA_DEFAULT_I_MINIMAL;
+    mp->a2a = entry_of(&w->a2a_ep, &store->a2a);
+    mp->ag = entry_of(&w->ag_mp, &store->ag);
+    mp->copy = w->have_copy ? entry_of(&w->copy, &store->copy) : NULL;
 }

@@ -9,6 +9,7 @@
 
 #include "cost.h"
 #include "plan.h"
+#include "workload.h"
 
 typedef struct {
     double I;          /* bytes per AllToAll (per GPU, before dropping the t duplicates) */
@@ -36,5 +37,19 @@ double monta_time_copy(const monta_problem *p, double bytes);
 #define MONTA_DEFAULT_I_MINIMAL 1e6
 
 void monta_solve(const monta_problem *p, monta_result *out);
+
+/* Storage for entries made from derived lines (a monta_problem points at entries). */
+typedef struct {
+    fsmoe_cost_entry a2a, ag, copy;
+} monta_entries;
+
+/* MoNTA's problem for one MoE layer of shape s under par, the one definition every caller uses:
+ * I = k·f·B·L·M·b (the dispatch AllToAll before the t tensor-parallel duplicates are dropped;
+ * 0 when N_EP = 1: there is no AllToAll),
+ * t = N_MP, e = N_EP, AllToAll on EP's tier, AllGather on MP's tier, the device copy if the
+ * profile has one, I_minimal = MONTA_DEFAULT_I_MINIMAL. Measured entries are used with their
+ * points; a derived line becomes a line-only entry kept in *store. */
+void monta_problem_init(monta_problem *mp, const workload_shape *s, const fsmoe_parallel *par,
+                        const workload_lines *w, monta_entries *store);
 
 #endif

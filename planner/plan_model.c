@@ -41,7 +41,6 @@
 #include "pipeline_degree.h"
 #include "workload.h"
 
-#define MONTA_I_MINIMAL_BYTES 1e6
 
 static const char *const method_names[PLAN_METHOD_COUNT] = {"auto", "fsmoe", "fsmoe-paper",
                                                             "parm", "monta"};
@@ -59,19 +58,6 @@ int plan_method_from_name(const char *s)
         if (strcmp(s, method_names[i]) == 0)
             return i;
     return -1;
-}
-
-/* MoNTA needs profile entries; a derived line (no entry) becomes a line-only entry. */
-static const fsmoe_cost_entry *entry_of(const fsmoe_line *l, fsmoe_cost_entry *tmp)
-{
-    if (l->entry)
-        return l->entry;
-    memset(tmp, 0, sizeof *tmp);
-    tmp->present = l->alpha_s > 0.0 || l->beta_s > 0.0;
-    tmp->alpha_s = l->alpha_s;
-    tmp->beta_s = l->beta_s;
-    tmp->ranks = 1;
-    return tmp;
 }
 
 static void copy_str(char *dst, size_t n, const char *src)
@@ -156,16 +142,9 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
     /* Per-layer decisions that do not depend on the layer's position: solved once. */
     parm_choice parm;
     parm_choose(&shape, par, &w, &parm);
-    fsmoe_cost_entry tmp_a2a, tmp_ag, tmp_copy;
-    monta_problem mp = {
-        .I = wl.n_a2a * par->esp,
-        .t = par->esp,
-        .e = par->ep,
-        .I_minimal = MONTA_I_MINIMAL_BYTES,
-        .a2a = entry_of(&w.a2a_ep, &tmp_a2a),
-        .ag = entry_of(&w.ag_esp, &tmp_ag),
-        .copy = w.have_copy ? entry_of(&w.copy, &tmp_copy) : NULL,
-    };
+    monta_entries me;
+    monta_problem mp;
+    monta_problem_init(&mp, &shape, par, &w, &me);
     monta_result mr;
     monta_solve(&mp, &mr);
     pipeline_result fr;

@@ -4,6 +4,8 @@
  * Relies on: sim.h (engine), workload.h (per-layer costs and cost lines). */
 #include "sim_schedules.h"
 
+#include "grad_partition.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -330,7 +332,7 @@ static int moe_phase(gen *g, const sim_layer *L, int prev, double gar_bytes,
  * launched only while no A2A is ready or running on the inter link. */
 static void lina_micro_ops(gen *g, double bytes, int ready)
 {
-    const double mo = 30e6;
+    const double mo = GRAD_LINA_MICRO_OP_BYTES;
     while (bytes > 0.0) {
         double n = bytes < mo ? bytes : mo;
         int id = add_line(g, SIM_R_INTER, g->st_ar, SIM_OP_GRAD_AR, &g->m->lines.ar_dp, n,

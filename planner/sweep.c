@@ -44,30 +44,14 @@ char sweep_testbed_of(const fsmoe_cluster *c)
     return n > 0 && (c->name[n - 1] == 'a' || c->name[n - 1] == 'A') ? 'a' : 'b';
 }
 
-/* MoNTA's chunk counts for the configuration (1 when the profile lacks the entries). */
+/* MoNTA's chunk counts for the configuration (1 where MoNTA has nothing to chunk). */
 static void monta_chunks(const workload_shape *s, const fsmoe_parallel *par,
-                         const fsmoe_cluster *c, int *n_o2, int *n_o3)
+                         const workload_lines *w, int *n_o2, int *n_o3)
 {
-    *n_o2 = *n_o3 = 1;
-    if (par->mp <= 1 || par->ep <= 1)
-        return;
-    const fsmoe_cost_entry *a2a = &c->ops[FSMOE_OP_ALLTOALL][fsmoe_group_tier(par, FSMOE_GROUP_EP)];
-    const fsmoe_cost_entry *ag = &c->ops[FSMOE_OP_ALLGATHER][fsmoe_group_tier(par, FSMOE_GROUP_MP)];
-    if (!a2a->present || !ag->present)
-        return;
+    monta_entries me;
     monta_problem mp;
-    memset(&mp, 0, sizeof mp);
-    double f = s->f > 0.0 ? s->f : 1.0;
-    mp.I = s->k * f * (double)s->B * (double)s->L * (double)s->M * s->bytes_per_element;
-    mp.t = par->mp;
-    mp.e = par->ep;
-    mp.I_minimal = MONTA_DEFAULT_I_MINIMAL;
-    mp.a2a = a2a;
-    mp.ag = ag;
-    mp.copy = c->ops[FSMOE_OP_COPY][FSMOE_TIER_LOCAL].present
-                  ? &c->ops[FSMOE_OP_COPY][FSMOE_TIER_LOCAL]
-                  : NULL;
     monta_result r;
+    monta_problem_init(&mp, s, par, w, &me);
     monta_solve(&mp, &r);
     *n_o2 = r.n_o2 > 0 ? r.n_o2 : 1;
     *n_o3 = r.n_o3 > 0 ? r.n_o3 : 1;
@@ -113,7 +97,7 @@ static fsmoe_status config_table4(char testbed, const fsmoe_cluster *c, const ch
         st = workload_lines_init(c, path, &m->par, &m->lines, err);
     table4_plan tp;
     if (st == FSMOE_OK)
-        st = table4_plan_config(&m->shape, &m->par, c, &m->lines, method, &tp, err);
+        st = table4_plan_config(&m->shape, &m->par, &m->lines, method, &tp, err);
     if (st != FSMOE_OK)
         return st;
     L->wl = tp.layer;
@@ -197,7 +181,7 @@ static fsmoe_status config_parm(const fsmoe_cluster *c, const char *path, int i,
     choose_schedule(m, L, method, &rf, &rb, 0.0);
     /* Parm's runs exclude attention and the gradient AllReduce (Parm §VI-A) */
     L->n_attn = L->n_ffn = 0;
-    monta_chunks(s, par, c, &L->monta_chunks_o2, &L->monta_chunks_o3);
+    monta_chunks(s, par, &m->lines, &L->monta_chunks_o2, &L->monta_chunks_o3);
     *valid = 1;
     if (describe)
         snprintf(describe, 160, "P=%d N_MP=N_ESP=%d B=%ld L=%ld H=%ld M=%ld f=%.1f", P, N, B, L_,

@@ -50,7 +50,7 @@ fsmoe_status table4_shape(char testbed, int i, const fsmoe_parallel *par, worklo
 }
 
 fsmoe_status table4_plan_config(const workload_shape *s, const fsmoe_parallel *par,
-                                const fsmoe_cluster *c, const workload_lines *w,
+                                const workload_lines *w,
                                 pipeline_method m, table4_plan *out, fsmoe_error *err)
 {
     workload_layer_init(s, par, w, &out->layer);
@@ -65,30 +65,9 @@ fsmoe_status table4_plan_config(const workload_shape *s, const fsmoe_parallel *p
 
     parm_choose(s, par, w, &out->parm);
 
+    monta_entries me;
     monta_problem mp;
-    memset(&mp, 0, sizeof mp);
-    const double f = s->f > 0.0 ? s->f : 1.0;
-    mp.I = s->k * f * (double)s->B * (double)s->L * (double)s->M * s->bytes_per_element;
-    mp.t = par->mp;
-    mp.e = par->ep;
-    mp.I_minimal = MONTA_DEFAULT_I_MINIMAL;
-    const fsmoe_cost_entry *a2a = NULL, *ag = NULL;
-    if (fsmoe_group_size(par, FSMOE_GROUP_EP) > 1)
-        a2a = &c->ops[FSMOE_OP_ALLTOALL][fsmoe_group_tier(par, FSMOE_GROUP_EP)];
-    if (fsmoe_group_size(par, FSMOE_GROUP_MP) > 1)
-        ag = &c->ops[FSMOE_OP_ALLGATHER][fsmoe_group_tier(par, FSMOE_GROUP_MP)];
-    if ((a2a && !a2a->present) || (ag && !ag->present))
-        return fsmoe_fail(err, FSMOE_ERR_VALUE,
-                          "table4: profile '%s' lacks a measured %s on the %s tier (MoNTA needs it)",
-                          c->name, a2a && !a2a->present ? "alltoall" : "allgather",
-                          fsmoe_tier_name(a2a && !a2a->present
-                                              ? fsmoe_group_tier(par, FSMOE_GROUP_EP)
-                                              : fsmoe_group_tier(par, FSMOE_GROUP_MP)));
-    mp.a2a = a2a;
-    mp.ag = ag;
-    mp.copy = c->ops[FSMOE_OP_COPY][FSMOE_TIER_LOCAL].present
-                  ? &c->ops[FSMOE_OP_COPY][FSMOE_TIER_LOCAL]
-                  : NULL;
+    monta_problem_init(&mp, s, par, w, &me);
     monta_solve(&mp, &out->monta);
     return FSMOE_OK;
 }

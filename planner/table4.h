@@ -39,9 +39,9 @@ typedef struct {
 /* Everything the paper's planner decides for one configured layer. The backward problem gets
  * t_gar = the Gradient-AllReduce (DP) time of the layer's dense (attention) gradients, so that
  * Case 1 (inter-node bound by the AllReduce) is exercised as in FSMoE §5. MoNTA's AllToAll is
- * I = k·f·B·L·M·b bytes with t = mp, e = ep, on the profile entries of the EP and MP tiers. */
+ * set up by monta_problem_init (I = k·f·B·L·M·b, t = mp, e = ep). */
 fsmoe_status table4_plan_config(const workload_shape *s, const fsmoe_parallel *par,
-                                const fsmoe_cluster *c, const workload_lines *w,
+                                const workload_lines *w,
                                 pipeline_method m, table4_plan *out, fsmoe_error *err);
 
 #endif

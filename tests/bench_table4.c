@@ -40,7 +40,7 @@ static double one_pass(const bench_input *in, pipeline_method m, double *sink)
     table4_plan plan;
     double t0 = now_s();
     for (int i = 0; i < TABLE4_COUNT; i++) {
-        if (table4_plan_config(&in->shapes[i], &in->par, in->c, in->w, m, &plan, &err)
+        if (table4_plan_config(&in->shapes[i], &in->par, in->w, m, &plan, &err)
             != FSMOE_OK) {
             fprintf(stderr, "bench_table4: config %d: %s\n", i, err.msg);
             return -1.0;

@@ -78,7 +78,7 @@ static void run_testbed(char tb)
         workload_shape s;
         assert_int_equal(table4_shape(tb, i, &par, &s, &err), FSMOE_OK);
         table4_plan plan;
-        if (table4_plan_config(&s, &par, &c, &w, PIPELINE_SLSQP, &plan, &err) != FSMOE_OK)
+        if (table4_plan_config(&s, &par, &w, PIPELINE_SLSQP, &plan, &err) != FSMOE_OK)
             fail_msg("config %d: %s", i, err.msg);
         const pipeline_problem *probs[2] = {&plan.layer.fwd, &plan.layer.bwd};
         const pipeline_result *got[2] = {&plan.fwd, &plan.bwd};
