@@ -40,8 +40,9 @@ int sweep_grid_size(sweep_grid g)
 
 char sweep_testbed_of(const fsmoe_cluster *c)
 {
-    size_t n = strlen(c->name);
-    return n > 0 && (c->name[n - 1] == 'a' || c->name[n - 1] == 'A') ? 'a' : 'b';
+    /* Only the paper's Testbed A used the longer sequences; any other cluster gets B's range
+     * unless --testbed says otherwise. */
+    return strcmp(c->name, "testbed-a") == 0 ? 'a' : 'b';
 }
 
 /* MoNTA's chunk counts for the configuration (1 where MoNTA has nothing to chunk). */

@@ -26,8 +26,8 @@ const char *sweep_grid_name(sweep_grid g); /* "fsmoe-table4", "parm-table3" */
 int sweep_grid_from_name(const char *s);   /* -1 when unknown */
 int sweep_grid_size(sweep_grid g);         /* configurations enumerated (some may be invalid) */
 
-/* Testbed letter for Table 4's L range: 'a' when the profile's name ends in "-a" or "a", else
- * 'b' (the smaller L of the 11 GB GPUs). */
+/* Testbed letter for Table 4's L range: 'a' for the profile named testbed-a, else 'b' (the
+ * smaller L of the 11 GB GPUs); `sweep --testbed a|b` overrides it. */
 char sweep_testbed_of(const fsmoe_cluster *c);
 
 /* Configuration i of the grid as a one-layer sim_model (m->layers = layer, caller's storage).
