@@ -58,7 +58,7 @@ static int die(const fsmoe_error *err)
 
 /* What the run keeps of its plan: the per-layer r it applied and the plan's prediction. */
 typedef struct {
-    double iteration_s; /* the plan's predicted iteration time (its cluster, not this host) */
+    double iteration_s; /* the plan's predicted iteration time on its cluster profile */
     char cluster[64];
     char rs[256]; /* "fwd r 1,1,1,1 / bwd r 1,1,1,1" */
 } plan_info;
@@ -322,10 +322,9 @@ int main(int argc, char **argv)
              plan_path ? plan_path : "");
     config_print(&cfg, stdout, bdesc, data_path, tr.model.params.total);
     if (plan_path)
-        printf("| %-14s | %s; predicts %.2f ms/iteration on cluster %s -- the plan's cluster "
-               "profile, not this host: 'pred' in the step lines is that prediction, compare its "
-               "shape, not its size |\n", "plan", pinfo.rs, 1e3 * pinfo.iteration_s,
-               pinfo.cluster);
+        printf("| %-14s | %s; predicts %.2f ms/iteration on cluster profile %s ('pred' in the "
+               "step lines); it matches the measured time only when that profile was taken on "
+               "this host |\n", "plan", pinfo.rs, 1e3 * pinfo.iteration_s, pinfo.cluster);
     printf("# corpus: %ld bytes (train %ld), unigram entropy %.4f nats/byte\n", data.n,
            data.train_end, data_unigram_entropy(&data));
     fflush(stdout);
