@@ -322,8 +322,8 @@ int main(int argc, char **argv)
              plan_path ? plan_path : "");
     config_print(&cfg, stdout, bdesc, data_path, tr.model.params.total);
     if (plan_path)
-        printf("| %-14s | %s; predicts %.2f ms/iteration on cluster profile %s ('pred' in the "
-               "step lines); it matches the measured time only when that profile was taken on "
+        printf("| %-14s | %s; predicts %.2f ms/iteration on cluster %s ('pred' in the "
+               "step lines); it matches the measured time only when that profile was measured on "
                "this host |\n", "plan", pinfo.rs, 1e3 * pinfo.iteration_s, pinfo.cluster);
     printf("# corpus: %ld bytes (train %ld), unigram entropy %.4f nats/byte\n", data.n,
            data.train_end, data_unigram_entropy(&data));
