@@ -182,7 +182,7 @@ int main(int argc, char **argv)
         s.layout = &layout;
     }
     s.mcfg = (measure_cfg){.warmup = o.warmup, .iters = o.iters, .average = o.average,
-                           .min_sample_s = o.min_sample_s, .world = MPI_COMM_WORLD};
+                           .min_sample_s = o.min_sample_s, .world = MPI_COMM_WORLD, .cpu = -1};
     if (o.n_shapes > 0) {
         memcpy(s.shapes, o.shapes, sizeof o.shapes);
         s.n_shapes = o.n_shapes;

@@ -1,7 +1,8 @@
 /* Implements: warm-ups, timed runs, combining ranks, median (measure.h). */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime, nanosleep */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_SET (Linux) */
 #include "measure.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -13,6 +14,54 @@ double measure_now(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+#ifdef CPU_SET
+/* The process's affinity before the first pin; one per process (the pins are per sweep and
+ * always undone before the next). */
+static cpu_set_t measure_start_set;
+static int measure_start_saved, measure_pinned;
+
+void measure_pin(int cpu)
+{
+    if (cpu < 0)
+        return;
+    if (!measure_start_saved) {
+        if (sched_getaffinity(0, sizeof measure_start_set, &measure_start_set) != 0)
+            return; /* cannot tell which CPUs exist: leave it to the scheduler */
+        measure_start_saved = 1;
+    }
+    int n = CPU_COUNT(&measure_start_set);
+    if (n <= 0)
+        return;
+    int want = cpu % n, seen = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++) {
+        if (!CPU_ISSET(c, &measure_start_set))
+            continue;
+        if (seen++ != want)
+            continue;
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(c, &one);
+        /* A refusal (a cpuset that forbids it) leaves the scheduler in charge, as before. */
+        measure_pinned = sched_setaffinity(0, sizeof one, &one) == 0;
+        return;
+    }
+}
+
+void measure_unpin(void)
+{
+    if (measure_pinned && measure_start_saved)
+        sched_setaffinity(0, sizeof measure_start_set, &measure_start_set);
+    measure_pinned = 0;
+}
+#else
+void measure_pin(int cpu)
+{
+    (void)cpu;
+}
+
+void measure_unpin(void) {}
+#endif
 
 static int measure_cmp(const void *a, const void *b)
 {
@@ -62,13 +111,18 @@ static int measure_rounds(const measure_cfg *cfg)
     return cfg->rounds > 1 ? cfg->rounds : 1;
 }
 
+int measure_warm_runs(const measure_cfg *cfg)
+{
+    return cfg->warmup > 0 ? cfg->warmup : cfg->min_sample_s > 0.0 ? 1 : 0;
+}
+
 fsmoe_status measure_warm(const measure_cfg *cfg, measure_fn fn, void *ctx, int *reps,
                           fsmoe_error *err)
 {
     fsmoe_status st;
     double tw = 0.0;
     *reps = 1;
-    int runs = cfg->warmup > 0 ? cfg->warmup : cfg->min_sample_s > 0.0 ? 1 : 0;
+    int runs = measure_warm_runs(cfg);
     for (int r = 0; r < measure_rounds(cfg); r++) {
         if (cfg->rounds > 1 || cfg->sleep) {
             if ((st = measure_round_barrier(cfg, err)))

@@ -44,7 +44,21 @@ typedef struct {
      * oversubscribed) rather than in MPI_Barrier. */
     MPI_Comm group;
     int round, rounds, sleep;
+    /* Set by suite.c with rounds: the CPU (an index into the CPUs this process may use) this
+     * rank runs on while its sweep lasts; -1: the scheduler decides (measure_pin). */
+    int cpu;
 } measure_cfg;
+
+/* Pinning a measured rank to one CPU (Linux; elsewhere nothing happens). Where ranks outnumber
+ * cores (rounds), the scheduler left to itself put both ranks of an inter-node pair on one core
+ * now and then, and on an emulated cluster a transfer then took twice as long (the ranks, their
+ * packets' processing and the other direction's all on one CPU): measured timings turned
+ * bimodal. suite.c picks the CPU: a rank of a group that spans nodes runs on CPU (node mod C) —
+ * on an emulated cluster (scripts/emucluster.sh) the CPU that handles the packets node i sends
+ * — and the ranks of one node or of per-rank groups get one CPU each. measure_unpin restores
+ * the affinity the process started with. Where the kernel refuses, the scheduler decides. */
+void measure_pin(int cpu);
+void measure_unpin(void);
 
 /* A barrier over comm that sleeps while it waits (MPI_Ibarrier, MPI_Test, nanosleep). */
 fsmoe_status measure_sleep_barrier(MPI_Comm comm, fsmoe_error *err);
@@ -55,6 +69,8 @@ typedef fsmoe_status (*measure_fn)(void *ctx, fsmoe_error *err);
 /* Warm-up runs, then the repetitions per timed run, the same on every rank. */
 fsmoe_status measure_warm(const measure_cfg *cfg, measure_fn fn, void *ctx, int *reps,
                           fsmoe_error *err);
+/* How many runs measure_warm makes: -w, or 1 with -w 0 when the repetitions must be found. */
+int measure_warm_runs(const measure_cfg *cfg);
 /* One timed run (after a barrier): seconds per operation on this rank. */
 fsmoe_status measure_sample(const measure_cfg *cfg, measure_fn fn, void *ctx, int reps,
                             double *seconds, fsmoe_error *err);

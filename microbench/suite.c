@@ -129,8 +129,8 @@ long suite_rows(const bench_suite *s)
  * moves were written long before (or are larger than the cache), so each run here takes the
  * next slot of a pool of --rotate bytes per buffer role, always cold: the line is straight
  * (6.7 GB/s at every size). The input pattern sits in slot 0 only (every size's input is a
- * prefix of the largest): the other slots hold zeros, which move and add as fast; after the
- * last pass one untimed run on slot 0 produces the output that is checked. */
+ * prefix of the largest): the other slots hold zeros, which move and add as fast; the
+ * untimed warm-up runs use slot 0 and produce the output that is checked. */
 typedef struct {
     size_t pool;  /* bytes of each role's pool (at least the largest buffer) */
     int slots, k; /* slots of the current row; the slot of the current run */
@@ -221,6 +221,7 @@ static fsmoe_status suite_rounds(bench_suite *s, MPI_Comm group, measure_cfg *cf
     cfg->group = group;
     cfg->round = 0;
     cfg->rounds = 1;
+    cfg->cpu = -1;
     cfg->sleep = s->oversubscription > 1;
     note[0] = '\0';
     MPI_CHECK(MPI_Allreduce(&wrank, &leader, 1, MPI_INT, MPI_MIN, group), err);
@@ -249,6 +250,15 @@ static fsmoe_status suite_rounds(bench_suite *s, MPI_Comm group, measure_cfg *cf
     int per = (n_groups + rounds - 1) / rounds;
     cfg->rounds = (n_groups + per - 1) / per;
     cfg->round = ordinal / per;
+    /* The CPU of this rank while the sweep lasts (measure_pin explains why): a group over
+     * several nodes runs each rank on its node's CPU, the members of groups inside one node
+     * (or alone) one CPU each, in the order of the round's groups and their ranks. */
+    int node_lo = s->topo->node, node_hi = s->topo->node, grank = 0, gsize = 1;
+    MPI_CHECK(MPI_Allreduce(&s->topo->node, &node_lo, 1, MPI_INT, MPI_MIN, group), err);
+    MPI_CHECK(MPI_Allreduce(&s->topo->node, &node_hi, 1, MPI_INT, MPI_MAX, group), err);
+    MPI_Comm_rank(group, &grank);
+    MPI_Comm_size(group, &gsize);
+    cfg->cpu = node_lo != node_hi ? s->topo->node : (ordinal % per) * gsize + grank;
     snprintf(note, note_len, "; in %d rounds of %d group%s, the others asleep (%d ranks on %d "
              "cores)", cfg->rounds, per, per == 1 ? "" : "s", s->machine_ranks,
              s->machine_cores);
@@ -266,7 +276,7 @@ typedef struct {
      * cheap and the same on every pass. */
     int (*setup)(void *ctx, int i);
     measure_fn run; /* one synchronised operation of the current row */
-    /* After the last timed run of row i, whose output is still in place: the row's
+    /* After the warm-up of row i, whose output (slot 0) is still in place: the row's
      * description (op, tier, ranks, n, count, shape), its bus-bandwidth factor and this
      * rank's wrong elements. */
     fsmoe_status (*finish)(void *ctx, int i, bench_row *row, double *busbw_factor,
@@ -275,16 +285,45 @@ typedef struct {
     const measure_cfg *m; /* with this sweep's rounds (suite_rounds) */
     suite_rot *rot;       /* NULL: the buffers do not rotate */
     /* Overwrites the output that finish checks (slot 0) with a poison pattern before the
-     * verification run (nccl-tests clears its receive buffer likewise): every size's output is
+     * warm-up run (nccl-tests clears its receive buffer likewise): every size's output is
      * a prefix of the largest one's, so without it an operation that writes nothing would find
      * an earlier run's correct result in place and count 0 wrong. NULL: not checked. */
     fsmoe_status (*poison)(void *ctx, fsmoe_error *err);
 } suite_sweep;
 
+/* The first untimed run(s) of row i, which warm up (and set the repetitions per timed run)
+ * and produce the output that is checked: on slot 0, the one whose input holds the pattern
+ * (see suite_rot), written over a poisoned buffer (see poison). Checking the warm-up's output
+ * instead of an extra run after the timed ones saves a run per row (a seventh of the time
+ * the default suite spends on the emulated links). */
+static fsmoe_status suite_warm_check(bench_suite *s, const suite_sweep *sw, void *ctx, int i,
+                                     int *reps, bench_row *row, double *factor, size_t *wrong,
+                                     fsmoe_error *err)
+{
+    const measure_cfg *m = sw->m;
+    int check = s->opt->check, pin = sw->rot && sw->rot->slots > 1;
+    fsmoe_status st;
+    if (pin)
+        sw->rot->pin0 = 1;
+    if (check && sw->poison && (st = sw->poison(ctx, err)))
+        return st;
+    if ((st = measure_warm(m, sw->run, ctx, reps, err)))
+        return st;
+    if (measure_warm_runs(m) == 0 && (check || pin)) {
+        /* -w 0 with --min-sample-time 0: one untimed run, in this rank's round like a timed
+         * one (alone it would overlap another round's timed run on the same links). */
+        double untimed;
+        if ((st = measure_sample(m, sw->run, ctx, 1, &untimed, err)))
+            return st;
+    }
+    if (pin)
+        sw->rot->pin0 = 0;
+    return sw->finish(ctx, i, row, factor, check ? wrong : NULL, err);
+}
+
 static fsmoe_status suite_sweep_run(bench_suite *s, const suite_sweep *sw, void *ctx,
                                     fsmoe_error *err)
 {
-    const bench_options *o = s->opt;
     const measure_cfg *m = sw->m;
     int n = sw->n, iters = m->iters;
     fsmoe_status st = FSMOE_OK;
@@ -298,6 +337,7 @@ static fsmoe_status suite_sweep_run(bench_suite *s, const suite_sweep *sw, void 
         goto fail;
     }
     char label[96];
+    measure_pin(m->cpu);
     for (int p = 0; p < iters; p++) {
         for (int i = 0; i < n; i++) {
             snprintf(label, sizeof label, "%s %s row %d/%d, pass %d/%d", sw->name,
@@ -305,24 +345,10 @@ static fsmoe_status suite_sweep_run(bench_suite *s, const suite_sweep *sw, void 
             progress_step(s->prog, label);
             if (!sw->setup(ctx, i))
                 continue;
-            if (p == 0 && (st = measure_warm(m, sw->run, ctx, &reps[i], err)))
+            if (p == 0 && (st = suite_warm_check(s, sw, ctx, i, &reps[i], &rows[i],
+                                                 &factor[i], &wrong[i], err)))
                 goto fail;
             if ((st = measure_sample(m, sw->run, ctx, reps[i], &t[(size_t)i * iters + p], err)))
-                goto fail;
-            int pin = sw->rot && sw->rot->slots > 1, poison = o->check && sw->poison;
-            if (p == iters - 1 && (pin || poison)) {
-                /* The output checked comes from the input in slot 0 (see suite_rot), written
-                 * over a poisoned buffer (see poison). */
-                if (pin)
-                    sw->rot->pin0 = 1;
-                if (poison && (st = sw->poison(ctx, err)))
-                    goto fail;
-                if ((st = sw->run(ctx, err)))
-                    goto fail;
-            }
-            if (p == iters - 1 &&
-                (st = sw->finish(ctx, i, &rows[i], &factor[i], o->check ? &wrong[i] : NULL,
-                                 err)))
                 goto fail;
         }
     }
@@ -346,6 +372,7 @@ static fsmoe_status suite_sweep_run(bench_suite *s, const suite_sweep *sw, void 
             report_row(s->rep, row, sw->type, sw->redop);
     }
 fail:
+    measure_unpin();
     free(t);
     free(factor);
     free(reps);

@@ -17,9 +17,9 @@
 #   --nodes N            emulated nodes (default 2)
 #   --ranks-per-node G   MPI ranks per node (default 2)
 #   --rate RATE          tbf rate of every node's link, each direction (default 1gbit)
-#   --burst B            tbf burst (default: 10 ms of traffic at RATE, at least 256kb — tbf
-#                        cannot hold its rate with a burst below rate/HZ, and the link then
-#                        stalls erratically)
+#   --burst B            tbf burst (default: 1 ms of traffic at RATE, at least 128kb: a
+#                        bigger bucket refills while a link idles between timed runs and lets
+#                        the next transfer beat the line rate, which bends the fitted line)
 #   --mpirun-args ARGS   extra mpirun arguments (word-split)
 #   --check              only check that namespaces can be made (exit 0, or 77 with a reason)
 # Environment: EMUCLUSTER_STATS=1 prints, after the run, each link's tbf counters (drops,
@@ -96,15 +96,18 @@ mkns() {
     created+=("$1")
 }
 
-# tbf needs a bucket of at least rate/HZ bytes or it cannot reach its rate (the link then
-# stalls in bursts and timings turn bimodal); 10 ms of traffic covers any HZ >= 100.
+# The bucket: 1 ms of traffic. tbf's watchdog is a high-resolution timer, so a small bucket
+# holds the rate (measured: 4gbit with 512 KB and 256 KB buckets gives the same large-message
+# time); it must hold a few 64 KB GSO packets. Every byte of bucket is credit a transfer after
+# an idle gap spends at infinite speed: with 10 ms (5 MB at 4gbit) transfers up to ~5 MB beat
+# the line rate and the α-β fits bent (α clamped at 0).
 if [ "$burst" = auto ]; then
     bits=$(awk -v r="$rate" 'BEGIN {
         n = r + 0; u = tolower(substr(r, length(n "") + 1));
         m = (u == "kbit") ? 1e3 : (u == "mbit") ? 1e6 : (u == "gbit") ? 1e9 : (u == "bit" || u == "") ? 1 : -1;
         if (m < 0 || n <= 0) exit 1; printf "%.0f", n * m }') || die_usage "--rate: '$rate' is not N[k|m|g]bit"
-    bytes=$((bits / 8 / 100))
-    [ "$bytes" -ge 262144 ] || bytes=262144
+    bytes=$((bits / 8 / 1000))
+    [ "$bytes" -ge 131072 ] || bytes=131072
     burst=$bytes
 fi
 
@@ -128,17 +131,27 @@ for ((i = 0; i < nodes; i++)); do
     ip -n "$ns" link set eth0 up
     ip -n "$sw" link set "p$i" master br0
     ip -n "$sw" link set "p$i" up
-    # Receive flow steering on both ends of the veth. A veth hands each packet to the backlog
-    # of the CPU that transmits it, and tbf transmits from whichever CPU its timer or the
-    # sender runs on, so one TCP flow's packets were processed on two CPUs and arrived out of
-    # order: ~2% of all segments were retransmitted spuriously (DSACK-confirmed; nstat
-    # TcpExtTCPDSACKRecvSegs ~= TcpRetransSegs, no qdisc drops), and those runs took longer.
-    # RPS over all CPUs keeps each flow on one CPU (by its hash); it does not change the rate.
-    cpus=$(awk -v n="$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)" 'BEGIN {
-        if (n > 32) n = 32; printf "%x", 2 ^ n - 1 }')
-    ip netns exec "$ns" sh -c "echo $cpus > /sys/class/net/eth0/queues/rx-0/rps_cpus" 2>/dev/null ||
+    # Receive packet steering: which CPU processes the packets arriving on each veth end.
+    # Without it a veth hands each packet to the backlog of the CPU that transmits it, and tbf
+    # transmits from whichever CPU its timer or the sender runs on, so one TCP flow's packets
+    # were processed on two CPUs and arrived out of order (~2% of segments retransmitted
+    # spuriously, DSACK-confirmed). One fixed CPU per veth end keeps every flow in order.
+    # Which CPU: RPS over all CPUs hashes a connection's two directions (the hash is
+    # symmetric) to the same CPU, so an MPI pair exchanging data both ways had all four veth
+    # hops of both directions on one core and ran at half the rate whenever that core was
+    # also running a rank (measured on 2 cores: AllToAll times bimodal, 1x and 2x). Here the
+    # packets node i sends are handled on CPU i mod C (its switch port) and those it receives
+    # on CPU (i+1) mod C (its eth0): with 2 nodes each direction stays on one CPU and the two
+    # directions on different ones. fsmoe-bench runs a rank of node i on CPU i mod C while it
+    # measures across nodes on an oversubscribed machine (microbench/measure.h), next to the
+    # traffic it sends.
+    cpu_count=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
+    [ "$cpu_count" -le 32 ] || cpu_count=32
+    cpu_out=$(printf %x $((1 << (i % cpu_count))))
+    cpu_in=$(printf %x $((1 << ((i + 1) % cpu_count))))
+    ip netns exec "$ns" sh -c "echo $cpu_in > /sys/class/net/eth0/queues/rx-0/rps_cpus" 2>/dev/null ||
         echo "emucluster: warning: cannot set RPS on node$i (TCP may see reordering)" >&2
-    ip netns exec "$sw" sh -c "echo $cpus > /sys/class/net/p$i/queues/rx-0/rps_cpus" 2>/dev/null ||
+    ip netns exec "$sw" sh -c "echo $cpu_out > /sys/class/net/p$i/queues/rx-0/rps_cpus" 2>/dev/null ||
         echo "emucluster: warning: cannot set RPS on switch port p$i (TCP may see reordering)" >&2
     # The node's NIC: rate out (node side) and rate in (switch side).
     if ! err=$(ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" burst "$burst" latency 5ms 2>&1) ||
