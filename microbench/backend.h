@@ -27,6 +27,7 @@ typedef struct bench_backend bench_backend;
 struct bench_backend {
     const char *name; /* "mpi" | "nccl" */
     char device[64];  /* what a rank computes on, for the profile's device field */
+    int host_memory;  /* 1: alloc'd memory is host memory (upload/download are copies) */
     void *impl;
 
     fsmoe_status (*alloc)(bench_backend *b, size_t bytes, void **out, fsmoe_error *err);
@@ -53,6 +54,11 @@ struct bench_backend {
     fsmoe_status (*allreduce)(bench_backend *b, bench_comm *c, const void *send, void *recv,
                               size_t count, bench_dtype t, bench_redop op, int stream,
                               fsmoe_error *err);
+    /* One exchange inside the group (a phase of Parm's SAA): count elements to member dst
+     * and count from member src, both ranks in c's group (either may be this rank). */
+    fsmoe_status (*sendrecv)(bench_backend *b, bench_comm *c, const void *send, int dst,
+                             void *recv, int src, size_t count, bench_dtype t, int stream,
+                             fsmoe_error *err);
 
     /* C (m×n) = A (m×k) · B (k×n), row-major fp32. */
     fsmoe_status (*gemm)(bench_backend *b, int m, int n, int k, const float *A, const float *B,

@@ -153,7 +153,7 @@ static void mpi_comm_free(bench_backend *b, bench_comm **pc)
 }
 
 /* One job layout for all collectives; `kind` selects the call. */
-typedef enum { JOB_A2A, JOB_AG, JOB_RS, JOB_AR } coll_kind;
+typedef enum { JOB_A2A, JOB_AG, JOB_RS, JOB_AR, JOB_SR } coll_kind;
 
 typedef struct {
     coll_kind kind;
@@ -163,6 +163,7 @@ typedef struct {
     int count;
     MPI_Datatype type;
     MPI_Op op;
+    int dst, src; /* JOB_SR */
 } coll_job;
 
 static fsmoe_status coll_run(void *arg, fsmoe_error *err)
@@ -184,17 +185,20 @@ static fsmoe_status coll_run(void *arg, fsmoe_error *err)
     case JOB_AR:
         MPI_CHECK(MPI_Allreduce(j->send, j->recv, j->count, j->type, j->op, j->comm), err);
         break;
+    case JOB_SR:
+        MPI_CHECK(MPI_Sendrecv(j->send, j->count, j->type, j->dst, 0, j->recv, j->count, j->type,
+                               j->src, 0, j->comm, MPI_STATUS_IGNORE),
+                  err);
+        break;
     }
     return FSMOE_OK;
 }
 
-static fsmoe_status coll_submit(bench_backend *b, bench_comm *c, coll_kind kind,
-                                const void *send, void *recv, size_t count, bench_dtype t,
-                                bench_redop op, int stream, fsmoe_error *err)
+/* Queues j (kind, buffers, type, op, peers filled in) with its count on the stream. */
+static fsmoe_status coll_submit(bench_backend *b, bench_comm *c, coll_job j, size_t count,
+                                int stream, fsmoe_error *err)
 {
     fsmoe_status st;
-    coll_job j = {.kind = kind, .send = send, .recv = recv, .type = comm_mpi_type(t),
-                  .op = comm_mpi_op(op)};
     if ((st = mpi_check_stream(stream, err)) || (st = mpi_count(count, &j.count, err)))
         return st;
     j.comm = c->comm[stream];
@@ -205,27 +209,42 @@ static fsmoe_status mpi_alltoall(bench_backend *b, bench_comm *c, const void *se
                                  size_t count_per_peer, bench_dtype t, int stream,
                                  fsmoe_error *err)
 {
-    return coll_submit(b, c, JOB_A2A, send, recv, count_per_peer, t, BENCH_SUM, stream, err);
+    coll_job j = {.kind = JOB_A2A, .send = send, .recv = recv, .type = comm_mpi_type(t)};
+    return coll_submit(b, c, j, count_per_peer, stream, err);
 }
 
 static fsmoe_status mpi_allgather(bench_backend *b, bench_comm *c, const void *send, void *recv,
                                   size_t send_count, bench_dtype t, int stream, fsmoe_error *err)
 {
-    return coll_submit(b, c, JOB_AG, send, recv, send_count, t, BENCH_SUM, stream, err);
+    coll_job j = {.kind = JOB_AG, .send = send, .recv = recv, .type = comm_mpi_type(t)};
+    return coll_submit(b, c, j, send_count, stream, err);
 }
 
 static fsmoe_status mpi_reducescatter(bench_backend *b, bench_comm *c, const void *send,
                                       void *recv, size_t recv_count, bench_dtype t,
                                       bench_redop op, int stream, fsmoe_error *err)
 {
-    return coll_submit(b, c, JOB_RS, send, recv, recv_count, t, op, stream, err);
+    coll_job j = {.kind = JOB_RS, .send = send, .recv = recv, .type = comm_mpi_type(t),
+                  .op = comm_mpi_op(op)};
+    return coll_submit(b, c, j, recv_count, stream, err);
 }
 
 static fsmoe_status mpi_allreduce(bench_backend *b, bench_comm *c, const void *send, void *recv,
                                   size_t count, bench_dtype t, bench_redop op, int stream,
                                   fsmoe_error *err)
 {
-    return coll_submit(b, c, JOB_AR, send, recv, count, t, op, stream, err);
+    coll_job j = {.kind = JOB_AR, .send = send, .recv = recv, .type = comm_mpi_type(t),
+                  .op = comm_mpi_op(op)};
+    return coll_submit(b, c, j, count, stream, err);
+}
+
+static fsmoe_status mpi_sendrecv(bench_backend *b, bench_comm *c, const void *send, int dst,
+                                 void *recv, int src, size_t count, bench_dtype t, int stream,
+                                 fsmoe_error *err)
+{
+    coll_job j = {.kind = JOB_SR, .send = send, .recv = recv, .type = comm_mpi_type(t),
+                  .dst = dst, .src = src};
+    return coll_submit(b, c, j, count, stream, err);
 }
 
 typedef struct {
@@ -319,6 +338,7 @@ fsmoe_status comm_mpi_init(bench_backend *b, int blas_threads, int huge_pages,
     fsmoe_status st;
     memset(b, 0, sizeof *b);
     b->name = "mpi";
+    b->host_memory = 1;
     b->fini = mpi_fini;
     mpi_impl *impl = calloc(1, sizeof *impl);
     if (!impl)
@@ -341,6 +361,7 @@ fsmoe_status comm_mpi_init(bench_backend *b, int blas_threads, int huge_pages,
     b->comm_init = mpi_comm_init;
     b->comm_free = mpi_comm_free;
     b->alltoall = mpi_alltoall;
+    b->sendrecv = mpi_sendrecv;
     b->allgather = mpi_allgather;
     b->reducescatter = mpi_reducescatter;
     b->allreduce = mpi_allreduce;

@@ -188,6 +188,23 @@ static fsmoe_status nccl_alltoall(bench_backend *b, bench_comm *c, const void *s
     return FSMOE_OK;
 }
 
+static fsmoe_status nccl_sendrecv(bench_backend *b, bench_comm *c, const void *send, int dst,
+                                  void *recv, int src, size_t count, bench_dtype t, int stream,
+                                  fsmoe_error *err)
+{
+    fsmoe_status st = check_stream(stream, err);
+    if (st)
+        return st;
+    cudaStream_t s = impl_of(b)->streams[stream];
+    NCCL_CHECK(ncclGroupStart(), c->comm, err);
+    ncclResult_t rc = ncclSend(send, count, nccl_type(t), dst, c->comm, s);
+    if (rc == ncclSuccess)
+        rc = ncclRecv(recv, count, nccl_type(t), src, c->comm, s);
+    ncclResult_t end = ncclGroupEnd(); /* closes the group even after a failed call */
+    NCCL_CHECK(rc != ncclSuccess ? rc : end, c->comm, err);
+    return FSMOE_OK;
+}
+
 static fsmoe_status nccl_allgather(bench_backend *b, bench_comm *c, const void *send, void *recv,
                                    size_t send_count, bench_dtype t, int stream,
                                    fsmoe_error *err)
@@ -334,6 +351,7 @@ extern "C" fsmoe_status comm_nccl_init(bench_backend *b, MPI_Comm world, fsmoe_e
 {
     memset(b, 0, sizeof *b);
     b->name = "nccl";
+    b->host_memory = 0;
     b->fini = nccl_fini;
     nccl_impl *im = (nccl_impl *)calloc(1, sizeof *im);
     if (!im)
@@ -351,6 +369,7 @@ extern "C" fsmoe_status comm_nccl_init(bench_backend *b, MPI_Comm world, fsmoe_e
     b->comm_init = nccl_comm_init;
     b->comm_free = nccl_comm_free;
     b->alltoall = nccl_alltoall;
+    b->sendrecv = nccl_sendrecv;
     b->allgather = nccl_allgather;
     b->reducescatter = nccl_reducescatter;
     b->allreduce = nccl_allreduce;

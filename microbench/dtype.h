@@ -45,6 +45,12 @@ void dtype_fill(bench_dtype t, void *buf, int rank, size_t first, size_t count);
 /* The reduction over ranks 0..P−1 of v(p, i), as a double (exact), then as stored in type t. */
 double dtype_reduce_pattern(bench_dtype t, bench_redop op, int P, size_t i);
 
+/* How many of the count elements of buf (type t) differ from v(rank, first + j), and from
+ * the reduction over ranks 0..P−1 of v(p, first + j): the checks of every operation. */
+size_t dtype_count_wrong(bench_dtype t, const void *buf, int rank, size_t first, size_t count);
+size_t dtype_count_wrong_reduced(bench_dtype t, bench_redop op, int P, const void *buf,
+                                 size_t first, size_t count);
+
 /* Element j of buf (type t) as a double. */
 double dtype_get(bench_dtype t, const void *buf, size_t j);
 

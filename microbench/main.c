@@ -231,11 +231,12 @@ int main(int argc, char **argv)
                  FSMOE_VERSION, b.name, topo.size, topo.nodes, topo.gpus_per_node, host, date);
         snprintf(notes, sizeof notes,
                  "%s %d warm-up + %d timed runs per size, median; ranks combined by -a %d; "
-                 "%s; SAA in %d slices; %d ranks on %d cores per machine: groups in %s; "
+                 "%s; SAA in Parm's phases (one exchange per member); %d ranks on %d cores per "
+                 "machine: groups in %s; "
                  "buffers rotate through %lld MB (cold cache)%s; %lld wrong values",
                  dtype_name(o.dtype), o.warmup, o.iters, (int)o.average,
                  topo.detected ? "nodes from MPI_Comm_split_type" : "nodes from --gpus-per-node",
-                 o.saa_slices, s.machine_ranks, s.machine_cores,
+                 s.machine_ranks, s.machine_cores,
                  s.oversubscription > 1 || o.group_rounds > 1
                      ? "rounds, the others asleep"
                      : "one round",

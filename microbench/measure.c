@@ -2,6 +2,7 @@
 #define _GNU_SOURCE /* sched_getaffinity, CPU_SET (Linux) */
 #include "measure.h"
 
+#include <dirent.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <time.h>
@@ -21,6 +22,24 @@ double measure_now(void)
 static cpu_set_t measure_start_set;
 static int measure_start_saved, measure_pinned;
 
+/* Every thread of this process (the stream threads of SAA included) gets `set`. */
+static int measure_set_all(const cpu_set_t *set)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return sched_setaffinity(0, sizeof *set, set) == 0;
+    int ok = 1;
+    for (struct dirent *e; (e = readdir(d));) {
+        char *end;
+        long tid = strtol(e->d_name, &end, 10);
+        if (*end || tid <= 0)
+            continue;
+        ok &= sched_setaffinity((pid_t)tid, sizeof *set, set) == 0;
+    }
+    closedir(d);
+    return ok;
+}
+
 void measure_pin(int cpu)
 {
     if (cpu < 0)
@@ -35,15 +54,15 @@ void measure_pin(int cpu)
         return;
     int want = cpu % n, seen = 0;
     for (int c = 0; c < CPU_SETSIZE; c++) {
-        if (!CPU_ISSET(c, &measure_start_set))
-            continue;
-        if (seen++ != want)
+        if (!CPU_ISSET(c, &measure_start_set) || seen++ != want)
             continue;
         cpu_set_t one;
         CPU_ZERO(&one);
         CPU_SET(c, &one);
         /* A refusal (a cpuset that forbids it) leaves the scheduler in charge, as before. */
-        measure_pinned = sched_setaffinity(0, sizeof one, &one) == 0;
+        measure_pinned = 1;
+        if (!measure_set_all(&one))
+            measure_unpin();
         return;
     }
 }
@@ -51,7 +70,7 @@ void measure_pin(int cpu)
 void measure_unpin(void)
 {
     if (measure_pinned && measure_start_saved)
-        sched_setaffinity(0, sizeof measure_start_set, &measure_start_set);
+        measure_set_all(&measure_start_set);
     measure_pinned = 0;
 }
 #else

@@ -26,10 +26,7 @@ static size_t ar_check(bench_dtype t, bench_redop op, int rank, int P, const col
                        const void *recv)
 {
     (void)rank;
-    size_t wrong = 0;
-    for (size_t i = 0; i < s->count; i++)
-        wrong += dtype_get(t, recv, i) != dtype_reduce_pattern(t, op, P, i);
-    return wrong;
+    return dtype_count_wrong_reduced(t, op, P, recv, 0, s->count);
 }
 
 static fsmoe_status ar_run(bench_backend *b, bench_comm *c, const void *send, void *recv,

@@ -27,11 +27,10 @@ static size_t a2a_check(bench_dtype t, bench_redop op, int rank, int P, const co
                         const void *recv)
 {
     (void)op;
-    size_t wrong = 0, c = s->call_count;
+    size_t wrong = 0, c = s->call_count, es = dtype_size(t);
     for (int p = 0; p < P; p++)
-        for (size_t i = 0; i < c; i++)
-            wrong += dtype_get(t, recv, (size_t)p * c + i) !=
-                     dtype_pattern(t, p, (size_t)rank * c + i);
+        wrong += dtype_count_wrong(t, (const char *)recv + (size_t)p * c * es, p,
+                                   (size_t)rank * c, c);
     return wrong;
 }
 

@@ -27,10 +27,8 @@ static void rs_fill(bench_dtype t, int rank, int P, const coll_shape *s, void *s
 static size_t rs_check(bench_dtype t, bench_redop op, int rank, int P, const coll_shape *s,
                        const void *recv)
 {
-    size_t wrong = 0, c = s->call_count;
-    for (size_t i = 0; i < c; i++)
-        wrong += dtype_get(t, recv, i) != dtype_reduce_pattern(t, op, P, (size_t)rank * c + i);
-    return wrong;
+    size_t c = s->call_count;
+    return dtype_count_wrong_reduced(t, op, P, recv, (size_t)rank * c, c);
 }
 
 static fsmoe_status rs_run(bench_backend *b, bench_comm *c, const void *send, void *recv,

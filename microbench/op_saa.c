@@ -3,9 +3,8 @@
 
 void saa_shape_of(const saa_groups *g, size_t bytes, size_t esize, saa_shape *s)
 {
-    size_t unit = (size_t)g->slices * (size_t)g->P_a2a;
-    s->per_peer = bytes / esize / unit;
-    s->send_elems = s->a2a_elems = s->per_peer * unit;
+    s->per_peer = bytes / esize / (size_t)g->P_a2a;
+    s->send_elems = s->a2a_elems = s->per_peer * (size_t)g->P_a2a;
     s->ag_elems = s->a2a_elems * (size_t)g->P_ag;
     s->bytes = s->send_elems * esize;
 }
@@ -19,16 +18,17 @@ fsmoe_status saa_run(bench_backend *b, const saa_groups *g, const saa_shape *s, 
                      const void *send, void *a2a_out, void *ag_out, fsmoe_error *err)
 {
     fsmoe_status st;
-    size_t esize = dtype_size(t);
-    size_t slice = s->per_peer * (size_t)g->P_a2a; /* elements of one slice on one rank */
-    for (int j = 0; j < g->slices; j++) {
-        const char *in = (const char *)send + (size_t)j * slice * esize;
-        char *mid = (char *)a2a_out + (size_t)j * slice * esize;
-        char *out = (char *)ag_out + (size_t)j * slice * (size_t)g->P_ag * esize;
-        int ev = j % BENCH_EVENTS;
-        if ((st = b->alltoall(b, g->a2a, in, mid, s->per_peer, t, 1, err)) ||
+    size_t block = s->per_peer * dtype_size(t);
+    int P = g->P_a2a, r = g->rank_a2a;
+    for (int k = 0; k < P; k++) {
+        int dst = (r + k) % P, src = (r - k + P) % P;
+        char *got = (char *)a2a_out + (size_t)src * block;
+        char *out = (char *)ag_out + (size_t)k * (size_t)g->P_ag * block;
+        int ev = k % BENCH_EVENTS;
+        if ((st = b->sendrecv(b, g->a2a, (const char *)send + (size_t)dst * block, dst, got, src,
+                              s->per_peer, t, 1, err)) ||
             (st = b->event_record(b, 1, ev, err)) || (st = b->stream_wait(b, 2, ev, err)) ||
-            (st = b->allgather(b, g->ag, mid, out, slice, t, 2, err)))
+            (st = b->allgather(b, g->ag, got, out, s->per_peer, t, 2, err)))
             return st;
     }
     fsmoe_status st1 = b->sync(b, 1, err);
@@ -38,15 +38,14 @@ fsmoe_status saa_run(bench_backend *b, const saa_groups *g, const saa_shape *s, 
 
 size_t saa_check(const saa_groups *g, const saa_shape *s, bench_dtype t, const void *ag_out)
 {
-    size_t wrong = 0, c = s->per_peer, slice = c * (size_t)g->P_a2a;
-    for (int j = 0; j < g->slices; j++) {
+    size_t wrong = 0, c = s->per_peer, es = dtype_size(t);
+    int P = g->P_a2a;
+    for (int k = 0; k < P; k++) {
         for (int q = 0; q < g->P_ag; q++) {
-            int r = g->a2a_rank_of[q]; /* whose AllToAll output this block is */
-            size_t base = ((size_t)j * (size_t)g->P_ag + (size_t)q) * slice;
-            for (int p = 0; p < g->P_a2a; p++)
-                for (size_t i = 0; i < c; i++)
-                    wrong += dtype_get(t, ag_out, base + (size_t)p * c + i) !=
-                             dtype_pattern(t, p, (size_t)j * slice + (size_t)r * c + i);
+            int rq = g->a2a_rank_of[q], src = (rq - k + P) % P;
+            /* What q received in phase k: src's block for q. */
+            const char *blk = (const char *)ag_out + ((size_t)k * (size_t)g->P_ag + (size_t)q) * c * es;
+            wrong += dtype_count_wrong(t, blk, src, (size_t)rq * c, c);
         }
     }
     return wrong;

@@ -1,12 +1,14 @@
-/* Implements: Parm's simultaneous AllToAll + AllGather (SAA, design.md §6, Parm §IV-B),
- * measured as one operation. The rank's buffer of n bytes is cut into S slices; slice j is an
- * AllToAll over the EP&ESP group on stream 1, and the MP-AllGather of its output runs on
- * stream 2 as soon as it is there, so the AllGather of slice j overlaps the AllToAll of slice
- * j+1 (Parm builds the same from ncclSend/ncclRecv on two streams). n = one rank's AllToAll
- * buffer bytes; the AllGather output is N_MP·n.
+/* Implements: Parm's simultaneous AllToAll + AllGather (SAA, design.md §6, Parm §III-D and
+ * its Fig. 5), measured as one operation. The AllToAll over the EP&ESP group (P ranks) runs
+ * in P phases on stream 1: in phase k each rank sends its block for member r+k and receives
+ * the block of member r−k (k = 0: its own), one ncclSend/ncclRecv (MPI_Sendrecv) pair; the
+ * MP-AllGather of the block received in phase k runs on stream 2 as soon as it is there, so
+ * it overlaps phase k+1. n = one rank's AllToAll buffer bytes; the AllGather output is N_MP·n.
+ * (Until 2026-11 each "slice" was a whole AllToAll over the group: P collectives per phase
+ * instead of one exchange, whose start-up latency dominated on oversubscribed machines.)
  *
- * Output check: slice j of the AllGather output holds, for each MP member q, q's AllToAll
- * output of slice j, which is known exactly from the input pattern. */
+ * Output check: block (k, q) of the AllGather output is what MP member q received in phase k,
+ * known exactly from the input pattern. */
 #ifndef BENCH_OP_SAA_H
 #define BENCH_OP_SAA_H
 
@@ -19,12 +21,11 @@ typedef struct {
     int P_a2a, P_ag;        /* group sizes */
     int rank_a2a;           /* this rank in the EP&ESP group */
     const int *a2a_rank_of; /* [P_ag]: EP&ESP rank of each MP member */
-    int slices;
 } saa_groups;
 
 typedef struct {
-    size_t bytes;     /* n after rounding to slices·P_a2a elements */
-    size_t per_peer;  /* elements per peer per slice */
+    size_t bytes;     /* n after rounding to P_a2a elements */
+    size_t per_peer;  /* elements for each peer (one phase's block) */
     size_t send_elems, a2a_elems, ag_elems;
 } saa_shape;
 

@@ -28,7 +28,6 @@ void options_defaults(bench_options *o)
         o->ops[i] = 1;
     for (int i = 0; i < FSMOE_TIER_COUNT; i++)
         o->tiers[i] = 1;
-    o->saa_slices = 4;
     o->min_sample_s = 0.01;
     o->group_rounds = 0;
     o->huge_pages = 1;
@@ -80,7 +79,6 @@ void options_usage(FILE *f)
         "                           form: nccl-tests' -G means CUDA graphs)\n"
         "      --dp --mp --ep --esp N   a layout (default: the common one, mp = esp = G,\n"
         "                           ep = dp = nodes): measure its logical groups instead\n"
-        "      --saa-slices S       slices of the overlapped AllToAll+AllGather (default 4)\n"
         "      --blas-threads N     OpenBLAS threads per rank (default: cores / ranks per node)\n"
         "      --r2-threshold X     flag fits with r^2 below X (default 0.99)\n"
         "      --backend mpi|nccl   (default mpi)\n"
@@ -144,7 +142,7 @@ static fsmoe_status options_shapes(const char *text, bench_options *o, fsmoe_err
 
 enum {
     OPT_JSON = 256, OPT_PLOT, OPT_NAME, OPT_OP, OPT_GEMM_MIN, OPT_GEMM_MAX, OPT_GEMM_STEP,
-    OPT_GEMM_SHAPES, OPT_OPS, OPT_TIERS, OPT_SAA_SLICES, OPT_BLAS_THREADS, OPT_R2, OPT_BACKEND,
+    OPT_GEMM_SHAPES, OPT_OPS, OPT_TIERS, OPT_BLAS_THREADS, OPT_R2, OPT_BACKEND,
     OPT_PROGRESS, OPT_NO_PROGRESS, OPT_ALL_TIERS, OPT_MIN_SAMPLE, OPT_GPN, OPT_GROUP_ROUNDS, OPT_HUGE_PAGES, OPT_ROTATE, OPT_DP, OPT_MP, OPT_EP, OPT_ESP,
 };
 
@@ -194,7 +192,6 @@ fsmoe_status options_parse(int argc, char **argv, bench_options *o, fsmoe_error 
         {"group-rounds", required_argument, NULL, OPT_GROUP_ROUNDS},
         {"huge-pages", required_argument, NULL, OPT_HUGE_PAGES},
         {"rotate", required_argument, NULL, OPT_ROTATE},
-        {"saa-slices", required_argument, NULL, OPT_SAA_SLICES},
         {"blas-threads", required_argument, NULL, OPT_BLAS_THREADS},
         {"r2-threshold", required_argument, NULL, OPT_R2},
         {"backend", required_argument, NULL, OPT_BACKEND},
@@ -283,9 +280,6 @@ fsmoe_status options_parse(int argc, char **argv, bench_options *o, fsmoe_error 
             st = fsmoe_cli_int("--huge-pages", optarg, 0, 1, &o->huge_pages, err);
             break;
         case OPT_GPN: st = fsmoe_cli_int("--gpus-per-node", optarg, 1, 1 << 20, &o->gpus_per_node, err); break;
-        case OPT_SAA_SLICES:
-            st = fsmoe_cli_int("--saa-slices", optarg, 1, 1024, &o->saa_slices, err);
-            break;
         case OPT_BLAS_THREADS:
             st = fsmoe_cli_int("--blas-threads", optarg, 1, 4096, &o->blas_threads, err);
             break;

@@ -46,7 +46,6 @@ typedef struct {
     int huge_pages;
     long long rotate_bytes; /* each buffer role is a pool this large; successive runs use
                                successive slots of it (0: one buffer, as nccl-tests) */        /* mpi backend: ask for transparent huge pages on the buffers */
-    int saa_slices;
     int blas_threads;      /* 0: cores per node / ranks per node */
     double r2_threshold;
     bench_backend_kind backend;

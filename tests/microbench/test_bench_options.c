@@ -38,7 +38,7 @@ static const option_case cases[] = {
     {{"--gemm-min", "4M", "--gemm-max", "1M"}, FSMOE_ERR_USAGE, "--gemm-min"},
     {{"--r2-threshold", "1.5"}, FSMOE_ERR_USAGE, "--r2-threshold"},
     {{"--backend", "gloo"}, FSMOE_ERR_USAGE, "nccl"},
-    {{"--saa-slices", "0"}, FSMOE_ERR_USAGE, "--saa-slices"},
+    {{"--saa-slices", "4"}, FSMOE_ERR_USAGE, "--saa-slices"},
     {{"--group-rounds", "-1"}, FSMOE_ERR_USAGE, "--group-rounds"},
     {{"--huge-pages", "2"}, FSMOE_ERR_USAGE, "--huge-pages"},
     {{"--rotate", "lots"}, FSMOE_ERR_USAGE, "--rotate"},

@@ -169,45 +169,56 @@ static void test_shapes_round_down(void **state)
     assert_int_equal(s.count, 131072);
 }
 
-/* SAA: simulate the sliced AllToAll over 4 ranks and the AllGather over pairs. */
+/* SAA: simulate Parm's phased AllToAll over 4 ranks (phase k: every rank r receives the
+ * block of member r−k) and the AllGather over pairs of each phase's block. */
 static void test_saa_check(void **state)
 {
     (void)state;
-    const int P = 4, MP = 2, S = 3;
+    const int P = 4, MP = 2;
     bench_dtype t = BENCH_FLOAT;
     int rank_of[2];
-    saa_groups g = {.P_a2a = P, .P_ag = MP, .slices = S, .a2a_rank_of = rank_of};
+    saa_groups g = {.P_a2a = P, .P_ag = MP, .a2a_rank_of = rank_of};
     saa_shape sh;
-    saa_shape_of(&g, 48000, 4, &sh);
+    saa_shape_of(&g, 16003, 4, &sh); /* 4000 floats (3 bytes dropped), 1000 per peer */
     assert_int_equal(sh.per_peer, 1000);
-    float *send[4], *mid[4];
+    assert_int_equal(sh.bytes, 16000);
+    assert_int_equal(sh.ag_elems, 8000);
+    float *send[4], *a2a[4];
     for (int p = 0; p < P; p++) {
         g.rank_a2a = p;
         send[p] = malloc(sh.send_elems * 4);
-        mid[p] = malloc(sh.a2a_elems * 4);
+        a2a[p] = malloc(sh.a2a_elems * 4);
         saa_fill(&g, &sh, t, send[p]);
     }
-    size_t c = sh.per_peer, slice = c * P;
-    for (int r = 0; r < P; r++)
-        for (int j = 0; j < S; j++)
-            for (int p = 0; p < P; p++)
-                memcpy(mid[r] + j * slice + p * c, send[p] + j * slice + r * c, c * 4);
-    /* MP groups {0,1} and {2,3}: rank 2's view. */
+    size_t c = sh.per_peer;
+    for (int r = 0; r < P; r++) /* an AllToAll: r's block from p is p's block for r */
+        for (int p = 0; p < P; p++)
+            memcpy(a2a[r] + p * c, send[p] + r * c, c * 4);
+    /* MP groups {0,1} and {2,3}: rank 2's view; block (k, q) = what q received in phase k. */
     rank_of[0] = 2;
     rank_of[1] = 3;
     float *out = malloc(sh.ag_elems * 4);
-    for (int j = 0; j < S; j++)
+    for (int k = 0; k < P; k++)
         for (int q = 0; q < MP; q++)
-            memcpy(out + (j * MP + q) * slice, mid[rank_of[q]] + j * slice, slice * 4);
+            memcpy(out + (k * MP + q) * c, a2a[rank_of[q]] + ((rank_of[q] - k + P) % P) * c,
+                   c * 4);
     assert_int_equal(saa_check(&g, &sh, t, out), 0);
-    out[slice + 7] += 1.0f;
+    out[c + 7] += 1.0f;
     assert_int_equal(saa_check(&g, &sh, t, out), 1);
-    rank_of[1] = 1; /* the AllGather brought the wrong member's slice */
-    out[slice + 7] -= 1.0f;
+    out[c + 7] -= 1.0f;
+    rank_of[1] = 1; /* the AllGather brought the wrong member's block */
     assert_true(saa_check(&g, &sh, t, out) > 0);
+    rank_of[1] = 3;
+    /* Phases 1 and 2 swapped (blocks in the wrong order). */
+    float *tmp = malloc(MP * c * 4);
+    memcpy(tmp, out + 1 * MP * c, MP * c * 4);
+    memcpy(out + 1 * MP * c, out + 2 * MP * c, MP * c * 4);
+    memcpy(out + 2 * MP * c, tmp, MP * c * 4);
+    assert_true(saa_check(&g, &sh, t, out) > 0);
+    free(tmp);
     for (int p = 0; p < P; p++) {
         free(send[p]);
-        free(mid[p]);
+        free(a2a[p]);
     }
     free(out);
 }
