@@ -1,6 +1,7 @@
 /* Implements: the cluster profile writer (profile_write.h). */
 #include "profile_write.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -118,9 +119,16 @@ fsmoe_status profile_write(const char *path, const profile_meta *m, const bench_
             int n = profile_points(res, op, tier, pts);
             if (n >= 2) {
                 fsmoe_yw_block(&w, 4, "points");
-                for (int i = 0; i < n; i++)
-                    fprintf(af.f, "      - [%s, %s]\n", fsmoe_yaml_format_double(pts[i].n, a),
+                for (int i = 0; i < n; i++) {
+                    /* Sizes are whole bytes or MACs: written as integers (5242880, not the
+                     * shortest round-trip form 5.24288e+06), easier to read and diff. */
+                    if (pts[i].n == floor(pts[i].n) && fabs(pts[i].n) < 1e15)
+                        snprintf(a, sizeof a, "%.0f", pts[i].n);
+                    else
+                        fsmoe_yaml_format_double(pts[i].n, a);
+                    fprintf(af.f, "      - [%s, %s]\n", a,
                             fsmoe_yaml_format_double(round_sig(pts[i].seconds, 6), b));
+                }
             }
             entries++;
         }
