@@ -178,13 +178,16 @@ static fsmoe_status nccl_alltoall(bench_backend *b, bench_comm *c, const void *s
     cudaStream_t s = impl_of(b)->streams[stream];
     size_t bytes = count_per_peer * dtype_size(t);
     NCCL_CHECK(ncclGroupStart(), c->comm, err);
-    for (int p = 0; p < c->size; p++) {
-        NCCL_CHECK(ncclSend((const char *)send + (size_t)p * bytes, count_per_peer, nccl_type(t),
-                            p, c->comm, s), c->comm, err);
-        NCCL_CHECK(ncclRecv((char *)recv + (size_t)p * bytes, count_per_peer, nccl_type(t), p,
-                            c->comm, s), c->comm, err);
+    ncclResult_t rc = ncclSuccess;
+    for (int p = 0; p < c->size && rc == ncclSuccess; p++) {
+        rc = ncclSend((const char *)send + (size_t)p * bytes, count_per_peer, nccl_type(t), p,
+                      c->comm, s);
+        if (rc == ncclSuccess)
+            rc = ncclRecv((char *)recv + (size_t)p * bytes, count_per_peer, nccl_type(t), p,
+                          c->comm, s);
     }
-    NCCL_CHECK(ncclGroupEnd(), c->comm, err);
+    ncclResult_t end = ncclGroupEnd(); /* closes the group even after a failed call */
+    NCCL_CHECK(rc != ncclSuccess ? rc : end, c->comm, err);
     return FSMOE_OK;
 }
 
