@@ -20,10 +20,10 @@ plan=$B/planner/fsmoe-plan
 mpirun_local=(mpirun --allow-run-as-root --oversubscribe)
 section() { printf '\n=== %s\n' "$*"; }
 
-section "1/3 emulated cluster: 2 nodes x 2 ranks, 6 Gbit/s links between nodes"
+section "1/3 emulated cluster: 2 nodes x 2 ranks, 8 Gbit/s links between nodes"
 emu_profile=$out/clusters/emulated-2x2.yaml
 if reason=$(scripts/emucluster.sh --check 2>&1); then
-    scripts/emucluster.sh --nodes 2 --ranks-per-node 2 --rate 6gbit -- \
+    scripts/emucluster.sh --nodes 2 --ranks-per-node 2 --rate 8gbit -- \
         "$B/microbench/fsmoe-bench" -o "$emu_profile" --plot "${emu_profile%.yaml}.svg" \
         > "$out/clusters/emulated-2x2.log" 2>&1 || {
         tail -20 "$out/clusters/emulated-2x2.log"

@@ -13,7 +13,7 @@ reason=$("$emu" --check 2>&1) || { echo "SKIP: $reason"; exit 77; }
 tmp=$(mktemp -d /tmp/fsmoe-bench-default.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 [ -n "$out" ] || out="$tmp/emulated-2x2.yaml"
-rate=${FSMOE_EMU_RATE:-6gbit}
+rate=${FSMOE_EMU_RATE:-8gbit}
 start=$(date +%s.%N)
 "$emu" --nodes 2 --ranks-per-node 2 --rate "$rate" -- "$bench" -o "$out" --plot "${out%.yaml}.svg" \
     > "$tmp/out.txt" 2>&1
