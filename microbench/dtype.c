@@ -137,10 +137,10 @@ static double dtype_store(bench_dtype t, double v)
     return dtype_get(t, tmp, 0);
 }
 
-double dtype_reduce_pattern(bench_dtype t, bench_redop op, int P, size_t i)
+/* The reduction over p = 0..P−1 of v = h + p, as stored in t, for one value h of the hash
+ * (the element's index only enters through h). */
+static double reduce_of_h(bench_dtype t, bench_redop op, int P, double h)
 {
-    pattern_init();
-    double h = pattern_h(t, i);
     /* Closed forms over v(p, i) = h + p, p = 0..P−1, whenever no partial result wraps. */
     int wraps = t == BENCH_UINT8 && h + P - 1 > 255;
     if (op == BENCH_SUM && t != BENCH_UINT8)
@@ -149,9 +149,9 @@ double dtype_reduce_pattern(bench_dtype t, bench_redop op, int P, size_t i)
         return h;
     if (op == BENCH_MAX && !wraps)
         return h + P - 1;
-    double acc = dtype_store(t, dtype_pattern(t, 0, i));
+    double acc = dtype_store(t, h);
     for (int p = 1; p < P; p++) {
-        double v = dtype_store(t, dtype_pattern(t, p, i));
+        double v = dtype_store(t, h + p);
         switch (op) {
         case BENCH_SUM: acc += v; break;
         case BENCH_PROD: acc *= v; break;
@@ -163,6 +163,12 @@ double dtype_reduce_pattern(bench_dtype t, bench_redop op, int P, size_t i)
         acc = dtype_store(t, acc);
     }
     return acc;
+}
+
+double dtype_reduce_pattern(bench_dtype t, bench_redop op, int P, size_t i)
+{
+    pattern_init();
+    return reduce_of_h(t, op, P, pattern_h(t, i));
 }
 
 /* Counts j < count with buf[j] != want(first + j), where want(i) = table[h(i) + 4] and the
@@ -199,23 +205,18 @@ static size_t dtype_count_by_h(bench_dtype t, const void *buf, size_t first, siz
     return wrong;
 }
 
-/* An index i with pattern_table[i] == v − 4, or PATTERN_PERIOD if the table lacks v. */
-static size_t pattern_index_of(int v)
+/* h as pattern_h gives it for the table value v − 4 (v = 0..8). */
+static double h_of_value(bench_dtype t, int v)
 {
-    for (size_t i = 0; i < PATTERN_PERIOD; i++)
-        if (pattern_table[i] == v - 4)
-            return i;
-    return PATTERN_PERIOD;
+    return (double)(v - 4) + (dtype_is_unsigned(t) ? 4.0 : 0.0);
 }
 
 size_t dtype_count_wrong(bench_dtype t, const void *buf, int rank, size_t first, size_t count)
 {
     pattern_init();
     double table[9];
-    for (int v = 0; v < 9; v++) {
-        size_t i = pattern_index_of(v);
-        table[v] = i < PATTERN_PERIOD ? dtype_store(t, dtype_pattern(t, rank, i)) : 0.0;
-    }
+    for (int v = 0; v < 9; v++)
+        table[v] = dtype_store(t, h_of_value(t, v) + rank);
     return dtype_count_by_h(t, buf, first, count, table);
 }
 
@@ -224,9 +225,7 @@ size_t dtype_count_wrong_reduced(bench_dtype t, bench_redop op, int P, const voi
 {
     pattern_init();
     double table[9];
-    for (int v = 0; v < 9; v++) {
-        size_t i = pattern_index_of(v);
-        table[v] = i < PATTERN_PERIOD ? dtype_reduce_pattern(t, op, P, i) : 0.0;
-    }
+    for (int v = 0; v < 9; v++)
+        table[v] = reduce_of_h(t, op, P, h_of_value(t, v));
     return dtype_count_by_h(t, buf, first, count, table);
 }

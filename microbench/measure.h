@@ -44,13 +44,14 @@ typedef struct {
      * oversubscribed) rather than in MPI_Barrier. */
     MPI_Comm group;
     int round, rounds, sleep;
-    /* Set by suite.c with rounds: the CPU (an index into the CPUs this process may use) this
-     * rank runs on while its sweep lasts; -1: the scheduler decides (measure_pin). */
+    /* Set by suite.c where ranks outnumber cores: the CPU (an index into the CPUs this process
+     * may use) this rank runs on while its sweep lasts; -1: the scheduler decides
+     * (measure_pin). */
     int cpu;
 } measure_cfg;
 
 /* Pinning a measured rank to one CPU (Linux; elsewhere nothing happens). Where ranks outnumber
- * cores (rounds), the scheduler left to itself put both ranks of an inter-node pair on one core
+ * cores, the scheduler left to itself put both ranks of an inter-node pair on one core
  * now and then, and on an emulated cluster a transfer then took twice as long (the ranks, their
  * packets' processing and the other direction's all on one CPU): measured timings turned
  * bimodal. suite.c picks the CPU: a rank of a group that spans nodes runs on CPU (node mod C) —

@@ -343,7 +343,7 @@ static fsmoe_status suite_warm_check(bench_suite *s, const suite_sweep *sw, void
         return st;
     if ((st = measure_warm(m, sw->run, ctx, reps, err)))
         return st;
-    if (measure_warm_runs(m) == 0 && (check || pin)) {
+    if (measure_warm_runs(m) == 0 && check) {
         /* -w 0 with --min-sample-time 0: one untimed run, in this rank's round like a timed
          * one (alone it would overlap another round's timed run on the same links). */
         double untimed;

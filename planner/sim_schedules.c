@@ -122,6 +122,14 @@ static double dense_time(const workload_layer *wl, int n_attn, int n_ffn, int bw
            n_ffn * (bwd ? wl->ffn_bwd_s : wl->ffn_fwd_s);
 }
 
+/* Chunks of a pipelined MoE phase: r clamped to 1..SIM_MAX_CHUNKS (the size of the arrays of
+ * chunk ends below). */
+#define SIM_MAX_CHUNKS (PIPELINE_R_CAP * 2)
+static int sim_chunks(int r)
+{
+    return r < 1 ? 1 : r > SIM_MAX_CHUNKS ? SIM_MAX_CHUNKS : r;
+}
+
 /* FSMoE/Tutel pipelined MoE phase: per chunk Dispatch-A2A → ESP-AG → Expert → ESP-RS →
  * Combine-A2A. one_stream puts intra and inter collectives on one stream (Tutel, No-IIO).
  * gar_bytes > 0: a Gradient-AllReduce on the same inter stream right after the last dispatch. */
@@ -131,11 +139,8 @@ static int moe_pipelined(gen *g, const workload_layer *wl, int r, int prev, doub
     const pipeline_problem *p = g->phase == SIM_PHASE_FWD ? &wl->fwd : &wl->bwd;
     int sx = one_stream ? g->st_comm : g->st_inter;
     int sy = one_stream ? g->st_comm : g->st_intra;
-    int ends[PIPELINE_R_CAP * 2 + 8];
-    if (r < 1)
-        r = 1;
-    if (r > PIPELINE_R_CAP * 2)
-        r = PIPELINE_R_CAP * 2;
+    int ends[SIM_MAX_CHUNKS];
+    r = sim_chunks(r);
     int last_d = prev;
     for (int j = 0; j < r; j++) {
         int d = add(g, SIM_R_INTER, sx, SIM_OP_A2A, p->a2a_alpha, p->a2a_beta, p->n_a2a / r,
@@ -196,11 +201,8 @@ static int moe_pausemp(gen *g, const workload_layer *wl, fsmoe_schedule kind, in
     pausemp_problem pf, pb;
     parm_pausemp_problems(&m->shape, &m->par, &m->lines, wl, kind, &pf, &pb);
     const pausemp_problem *p = g->phase == SIM_PHASE_FWD ? &pf : &pb;
-    int ends[PIPELINE_R_CAP * 2 + 8];
-    if (r < 1)
-        r = 1;
-    if (r > PIPELINE_R_CAP * 2)
-        r = PIPELINE_R_CAP * 2;
+    int ends[SIM_MAX_CHUNKS];
+    r = sim_chunks(r);
     int last_d = prev;
     for (int j = 0; j < r; j++) {
         int d = add(g, SIM_R_INTER, stream, SIM_OP_A2A, p->d_alpha, p->d_beta, p->u / r,
