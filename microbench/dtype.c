@@ -66,14 +66,6 @@ static double pattern_h(bench_dtype t, size_t i)
     return dtype_is_unsigned(t) ? h + 4.0 : h;
 }
 
-double dtype_pattern(bench_dtype t, int rank, size_t i)
-{
-    /* v(rank, i) = h(i) + rank: h catches misplaced elements, the rank term data from the
-     * wrong peer; reductions over ranks have closed forms (dtype_reduce_pattern). */
-    pattern_init();
-    return pattern_h(t, i) + (double)rank;
-}
-
 static void dtype_set(bench_dtype t, void *buf, size_t j, double v)
 {
     switch (t) {
@@ -205,7 +197,8 @@ static size_t dtype_count_by_h(bench_dtype t, const void *buf, size_t first, siz
     return wrong;
 }
 
-/* h as pattern_h gives it for the table value v − 4 (v = 0..8). */
+/* h as pattern_h gives it for the table value v − 4 (v = 0..8). Element i of rank r holds
+ * v(r, i) = h(i) + r: h catches misplaced elements, the rank term data from the wrong peer. */
 static double h_of_value(bench_dtype t, int v)
 {
     return (double)(v - 4) + (dtype_is_unsigned(t) ? 4.0 : 0.0);

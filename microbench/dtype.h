@@ -36,9 +36,6 @@ const char *dtype_name(bench_dtype t);
 size_t dtype_size(bench_dtype t);
 const char *redop_name(bench_redop op);
 
-/* The input value of element i on (group) rank `rank`, as a double (exact). */
-double dtype_pattern(bench_dtype t, int rank, size_t i);
-
 /* Writes v(rank, first + j) for j < count into buf (count elements of type t). */
 void dtype_fill(bench_dtype t, void *buf, int rank, size_t first, size_t count);
 
