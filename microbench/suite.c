@@ -133,7 +133,8 @@ long suite_rows(const bench_suite *s)
  * untimed warm-up runs use slot 0 and produce the output that is checked. */
 typedef struct {
     size_t pool;  /* bytes of each role's pool (at least the largest buffer) */
-    int slots, k; /* slots of the current row; the slot of the current run */
+    int slots, k; /* slots of the current row; the slot of the last run (counts on across
+                   * rows and passes, see rot_row) */
     int pin0;     /* verification run: slot 0 */
 } suite_rot;
 
@@ -142,11 +143,15 @@ static size_t rot_stride(size_t bytes)
     return (bytes + 4095) / 4096 * 4096;
 }
 
-/* The row's slots: as many as every role's pool holds (1 = no rotation). */
+/* The row's slots: as many as every role's pool holds (1 = no rotation). The slot counter is
+ * not reset: a row's runs in successive passes land on different slots. Restarting it per row
+ * put every pass's run of a large row (one operation per run) on the same slot, the same
+ * pages, and a row whose pages were slow stayed slow in every pass (measured on this VM:
+ * the intra-node AllReduce's points at 5-10 MB 10-20 % below the line in every job, r2
+ * 0.991-0.993; counting on: within 6 %, r2 0.998). */
 static void rot_row(suite_rot *r, const size_t *bytes, int roles)
 {
     r->slots = 0;
-    r->k = 0;
     r->pin0 = 0;
     for (int i = 0; i < roles; i++) {
         size_t stride = rot_stride(bytes[i]);
@@ -577,8 +582,12 @@ static fsmoe_status saa_poison(void *arg, fsmoe_error *err)
     return suite_poison_buf(c->b, c->out, c->hout, c->sh.ag_elems * dtype_size(c->t), err);
 }
 
+/* send and out are the suite's two pools (`pool` bytes each) where the output fits them:
+ * only the AllToAll's output (mid) gets a pool of its own. Allocating three pools here took
+ * 4.4 s of the default suite's 13 s SAA section on the emulated 2 x 2 cluster (3 GB written on
+ * 2 cores). */
 static fsmoe_status suite_saa(bench_suite *s, fsmoe_tier tier, MPI_Comm a2a_mpi, MPI_Comm ag_mpi,
-                              fsmoe_error *err)
+                              void *send_pool, void *out_pool, size_t pool, fsmoe_error *err)
 {
     const bench_options *o = s->opt;
     bench_backend *b = s->b;
@@ -586,6 +595,7 @@ static fsmoe_status suite_saa(bench_suite *s, fsmoe_tier tier, MPI_Comm a2a_mpi,
     fsmoe_status st = FSMOE_OK;
     int *a2a_rank_of = NULL;
     void *dsend = NULL, *dmid = NULL, *dout = NULL, *hsend = NULL, *hout = NULL;
+    int own = 0; /* send and out allocated here */
     long long sizes[BENCH_MAX_SIZES];
     saa_ctx c = {.b = b, .tier = tier, .sizes = sizes, .t = o->dtype};
     MPI_Comm_size(a2a_mpi, &c.g.P_a2a);
@@ -604,12 +614,20 @@ static fsmoe_status suite_saa(bench_suite *s, fsmoe_tier tier, MPI_Comm a2a_mpi,
     }
     c.g.a2a_rank_of = a2a_rank_of;
     size_t max = (size_t)o->max_bytes, max_out = max * (size_t)c.g.P_ag;
-    size_t pool = max_out > (size_t)o->rotate_bytes ? max_out : (size_t)o->rotate_bytes;
+    if (max_out > pool) {
+        pool = max_out > (size_t)o->rotate_bytes ? max_out : (size_t)o->rotate_bytes;
+        own = 1;
+    }
     c.rot.pool = pool;
     if ((st = b->comm_init(b, a2a_mpi, &c.g.a2a, err)) ||
-        (st = b->comm_init(b, ag_mpi, &c.g.ag, err)) || (st = b->alloc(b, pool, &dsend, err)) ||
-        (st = b->alloc(b, pool, &dmid, err)) || (st = b->alloc(b, pool, &dout, err)))
+        (st = b->comm_init(b, ag_mpi, &c.g.ag, err)) || (st = b->alloc(b, pool, &dmid, err)))
         goto fail;
+    if (!own) {
+        dsend = send_pool;
+        dout = out_pool;
+    } else if ((st = b->alloc(b, pool, &dsend, err)) || (st = b->alloc(b, pool, &dout, err))) {
+        goto fail;
+    }
     hsend = malloc(max);
     hout = malloc(max_out);
     if (!hsend || !hout) {
@@ -641,11 +659,11 @@ static fsmoe_status suite_saa(bench_suite *s, fsmoe_tier tier, MPI_Comm a2a_mpi,
 fail:
     b->comm_free(b, &c.g.a2a);
     b->comm_free(b, &c.g.ag);
-    if (dsend)
-        b->release(b, dsend);
     if (dmid)
         b->release(b, dmid);
-    if (dout)
+    if (own && dsend)
+        b->release(b, dsend);
+    if (own && dout)
         b->release(b, dout);
     free(hsend);
     free(hout);
@@ -911,7 +929,7 @@ fsmoe_status suite_run(bench_suite *s, fsmoe_error *err)
                 MPI_Comm_free(&a2a);
             goto fail;
         }
-        st = suite_saa(s, saa_tier, a2a, ag, err);
+        st = suite_saa(s, saa_tier, a2a, ag, dsend, drecv, pool, err);
         if (s->layout) {
             MPI_Comm_free(&a2a);
             MPI_Comm_free(&ag);
