@@ -4,7 +4,7 @@
  * a communicator: MPI matches collectives per communicator in call order, and two threads
  * calling collectives on one communicator would race (MPI_THREAD_MULTIPLE does not order
  * them). Relies on MPI_Init_thread(MPI_THREAD_MULTIPLE) having been granted (main checks). */
-#define _GNU_SOURCE /* madvise, MADV_HUGEPAGE; PR_SET_TIMERSLACK */
+#define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
 #include "comm_mpi.h"
 
 #include <cblas.h>
@@ -13,11 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
-#ifdef __linux__
-#include <sys/prctl.h> /* PR_SET_TIMERSLACK */
-#endif
 
 #include "backend.h"
 #include "mpi_check.h"
@@ -171,36 +167,17 @@ typedef struct {
     int polite;   /* stream thread: nonblocking call, waited for without spinning */
 } coll_job;
 
-/* How a stream thread waits for its operation: MPI_Testall (which drives Open MPI's progress
- * engine) 32 times back to back, then between tests naps of 20 us (timer slack 1 us, else
- * the kernel stretches each to ~70 us). A thread blocked in an MPI call spins in the progress
- * loop; with two streams per rank and ranks sharing cores those spinning threads took the
- * CPU from the ones moving data, and under MPI_THREAD_MULTIPLE the second waiter of a process
- * sleeps on a condition variable until the spinner wakes it. TCP keeps receiving into the
- * socket buffer during a nap; shared-memory transfers of this size are single copies made
- * when the receive is matched. Measured on Parm's SAA (emulated 2 x 2 cluster, 4 ranks and 8
- * stream threads on 2 cores, 8gbit, default sizes): blocking calls r2 0.978-0.995 with
- * alpha ~7 ms of scheduling delays; nonblocking with these waits 0.995-0.997, alpha ~0. */
-static int coll_wait_polite(MPI_Request *r, int n)
-{
-#ifdef PR_SET_TIMERSLACK
-    static _Thread_local int slack_set;
-    if (!slack_set) {
-        (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
-        slack_set = 1;
-    }
-#endif
-    int done = 0;
-    for (int spin = 0;; spin++) {
-        int rc = MPI_Testall(n, r, &done, MPI_STATUSES_IGNORE);
-        if (rc != MPI_SUCCESS || done)
-            return rc;
-        if (spin < 32)
-            continue;
-        struct timespec nap = {0, 20000};
-        nanosleep(&nap, NULL);
-    }
-}
+/* How a stream thread waits for its operation: 32 tests back to back, then naps of 20 us
+ * (stream_thread.c sets the thread's timer slack to 1 us, else the kernel stretches each nap to
+ * ~70 us). A thread blocked in an MPI call spins in the progress loop; with two streams per
+ * rank and ranks sharing cores those spinning threads took the CPU from the ones moving data,
+ * and under MPI_THREAD_MULTIPLE the second waiter of a process sleeps on a condition variable
+ * until the spinner wakes it. TCP keeps receiving into the socket buffer during a nap;
+ * shared-memory transfers of this size are single copies made when the receive is matched.
+ * Measured on Parm's SAA (emulated 2 x 2 cluster, 4 ranks and 8 stream threads on 2 cores,
+ * 8gbit, default sizes): blocking calls r2 0.978-0.995 with alpha ~7 ms of scheduling delays;
+ * nonblocking with these waits 0.993-0.997, alpha ~0. */
+enum { STREAM_WAIT_SPINS = 32, STREAM_WAIT_NAP_NS = 20000 };
 
 /* The stream-thread form of coll_run: the nonblocking twin of each call (the AllGather,
  * AllToAll, ReduceScatter and AllReduce come from Open MPI's nonblocking collectives, which
@@ -232,7 +209,8 @@ static fsmoe_status coll_run_polite(coll_job *j, fsmoe_error *err)
         n = 2;
         break;
     }
-    MPI_CHECK(coll_wait_polite(r, n), err);
+    MPI_CHECK(mpi_wait_napping(r, n, STREAM_WAIT_SPINS, STREAM_WAIT_NAP_NS, STREAM_WAIT_NAP_NS),
+              err);
     return FSMOE_OK;
 }
 

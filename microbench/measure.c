@@ -99,21 +99,12 @@ double measure_median(double *v, int n)
 fsmoe_status measure_sleep_barrier(MPI_Comm comm, fsmoe_error *err)
 {
     MPI_Request req;
-    int done = 0;
     MPI_CHECK(MPI_Ibarrier(comm, &req), err);
     /* Naps from 20 us doubling to 1 ms: a short wait ends quickly, a long one (another round
      * measuring) wakes the sleeper ~1000 times a second; at 50 us the wake-ups preempted the
      * measured ranks 20 000 times a second per sleeper. */
-    long nap_ns = 20000;
-    for (;;) {
-        MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE), err);
-        if (done)
-            return FSMOE_OK;
-        struct timespec nap = {0, nap_ns};
-        nanosleep(&nap, NULL);
-        if (nap_ns < 1000000)
-            nap_ns *= 2;
-    }
+    MPI_CHECK(mpi_wait_napping(&req, 1, 0, 20000, 1000000), err);
+    return FSMOE_OK;
 }
 
 /* Every rank: wait for the previous round (asleep where the machine is oversubscribed). */
