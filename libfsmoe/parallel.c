@@ -10,7 +10,7 @@
 #include <string.h>
 
 static const char *const tier_names[FSMOE_TIER_COUNT] = {"intra", "inter", "world", "local"};
-static const char *const group_names[FSMOE_GROUP_COUNT] = {"mp", "esp", "ep", "ep_esp", "dp"};
+static const char *const group_names[FSMOE_GROUP_COUNT] = {"mp", "esp", "ep", "ep_esp", "dp", "edp"};
 
 const char *fsmoe_tier_name(fsmoe_tier t)
 {
@@ -38,6 +38,8 @@ int fsmoe_group_size(const fsmoe_parallel *p, fsmoe_group g)
     case FSMOE_GROUP_EP: return p->ep;
     case FSMOE_GROUP_EP_ESP: return p->ep * p->esp;
     case FSMOE_GROUP_DP: return p->dp;
+    /* within one pipeline stage (mp·dp ranks) every (ep, esp) position repeats this often */
+    case FSMOE_GROUP_EDP: return p->mp * p->dp / (p->ep * p->esp);
     default: return 1;
     }
 }
@@ -48,6 +50,7 @@ static int group_stride(const fsmoe_parallel *p, fsmoe_group g)
     switch (g) {
     case FSMOE_GROUP_EP: return p->esp;
     case FSMOE_GROUP_DP: return p->mp;
+    case FSMOE_GROUP_EDP: return p->ep * p->esp;
     default: return 1; /* MP, ESP, EP&ESP are consecutive blocks */
     }
 }

@@ -32,12 +32,13 @@ typedef enum {
     FSMOE_GROUP_EP,
     FSMOE_GROUP_EP_ESP,
     FSMOE_GROUP_DP,
+    FSMOE_GROUP_EDP, /* expert-data-parallel: the ranks holding the same expert shard */
     FSMOE_GROUP_COUNT
 } fsmoe_group;
 
 const char *fsmoe_tier_name(fsmoe_tier t);   /* "intra", "inter", "world", "local" */
 int fsmoe_tier_from_name(const char *s);     /* -1 when unknown */
-const char *fsmoe_group_name(fsmoe_group g); /* "mp", "esp", "ep", "ep_esp", "dp" */
+const char *fsmoe_group_name(fsmoe_group g); /* "mp", "esp", "ep", "ep_esp", "dp", "edp" */
 
 /* Size of a logical group (1 means: no collective at all). */
 int fsmoe_group_size(const fsmoe_parallel *p, fsmoe_group g);

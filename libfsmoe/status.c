@@ -14,6 +14,11 @@ static const char *const status_names[FSMOE_STATUS_COUNT] = {
     [FSMOE_ERR_NOMEM] = "out of memory",
     [FSMOE_ERR_SOLVER] = "numerical solver failed",
     [FSMOE_ERR_INTERNAL] = "internal error",
+    [FSMOE_ERR_MPI] = "MPI call failed",
+    [FSMOE_ERR_CUDA] = "CUDA call failed",
+    [FSMOE_ERR_CUBLAS] = "cuBLAS call failed",
+    [FSMOE_ERR_NCCL] = "NCCL call failed",
+    [FSMOE_ERR_TIMEOUT] = "a peer rank stopped answering",
 };
 
 const char *fsmoe_strerror(fsmoe_status st)

@@ -20,6 +20,11 @@ typedef enum {
     FSMOE_ERR_NOMEM,
     FSMOE_ERR_SOLVER,   /* NLopt/GSL failed */
     FSMOE_ERR_INTERNAL, /* a bug: an invariant did not hold */
+    FSMOE_ERR_MPI,      /* an MPI call failed (MPI's own message) */
+    FSMOE_ERR_CUDA,     /* a CUDA runtime call failed */
+    FSMOE_ERR_CUBLAS,   /* a cuBLAS call failed */
+    FSMOE_ERR_NCCL,     /* an NCCL call failed */
+    FSMOE_ERR_TIMEOUT,  /* a peer rank died or stalled: a wait saw no progress in time */
     FSMOE_STATUS_COUNT
 } fsmoe_status;
 

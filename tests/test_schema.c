@@ -618,6 +618,10 @@ static fsmoe_tier brute_tier(const fsmoe_parallel *p, fsmoe_group g, int *consis
                 same = r / (p->esp * p->ep) == r0 / (p->esp * p->ep);
                 break;
             case FSMOE_GROUP_MP: same = r / p->mp == r0 / p->mp; break;
+            case FSMOE_GROUP_EDP:
+                same = r % (p->esp * p->ep) == r0 % (p->esp * p->ep) &&
+                       r / (p->mp * p->dp) == r0 / (p->mp * p->dp);
+                break;
             default:
                 same = r % p->mp == r0 % p->mp && r / (p->mp * p->dp) == r0 / (p->mp * p->dp);
                 break;

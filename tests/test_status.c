@@ -35,7 +35,7 @@ static void test_exit_codes(void **state)
     static const int want[FSMOE_STATUS_COUNT] = {
         [FSMOE_OK] = 0,           [FSMOE_ERR_USAGE] = 2,   [FSMOE_ERR_IO] = 1,
         [FSMOE_ERR_PARSE] = 2,    [FSMOE_ERR_SCHEMA] = 2,  [FSMOE_ERR_VALUE] = 2,
-        [FSMOE_ERR_NOMEM] = 1,    [FSMOE_ERR_SOLVER] = 1,  [FSMOE_ERR_INTERNAL] = 1,
+        [FSMOE_ERR_NOMEM] = 1,    [FSMOE_ERR_SOLVER] = 1,  [FSMOE_ERR_INTERNAL] = 1, [FSMOE_ERR_MPI] = 1, [FSMOE_ERR_CUDA] = 1, [FSMOE_ERR_CUBLAS] = 1, [FSMOE_ERR_NCCL] = 1, [FSMOE_ERR_TIMEOUT] = 1,
     };
     for (int s = 0; s < FSMOE_STATUS_COUNT; s++)
         assert_int_equal(fsmoe_exit_code((fsmoe_status)s), want[s]);

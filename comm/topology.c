@@ -115,6 +115,10 @@ fsmoe_status topology_group_comm(const bench_topology *t, MPI_Comm world, const 
         color = (r / (p->mp * p->dp)) * p->mp + r % p->mp;
         key = r / p->mp;
         break;
+    case FSMOE_GROUP_EDP: /* same place in every EP&ESP block of the stage */
+        color = (r / (p->mp * p->dp)) * block + r % block;
+        key = r / block;
+        break;
     default:
         return fsmoe_fail(err, FSMOE_ERR_INTERNAL, "group %d has no communicator", (int)g);
     }

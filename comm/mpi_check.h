@@ -1,5 +1,5 @@
 /* Implements: MPI_CHECK, the one check macro for MPI calls (style.md "Errors"): a failing call
- * returns from the enclosing function with FSMOE_ERR_IO and MPI's own message. Communicators
+ * returns from the enclosing function with FSMOE_ERR_MPI and MPI's own message. Communicators
  * must use MPI_ERRORS_RETURN (main sets it on MPI_COMM_WORLD; derived ones inherit it).
  * And mpi_wait_napping, the one way fsmoe-bench waits for MPI requests without spinning. */
 #ifndef BENCH_MPI_CHECK_H
@@ -17,7 +17,7 @@
             char mpi_msg_[MPI_MAX_ERROR_STRING];                                             \
             int mpi_len_ = 0;                                                                \
             MPI_Error_string(mpi_rc_, mpi_msg_, &mpi_len_);                                  \
-            return fsmoe_fail((err), FSMOE_ERR_IO, "%s failed: %s", #call, mpi_msg_);        \
+            return fsmoe_fail((err), FSMOE_ERR_MPI, "%s failed: %s", #call, mpi_msg_);        \
         }                                                                                    \
     } while (0)
 
