@@ -33,12 +33,25 @@ void params_add(rt_params *t, real **w, real **g, int init, double std, const lo
         p->numel *= p->shape[i];
     }
     p->ndim = ndim;
+    p->shard = RT_SHARD_NONE;
+    p->dim0_start = 0;
+    p->dim0_total = ndim > 0 ? shape[0] : 1;
     p->init = init;
     p->std = std;
     p->w = w;
     p->g = g;
     p->offset = t->total;
     t->total += (p->numel + 15) / 16 * 16; /* 64-byte aligned tensors */
+}
+
+void params_shard_last(rt_params *t, long start, long total)
+{
+    if (t->n == 0)
+        return;
+    rt_param *p = &t->p[t->n - 1];
+    p->shard = RT_SHARD_EP;
+    p->dim0_start = start;
+    p->dim0_total = total;
 }
 
 fsmoe_status params_alloc(rt_params *t, rt_backend *be, uint64_t seed, fsmoe_error *err)
@@ -58,9 +71,11 @@ fsmoe_status params_alloc(rt_params *t, rt_backend *be, uint64_t seed, fsmoe_err
         *p->w = t->w + p->offset;
         *p->g = t->g + p->offset;
         real *h = host + p->offset;
+        /* element j of this rank's part is element j0 + j of the whole tensor */
+        long j0 = p->shape[0] > 0 ? p->dim0_start * (p->numel / p->shape[0]) : 0;
         for (long j = 0; j < p->numel; j++) {
             if (p->init == RT_INIT_NORMAL)
-                h[j] = (real)(p->std * rng_normal(seed, 0x1417, (uint64_t)i, (uint64_t)j));
+                h[j] = (real)(p->std * rng_normal(seed, 0x1417, (uint64_t)i, (uint64_t)(j0 + j)));
             else
                 h[j] = p->init == RT_INIT_ONE ? (real)1 : (real)0;
         }

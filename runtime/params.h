@@ -11,10 +11,19 @@
 
 enum { RT_INIT_NORMAL = 0, RT_INIT_ZERO, RT_INIT_ONE };
 
+/* How a tensor is laid out over the ranks (design.md §10.1). Replicated tensors are whole on
+ * every rank and their gradients are all-reduced over DP; expert tensors are split along dim 0
+ * (experts) over EP: this rank holds global rows [dim0_start, dim0_start + shape[0]) of
+ * dim0_total, and their gradients are all-reduced over EDP. A checkpoint reshards by name and
+ * these two numbers. */
+enum { RT_SHARD_NONE = 0, RT_SHARD_EP };
+
 typedef struct {
     char name[64];
     int ndim;
-    long shape[4];
+    long shape[4]; /* this rank's part */
+    int shard;     /* RT_SHARD_* */
+    long dim0_start, dim0_total;
     long numel, offset;
     int init;
     double std;
@@ -32,6 +41,10 @@ typedef struct {
 /* Registers a tensor of shape[0..ndim) named by a printf format. */
 void params_add(rt_params *t, real **w, real **g, int init, double std, const long *shape,
                 int ndim, const char *fmt_name, ...) __attribute__((format(printf, 8, 9)));
+/* Marks the tensor registered last as split over EP: this rank holds global dim-0 indices
+ * [start, start + shape[0]) of `total`. Initial values are those of the same elements of the
+ * whole tensor, so a sharded run starts from the single-rank run's weights. */
+void params_shard_last(rt_params *t, long start, long total);
 /* Allocates both buffers, binds every registered pointer, initialises weights from seed and
  * zeroes gradients. */
 fsmoe_status params_alloc(rt_params *t, rt_backend *be, uint64_t seed, fsmoe_error *err);
