@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "mpi_check.h"
+#include "check.h"
 
 /* How a thread waits: 32 tests back to back, then naps of 20 us (stream threads set their
  * timer slack to 1 us, else the kernel stretches each nap to ~70 us). A thread blocked in an MPI
@@ -16,6 +16,12 @@
  * 0.978-0.995 with alpha ~7 ms of scheduling delays; nonblocking with these waits
  * 0.993-0.997, alpha ~0. */
 enum { WAIT_SPINS = 32, WAIT_NAP_NS = 20000 };
+
+/* A sleeping wait (fsmoe_mpi_wait_sleeping) starts at 20 us too and doubles its naps up to
+ * 1 ms: a short wait still ends quickly, a long one (fsmoe-bench's ranks waiting while another
+ * round measures) wakes the sleeper ~1000 times a second; at 50 us the wake-ups preempted the
+ * measured ranks 20 000 times a second per sleeper. */
+enum { SLEEP_NAP_MAX_NS = 1000000 };
 
 static _Atomic double timeout_s = FSMOE_COMM_TIMEOUT_DEFAULT_S;
 
@@ -59,31 +65,47 @@ static void describe_members(MPI_Comm comm, char *out, size_t cap)
         snprintf(out + used, cap - used, ",...");
 }
 
-fsmoe_status fsmoe_mpi_wait(MPI_Request *r, int n, MPI_Comm comm, const char *what,
-                            fsmoe_error *err)
+/* The one polite wait: `spins` tests back to back, then naps from WAIT_NAP_NS doubling up to
+ * nap_max_ns between tests, with the watchdog looking at the clock every 256 tests. */
+static fsmoe_status wait_loop(MPI_Request *r, int n, MPI_Comm comm, const char *what, int spins,
+                              long nap_max_ns, fsmoe_error *err)
 {
     double limit = timeout_s, start = limit > 0 ? now_s() : 0;
-    long nap_ns = WAIT_NAP_NS;
+    long nap_ns = WAIT_NAP_NS < nap_max_ns ? WAIT_NAP_NS : nap_max_ns;
     for (int i = 0;; i++) {
         int done = 0;
         MPI_CHECK(MPI_Testall(n, r, &done, MPI_STATUSES_IGNORE), err);
         if (done)
             return FSMOE_OK;
-        if (i < WAIT_SPINS)
+        if (i < spins)
             continue;
         struct timespec nap = {0, nap_ns};
         nanosleep(&nap, NULL);
+        if (nap_ns < nap_max_ns)
+            nap_ns = 2 * nap_ns < nap_max_ns ? 2 * nap_ns : nap_max_ns;
         if (limit > 0 && (i & 255) == 0 && now_s() - start > limit) {
             int me = 0;
             char members[256];
             MPI_Comm_rank(MPI_COMM_WORLD, &me);
             describe_members(comm, members, sizeof members);
             return fsmoe_fail(err, FSMOE_ERR_TIMEOUT,
-                              "rank %d: %s on %s made no progress for %.0f s: a peer rank died, "
+                              "rank %d: %s on %s made no progress for %.3g s: a peer rank died, "
                               "stalled or cannot be reached (--comm-timeout sets the limit)",
                               me, what, members, limit);
         }
     }
+}
+
+fsmoe_status fsmoe_mpi_wait(MPI_Request *r, int n, MPI_Comm comm, const char *what,
+                            fsmoe_error *err)
+{
+    return wait_loop(r, n, comm, what, WAIT_SPINS, WAIT_NAP_NS, err);
+}
+
+fsmoe_status fsmoe_mpi_wait_sleeping(MPI_Request *r, int n, MPI_Comm comm, const char *what,
+                                     fsmoe_error *err)
+{
+    return wait_loop(r, n, comm, what, 0, SLEEP_NAP_MAX_NS, err);
 }
 
 fsmoe_status fsmoe_mpi_alltoall(MPI_Comm comm, const void *send, void *recv, int count,
@@ -163,4 +185,11 @@ fsmoe_status fsmoe_mpi_barrier(MPI_Comm comm, const char *what, fsmoe_error *err
     MPI_Request r;
     MPI_CHECK(MPI_Ibarrier(comm, &r), err);
     return fsmoe_mpi_wait(&r, 1, comm, what, err);
+}
+
+fsmoe_status fsmoe_mpi_barrier_sleeping(MPI_Comm comm, const char *what, fsmoe_error *err)
+{
+    MPI_Request r;
+    MPI_CHECK(MPI_Ibarrier(comm, &r), err);
+    return fsmoe_mpi_wait_sleeping(&r, 1, comm, what, err);
 }

@@ -24,6 +24,10 @@ double fsmoe_comm_timeout(void);
 /* Waits for n requests (politely, under the watchdog). `what` names the operation. */
 fsmoe_status fsmoe_mpi_wait(MPI_Request *r, int n, MPI_Comm comm, const char *what,
                             fsmoe_error *err);
+/* The same wait for a thread with nothing else to do for a while (a rank sitting out another
+ * rank's measurement): no back-to-back tests, naps doubling from 20 us to 1 ms. */
+fsmoe_status fsmoe_mpi_wait_sleeping(MPI_Request *r, int n, MPI_Comm comm, const char *what,
+                                     fsmoe_error *err);
 
 /* The collectives (counts in elements of t). */
 fsmoe_status fsmoe_mpi_alltoall(MPI_Comm comm, const void *send, void *recv, int count,
@@ -49,5 +53,7 @@ fsmoe_status fsmoe_mpi_exscan_sum(MPI_Comm comm, const void *send, void *recv, i
 fsmoe_status fsmoe_mpi_sendrecv(MPI_Comm comm, const void *send, int dst, void *recv, int src,
                                 int count, MPI_Datatype t, const char *what, fsmoe_error *err);
 fsmoe_status fsmoe_mpi_barrier(MPI_Comm comm, const char *what, fsmoe_error *err);
+/* A barrier waited for with fsmoe_mpi_wait_sleeping. */
+fsmoe_status fsmoe_mpi_barrier_sleeping(MPI_Comm comm, const char *what, fsmoe_error *err);
 
 #endif

@@ -1,17 +1,17 @@
 /* Implements: a "stream" on the host — one worker thread that runs submitted jobs in order —
- * and host events that order jobs across streams (the CUDA stream/event model, backend.h).
+ * and host events that order jobs across streams (the CUDA stream/event model, comm_backend.h).
  *
  * Why a thread per stream: Open MPI has no progress thread, so a nonblocking collective barely
  * advances while its rank does something else (toolchain.md). A blocking collective on its own
  * thread (and its own communicator) really overlaps another one (Parm's SAA). */
-#ifndef BENCH_STREAM_THREAD_H
-#define BENCH_STREAM_THREAD_H
+#ifndef FSMOE_COMM_STREAM_THREAD_H
+#define FSMOE_COMM_STREAM_THREAD_H
 
 #include <stddef.h>
 
 #include "status.h"
 
-#define STREAM_JOB_ARG_MAX 128
+#define STREAM_JOB_ARG_MAX 192
 
 typedef fsmoe_status (*stream_job_fn)(void *arg, fsmoe_error *err);
 

@@ -4,9 +4,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "mpi_check.h"
+#include "check.h"
 
-static fsmoe_status topology_detect(bench_topology *t, MPI_Comm world, fsmoe_error *err)
+static fsmoe_status topology_detect(comm_topology *t, MPI_Comm world, fsmoe_error *err)
 {
     MPI_Comm shared = MPI_COMM_NULL, leaders = MPI_COMM_NULL;
     int local = 0, G = 0, gmin = 0, gmax = 0, node = 0;
@@ -37,7 +37,7 @@ static fsmoe_status topology_detect(bench_topology *t, MPI_Comm world, fsmoe_err
     return FSMOE_OK;
 }
 
-fsmoe_status topology_init(bench_topology *t, MPI_Comm world, int gpus_per_node,
+fsmoe_status topology_init(comm_topology *t, MPI_Comm world, int gpus_per_node,
                            fsmoe_error *err)
 {
     fsmoe_status st;
@@ -84,21 +84,21 @@ fsmoe_status topology_init(bench_topology *t, MPI_Comm world, int gpus_per_node,
     return FSMOE_OK;
 }
 
-void topology_free(bench_topology *t)
+void topology_free(comm_topology *t)
 {
     for (int i = 0; i < FSMOE_TIER_COUNT; i++)
         if (t->tier[i] != MPI_COMM_NULL)
             MPI_Comm_free(&t->tier[i]);
 }
 
-int topology_has_tier(const bench_topology *t, fsmoe_tier tier)
+int topology_has_tier(const comm_topology *t, fsmoe_tier tier)
 {
     if (tier == FSMOE_TIER_LOCAL)
         return 1;
     return t->tier[tier] != MPI_COMM_NULL;
 }
 
-fsmoe_status topology_group_comm(const bench_topology *t, MPI_Comm world, const fsmoe_parallel *p,
+fsmoe_status topology_group_comm(const comm_topology *t, MPI_Comm world, const fsmoe_parallel *p,
                                  fsmoe_group g, MPI_Comm *out, fsmoe_error *err)
 {
     int r = t->rank, color = 0, key = r;

@@ -6,8 +6,8 @@
  * or, when G is 0, from MPI_Comm_split_type(SHARED), i.e. the ranks' actual placement. A tier
  * exists only when it is a distinct group of more than one rank: one node has no inter tier
  * and its world tier is the intra tier; G = 1 has no intra tier. */
-#ifndef BENCH_TOPOLOGY_H
-#define BENCH_TOPOLOGY_H
+#ifndef FSMOE_COMM_TOPOLOGY_H
+#define FSMOE_COMM_TOPOLOGY_H
 
 #include <mpi.h>
 
@@ -23,20 +23,20 @@ typedef struct {
     char host[64];
     MPI_Comm tier[FSMOE_TIER_COUNT];  /* MPI_COMM_NULL where the tier does not exist */
     int tier_size[FSMOE_TIER_COUNT];  /* group size per tier (1 for local) */
-} bench_topology;
+} comm_topology;
 
 /* gpus_per_node = 0: detect. An impossible request (G not dividing the world, nodes holding
  * different numbers of ranks) gives FSMOE_ERR_USAGE with one message, on every rank. */
-fsmoe_status topology_init(bench_topology *t, MPI_Comm world, int gpus_per_node,
+fsmoe_status topology_init(comm_topology *t, MPI_Comm world, int gpus_per_node,
                            fsmoe_error *err);
-void topology_free(bench_topology *t); /* safe on a zeroed or half-built topology */
+void topology_free(comm_topology *t); /* safe on a zeroed or half-built topology */
 
-int topology_has_tier(const bench_topology *t, fsmoe_tier tier);
+int topology_has_tier(const comm_topology *t, fsmoe_tier tier);
 
 /* The communicator of this rank's logical group g under layout p (libfsmoe/parallel.h
  * numbering: ESP consecutive, EP stride esp inside an EP&ESP block, MP consecutive, DP stride
  * mp). Collective over world; the caller frees *out. */
-fsmoe_status topology_group_comm(const bench_topology *t, MPI_Comm world, const fsmoe_parallel *p,
+fsmoe_status topology_group_comm(const comm_topology *t, MPI_Comm world, const fsmoe_parallel *p,
                                  fsmoe_group g, MPI_Comm *out, fsmoe_error *err);
 
 #endif

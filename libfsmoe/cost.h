@@ -27,6 +27,30 @@ static inline double fsmoe_line_time(const fsmoe_line *l, double n)
     return n > 0.0 ? l->alpha_s + l->beta_s * n : 0.0;
 }
 
+/* The collectives a plan needs, as (operation, logical group) pairs: what fsmoe-plan reads from
+ * a profile (planner/workload.c) and what fsmoe-bench measures when given the layout
+ * (microbench/suite.c), in the order fsmoe-bench measures them. One table, so that the two
+ * cannot drift apart. SAA (EP&ESP AllToAll + MP AllGather), GEMM and copy have their own
+ * rules in both programs. */
+typedef enum {
+    FSMOE_NEED_A2A_EP = 0,  /* the MoE dispatch/combine AllToAll */
+    FSMOE_NEED_A2A_EP_ESP,  /* Parm's AllToAll over EP and ESP together */
+    FSMOE_NEED_AG_ESP,      /* expert-sharding AllGather (and its ReduceScatter below) */
+    FSMOE_NEED_AG_MP,       /* model-parallel AllGather */
+    FSMOE_NEED_RS_ESP,
+    FSMOE_NEED_AR_ESP,
+    FSMOE_NEED_AR_MP,
+    FSMOE_NEED_AR_DP,       /* gradient AllReduce */
+    FSMOE_NEED_COUNT
+} fsmoe_need;
+
+typedef struct {
+    fsmoe_op op;
+    fsmoe_group group;
+} fsmoe_comm_need;
+
+extern const fsmoe_comm_need fsmoe_comm_needs[FSMOE_NEED_COUNT]; /* indexed by fsmoe_need */
+
 /* A line that costs nothing (group of size 1). */
 fsmoe_line fsmoe_line_zero(void);
 

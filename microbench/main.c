@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "atomic_file.h"
-#include "backend.h"
+#include "comm_backend.h"
 #include "op_gemm.h"
 #include "options.h"
 #include "plot_svg.h"
@@ -105,7 +105,7 @@ int main(int argc, char **argv)
         return bench_finish(0);
     }
     if (provided < MPI_THREAD_MULTIPLE) {
-        fsmoe_fail(&err, FSMOE_ERR_IO, "this MPI grants thread level %d, not "
+        fsmoe_fail(&err, FSMOE_ERR_MPI, "this MPI grants thread level %d, not "
                    "MPI_THREAD_MULTIPLE: the SAA measurement needs one thread per stream",
                    provided);
         if (world_rank == 0)
@@ -121,8 +121,8 @@ int main(int argc, char **argv)
         return bench_finish(fsmoe_exit_code((fsmoe_status)out_st));
     }
 
-    bench_topology topo;
-    bench_backend b;
+    comm_topology topo;
+    comm_backend b;
     memset(&b, 0, sizeof b);
     bench_results res;
     memset(&res, 0, sizeof res);
@@ -234,7 +234,7 @@ int main(int argc, char **argv)
                  "%s; SAA in Parm's phases (one exchange per member); %d ranks on %d cores per "
                  "machine: groups in %s; "
                  "buffers rotate through %lld MB (cold cache)%s; %lld wrong values",
-                 dtype_name(o.dtype), o.warmup, o.iters, (int)o.average,
+                 comm_dtype_name(o.dtype), o.warmup, o.iters, (int)o.average,
                  topo.detected ? "nodes from MPI_Comm_split_type" : "nodes from --gpus-per-node",
                  s.machine_ranks, s.machine_cores,
                  s.oversubscription > 1 || o.group_rounds > 1

@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "mpi_check.h"
+#include "check.h"
+#include "mpi_coll.h"
 
 double measure_now(void)
 {
@@ -98,13 +99,9 @@ double measure_median(double *v, int n)
 
 fsmoe_status measure_sleep_barrier(MPI_Comm comm, fsmoe_error *err)
 {
-    MPI_Request req;
-    MPI_CHECK(MPI_Ibarrier(comm, &req), err);
-    /* Naps from 20 us doubling to 1 ms: a short wait ends quickly, a long one (another round
-     * measuring) wakes the sleeper ~1000 times a second; at 50 us the wake-ups preempted the
-     * measured ranks 20 000 times a second per sleeper. */
-    MPI_CHECK(mpi_wait_napping(&req, 1, 0, 20000, 1000000), err);
-    return FSMOE_OK;
+    /* Naps doubling to 1 ms (mpi_coll.h): the ranks waiting for another round to finish
+     * measuring must not take its cores. */
+    return fsmoe_mpi_barrier_sleeping(comm, "the barrier between measuring rounds", err);
 }
 
 /* Every rank: wait for the previous round (asleep where the machine is oversubscribed). */

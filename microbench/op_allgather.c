@@ -18,25 +18,25 @@ static void ag_shape(size_t bytes, size_t esize, int P, coll_shape *s)
     s->bytes = s->recv_elems * esize;
 }
 
-static void ag_fill(bench_dtype t, int rank, int P, const coll_shape *s, void *send)
+static void ag_fill(comm_dtype t, int rank, int P, const coll_shape *s, void *send)
 {
     (void)P;
-    dtype_fill(t, send, rank, 0, s->send_elems);
+    comm_pattern_fill(t, send, rank, 0, s->send_elems);
 }
 
-static size_t ag_check(bench_dtype t, bench_redop op, int rank, int P, const coll_shape *s,
+static size_t ag_check(comm_dtype t, comm_redop op, int rank, int P, const coll_shape *s,
                        const void *recv)
 {
     (void)op;
     (void)rank;
-    size_t wrong = 0, c = s->call_count, es = dtype_size(t);
+    size_t wrong = 0, c = s->call_count, es = comm_dtype_size(t);
     for (int p = 0; p < P; p++)
-        wrong += dtype_count_wrong(t, (const char *)recv + (size_t)p * c * es, p, 0, c);
+        wrong += comm_pattern_wrong(t, (const char *)recv + (size_t)p * c * es, p, 0, c);
     return wrong;
 }
 
-static fsmoe_status ag_run(bench_backend *b, bench_comm *c, const void *send, void *recv,
-                           const coll_shape *s, bench_dtype t, bench_redop op, int stream,
+static fsmoe_status ag_run(comm_backend *b, comm_group *c, const void *send, void *recv,
+                           const coll_shape *s, comm_dtype t, comm_redop op, int stream,
                            fsmoe_error *err)
 {
     (void)op;

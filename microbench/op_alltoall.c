@@ -17,25 +17,25 @@ static void a2a_shape(size_t bytes, size_t esize, int P, coll_shape *s)
     s->bytes = s->count * esize;
 }
 
-static void a2a_fill(bench_dtype t, int rank, int P, const coll_shape *s, void *send)
+static void a2a_fill(comm_dtype t, int rank, int P, const coll_shape *s, void *send)
 {
     (void)P;
-    dtype_fill(t, send, rank, 0, s->send_elems);
+    comm_pattern_fill(t, send, rank, 0, s->send_elems);
 }
 
-static size_t a2a_check(bench_dtype t, bench_redop op, int rank, int P, const coll_shape *s,
+static size_t a2a_check(comm_dtype t, comm_redop op, int rank, int P, const coll_shape *s,
                         const void *recv)
 {
     (void)op;
-    size_t wrong = 0, c = s->call_count, es = dtype_size(t);
+    size_t wrong = 0, c = s->call_count, es = comm_dtype_size(t);
     for (int p = 0; p < P; p++)
-        wrong += dtype_count_wrong(t, (const char *)recv + (size_t)p * c * es, p,
+        wrong += comm_pattern_wrong(t, (const char *)recv + (size_t)p * c * es, p,
                                    (size_t)rank * c, c);
     return wrong;
 }
 
-static fsmoe_status a2a_run(bench_backend *b, bench_comm *c, const void *send, void *recv,
-                            const coll_shape *s, bench_dtype t, bench_redop op, int stream,
+static fsmoe_status a2a_run(comm_backend *b, comm_group *c, const void *send, void *recv,
+                            const coll_shape *s, comm_dtype t, comm_redop op, int stream,
                             fsmoe_error *err)
 {
     (void)op;

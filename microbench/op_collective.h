@@ -12,7 +12,7 @@
 
 #include <stddef.h>
 
-#include "backend.h"
+#include "comm_backend.h"
 #include "cluster.h"
 
 typedef struct {
@@ -28,12 +28,12 @@ typedef struct {
     int reduces; /* takes a reduction operator */
     double (*busbw_factor)(int P);
     void (*shape)(size_t bytes, size_t esize, int P, coll_shape *s);
-    void (*fill)(bench_dtype t, int rank, int P, const coll_shape *s, void *send);
+    void (*fill)(comm_dtype t, int rank, int P, const coll_shape *s, void *send);
     /* Number of elements of recv that differ from the exact expected output. */
-    size_t (*check)(bench_dtype t, bench_redop op, int rank, int P, const coll_shape *s,
+    size_t (*check)(comm_dtype t, comm_redop op, int rank, int P, const coll_shape *s,
                     const void *recv);
-    fsmoe_status (*run)(bench_backend *b, bench_comm *c, const void *send, void *recv,
-                        const coll_shape *s, bench_dtype t, bench_redop op, int stream,
+    fsmoe_status (*run)(comm_backend *b, comm_group *c, const void *send, void *recv,
+                        const coll_shape *s, comm_dtype t, comm_redop op, int stream,
                         fsmoe_error *err);
 } coll_op;
 

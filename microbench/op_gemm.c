@@ -1,7 +1,7 @@
 /* Implements: GEMM shapes, inputs and checks (op_gemm.h). */
 #include "op_gemm.h"
 
-#include "dtype.h"
+#include "comm_dtype.h"
 
 /* design.md §11: M, H of each reference model's expert. */
 static const gemm_shape reference_shapes[] = {
@@ -33,8 +33,8 @@ int gemm_default_shapes(bench_backend_kind kind, int gpus_per_node, gemm_shape *
 void gemm_fill(float *A, size_t a_elems, float *B, size_t b_elems, int seed)
 {
     if (A)
-        dtype_fill(BENCH_FLOAT, A, 1, 0, a_elems);
-    dtype_fill(BENCH_FLOAT, B, seed, 0, b_elems);
+        comm_pattern_fill(COMM_FLOAT, A, 1, 0, a_elems);
+    comm_pattern_fill(COMM_FLOAT, B, seed, 0, b_elems);
 }
 
 size_t gemm_check(const float *A, const float *B, const float *C, int m, int n, int k)

@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "backend.h"
+#include "comm_backend.h"
 #include "options.h"
 
 /* The default expert shapes for a backend ("mpi": small enough for a CPU, see op_gemm.c). */

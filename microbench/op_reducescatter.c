@@ -18,21 +18,21 @@ static void rs_shape(size_t bytes, size_t esize, int P, coll_shape *s)
     s->bytes = s->send_elems * esize;
 }
 
-static void rs_fill(bench_dtype t, int rank, int P, const coll_shape *s, void *send)
+static void rs_fill(comm_dtype t, int rank, int P, const coll_shape *s, void *send)
 {
     (void)P;
-    dtype_fill(t, send, rank, 0, s->send_elems);
+    comm_pattern_fill(t, send, rank, 0, s->send_elems);
 }
 
-static size_t rs_check(bench_dtype t, bench_redop op, int rank, int P, const coll_shape *s,
+static size_t rs_check(comm_dtype t, comm_redop op, int rank, int P, const coll_shape *s,
                        const void *recv)
 {
     size_t c = s->call_count;
-    return dtype_count_wrong_reduced(t, op, P, recv, (size_t)rank * c, c);
+    return comm_pattern_wrong_reduced(t, op, P, recv, (size_t)rank * c, c);
 }
 
-static fsmoe_status rs_run(bench_backend *b, bench_comm *c, const void *send, void *recv,
-                           const coll_shape *s, bench_dtype t, bench_redop op, int stream,
+static fsmoe_status rs_run(comm_backend *b, comm_group *c, const void *send, void *recv,
+                           const coll_shape *s, comm_dtype t, comm_redop op, int stream,
                            fsmoe_error *err)
 {
     return b->reducescatter(b, c, send, recv, s->call_count, t, op, stream, err);

@@ -14,10 +14,10 @@
 
 #include <stddef.h>
 
-#include "backend.h"
+#include "comm_backend.h"
 
 typedef struct {
-    bench_comm *a2a, *ag;   /* EP&ESP group (streams 1) and MP group (stream 2) */
+    comm_group *a2a, *ag;   /* EP&ESP group (streams 1) and MP group (stream 2) */
     int P_a2a, P_ag;        /* group sizes */
     int rank_a2a;           /* this rank in the EP&ESP group */
     const int *a2a_rank_of; /* [P_ag]: EP&ESP rank of each MP member */
@@ -30,10 +30,10 @@ typedef struct {
 } saa_shape;
 
 void saa_shape_of(const saa_groups *g, size_t bytes, size_t esize, saa_shape *s);
-void saa_fill(const saa_groups *g, const saa_shape *s, bench_dtype t, void *send);
-fsmoe_status saa_run(bench_backend *b, const saa_groups *g, const saa_shape *s, bench_dtype t,
+void saa_fill(const saa_groups *g, const saa_shape *s, comm_dtype t, void *send);
+fsmoe_status saa_run(comm_backend *b, const saa_groups *g, const saa_shape *s, comm_dtype t,
                      const void *send, void *a2a_out, void *ag_out, fsmoe_error *err);
 /* Wrong elements of the AllGather output (which contains every AllToAll output of the group). */
-size_t saa_check(const saa_groups *g, const saa_shape *s, bench_dtype t, const void *ag_out);
+size_t saa_check(const saa_groups *g, const saa_shape *s, comm_dtype t, const void *ag_out);
 
 #endif

@@ -25,8 +25,8 @@ void options_defaults(bench_options *o)
      * (tests/microbench/bench_default.sh). */
     o->iters = 7;
     o->warmup = 1;
-    o->dtype = BENCH_FLOAT;
-    o->redop = BENCH_SUM;
+    o->dtype = COMM_FLOAT;
+    o->redop = COMM_SUM;
     o->average = MEASURE_AVG; /* nccl-tests' default; a collective ends together anyway */
     o->check = 1;
     for (int i = 0; i < FSMOE_OP_COUNT; i++)
@@ -235,12 +235,12 @@ fsmoe_status options_parse(int argc, char **argv, bench_options *o, fsmoe_error 
         case 'n': st = fsmoe_cli_int("-n", optarg, 1, 1000000, &o->iters, err); break;
         case 'w': st = fsmoe_cli_int("-w", optarg, 0, 1000000, &o->warmup, err); break;
         case 'd':
-            st = fsmoe_cli_enum_parse("-d", optarg, bench_dtype_names, &v, err);
-            o->dtype = (bench_dtype)v;
+            st = fsmoe_cli_enum_parse("-d", optarg, comm_dtype_names, &v, err);
+            o->dtype = (comm_dtype)v;
             break;
         case OPT_OP:
-            st = fsmoe_cli_enum_parse("--op", optarg, bench_redop_names, &v, err);
-            o->redop = (bench_redop)v;
+            st = fsmoe_cli_enum_parse("--op", optarg, comm_redop_names, &v, err);
+            o->redop = (comm_redop)v;
             break;
         case 'a':
             st = fsmoe_cli_int("-a", optarg, 0, 3, &v, err);

@@ -7,7 +7,7 @@
 #include <stdio.h>
 
 #include "cluster.h"
-#include "dtype.h"
+#include "comm_dtype.h"
 #include "measure.h"
 #include "status.h"
 
@@ -29,8 +29,8 @@ typedef struct {
     gemm_shape shapes[BENCH_MAX_SHAPES];
     int n_shapes; /* 0: the backend's default list */
     int iters, warmup;
-    bench_dtype dtype;
-    bench_redop redop;
+    comm_dtype dtype;
+    comm_redop redop;
     measure_average average;
     int check;             /* verify results (-c 1) */
     int gpus_per_node;     /* 0: detect from node placement */

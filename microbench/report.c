@@ -8,7 +8,7 @@
 
 #include "atomic_file.h"
 
-void report_banner(report *r, const bench_options *o, const bench_topology *t, const char *device)
+void report_banner(report *r, const bench_options *o, const comm_topology *t, const char *device)
 {
     if (!r->enabled)
         return;
@@ -134,7 +134,7 @@ int report_footer(report *r, const bench_results *res, double r2_threshold)
     return wrong == 0;
 }
 
-fsmoe_status report_json(const char *path, const bench_options *o, const bench_topology *t,
+fsmoe_status report_json(const char *path, const bench_options *o, const comm_topology *t,
                          const char *device, const bench_results *res, fsmoe_error *err)
 {
     fsmoe_atomic_file af;
@@ -151,7 +151,7 @@ fsmoe_status report_json(const char *path, const bench_options *o, const bench_t
     fsmoe_json_string(f, device);
     fprintf(f, ",\n  \"datatype\": \"%s\",\n  \"redop\": \"%s\",\n  \"iters\": %d,\n"
                "  \"warmup\": %d,\n  \"average\": %d,\n  \"r2_threshold\": %.17g,\n",
-            dtype_name(o->dtype), redop_name(o->redop), o->iters, o->warmup, (int)o->average,
+            comm_dtype_name(o->dtype), comm_redop_name(o->redop), o->iters, o->warmup, (int)o->average,
             o->r2_threshold);
     fprintf(f, "  \"rows\": [");
     for (int i = 0; i < res->n_rows; i++) {

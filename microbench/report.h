@@ -17,7 +17,7 @@ typedef struct {
     int enabled;
 } report;
 
-void report_banner(report *r, const bench_options *o, const bench_topology *t, const char *device);
+void report_banner(report *r, const bench_options *o, const comm_topology *t, const char *device);
 void report_section(report *r, const char *op, const char *tier, int ranks, int groups,
                     const char *detail);
 /* "# took X s" after a section (where the time of the default suite goes). */
@@ -27,7 +27,7 @@ void report_gemm_row(report *r, const bench_row *row);
 /* Footer and fit table; returns 1 when everything is OK (no wrong values). */
 int report_footer(report *r, const bench_results *res, double r2_threshold);
 
-fsmoe_status report_json(const char *path, const bench_options *o, const bench_topology *t,
+fsmoe_status report_json(const char *path, const bench_options *o, const comm_topology *t,
                          const char *device, const bench_results *res, fsmoe_error *err);
 
 #endif

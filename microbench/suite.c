@@ -7,21 +7,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mpi_check.h"
+#include "check.h"
+#include "cost.h"
 #include "op_collective.h"
 #include "op_gemm.h"
 #include "op_saa.h"
 
 /* The SAA groups: AllToAll over EP&ESP, AllGather over MP. Under the common layout
  * (design.md §2) EP&ESP is every rank (world tier; intra on one node) and MP the node. */
-static fsmoe_tier suite_saa_tier(const bench_topology *t)
+static fsmoe_tier suite_saa_tier(const comm_topology *t)
 {
     if (t->tier[FSMOE_TIER_WORLD] != MPI_COMM_NULL)
         return FSMOE_TIER_WORLD;
     return FSMOE_TIER_INTRA;
 }
 
-static int suite_saa_possible(const bench_topology *t)
+static int suite_saa_possible(const comm_topology *t)
 {
     return t->tier[FSMOE_TIER_INTRA] != MPI_COMM_NULL; /* MP needs more than one rank per node */
 }
@@ -53,8 +54,8 @@ typedef struct {
 #define SUITE_MAX_ITEMS 16
 
 /* What to measure, in order. With a layout: each (op, logical group) the planner reads
- * (planner/workload.c), recorded on the group's tier; the first group to reach an (op, tier)
- * keeps it. */
+ * (fsmoe_comm_needs, libfsmoe/cost.h), recorded on the group's tier; the first group to reach
+ * an (op, tier) keeps it. */
 static int suite_plan(const bench_suite *s, suite_item *items)
 {
     const bench_options *o = s->opt;
@@ -66,24 +67,16 @@ static int suite_plan(const bench_suite *s, suite_item *items)
                     items[n++] = (suite_item){(fsmoe_op)op, (fsmoe_tier)tier, -1};
         return n;
     }
-    static const struct {
-        fsmoe_op op;
-        fsmoe_group g;
-    } want[] = {
-        {FSMOE_OP_ALLTOALL, FSMOE_GROUP_EP},       {FSMOE_OP_ALLTOALL, FSMOE_GROUP_EP_ESP},
-        {FSMOE_OP_ALLGATHER, FSMOE_GROUP_ESP},     {FSMOE_OP_ALLGATHER, FSMOE_GROUP_MP},
-        {FSMOE_OP_REDUCESCATTER, FSMOE_GROUP_ESP}, {FSMOE_OP_ALLREDUCE, FSMOE_GROUP_ESP},
-        {FSMOE_OP_ALLREDUCE, FSMOE_GROUP_MP},      {FSMOE_OP_ALLREDUCE, FSMOE_GROUP_DP},
-    };
     int done[FSMOE_OP_COUNT][FSMOE_TIER_COUNT] = {{0}};
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-        if (!o->ops[want[i].op] || fsmoe_group_size(s->layout, want[i].g) <= 1)
+    for (int i = 0; i < FSMOE_NEED_COUNT; i++) {
+        fsmoe_comm_need w = fsmoe_comm_needs[i];
+        if (!o->ops[w.op] || fsmoe_group_size(s->layout, w.group) <= 1)
             continue;
-        fsmoe_tier tier = fsmoe_group_tier(s->layout, want[i].g);
-        if (!o->tiers[tier] || done[want[i].op][tier])
+        fsmoe_tier tier = fsmoe_group_tier(s->layout, w.group);
+        if (!o->tiers[tier] || done[w.op][tier])
             continue;
-        done[want[i].op][tier] = 1;
-        items[n++] = (suite_item){want[i].op, tier, want[i].g};
+        done[w.op][tier] = 1;
+        items[n++] = (suite_item){w.op, tier, w.group};
     }
     return n;
 }
@@ -280,7 +273,7 @@ static fsmoe_status suite_rounds(bench_suite *s, MPI_Comm group, measure_cfg *cf
 
 /* Fills `bytes` of backend memory p with 0xff (through the host buffer h where the backend's
  * memory is not the host's). */
-static fsmoe_status suite_poison_buf(bench_backend *b, void *p, void *h, size_t bytes,
+static fsmoe_status suite_poison_buf(comm_backend *b, void *p, void *h, size_t bytes,
                                      fsmoe_error *err)
 {
     if (b->host_memory) {
@@ -293,7 +286,7 @@ static fsmoe_status suite_poison_buf(bench_backend *b, void *p, void *h, size_t 
 
 /* Backend memory p readable on the host: p itself, or h after a download. (Skipping the copy
  * on the host backend halves the untimed time the checks take.) */
-static fsmoe_status suite_host_view(bench_backend *b, const void *p, void *h, size_t bytes,
+static fsmoe_status suite_host_view(comm_backend *b, const void *p, void *h, size_t bytes,
                                     const void **view, fsmoe_error *err)
 {
     if (b->host_memory) {
@@ -423,8 +416,8 @@ fail:
 /* ---- collectives ---- */
 
 typedef struct {
-    bench_backend *b;
-    bench_comm *c;
+    comm_backend *b;
+    comm_group *c;
     const coll_op *op;
     fsmoe_tier tier;
     int P, rank;
@@ -432,31 +425,36 @@ typedef struct {
     coll_shape shape;
     const void *send;
     void *recv, *hrecv;
-    bench_dtype t;
-    bench_redop redop;
+    comm_dtype t;
+    comm_redop redop;
     suite_rot rot;
 } coll_ctx;
 
 static int coll_setup(void *arg, int i)
 {
     coll_ctx *c = arg;
-    c->op->shape((size_t)c->sizes[i], dtype_size(c->t), c->P, &c->shape);
-    size_t bytes[2] = {c->shape.send_elems * dtype_size(c->t),
-                       c->shape.recv_elems * dtype_size(c->t)};
+    c->op->shape((size_t)c->sizes[i], comm_dtype_size(c->t), c->P, &c->shape);
+    size_t bytes[2] = {c->shape.send_elems * comm_dtype_size(c->t),
+                       c->shape.recv_elems * comm_dtype_size(c->t)};
     rot_row(&c->rot, bytes, 2);
     return c->shape.count > 0; /* too small to give every member an element */
 }
 
+/* One run as the runtime issues a collective (design.md §10.1): submitted to a communication
+ * stream (a worker thread on the mpi backend, nonblocking with the polite wait of mpi_coll.h;
+ * a CUDA stream on nccl), then that stream synchronised. The time therefore includes the
+ * hand-over to the stream thread and back, which a run pays too. */
 static fsmoe_status coll_once(void *arg, fsmoe_error *err)
 {
     coll_ctx *c = arg;
     rot_next(&c->rot);
-    size_t es = dtype_size(c->t);
+    size_t es = comm_dtype_size(c->t);
     fsmoe_status st = c->op->run(c->b, c->c,
                                  rot_ptr(&c->rot, (void *)c->send, c->shape.send_elems * es),
                                  rot_ptr(&c->rot, c->recv, c->shape.recv_elems * es), &c->shape,
-                                 c->t, c->redop, 0, err);
-    return st ? st : c->b->sync(c->b, 0, err);
+                                 c->t, c->redop, COMM_STREAM_COMM, err);
+    fsmoe_status st_sync = c->b->sync(c->b, COMM_STREAM_COMM, st ? NULL : err);
+    return st ? st : st_sync;
 }
 
 static fsmoe_status coll_finish(void *arg, int i, bench_row *row, double *factor,
@@ -471,7 +469,7 @@ static fsmoe_status coll_finish(void *arg, int i, bench_row *row, double *factor
         return FSMOE_OK;
     const void *out;
     fsmoe_status st = suite_host_view(c->b, c->recv, c->hrecv,
-                                      c->shape.recv_elems * dtype_size(c->t), &out, err);
+                                      c->shape.recv_elems * comm_dtype_size(c->t), &out, err);
     if (st)
         return st;
     *wrong = c->op->check(c->t, c->redop, c->rank, c->P, &c->shape, out);
@@ -481,7 +479,7 @@ static fsmoe_status coll_finish(void *arg, int i, bench_row *row, double *factor
 static fsmoe_status coll_poison(void *arg, fsmoe_error *err)
 {
     coll_ctx *c = arg;
-    return suite_poison_buf(c->b, c->recv, c->hrecv, c->shape.recv_elems * dtype_size(c->t),
+    return suite_poison_buf(c->b, c->recv, c->hrecv, c->shape.recv_elems * comm_dtype_size(c->t),
                             err);
 }
 
@@ -491,7 +489,7 @@ static fsmoe_status suite_collective(bench_suite *s, const coll_op *op, fsmoe_ti
                                      fsmoe_error *err)
 {
     const bench_options *o = s->opt;
-    bench_backend *b = s->b;
+    comm_backend *b = s->b;
     fsmoe_status st;
     long long sizes[BENCH_MAX_SIZES];
     int n_sizes = options_comm_sizes(o, sizes, BENCH_MAX_SIZES);
@@ -501,36 +499,36 @@ static fsmoe_status suite_collective(bench_suite *s, const coll_op *op, fsmoe_ti
     MPI_Comm_rank(group, &c.rank);
     /* The input pattern of every size is a prefix of the largest one's: fill once. */
     coll_shape largest;
-    op->shape((size_t)o->max_bytes, dtype_size(o->dtype), c.P, &largest);
+    op->shape((size_t)o->max_bytes, comm_dtype_size(o->dtype), c.P, &largest);
     op->fill(o->dtype, c.rank, c.P, &largest, hsend);
-    if ((st = b->upload(b, dsend, hsend, largest.send_elems * dtype_size(o->dtype), err)) ||
-        (st = b->comm_init(b, group, &c.c, err)))
+    if ((st = b->upload(b, dsend, hsend, largest.send_elems * comm_dtype_size(o->dtype), err)) ||
+        (st = b->group_init(b, group, &c.c, err)))
         return st;
     measure_cfg m;
     char note[160], full[256];
     if ((st = suite_rounds(s, group, &m, note, sizeof note, err))) {
-        b->comm_free(b, &c.c);
+        b->group_free(b, &c.c);
         return st;
     }
     snprintf(full, sizeof full, "%s%s", detail, note);
     report_section(s->rep, op->name, fsmoe_tier_name(tier), c.P, s->topo->size / c.P, full);
-    suite_sweep sw = {op->name, tier, dtype_name(o->dtype),
-                      op->reduces ? redop_name(o->redop) : "none", n_sizes,
+    suite_sweep sw = {op->name, tier, comm_dtype_name(o->dtype),
+                      op->reduces ? comm_redop_name(o->redop) : "none", n_sizes,
                       coll_setup, coll_once, coll_finish, 0.0, &m, &c.rot, coll_poison};
     st = suite_sweep_run(s, &sw, &c, err);
-    b->comm_free(b, &c.c);
+    b->group_free(b, &c.c);
     return st;
 }
 
 /* ---- SAA ---- */
 
 typedef struct {
-    bench_backend *b;
+    comm_backend *b;
     saa_groups g;
     fsmoe_tier tier;
     const long long *sizes;
     saa_shape sh;
-    bench_dtype t;
+    comm_dtype t;
     const void *send;
     void *mid, *out, *hout;
     suite_rot rot;
@@ -539,8 +537,8 @@ typedef struct {
 static int saa_setup(void *arg, int i)
 {
     saa_ctx *c = arg;
-    saa_shape_of(&c->g, (size_t)c->sizes[i], dtype_size(c->t), &c->sh);
-    size_t es = dtype_size(c->t);
+    saa_shape_of(&c->g, (size_t)c->sizes[i], comm_dtype_size(c->t), &c->sh);
+    size_t es = comm_dtype_size(c->t);
     size_t bytes[3] = {c->sh.send_elems * es, c->sh.a2a_elems * es, c->sh.ag_elems * es};
     rot_row(&c->rot, bytes, 3);
     return c->sh.per_peer > 0;
@@ -549,7 +547,7 @@ static int saa_setup(void *arg, int i)
 static fsmoe_status saa_once(void *arg, fsmoe_error *err)
 {
     saa_ctx *c = arg;
-    size_t es = dtype_size(c->t);
+    size_t es = comm_dtype_size(c->t);
     rot_next(&c->rot);
     return saa_run(c->b, &c->g, &c->sh, c->t,
                    rot_ptr(&c->rot, (void *)c->send, c->sh.send_elems * es),
@@ -569,7 +567,7 @@ static fsmoe_status saa_finish(void *arg, int i, bench_row *row, double *factor,
         return FSMOE_OK;
     const void *out;
     fsmoe_status st =
-        suite_host_view(c->b, c->out, c->hout, c->sh.ag_elems * dtype_size(c->t), &out, err);
+        suite_host_view(c->b, c->out, c->hout, c->sh.ag_elems * comm_dtype_size(c->t), &out, err);
     if (st)
         return st;
     *wrong = saa_check(&c->g, &c->sh, c->t, out);
@@ -579,7 +577,7 @@ static fsmoe_status saa_finish(void *arg, int i, bench_row *row, double *factor,
 static fsmoe_status saa_poison(void *arg, fsmoe_error *err)
 {
     saa_ctx *c = arg;
-    return suite_poison_buf(c->b, c->out, c->hout, c->sh.ag_elems * dtype_size(c->t), err);
+    return suite_poison_buf(c->b, c->out, c->hout, c->sh.ag_elems * comm_dtype_size(c->t), err);
 }
 
 /* send and out are the suite's two pools (`pool` bytes each) where the output fits them:
@@ -590,8 +588,8 @@ static fsmoe_status suite_saa(bench_suite *s, fsmoe_tier tier, MPI_Comm a2a_mpi,
                               void *send_pool, void *out_pool, size_t pool, fsmoe_error *err)
 {
     const bench_options *o = s->opt;
-    bench_backend *b = s->b;
-    const bench_topology *t = s->topo;
+    comm_backend *b = s->b;
+    const comm_topology *t = s->topo;
     fsmoe_status st = FSMOE_OK;
     int *a2a_rank_of = NULL;
     void *dsend = NULL, *dmid = NULL, *dout = NULL, *hsend = NULL, *hout = NULL;
@@ -604,13 +602,11 @@ static fsmoe_status suite_saa(bench_suite *s, fsmoe_tier tier, MPI_Comm a2a_mpi,
     a2a_rank_of = calloc((size_t)c.g.P_ag, sizeof *a2a_rank_of);
     if (!a2a_rank_of)
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory");
-    int rc = MPI_Allgather(&c.g.rank_a2a, 1, MPI_INT, a2a_rank_of, 1, MPI_INT, ag_mpi);
-    if (rc != MPI_SUCCESS) {
-        char msg[MPI_MAX_ERROR_STRING];
-        int len = 0;
-        MPI_Error_string(rc, msg, &len);
+    fsmoe_status st0 = MPI_STATUS_OF(MPI_Allgather(&c.g.rank_a2a, 1, MPI_INT, a2a_rank_of, 1,
+                                                   MPI_INT, ag_mpi), err);
+    if (st0) {
         free(a2a_rank_of);
-        return fsmoe_fail(err, FSMOE_ERR_IO, "MPI_Allgather of the SAA ranks failed: %s", msg);
+        return st0;
     }
     c.g.a2a_rank_of = a2a_rank_of;
     size_t max = (size_t)o->max_bytes, max_out = max * (size_t)c.g.P_ag;
@@ -619,8 +615,8 @@ static fsmoe_status suite_saa(bench_suite *s, fsmoe_tier tier, MPI_Comm a2a_mpi,
         own = 1;
     }
     c.rot.pool = pool;
-    if ((st = b->comm_init(b, a2a_mpi, &c.g.a2a, err)) ||
-        (st = b->comm_init(b, ag_mpi, &c.g.ag, err)) || (st = b->alloc(b, pool, &dmid, err)))
+    if ((st = b->group_init(b, a2a_mpi, &c.g.a2a, err)) ||
+        (st = b->group_init(b, ag_mpi, &c.g.ag, err)) || (st = b->alloc(b, pool, &dmid, err)))
         goto fail;
     if (!own) {
         dsend = send_pool;
@@ -635,9 +631,9 @@ static fsmoe_status suite_saa(bench_suite *s, fsmoe_tier tier, MPI_Comm a2a_mpi,
         goto fail;
     }
     saa_shape largest;
-    saa_shape_of(&c.g, max, dtype_size(o->dtype), &largest);
+    saa_shape_of(&c.g, max, comm_dtype_size(o->dtype), &largest);
     saa_fill(&c.g, &largest, o->dtype, hsend); /* every size's input is a prefix */
-    if ((st = b->upload(b, dsend, hsend, largest.send_elems * dtype_size(o->dtype), err)))
+    if ((st = b->upload(b, dsend, hsend, largest.send_elems * comm_dtype_size(o->dtype), err)))
         goto fail;
     c.send = dsend;
     c.mid = dmid;
@@ -652,13 +648,13 @@ static fsmoe_status suite_saa(bench_suite *s, fsmoe_tier tier, MPI_Comm a2a_mpi,
              "1+2%s",
              c.g.P_a2a, c.g.P_a2a, c.g.P_ag, note);
     report_section(s->rep, "saa", fsmoe_tier_name(tier), c.g.P_a2a, t->size / c.g.P_a2a, detail);
-    suite_sweep sw = {"saa", tier, dtype_name(o->dtype), "none",
+    suite_sweep sw = {"saa", tier, comm_dtype_name(o->dtype), "none",
                       options_comm_sizes(o, sizes, BENCH_MAX_SIZES),
                       saa_setup, saa_once, saa_finish, 0.0, &m, &c.rot, saa_poison};
     st = suite_sweep_run(s, &sw, &c, err);
 fail:
-    b->comm_free(b, &c.g.a2a);
-    b->comm_free(b, &c.g.ag);
+    b->group_free(b, &c.g.a2a);
+    b->group_free(b, &c.g.ag);
     if (dmid)
         b->release(b, dmid);
     if (own && dsend)
@@ -674,7 +670,7 @@ fail:
 /* ---- GEMM: one row per (shape, size, projection) ---- */
 
 typedef struct {
-    bench_backend *b;
+    comm_backend *b;
     int M, H;
     long long e0, step;
     int m, n, k; /* current row */
@@ -732,7 +728,7 @@ static fsmoe_status gemm_poison(void *arg, fsmoe_error *err)
 static fsmoe_status suite_gemm(bench_suite *s, fsmoe_error *err)
 {
     const bench_options *o = s->opt;
-    bench_backend *b = s->b;
+    comm_backend *b = s->b;
     fsmoe_status st = FSMOE_OK;
     measure_cfg m;
     char note[160], detail[256];
@@ -789,10 +785,10 @@ static fsmoe_status suite_gemm(bench_suite *s, fsmoe_error *err)
 /* ---- copy ---- */
 
 typedef struct {
-    bench_backend *b;
+    comm_backend *b;
     const long long *sizes;
     size_t count;
-    bench_dtype t;
+    comm_dtype t;
     int rank;
     void *dst, *hdst;
     const void *src;
@@ -802,8 +798,8 @@ typedef struct {
 static int copy_setup(void *arg, int i)
 {
     copy_ctx *c = arg;
-    c->count = (size_t)c->sizes[i] / dtype_size(c->t);
-    size_t bytes = c->count * dtype_size(c->t);
+    c->count = (size_t)c->sizes[i] / comm_dtype_size(c->t);
+    size_t bytes = c->count * comm_dtype_size(c->t);
     rot_row(&c->rot, &bytes, 1);
     return c->count > 0;
 }
@@ -811,7 +807,7 @@ static int copy_setup(void *arg, int i)
 static fsmoe_status copy_once(void *arg, fsmoe_error *err)
 {
     copy_ctx *c = arg;
-    size_t bytes = c->count * dtype_size(c->t);
+    size_t bytes = c->count * comm_dtype_size(c->t);
     rot_next(&c->rot);
     fsmoe_status st = c->b->copy(c->b, rot_ptr(&c->rot, c->dst, bytes),
                                  rot_ptr(&c->rot, (void *)c->src, bytes), bytes, 0, err);
@@ -823,7 +819,7 @@ static fsmoe_status copy_finish(void *arg, int i, bench_row *row, double *factor
 {
     (void)i;
     copy_ctx *c = arg;
-    size_t bytes = c->count * dtype_size(c->t);
+    size_t bytes = c->count * comm_dtype_size(c->t);
     *row = (bench_row){.op = FSMOE_OP_COPY, .tier = FSMOE_TIER_LOCAL, .ranks = 1,
                        .n = (double)bytes, .count = c->count};
     *factor = 1.0;
@@ -833,27 +829,27 @@ static fsmoe_status copy_finish(void *arg, int i, bench_row *row, double *factor
     fsmoe_status st = suite_host_view(c->b, c->dst, c->hdst, bytes, &out, err);
     if (st)
         return st;
-    *wrong = dtype_count_wrong(c->t, out, c->rank, 0, c->count);
+    *wrong = comm_pattern_wrong(c->t, out, c->rank, 0, c->count);
     return FSMOE_OK;
 }
 
 static fsmoe_status copy_poison(void *arg, fsmoe_error *err)
 {
     copy_ctx *c = arg;
-    return suite_poison_buf(c->b, c->dst, c->hdst, c->count * dtype_size(c->t), err);
+    return suite_poison_buf(c->b, c->dst, c->hdst, c->count * comm_dtype_size(c->t), err);
 }
 
 static fsmoe_status suite_copy(bench_suite *s, void *dsrc, void *ddst, void *hsrc, void *hdst,
                                size_t pool, fsmoe_error *err)
 {
     const bench_options *o = s->opt;
-    bench_backend *b = s->b;
+    comm_backend *b = s->b;
     fsmoe_status st;
     long long sizes[BENCH_MAX_SIZES];
     int n_sizes = options_comm_sizes(o, sizes, BENCH_MAX_SIZES);
-    size_t max_count = (size_t)o->max_bytes / dtype_size(o->dtype);
-    dtype_fill(o->dtype, hsrc, s->topo->rank, 0, max_count); /* every size is a prefix */
-    if ((st = b->upload(b, dsrc, hsrc, max_count * dtype_size(o->dtype), err)))
+    size_t max_count = (size_t)o->max_bytes / comm_dtype_size(o->dtype);
+    comm_pattern_fill(o->dtype, hsrc, s->topo->rank, 0, max_count); /* every size is a prefix */
+    if ((st = b->upload(b, dsrc, hsrc, max_count * comm_dtype_size(o->dtype), err)))
         return st;
     measure_cfg m;
     char note[160], detail[256];
@@ -864,7 +860,7 @@ static fsmoe_status suite_copy(bench_suite *s, void *dsrc, void *ddst, void *hsr
     report_section(s->rep, "copy", "local", 1, s->topo->size, detail);
     copy_ctx c = {.b = b, .sizes = sizes, .t = o->dtype, .rank = s->topo->rank, .dst = ddst,
                   .hdst = hdst, .src = dsrc, .rot = {.pool = pool}};
-    suite_sweep sw = {"copy", FSMOE_TIER_LOCAL, dtype_name(o->dtype), "none", n_sizes,
+    suite_sweep sw = {"copy", FSMOE_TIER_LOCAL, comm_dtype_name(o->dtype), "none", n_sizes,
                       copy_setup, copy_once, copy_finish, 0.0, &m, &c.rot, copy_poison};
     return suite_sweep_run(s, &sw, &c, err);
 }
@@ -872,7 +868,7 @@ static fsmoe_status suite_copy(bench_suite *s, void *dsrc, void *ddst, void *hsr
 fsmoe_status suite_run(bench_suite *s, fsmoe_error *err)
 {
     const bench_options *o = s->opt;
-    bench_backend *b = s->b;
+    comm_backend *b = s->b;
     fsmoe_status st = FSMOE_OK;
     size_t max = (size_t)o->max_bytes;
     void *dsend = NULL, *drecv = NULL, *hsend = NULL, *hrecv = NULL;

@@ -7,7 +7,7 @@
 #ifndef BENCH_SUITE_H
 #define BENCH_SUITE_H
 
-#include "backend.h"
+#include "comm_backend.h"
 #include "measure.h"
 #include "options.h"
 #include "progress.h"
@@ -17,8 +17,8 @@
 
 typedef struct {
     const bench_options *opt;
-    bench_backend *b;
-    const bench_topology *topo;
+    comm_backend *b;
+    const comm_topology *topo;
     measure_cfg mcfg;
     bench_results *res;
     report *rep;

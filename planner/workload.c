@@ -56,23 +56,17 @@ fsmoe_status workload_lines_init(const fsmoe_cluster *c, const char *cluster_pat
                                  const fsmoe_parallel *par, workload_lines *out, fsmoe_error *err)
 {
     memset(out, 0, sizeof *out);
-    struct {
-        fsmoe_line *dst;
-        fsmoe_group g;
-        fsmoe_op op;
-    } want[] = {
-        {&out->a2a_ep, FSMOE_GROUP_EP, FSMOE_OP_ALLTOALL},
-        {&out->ag_esp, FSMOE_GROUP_ESP, FSMOE_OP_ALLGATHER},
-        {&out->rs_esp, FSMOE_GROUP_ESP, FSMOE_OP_REDUCESCATTER},
-        {&out->ar_esp, FSMOE_GROUP_ESP, FSMOE_OP_ALLREDUCE},
-        {&out->ar_mp, FSMOE_GROUP_MP, FSMOE_OP_ALLREDUCE},
-        {&out->ag_mp, FSMOE_GROUP_MP, FSMOE_OP_ALLGATHER},
-        {&out->a2a_ep_esp, FSMOE_GROUP_EP_ESP, FSMOE_OP_ALLTOALL},
-        {&out->ar_dp, FSMOE_GROUP_DP, FSMOE_OP_ALLREDUCE},
+    /* Where each needed collective's line goes; the (op, group) pairs are libfsmoe's
+     * (cost.h), the same that fsmoe-bench measures. */
+    fsmoe_line *dst[FSMOE_NEED_COUNT] = {
+        [FSMOE_NEED_A2A_EP] = &out->a2a_ep,   [FSMOE_NEED_A2A_EP_ESP] = &out->a2a_ep_esp,
+        [FSMOE_NEED_AG_ESP] = &out->ag_esp,   [FSMOE_NEED_AG_MP] = &out->ag_mp,
+        [FSMOE_NEED_RS_ESP] = &out->rs_esp,   [FSMOE_NEED_AR_ESP] = &out->ar_esp,
+        [FSMOE_NEED_AR_MP] = &out->ar_mp,     [FSMOE_NEED_AR_DP] = &out->ar_dp,
     };
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-        fsmoe_status st = group_line(c, cluster_path, par, want[i].g, want[i].op, want[i].dst,
-                                     out, err);
+    for (int i = 0; i < FSMOE_NEED_COUNT; i++) {
+        fsmoe_status st = group_line(c, cluster_path, par, fsmoe_comm_needs[i].group,
+                                     fsmoe_comm_needs[i].op, dst[i], out, err);
         if (st != FSMOE_OK)
             return st;
     }

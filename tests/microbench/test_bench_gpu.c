@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "comm_backend.h"
 #include "op_collective.h"
 #include "op_gemm.h"
 
@@ -26,9 +26,9 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     int rc = 0;
     fsmoe_error err = {0};
-    bench_backend b;
+    comm_backend b;
     memset(&b, 0, sizeof b);
-    bench_comm *comm = NULL;
+    comm_group *comm = NULL;
     void *d1 = NULL, *d2 = NULL, *d3 = NULL;
     float *h1 = NULL, *h2 = NULL, *h3 = NULL;
     if (!comm_nccl_available()) {
@@ -50,7 +50,7 @@ int main(int argc, char **argv)
     CHECK(b.alloc(&b, big * 4, &d1, &err));
     CHECK(b.alloc(&b, big * 4, &d2, &err));
     CHECK(b.alloc(&b, big * 4, &d3, &err));
-    CHECK(b.comm_init(&b, MPI_COMM_WORLD, &comm, &err));
+    CHECK(b.group_init(&b, MPI_COMM_WORLD, &comm, &err));
 
     /* Collectives on the world group (1 rank: the output is the input). */
     const coll_op *ops[] = {&op_alltoall, &op_allreduce, &op_allgather, &op_reducescatter};
@@ -59,12 +59,12 @@ int main(int argc, char **argv)
         int P = 1;
         MPI_Comm_size(MPI_COMM_WORLD, &P);
         ops[o]->shape(big * 4, 4, P, &s);
-        ops[o]->fill(BENCH_FLOAT, 0, P, &s, h1);
+        ops[o]->fill(COMM_FLOAT, 0, P, &s, h1);
         CHECK(b.upload(&b, d1, h1, s.send_elems * 4, &err));
-        CHECK(ops[o]->run(&b, comm, d1, d2, &s, BENCH_FLOAT, BENCH_SUM, 1, &err));
+        CHECK(ops[o]->run(&b, comm, d1, d2, &s, COMM_FLOAT, COMM_SUM, 1, &err));
         CHECK(b.sync(&b, 1, &err));
         CHECK(b.download(&b, h2, d2, s.recv_elems * 4, &err));
-        size_t wrong = ops[o]->check(BENCH_FLOAT, BENCH_SUM, 0, P, &s, h2);
+        size_t wrong = ops[o]->check(COMM_FLOAT, COMM_SUM, 0, P, &s, h2);
         printf("%s: %zu wrong\n", ops[o]->name, wrong);
         rc |= wrong != 0;
     }
@@ -89,7 +89,7 @@ int main(int argc, char **argv)
     printf("copy: %s\n", memcmp(h1, h2, (size_t)m * k * 4) ? "WRONG" : "ok");
 done:
     if (comm)
-        b.comm_free(&b, &comm);
+        b.group_free(&b, &comm);
     if (d1)
         b.release(&b, d1);
     if (d2)

@@ -93,7 +93,7 @@ static void test_defaults_follow_fsmoe(void **state)
     n = options_comm_sizes(&o, sizes, 64);
     assert_int_equal(n, 7);
     assert_int_equal(sizes[6], 65536);
-    assert_int_equal(o.redop, BENCH_MAX);
+    assert_int_equal(o.redop, COMM_MAX);
     assert_int_equal(o.average, MEASURE_MAX);
 }
 

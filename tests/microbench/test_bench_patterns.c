@@ -12,37 +12,37 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtype.h"
+#include "comm_dtype.h"
 #include "op_collective.h"
 #include "op_gemm.h"
 #include "op_saa.h"
 
 /* Brute-force reduction of the filled inputs, in the type (so uint8 wraps like MPI does). */
-static void host_reduce(bench_dtype t, bench_redop op, int P, size_t n, void *out)
+static void host_reduce(comm_dtype t, comm_redop op, int P, size_t n, void *out)
 {
-    size_t es = dtype_size(t);
+    size_t es = comm_dtype_size(t);
     unsigned char *tmp = malloc(n * es);
-    dtype_fill(t, out, 0, 0, n);
+    comm_pattern_fill(t, out, 0, 0, n);
     for (int p = 1; p < P; p++) {
-        dtype_fill(t, tmp, p, 0, n);
+        comm_pattern_fill(t, tmp, p, 0, n);
         for (size_t i = 0; i < n; i++) {
-            double a = dtype_get(t, out, i), b = dtype_get(t, tmp, i), r = a;
+            double a = comm_dtype_get(t, out, i), b = comm_dtype_get(t, tmp, i), r = a;
             switch (op) {
-            case BENCH_SUM: r = a + b; break;
-            case BENCH_PROD: r = a * b; break;
-            case BENCH_MIN: r = b < a ? b : a; break;
-            case BENCH_MAX: r = b > a ? b : a; break;
+            case COMM_SUM: r = a + b; break;
+            case COMM_PROD: r = a * b; break;
+            case COMM_MIN: r = b < a ? b : a; break;
+            case COMM_MAX: r = b > a ? b : a; break;
             default: break;
             }
             /* store through a one-element fill-free path: write r as the type */
             switch (t) {
-            case BENCH_FLOAT: ((float *)out)[i] = (float)r; break;
-            case BENCH_DOUBLE: ((double *)out)[i] = r; break;
-            case BENCH_INT32: ((int32_t *)out)[i] = (int32_t)r; break;
-            case BENCH_UINT32: ((uint32_t *)out)[i] = (uint32_t)(int64_t)r; break;
-            case BENCH_INT64: ((int64_t *)out)[i] = (int64_t)r; break;
-            case BENCH_UINT64: ((uint64_t *)out)[i] = (uint64_t)(int64_t)r; break;
-            case BENCH_UINT8: ((uint8_t *)out)[i] = (uint8_t)(int64_t)r; break;
+            case COMM_FLOAT: ((float *)out)[i] = (float)r; break;
+            case COMM_DOUBLE: ((double *)out)[i] = r; break;
+            case COMM_INT32: ((int32_t *)out)[i] = (int32_t)r; break;
+            case COMM_UINT32: ((uint32_t *)out)[i] = (uint32_t)(int64_t)r; break;
+            case COMM_INT64: ((int64_t *)out)[i] = (int64_t)r; break;
+            case COMM_UINT64: ((uint64_t *)out)[i] = (uint64_t)(int64_t)r; break;
+            case COMM_UINT8: ((uint8_t *)out)[i] = (uint8_t)(int64_t)r; break;
             default: break;
             }
         }
@@ -54,29 +54,29 @@ static void test_reduce_closed_forms(void **state)
 {
     (void)state;
     const int Ps[] = {1, 2, 3, 4, 7, 16, 64};
-    for (int t = 0; t < BENCH_DTYPE_COUNT; t++)
-        for (int op = 0; op < BENCH_REDOP_COUNT; op++)
+    for (int t = 0; t < COMM_DTYPE_COUNT; t++)
+        for (int op = 0; op < COMM_REDOP_COUNT; op++)
             for (size_t pi = 0; pi < sizeof Ps / sizeof Ps[0]; pi++) {
                 int P = Ps[pi];
-                if (op == BENCH_PROD && P > 4)
+                if (op == COMM_PROD && P > 4)
                     continue; /* products overflow float's exact range (dtype.h) */
                 size_t n = 5000;
-                unsigned char *ref = malloc(n * dtype_size(t));
+                unsigned char *ref = malloc(n * comm_dtype_size(t));
                 host_reduce(t, op, P, n, ref);
                 for (size_t i = 0; i < n; i++)
-                    if (dtype_get(t, ref, i) != dtype_reduce_pattern(t, op, P, i))
+                    if (comm_dtype_get(t, ref, i) != comm_pattern_reduce(t, op, P, i))
                         fail_msg("%s %s P=%d i=%zu: brute force %g, closed form %g",
-                                 dtype_name(t), redop_name(op), P, i, dtype_get(t, ref, i),
-                                 dtype_reduce_pattern(t, op, P, i));
+                                 comm_dtype_name(t), comm_redop_name(op), P, i, comm_dtype_get(t, ref, i),
+                                 comm_pattern_reduce(t, op, P, i));
                 free(ref);
             }
 }
 
 /* Simulates the collective for all P ranks, checks each rank's output, then corrupts. */
-static void run_collective(const coll_op *op, bench_dtype t, bench_redop rop, int P,
+static void run_collective(const coll_op *op, comm_dtype t, comm_redop rop, int P,
                            size_t bytes)
 {
-    size_t es = dtype_size(t);
+    size_t es = comm_dtype_size(t);
     coll_shape s;
     op->shape(bytes, es, P, &s);
     assert_true(s.count > 0);
@@ -113,12 +113,12 @@ static void run_collective(const coll_op *op, bench_dtype t, bench_redop rop, in
         assert_int_equal(op->check(t, rop, r, P, &s, recv), 0);
         /* One element off by one. */
         size_t j = s.recv_elems / 2;
-        double keep = dtype_get(t, recv, j);
+        double keep = comm_dtype_get(t, recv, j);
         unsigned char save[8];
         memcpy(save, recv + j * es, es);
-        dtype_fill(t, recv + j * es, 0, 0, 1); /* some other valid-looking value */
-        if (dtype_get(t, recv, j) == keep)
-            dtype_fill(t, recv + j * es, 1, 0, 1);
+        comm_pattern_fill(t, recv + j * es, 0, 0, 1); /* some other valid-looking value */
+        if (comm_dtype_get(t, recv, j) == keep)
+            comm_pattern_fill(t, recv + j * es, 1, 0, 1);
         assert_int_equal(op->check(t, rop, r, P, &s, recv), 1);
         memcpy(recv + j * es, save, es);
         if (P > 1 && (op->op == FSMOE_OP_ALLTOALL || op->op == FSMOE_OP_ALLGATHER)) {
@@ -144,11 +144,11 @@ static void test_collective_checks(void **state)
     const int Ps[] = {1, 2, 4, 5};
     for (size_t o = 0; o < 4; o++)
         for (size_t pi = 0; pi < 4; pi++)
-            for (int t = 0; t < BENCH_DTYPE_COUNT; t++)
-                run_collective(ops[o], (bench_dtype)t, BENCH_SUM, Ps[pi], 40000);
-    run_collective(&op_allreduce, BENCH_FLOAT, BENCH_MAX, 4, 4096);
-    run_collective(&op_reducescatter, BENCH_INT32, BENCH_MIN, 4, 4096);
-    run_collective(&op_allreduce, BENCH_DOUBLE, BENCH_PROD, 3, 4096);
+            for (int t = 0; t < COMM_DTYPE_COUNT; t++)
+                run_collective(ops[o], (comm_dtype)t, COMM_SUM, Ps[pi], 40000);
+    run_collective(&op_allreduce, COMM_FLOAT, COMM_MAX, 4, 4096);
+    run_collective(&op_reducescatter, COMM_INT32, COMM_MIN, 4, 4096);
+    run_collective(&op_allreduce, COMM_DOUBLE, COMM_PROD, 3, 4096);
 }
 
 static void test_shapes_round_down(void **state)
@@ -175,7 +175,7 @@ static void test_saa_check(void **state)
 {
     (void)state;
     const int P = 4, MP = 2;
-    bench_dtype t = BENCH_FLOAT;
+    comm_dtype t = COMM_FLOAT;
     int rank_of[2];
     saa_groups g = {.P_a2a = P, .P_ag = MP, .a2a_rank_of = rank_of};
     saa_shape sh;

@@ -1,4 +1,6 @@
-/* Implements: the `mpi` backend (backend.h, comm_mpi.h) — the CPU path of fsmoe-bench.
+/* Implements: the `mpi` backend (comm_backend.h, comm_mpi.h) — the host path of the
+ * communication layer: every collective goes through mpi_coll.h (nonblocking, polite wait,
+ * watchdog), on the calling thread for stream 0 and on a worker thread for streams 1 and 2.
  *
  * Every group gets its own MPI_Comm_dup per stream, so that two streams (threads) never share
  * a communicator: MPI matches collectives per communicator in call order, and two threads
@@ -15,53 +17,54 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "mpi_check.h"
+#include "check.h"
+#include "comm_backend.h"
+#include "mpi_coll.h"
 #include "stream_thread.h"
 
-struct bench_comm {
-    MPI_Comm comm[BENCH_STREAMS]; /* one duplicate per stream */
+struct comm_group {
+    MPI_Comm comm[COMM_STREAMS]; /* one duplicate per stream */
 };
 
 typedef struct {
-    stream_thread *streams[BENCH_STREAMS]; /* [0] = NULL: the caller */
+    stream_thread *streams[COMM_STREAMS]; /* [0] = NULL: the caller */
     stream_events *events;
     int huge_pages;
 } mpi_impl;
 
-MPI_Datatype comm_mpi_type(bench_dtype t)
+MPI_Datatype comm_mpi_type(comm_dtype t)
 {
     switch (t) {
-    case BENCH_FLOAT: return MPI_FLOAT;
-    case BENCH_DOUBLE: return MPI_DOUBLE;
-    case BENCH_INT32: return MPI_INT32_T;
-    case BENCH_UINT32: return MPI_UINT32_T;
-    case BENCH_INT64: return MPI_INT64_T;
-    case BENCH_UINT64: return MPI_UINT64_T;
-    case BENCH_UINT8: return MPI_UINT8_T;
+    case COMM_FLOAT: return MPI_FLOAT;
+    case COMM_DOUBLE: return MPI_DOUBLE;
+    case COMM_INT32: return MPI_INT32_T;
+    case COMM_UINT32: return MPI_UINT32_T;
+    case COMM_INT64: return MPI_INT64_T;
+    case COMM_UINT64: return MPI_UINT64_T;
+    case COMM_UINT8: return MPI_UINT8_T;
     default: return MPI_DATATYPE_NULL;
     }
 }
 
-MPI_Op comm_mpi_op(bench_redop op)
+MPI_Op comm_mpi_op(comm_redop op)
 {
     switch (op) {
-    case BENCH_SUM: return MPI_SUM;
-    case BENCH_PROD: return MPI_PROD;
-    case BENCH_MIN: return MPI_MIN;
-    case BENCH_MAX: return MPI_MAX;
+    case COMM_SUM: return MPI_SUM;
+    case COMM_PROD: return MPI_PROD;
+    case COMM_MIN: return MPI_MIN;
+    case COMM_MAX: return MPI_MAX;
     default: return MPI_OP_NULL;
     }
 }
 
-static stream_thread *mpi_stream(bench_backend *b, int stream)
+static stream_thread *mpi_stream(comm_backend *b, int stream)
 {
     return ((mpi_impl *)b->impl)->streams[stream];
 }
 
 static fsmoe_status mpi_check_stream(int stream, fsmoe_error *err)
 {
-    if (stream < 0 || stream >= BENCH_STREAMS)
+    if (stream < 0 || stream >= COMM_STREAMS)
         return fsmoe_fail(err, FSMOE_ERR_INTERNAL, "stream %d out of range", stream);
     return FSMOE_OK;
 }
@@ -80,7 +83,7 @@ static fsmoe_status mpi_count(size_t count, int *out, fsmoe_error *err)
  * grows above ~8-16 MB — a knee that comes from the benchmark's allocator, not from the
  * operation (GPU memory and PyTorch's CPU allocator use large pages). Every buffer is written
  * once here so that no timed run pays for first-touch page faults. */
-static fsmoe_status mpi_alloc(bench_backend *b, size_t bytes, void **out, fsmoe_error *err)
+static fsmoe_status mpi_alloc(comm_backend *b, size_t bytes, void **out, fsmoe_error *err)
 {
     const size_t huge = (size_t)2 << 20;
     int want_huge = ((mpi_impl *)b->impl)->huge_pages && bytes >= huge;
@@ -99,13 +102,13 @@ static fsmoe_status mpi_alloc(bench_backend *b, size_t bytes, void **out, fsmoe_
     return FSMOE_OK;
 }
 
-static void mpi_release(bench_backend *b, void *p)
+static void mpi_release(comm_backend *b, void *p)
 {
     (void)b;
     free(p);
 }
 
-static fsmoe_status mpi_memcpy_blocking(bench_backend *b, void *dst, const void *src,
+static fsmoe_status mpi_memcpy_blocking(comm_backend *b, void *dst, const void *src,
                                         size_t bytes, fsmoe_error *err)
 {
     (void)b;
@@ -114,46 +117,45 @@ static fsmoe_status mpi_memcpy_blocking(bench_backend *b, void *dst, const void 
     return FSMOE_OK;
 }
 
-static fsmoe_status mpi_comm_init(bench_backend *b, MPI_Comm group, bench_comm **out,
+static fsmoe_status mpi_group_init(comm_backend *b, MPI_Comm group, comm_group **out,
                                   fsmoe_error *err)
 {
     (void)b;
-    bench_comm *c = calloc(1, sizeof *c);
+    comm_group *c = calloc(1, sizeof *c);
     if (!c)
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for a group");
-    for (int s = 0; s < BENCH_STREAMS; s++)
+    for (int s = 0; s < COMM_STREAMS; s++)
         c->comm[s] = MPI_COMM_NULL;
-    for (int s = 0; s < BENCH_STREAMS; s++) {
-        int rc = MPI_Comm_dup(group, &c->comm[s]);
-        if (rc != MPI_SUCCESS) {
-            char msg[MPI_MAX_ERROR_STRING];
-            int len = 0;
-            MPI_Error_string(rc, msg, &len);
+    for (int s = 0; s < COMM_STREAMS; s++) {
+        fsmoe_status st = MPI_STATUS_OF(MPI_Comm_dup(group, &c->comm[s]), err);
+        if (st) {
             for (int t = 0; t < s; t++)
                 MPI_Comm_free(&c->comm[t]);
             free(c);
-            return fsmoe_fail(err, FSMOE_ERR_IO, "MPI_Comm_dup failed: %s", msg);
+            return st;
         }
     }
     *out = c;
     return FSMOE_OK;
 }
 
-static void mpi_comm_free(bench_backend *b, bench_comm **pc)
+static void mpi_group_free(comm_backend *b, comm_group **pc)
 {
     (void)b;
-    bench_comm *c = pc ? *pc : NULL;
+    comm_group *c = pc ? *pc : NULL;
     if (!c)
         return;
-    for (int s = 0; s < BENCH_STREAMS; s++)
+    for (int s = 0; s < COMM_STREAMS; s++)
         if (c->comm[s] != MPI_COMM_NULL)
             MPI_Comm_free(&c->comm[s]);
     free(c);
     *pc = NULL;
 }
 
-/* One job layout for all collectives; `kind` selects the call. */
-typedef enum { JOB_A2A, JOB_AG, JOB_RS, JOB_AR, JOB_SR } coll_kind;
+/* One job layout for all collectives; `kind` selects the call. Every collective, on whichever
+ * stream, runs through mpi_coll.h: nonblocking, waited for politely under the watchdog (a
+ * blocking MPI call spins in the progress loop and takes the cores the other ranks need). */
+typedef enum { JOB_A2A, JOB_A2AV, JOB_AG, JOB_RS, JOB_AR, JOB_SR } coll_kind;
 
 typedef struct {
     coll_kind kind;
@@ -164,124 +166,107 @@ typedef struct {
     MPI_Datatype type;
     MPI_Op op;
     int dst, src; /* JOB_SR */
-    int polite;   /* stream thread: nonblocking call, waited for without spinning */
+    const size_t *counts[2], *displs[2]; /* JOB_A2AV: send, receive (the caller's arrays) */
 } coll_job;
 
-/* How a stream thread waits for its operation: 32 tests back to back, then naps of 20 us
- * (stream_thread.c sets the thread's timer slack to 1 us, else the kernel stretches each nap to
- * ~70 us). A thread blocked in an MPI call spins in the progress loop; with two streams per
- * rank and ranks sharing cores those spinning threads took the CPU from the ones moving data,
- * and under MPI_THREAD_MULTIPLE the second waiter of a process sleeps on a condition variable
- * until the spinner wakes it. TCP keeps receiving into the socket buffer during a nap;
- * shared-memory transfers of this size are single copies made when the receive is matched.
- * Measured on Parm's SAA (emulated 2 x 2 cluster, 4 ranks and 8 stream threads on 2 cores,
- * 8gbit, default sizes): blocking calls r2 0.978-0.995 with alpha ~7 ms of scheduling delays;
- * nonblocking with these waits 0.993-0.997, alpha ~0. */
-enum { STREAM_WAIT_SPINS = 32, STREAM_WAIT_NAP_NS = 20000 };
-
-/* The stream-thread form of coll_run: the nonblocking twin of each call (the AllGather,
- * AllToAll, ReduceScatter and AllReduce come from Open MPI's nonblocking collectives, which
- * choose their own algorithms; SAA, the one operation measured on streams, uses sendrecv and
- * AllGather). */
-static fsmoe_status coll_run_polite(coll_job *j, fsmoe_error *err)
+/* AllToAllv with MPI's int counts: each size_t entry checked against INT_MAX. */
+static fsmoe_status a2av_run(const coll_job *j, fsmoe_error *err)
 {
-    MPI_Request r[2];
-    int n = 1;
-    switch (j->kind) {
-    case JOB_A2A:
-        MPI_CHECK(MPI_Ialltoall(j->send, j->count, j->type, j->recv, j->count, j->type, j->comm, r),
-                  err);
-        break;
-    case JOB_AG:
-        MPI_CHECK(MPI_Iallgather(j->send, j->count, j->type, j->recv, j->count, j->type, j->comm, r),
-                  err);
-        break;
-    case JOB_RS:
-        MPI_CHECK(MPI_Ireduce_scatter_block(j->send, j->recv, j->count, j->type, j->op, j->comm, r),
-                  err);
-        break;
-    case JOB_AR:
-        MPI_CHECK(MPI_Iallreduce(j->send, j->recv, j->count, j->type, j->op, j->comm, r), err);
-        break;
-    case JOB_SR:
-        MPI_CHECK(MPI_Irecv(j->recv, j->count, j->type, j->src, 0, j->comm, &r[0]), err);
-        MPI_CHECK(MPI_Isend(j->send, j->count, j->type, j->dst, 0, j->comm, &r[1]), err);
-        n = 2;
-        break;
-    }
-    MPI_CHECK(mpi_wait_napping(r, n, STREAM_WAIT_SPINS, STREAM_WAIT_NAP_NS, STREAM_WAIT_NAP_NS),
-              err);
-    return FSMOE_OK;
+    int P = 0;
+    MPI_CHECK(MPI_Comm_size(j->comm, &P), err);
+    int *v = malloc(4 * (size_t)P * sizeof *v);
+    if (!v)
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for AllToAllv counts");
+    fsmoe_status st = FSMOE_OK;
+    for (int a = 0; a < 2 && !st; a++)
+        for (int p = 0; p < P && !st; p++) {
+            size_t c = j->counts[a][p], d = j->displs[a][p];
+            if (c > INT_MAX || d > INT_MAX)
+                st = fsmoe_fail(err, FSMOE_ERR_VALUE,
+                                "alltoallv: %s %zu elements at %zu for member %d exceed MPI's "
+                                "int counts", a ? "receiving" : "sending", c, d, p);
+            v[(2 * a) * P + p] = (int)c;
+            v[(2 * a + 1) * P + p] = (int)d;
+        }
+    if (!st)
+        st = fsmoe_mpi_alltoallv(j->comm, j->send, v, v + P, j->recv, v + 2 * P, v + 3 * P,
+                                 j->type, "alltoallv", err);
+    free(v);
+    return st;
 }
 
 static fsmoe_status coll_run(void *arg, fsmoe_error *err)
 {
     coll_job *j = arg;
-    if (j->polite)
-        return coll_run_polite(j, err);
     switch (j->kind) {
     case JOB_A2A:
-        MPI_CHECK(MPI_Alltoall(j->send, j->count, j->type, j->recv, j->count, j->type, j->comm),
-                  err);
-        break;
+        return fsmoe_mpi_alltoall(j->comm, j->send, j->recv, j->count, j->type, "alltoall", err);
+    case JOB_A2AV:
+        return a2av_run(j, err);
     case JOB_AG:
-        MPI_CHECK(MPI_Allgather(j->send, j->count, j->type, j->recv, j->count, j->type, j->comm),
-                  err);
-        break;
+        return fsmoe_mpi_allgather(j->comm, j->send, j->recv, j->count, j->type, "allgather",
+                                   err);
     case JOB_RS:
-        MPI_CHECK(MPI_Reduce_scatter_block(j->send, j->recv, j->count, j->type, j->op, j->comm),
-                  err);
-        break;
+        return fsmoe_mpi_reducescatter(j->comm, j->send, j->recv, j->count, j->type, j->op,
+                                       "reducescatter", err);
     case JOB_AR:
-        MPI_CHECK(MPI_Allreduce(j->send, j->recv, j->count, j->type, j->op, j->comm), err);
-        break;
+        return fsmoe_mpi_allreduce(j->comm, j->send, j->recv, j->count, j->type, j->op,
+                                   "allreduce", err);
     case JOB_SR:
-        MPI_CHECK(MPI_Sendrecv(j->send, j->count, j->type, j->dst, 0, j->recv, j->count, j->type,
-                               j->src, 0, j->comm, MPI_STATUS_IGNORE),
-                  err);
-        break;
+        return fsmoe_mpi_sendrecv(j->comm, j->send, j->dst, j->recv, j->src, j->count, j->type,
+                                  "sendrecv", err);
     }
-    return FSMOE_OK;
+    return fsmoe_fail(err, FSMOE_ERR_INTERNAL, "unknown collective %d", (int)j->kind);
 }
 
 /* Queues j (kind, buffers, type, op, peers filled in) with its count on the stream. */
-static fsmoe_status coll_submit(bench_backend *b, bench_comm *c, coll_job j, size_t count,
+static fsmoe_status coll_submit(comm_backend *b, comm_group *c, coll_job j, size_t count,
                                 int stream, fsmoe_error *err)
 {
     fsmoe_status st;
     if ((st = mpi_check_stream(stream, err)) || (st = mpi_count(count, &j.count, err)))
         return st;
     j.comm = c->comm[stream];
-    j.polite = stream != 0; /* the caller's own thread (stream 0) blocks in MPI */
     return stream_submit(mpi_stream(b, stream), coll_run, &j, sizeof j, err);
 }
 
-static fsmoe_status mpi_alltoall(bench_backend *b, bench_comm *c, const void *send, void *recv,
-                                 size_t count_per_peer, bench_dtype t, int stream,
+static fsmoe_status mpi_alltoall(comm_backend *b, comm_group *c, const void *send, void *recv,
+                                 size_t count_per_peer, comm_dtype t, int stream,
                                  fsmoe_error *err)
 {
     coll_job j = {.kind = JOB_A2A, .send = send, .recv = recv, .type = comm_mpi_type(t)};
     return coll_submit(b, c, j, count_per_peer, stream, err);
 }
 
-static fsmoe_status mpi_allgather(bench_backend *b, bench_comm *c, const void *send, void *recv,
-                                  size_t send_count, bench_dtype t, int stream, fsmoe_error *err)
+static fsmoe_status mpi_alltoallv(comm_backend *b, comm_group *c, const void *send,
+                                  const size_t *send_counts, const size_t *send_displs,
+                                  void *recv, const size_t *recv_counts,
+                                  const size_t *recv_displs, comm_dtype t, int stream,
+                                  fsmoe_error *err)
+{
+    coll_job j = {.kind = JOB_A2AV, .send = send, .recv = recv, .type = comm_mpi_type(t),
+                  .counts = {send_counts, recv_counts}, .displs = {send_displs, recv_displs}};
+    return coll_submit(b, c, j, 0, stream, err);
+}
+
+static fsmoe_status mpi_allgather(comm_backend *b, comm_group *c, const void *send, void *recv,
+                                  size_t send_count, comm_dtype t, int stream, fsmoe_error *err)
 {
     coll_job j = {.kind = JOB_AG, .send = send, .recv = recv, .type = comm_mpi_type(t)};
     return coll_submit(b, c, j, send_count, stream, err);
 }
 
-static fsmoe_status mpi_reducescatter(bench_backend *b, bench_comm *c, const void *send,
-                                      void *recv, size_t recv_count, bench_dtype t,
-                                      bench_redop op, int stream, fsmoe_error *err)
+static fsmoe_status mpi_reducescatter(comm_backend *b, comm_group *c, const void *send,
+                                      void *recv, size_t recv_count, comm_dtype t,
+                                      comm_redop op, int stream, fsmoe_error *err)
 {
     coll_job j = {.kind = JOB_RS, .send = send, .recv = recv, .type = comm_mpi_type(t),
                   .op = comm_mpi_op(op)};
     return coll_submit(b, c, j, recv_count, stream, err);
 }
 
-static fsmoe_status mpi_allreduce(bench_backend *b, bench_comm *c, const void *send, void *recv,
-                                  size_t count, bench_dtype t, bench_redop op, int stream,
+static fsmoe_status mpi_allreduce(comm_backend *b, comm_group *c, const void *send, void *recv,
+                                  size_t count, comm_dtype t, comm_redop op, int stream,
                                   fsmoe_error *err)
 {
     coll_job j = {.kind = JOB_AR, .send = send, .recv = recv, .type = comm_mpi_type(t),
@@ -289,8 +274,8 @@ static fsmoe_status mpi_allreduce(bench_backend *b, bench_comm *c, const void *s
     return coll_submit(b, c, j, count, stream, err);
 }
 
-static fsmoe_status mpi_sendrecv(bench_backend *b, bench_comm *c, const void *send, int dst,
-                                 void *recv, int src, size_t count, bench_dtype t, int stream,
+static fsmoe_status mpi_sendrecv(comm_backend *b, comm_group *c, const void *send, int dst,
+                                 void *recv, int src, size_t count, comm_dtype t, int stream,
                                  fsmoe_error *err)
 {
     coll_job j = {.kind = JOB_SR, .send = send, .recv = recv, .type = comm_mpi_type(t),
@@ -313,7 +298,7 @@ static fsmoe_status gemm_run(void *arg, fsmoe_error *err)
     return FSMOE_OK;
 }
 
-static fsmoe_status mpi_gemm(bench_backend *b, int m, int n, int k, const float *A,
+static fsmoe_status mpi_gemm(comm_backend *b, int m, int n, int k, const float *A,
                              const float *B, float *C, int stream, fsmoe_error *err)
 {
     fsmoe_status st = mpi_check_stream(stream, err);
@@ -337,7 +322,7 @@ static fsmoe_status copy_run(void *arg, fsmoe_error *err)
     return FSMOE_OK;
 }
 
-static fsmoe_status mpi_copy(bench_backend *b, void *dst, const void *src, size_t bytes,
+static fsmoe_status mpi_copy(comm_backend *b, void *dst, const void *src, size_t bytes,
                              int stream, fsmoe_error *err)
 {
     fsmoe_status st = mpi_check_stream(stream, err);
@@ -347,7 +332,7 @@ static fsmoe_status mpi_copy(bench_backend *b, void *dst, const void *src, size_
     return stream_submit(mpi_stream(b, stream), copy_run, &c, sizeof c, err);
 }
 
-static fsmoe_status mpi_event_record(bench_backend *b, int stream, int event, fsmoe_error *err)
+static fsmoe_status mpi_event_record(comm_backend *b, int stream, int event, fsmoe_error *err)
 {
     fsmoe_status st = mpi_check_stream(stream, err);
     if (st)
@@ -355,7 +340,7 @@ static fsmoe_status mpi_event_record(bench_backend *b, int stream, int event, fs
     return stream_record(mpi_stream(b, stream), ((mpi_impl *)b->impl)->events, event, err);
 }
 
-static fsmoe_status mpi_stream_wait(bench_backend *b, int stream, int event, fsmoe_error *err)
+static fsmoe_status mpi_stream_wait(comm_backend *b, int stream, int event, fsmoe_error *err)
 {
     fsmoe_status st = mpi_check_stream(stream, err);
     if (st)
@@ -363,7 +348,7 @@ static fsmoe_status mpi_stream_wait(bench_backend *b, int stream, int event, fsm
     return stream_wait(mpi_stream(b, stream), ((mpi_impl *)b->impl)->events, event, err);
 }
 
-static fsmoe_status mpi_sync(bench_backend *b, int stream, fsmoe_error *err)
+static fsmoe_status mpi_sync(comm_backend *b, int stream, fsmoe_error *err)
 {
     fsmoe_status st = mpi_check_stream(stream, err);
     if (st)
@@ -371,19 +356,19 @@ static fsmoe_status mpi_sync(bench_backend *b, int stream, fsmoe_error *err)
     return stream_sync(mpi_stream(b, stream), err);
 }
 
-static void mpi_fini(bench_backend *b)
+static void mpi_fini(comm_backend *b)
 {
     mpi_impl *impl = b->impl;
     if (!impl)
         return;
-    for (int s = 0; s < BENCH_STREAMS; s++)
+    for (int s = 0; s < COMM_STREAMS; s++)
         stream_thread_free(&impl->streams[s]);
     stream_events_free(&impl->events);
     free(impl);
     b->impl = NULL;
 }
 
-fsmoe_status comm_mpi_init(bench_backend *b, int blas_threads, int huge_pages,
+fsmoe_status comm_mpi_init(comm_backend *b, int blas_threads, int huge_pages,
                            fsmoe_error *err)
 {
     fsmoe_status st;
@@ -396,9 +381,9 @@ fsmoe_status comm_mpi_init(bench_backend *b, int blas_threads, int huge_pages,
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for the mpi backend");
     b->impl = impl;
     impl->huge_pages = huge_pages;
-    if ((st = stream_events_init(&impl->events, BENCH_EVENTS, err)))
+    if ((st = stream_events_init(&impl->events, COMM_EVENTS, err)))
         goto fail;
-    for (int s = 1; s < BENCH_STREAMS; s++)
+    for (int s = 1; s < COMM_STREAMS; s++)
         if ((st = stream_thread_init(&impl->streams[s], err)))
             goto fail;
     if (blas_threads > 0)
@@ -409,9 +394,10 @@ fsmoe_status comm_mpi_init(bench_backend *b, int blas_threads, int huge_pages,
     b->release = mpi_release;
     b->upload = mpi_memcpy_blocking;
     b->download = mpi_memcpy_blocking;
-    b->comm_init = mpi_comm_init;
-    b->comm_free = mpi_comm_free;
+    b->group_init = mpi_group_init;
+    b->group_free = mpi_group_free;
     b->alltoall = mpi_alltoall;
+    b->alltoallv = mpi_alltoallv;
     b->sendrecv = mpi_sendrecv;
     b->allgather = mpi_allgather;
     b->reducescatter = mpi_reducescatter;

@@ -1,13 +1,13 @@
 /* Implements: the NCCL backend's entry points in a build without the gpu feature (no nvcc,
  * cuBLAS or NCCL): --backend nccl then says what to rebuild with. */
-#include "backend.h"
+#include "comm_backend.h"
 
 int comm_nccl_available(void)
 {
     return 0;
 }
 
-fsmoe_status comm_nccl_init(bench_backend *b, MPI_Comm world, fsmoe_error *err)
+fsmoe_status comm_nccl_init(comm_backend *b, MPI_Comm world, fsmoe_error *err)
 {
     (void)b;
     (void)world;

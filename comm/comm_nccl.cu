@@ -1,8 +1,9 @@
-/* Implements: the `nccl` backend of fsmoe-bench (backend.h): device memory, NCCL collectives
+/* Implements: the `nccl` backend of the communication layer (comm_backend.h): device memory, NCCL collectives
  * bootstrapped over MPI (rank 0 of each group makes the unique id, MPI_Bcast shares it,
  * toolchain.md), cuBLAS sgemm, cudaMemcpyAsync, CUDA streams and events. AllToAll is built
  * from ncclSend/ncclRecv in one group call (nccl-tests' alltoall). Each rank uses device
- * (local rank mod device count). Only this file is CUDA C++; the rest of fsmoe-bench is C11.
+ * (local rank mod device count). AllToAllv likewise, with each peer's own counts. Only this file is CUDA C++; the rest of
+ * the layer is C11.
  *
  * Without a usable device, comm_nccl_init fails with FSMOE_ERR_USAGE and says why (the gpu
  * tests then exit 77). The backend must compile and link wherever nvcc, cuBLAS and NCCL
@@ -17,100 +18,73 @@
 #include <string.h>
 
 extern "C" {
-#include "backend.h"
+#include "comm_backend.h"
 }
+#include "check.h" /* after the CUDA, cuBLAS, NCCL and MPI headers: their check macros */
 
-#define CUDA_CHECK(call, err)                                                               \
-    do {                                                                                    \
-        cudaError_t cuda_rc_ = (call);                                                      \
-        if (cuda_rc_ != cudaSuccess)                                                        \
-            return fsmoe_fail((err), FSMOE_ERR_IO, "%s failed: %s (%s)", #call,             \
-                              cudaGetErrorString(cuda_rc_), cudaGetErrorName(cuda_rc_));    \
-    } while (0)
-
-#define CUBLAS_CHECK(call, err)                                                             \
-    do {                                                                                    \
-        cublasStatus_t cublas_rc_ = (call);                                                 \
-        if (cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                            \
-            return fsmoe_fail((err), FSMOE_ERR_IO, "%s failed: %s (%s)", #call,             \
-                              cublasGetStatusString(cublas_rc_),                            \
-                              cublasGetStatusName(cublas_rc_));                             \
-    } while (0)
-
-#define NCCL_CHECK(call, comm, err)                                                         \
-    do {                                                                                    \
-        ncclResult_t nccl_rc_ = (call);                                                     \
-        if (nccl_rc_ != ncclSuccess) {                                                      \
-            const char *last_ = (comm) ? ncclGetLastError(comm) : NULL;                     \
-            return fsmoe_fail((err), FSMOE_ERR_IO, "%s failed: %s%s%s", #call,              \
-                              ncclGetErrorString(nccl_rc_), last_ && *last_ ? ": " : "",    \
-                              last_ ? last_ : "");                                          \
-        }                                                                                   \
-    } while (0)
-
-struct bench_comm {
+struct comm_group {
     ncclComm_t comm;
     int size;
 };
 
 typedef struct {
     int device;
-    cudaStream_t streams[BENCH_STREAMS];
-    cudaEvent_t events[BENCH_EVENTS];
+    cudaStream_t streams[COMM_STREAMS];
+    cudaEvent_t events[COMM_EVENTS];
     cublasHandle_t blas;
 } nccl_impl;
 
-static nccl_impl *impl_of(bench_backend *b)
+static nccl_impl *impl_of(comm_backend *b)
 {
     return (nccl_impl *)b->impl;
 }
 
-static ncclDataType_t nccl_type(bench_dtype t)
+static ncclDataType_t nccl_type(comm_dtype t)
 {
     switch (t) {
-    case BENCH_FLOAT: return ncclFloat32;
-    case BENCH_DOUBLE: return ncclFloat64;
-    case BENCH_INT32: return ncclInt32;
-    case BENCH_UINT32: return ncclUint32;
-    case BENCH_INT64: return ncclInt64;
-    case BENCH_UINT64: return ncclUint64;
-    case BENCH_UINT8: return ncclUint8;
+    case COMM_FLOAT: return ncclFloat32;
+    case COMM_DOUBLE: return ncclFloat64;
+    case COMM_INT32: return ncclInt32;
+    case COMM_UINT32: return ncclUint32;
+    case COMM_INT64: return ncclInt64;
+    case COMM_UINT64: return ncclUint64;
+    case COMM_UINT8: return ncclUint8;
     default: return ncclFloat32;
     }
 }
 
-static ncclRedOp_t nccl_op(bench_redop op)
+static ncclRedOp_t nccl_op(comm_redop op)
 {
     switch (op) {
-    case BENCH_SUM: return ncclSum;
-    case BENCH_PROD: return ncclProd;
-    case BENCH_MIN: return ncclMin;
-    case BENCH_MAX: return ncclMax;
+    case COMM_SUM: return ncclSum;
+    case COMM_PROD: return ncclProd;
+    case COMM_MIN: return ncclMin;
+    case COMM_MAX: return ncclMax;
     default: return ncclSum;
     }
 }
 
 static fsmoe_status check_stream(int stream, fsmoe_error *err)
 {
-    if (stream < 0 || stream >= BENCH_STREAMS)
+    if (stream < 0 || stream >= COMM_STREAMS)
         return fsmoe_fail(err, FSMOE_ERR_INTERNAL, "stream %d out of range", stream);
     return FSMOE_OK;
 }
 
-static fsmoe_status nccl_alloc(bench_backend *b, size_t bytes, void **out, fsmoe_error *err)
+static fsmoe_status nccl_alloc(comm_backend *b, size_t bytes, void **out, fsmoe_error *err)
 {
     (void)b;
     CUDA_CHECK(cudaMalloc(out, bytes ? bytes : 64), err);
     return FSMOE_OK;
 }
 
-static void nccl_release(bench_backend *b, void *p)
+static void nccl_release(comm_backend *b, void *p)
 {
     (void)b;
     cudaFree(p);
 }
 
-static fsmoe_status nccl_upload(bench_backend *b, void *dst, const void *host, size_t bytes,
+static fsmoe_status nccl_upload(comm_backend *b, void *dst, const void *host, size_t bytes,
                                 fsmoe_error *err)
 {
     (void)b;
@@ -118,7 +92,7 @@ static fsmoe_status nccl_upload(bench_backend *b, void *dst, const void *host, s
     return FSMOE_OK;
 }
 
-static fsmoe_status nccl_download(bench_backend *b, void *host, const void *src, size_t bytes,
+static fsmoe_status nccl_download(comm_backend *b, void *host, const void *src, size_t bytes,
                                   fsmoe_error *err)
 {
     (void)b;
@@ -126,7 +100,7 @@ static fsmoe_status nccl_download(bench_backend *b, void *host, const void *src,
     return FSMOE_OK;
 }
 
-static fsmoe_status nccl_comm_init(bench_backend *b, MPI_Comm group, bench_comm **out,
+static fsmoe_status nccl_group_init(comm_backend *b, MPI_Comm group, comm_group **out,
                                    fsmoe_error *err)
 {
     (void)b;
@@ -136,31 +110,24 @@ static fsmoe_status nccl_comm_init(bench_backend *b, MPI_Comm group, bench_comm 
     ncclUniqueId id;
     if (rank == 0)
         NCCL_CHECK(ncclGetUniqueId(&id), (ncclComm_t)NULL, err);
-    int rc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, group);
-    if (rc != MPI_SUCCESS) {
-        char msg[MPI_MAX_ERROR_STRING];
-        int len = 0;
-        MPI_Error_string(rc, msg, &len);
-        return fsmoe_fail(err, FSMOE_ERR_IO, "MPI_Bcast of the NCCL unique id failed: %s", msg);
-    }
-    bench_comm *c = (bench_comm *)calloc(1, sizeof *c);
+    MPI_CHECK(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, group), err);
+    comm_group *c = (comm_group *)calloc(1, sizeof *c);
     if (!c)
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for a group");
     c->size = size;
-    ncclResult_t nrc = ncclCommInitRank(&c->comm, size, id, rank);
-    if (nrc != ncclSuccess) {
+    fsmoe_status st = NCCL_STATUS_OF(ncclCommInitRank(&c->comm, size, id, rank), NULL, err);
+    if (st) {
         free(c);
-        return fsmoe_fail(err, FSMOE_ERR_IO, "ncclCommInitRank(%d ranks) failed: %s", size,
-                          ncclGetErrorString(nrc));
+        return st;
     }
     *out = c;
     return FSMOE_OK;
 }
 
-static void nccl_comm_free(bench_backend *b, bench_comm **pc)
+static void nccl_group_free(comm_backend *b, comm_group **pc)
 {
     (void)b;
-    bench_comm *c = pc ? *pc : NULL;
+    comm_group *c = pc ? *pc : NULL;
     if (!c)
         return;
     ncclCommDestroy(c->comm);
@@ -168,15 +135,15 @@ static void nccl_comm_free(bench_backend *b, bench_comm **pc)
     *pc = NULL;
 }
 
-static fsmoe_status nccl_alltoall(bench_backend *b, bench_comm *c, const void *send, void *recv,
-                                  size_t count_per_peer, bench_dtype t, int stream,
+static fsmoe_status nccl_alltoall(comm_backend *b, comm_group *c, const void *send, void *recv,
+                                  size_t count_per_peer, comm_dtype t, int stream,
                                   fsmoe_error *err)
 {
     fsmoe_status st = check_stream(stream, err);
     if (st)
         return st;
     cudaStream_t s = impl_of(b)->streams[stream];
-    size_t bytes = count_per_peer * dtype_size(t);
+    size_t bytes = count_per_peer * comm_dtype_size(t);
     NCCL_CHECK(ncclGroupStart(), c->comm, err);
     ncclResult_t rc = ncclSuccess;
     for (int p = 0; p < c->size && rc == ncclSuccess; p++) {
@@ -191,8 +158,34 @@ static fsmoe_status nccl_alltoall(bench_backend *b, bench_comm *c, const void *s
     return FSMOE_OK;
 }
 
-static fsmoe_status nccl_sendrecv(bench_backend *b, bench_comm *c, const void *send, int dst,
-                                  void *recv, int src, size_t count, bench_dtype t, int stream,
+static fsmoe_status nccl_alltoallv(comm_backend *b, comm_group *c, const void *send,
+                                   const size_t *send_counts, const size_t *send_displs,
+                                   void *recv, const size_t *recv_counts,
+                                   const size_t *recv_displs, comm_dtype t, int stream,
+                                   fsmoe_error *err)
+{
+    fsmoe_status st = check_stream(stream, err);
+    if (st)
+        return st;
+    cudaStream_t s = impl_of(b)->streams[stream];
+    size_t es = comm_dtype_size(t);
+    NCCL_CHECK(ncclGroupStart(), c->comm, err);
+    ncclResult_t rc = ncclSuccess;
+    for (int p = 0; p < c->size && rc == ncclSuccess; p++) {
+        if (send_counts[p])
+            rc = ncclSend((const char *)send + send_displs[p] * es, send_counts[p], nccl_type(t),
+                          p, c->comm, s);
+        if (rc == ncclSuccess && recv_counts[p])
+            rc = ncclRecv((char *)recv + recv_displs[p] * es, recv_counts[p], nccl_type(t), p,
+                          c->comm, s);
+    }
+    ncclResult_t end = ncclGroupEnd(); /* closes the group even after a failed call */
+    NCCL_CHECK(rc != ncclSuccess ? rc : end, c->comm, err);
+    return FSMOE_OK;
+}
+
+static fsmoe_status nccl_sendrecv(comm_backend *b, comm_group *c, const void *send, int dst,
+                                  void *recv, int src, size_t count, comm_dtype t, int stream,
                                   fsmoe_error *err)
 {
     fsmoe_status st = check_stream(stream, err);
@@ -208,8 +201,8 @@ static fsmoe_status nccl_sendrecv(bench_backend *b, bench_comm *c, const void *s
     return FSMOE_OK;
 }
 
-static fsmoe_status nccl_allgather(bench_backend *b, bench_comm *c, const void *send, void *recv,
-                                   size_t send_count, bench_dtype t, int stream,
+static fsmoe_status nccl_allgather(comm_backend *b, comm_group *c, const void *send, void *recv,
+                                   size_t send_count, comm_dtype t, int stream,
                                    fsmoe_error *err)
 {
     fsmoe_status st = check_stream(stream, err);
@@ -220,9 +213,9 @@ static fsmoe_status nccl_allgather(bench_backend *b, bench_comm *c, const void *
     return FSMOE_OK;
 }
 
-static fsmoe_status nccl_reducescatter(bench_backend *b, bench_comm *c, const void *send,
-                                       void *recv, size_t recv_count, bench_dtype t,
-                                       bench_redop op, int stream, fsmoe_error *err)
+static fsmoe_status nccl_reducescatter(comm_backend *b, comm_group *c, const void *send,
+                                       void *recv, size_t recv_count, comm_dtype t,
+                                       comm_redop op, int stream, fsmoe_error *err)
 {
     fsmoe_status st = check_stream(stream, err);
     if (st)
@@ -232,8 +225,8 @@ static fsmoe_status nccl_reducescatter(bench_backend *b, bench_comm *c, const vo
     return FSMOE_OK;
 }
 
-static fsmoe_status nccl_allreduce(bench_backend *b, bench_comm *c, const void *send, void *recv,
-                                   size_t count, bench_dtype t, bench_redop op, int stream,
+static fsmoe_status nccl_allreduce(comm_backend *b, comm_group *c, const void *send, void *recv,
+                                   size_t count, comm_dtype t, comm_redop op, int stream,
                                    fsmoe_error *err)
 {
     fsmoe_status st = check_stream(stream, err);
@@ -244,7 +237,7 @@ static fsmoe_status nccl_allreduce(bench_backend *b, bench_comm *c, const void *
     return FSMOE_OK;
 }
 
-static fsmoe_status nccl_gemm(bench_backend *b, int m, int n, int k, const float *A,
+static fsmoe_status nccl_gemm(comm_backend *b, int m, int n, int k, const float *A,
                               const float *B, float *C, int stream, fsmoe_error *err)
 {
     fsmoe_status st = check_stream(stream, err);
@@ -259,7 +252,7 @@ static fsmoe_status nccl_gemm(bench_backend *b, int m, int n, int k, const float
     return FSMOE_OK;
 }
 
-static fsmoe_status nccl_copy(bench_backend *b, void *dst, const void *src, size_t bytes,
+static fsmoe_status nccl_copy(comm_backend *b, void *dst, const void *src, size_t bytes,
                               int stream, fsmoe_error *err)
 {
     fsmoe_status st = check_stream(stream, err);
@@ -270,30 +263,30 @@ static fsmoe_status nccl_copy(bench_backend *b, void *dst, const void *src, size
     return FSMOE_OK;
 }
 
-static fsmoe_status nccl_event_record(bench_backend *b, int stream, int event, fsmoe_error *err)
+static fsmoe_status nccl_event_record(comm_backend *b, int stream, int event, fsmoe_error *err)
 {
     fsmoe_status st = check_stream(stream, err);
     if (st)
         return st;
-    if (event < 0 || event >= BENCH_EVENTS)
+    if (event < 0 || event >= COMM_EVENTS)
         return fsmoe_fail(err, FSMOE_ERR_INTERNAL, "event %d out of range", event);
     CUDA_CHECK(cudaEventRecord(impl_of(b)->events[event], impl_of(b)->streams[stream]), err);
     return FSMOE_OK;
 }
 
-static fsmoe_status nccl_stream_wait(bench_backend *b, int stream, int event, fsmoe_error *err)
+static fsmoe_status nccl_stream_wait(comm_backend *b, int stream, int event, fsmoe_error *err)
 {
     fsmoe_status st = check_stream(stream, err);
     if (st)
         return st;
-    if (event < 0 || event >= BENCH_EVENTS)
+    if (event < 0 || event >= COMM_EVENTS)
         return fsmoe_fail(err, FSMOE_ERR_INTERNAL, "event %d out of range", event);
     CUDA_CHECK(cudaStreamWaitEvent(impl_of(b)->streams[stream], impl_of(b)->events[event], 0),
                err);
     return FSMOE_OK;
 }
 
-static fsmoe_status nccl_sync(bench_backend *b, int stream, fsmoe_error *err)
+static fsmoe_status nccl_sync(comm_backend *b, int stream, fsmoe_error *err)
 {
     fsmoe_status st = check_stream(stream, err);
     if (st)
@@ -302,17 +295,17 @@ static fsmoe_status nccl_sync(bench_backend *b, int stream, fsmoe_error *err)
     return FSMOE_OK;
 }
 
-static void nccl_fini(bench_backend *b)
+static void nccl_fini(comm_backend *b)
 {
     nccl_impl *im = impl_of(b);
     if (!im)
         return;
     if (im->blas)
         cublasDestroy(im->blas);
-    for (int e = 0; e < BENCH_EVENTS; e++)
+    for (int e = 0; e < COMM_EVENTS; e++)
         if (im->events[e])
             cudaEventDestroy(im->events[e]);
-    for (int s = 0; s < BENCH_STREAMS; s++)
+    for (int s = 0; s < COMM_STREAMS; s++)
         if (im->streams[s])
             cudaStreamDestroy(im->streams[s]);
     free(im);
@@ -324,7 +317,7 @@ extern "C" int comm_nccl_available(void)
     return 1;
 }
 
-static fsmoe_status nccl_setup(bench_backend *b, MPI_Comm world, fsmoe_error *err)
+static fsmoe_status nccl_setup(comm_backend *b, MPI_Comm world, fsmoe_error *err)
 {
     nccl_impl *im = impl_of(b);
     int count = 0;
@@ -339,9 +332,9 @@ static fsmoe_status nccl_setup(bench_backend *b, MPI_Comm world, fsmoe_error *er
     MPI_Comm_free(&shared);
     im->device = local % count;
     CUDA_CHECK(cudaSetDevice(im->device), err);
-    for (int s = 0; s < BENCH_STREAMS; s++)
+    for (int s = 0; s < COMM_STREAMS; s++)
         CUDA_CHECK(cudaStreamCreateWithFlags(&im->streams[s], cudaStreamNonBlocking), err);
-    for (int e = 0; e < BENCH_EVENTS; e++)
+    for (int e = 0; e < COMM_EVENTS; e++)
         CUDA_CHECK(cudaEventCreateWithFlags(&im->events[e], cudaEventDisableTiming), err);
     CUBLAS_CHECK(cublasCreate(&im->blas), err);
     cudaDeviceProp prop;
@@ -350,7 +343,7 @@ static fsmoe_status nccl_setup(bench_backend *b, MPI_Comm world, fsmoe_error *er
     return FSMOE_OK;
 }
 
-extern "C" fsmoe_status comm_nccl_init(bench_backend *b, MPI_Comm world, fsmoe_error *err)
+extern "C" fsmoe_status comm_nccl_init(comm_backend *b, MPI_Comm world, fsmoe_error *err)
 {
     memset(b, 0, sizeof *b);
     b->name = "nccl";
@@ -369,9 +362,10 @@ extern "C" fsmoe_status comm_nccl_init(bench_backend *b, MPI_Comm world, fsmoe_e
     b->release = nccl_release;
     b->upload = nccl_upload;
     b->download = nccl_download;
-    b->comm_init = nccl_comm_init;
-    b->comm_free = nccl_comm_free;
+    b->group_init = nccl_group_init;
+    b->group_free = nccl_group_free;
     b->alltoall = nccl_alltoall;
+    b->alltoallv = nccl_alltoallv;
     b->sendrecv = nccl_sendrecv;
     b->allgather = nccl_allgather;
     b->reducescatter = nccl_reducescatter;

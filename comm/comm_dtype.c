@@ -1,41 +1,41 @@
-/* Implements: element types, reduction operators and the predictable input pattern (dtype.h). */
-#include "dtype.h"
+/* Implements: element types, reduction operators and the predictable input pattern (comm_dtype.h). */
+#include "comm_dtype.h"
 
 #include <stdint.h>
 
-const fsmoe_cli_enum bench_dtype_names[] = {
-    {"float", BENCH_FLOAT},   {"double", BENCH_DOUBLE}, {"int32", BENCH_INT32},
-    {"uint32", BENCH_UINT32}, {"int64", BENCH_INT64},   {"uint64", BENCH_UINT64},
-    {"uint8", BENCH_UINT8},   {NULL, 0},
+const fsmoe_cli_enum comm_dtype_names[] = {
+    {"float", COMM_FLOAT},   {"double", COMM_DOUBLE}, {"int32", COMM_INT32},
+    {"uint32", COMM_UINT32}, {"int64", COMM_INT64},   {"uint64", COMM_UINT64},
+    {"uint8", COMM_UINT8},   {NULL, 0},
 };
 
-const fsmoe_cli_enum bench_redop_names[] = {
-    {"sum", BENCH_SUM}, {"prod", BENCH_PROD}, {"min", BENCH_MIN}, {"max", BENCH_MAX}, {NULL, 0},
+const fsmoe_cli_enum comm_redop_names[] = {
+    {"sum", COMM_SUM}, {"prod", COMM_PROD}, {"min", COMM_MIN}, {"max", COMM_MAX}, {NULL, 0},
 };
 
-static const size_t dtype_sizes[BENCH_DTYPE_COUNT] = {
-    [BENCH_FLOAT] = 4, [BENCH_DOUBLE] = 8, [BENCH_INT32] = 4, [BENCH_UINT32] = 4,
-    [BENCH_INT64] = 8, [BENCH_UINT64] = 8, [BENCH_UINT8] = 1,
+static const size_t dtype_sizes[COMM_DTYPE_COUNT] = {
+    [COMM_FLOAT] = 4, [COMM_DOUBLE] = 8, [COMM_INT32] = 4, [COMM_UINT32] = 4,
+    [COMM_INT64] = 8, [COMM_UINT64] = 8, [COMM_UINT8] = 1,
 };
 
-const char *dtype_name(bench_dtype t)
+const char *comm_dtype_name(comm_dtype t)
 {
-    return bench_dtype_names[t].name;
+    return comm_dtype_names[t].name;
 }
 
-size_t dtype_size(bench_dtype t)
+size_t comm_dtype_size(comm_dtype t)
 {
     return dtype_sizes[t];
 }
 
-const char *redop_name(bench_redop op)
+const char *comm_redop_name(comm_redop op)
 {
-    return bench_redop_names[op].name;
+    return comm_redop_names[op].name;
 }
 
-static int dtype_is_unsigned(bench_dtype t)
+static int dtype_is_unsigned(comm_dtype t)
 {
-    return t == BENCH_UINT32 || t == BENCH_UINT64 || t == BENCH_UINT8;
+    return t == COMM_UINT32 || t == COMM_UINT64 || t == COMM_UINT8;
 }
 
 /* h(i): a hash of i, tabulated over a prime period so that filling and checking cost a table
@@ -60,36 +60,36 @@ static void pattern_init(void)
     pattern_ready = 1;
 }
 
-static double pattern_h(bench_dtype t, size_t i)
+static double pattern_h(comm_dtype t, size_t i)
 {
     double h = pattern_table[i % PATTERN_PERIOD];
     return dtype_is_unsigned(t) ? h + 4.0 : h;
 }
 
-static void dtype_set(bench_dtype t, void *buf, size_t j, double v)
+static void dtype_set(comm_dtype t, void *buf, size_t j, double v)
 {
     switch (t) {
-    case BENCH_FLOAT: ((float *)buf)[j] = (float)v; break;
-    case BENCH_DOUBLE: ((double *)buf)[j] = v; break;
-    case BENCH_INT32: ((int32_t *)buf)[j] = (int32_t)v; break;
-    case BENCH_UINT32: ((uint32_t *)buf)[j] = (uint32_t)(int64_t)v; break;
-    case BENCH_INT64: ((int64_t *)buf)[j] = (int64_t)v; break;
-    case BENCH_UINT64: ((uint64_t *)buf)[j] = (uint64_t)(int64_t)v; break;
-    case BENCH_UINT8: ((uint8_t *)buf)[j] = (uint8_t)(int64_t)v; break;
+    case COMM_FLOAT: ((float *)buf)[j] = (float)v; break;
+    case COMM_DOUBLE: ((double *)buf)[j] = v; break;
+    case COMM_INT32: ((int32_t *)buf)[j] = (int32_t)v; break;
+    case COMM_UINT32: ((uint32_t *)buf)[j] = (uint32_t)(int64_t)v; break;
+    case COMM_INT64: ((int64_t *)buf)[j] = (int64_t)v; break;
+    case COMM_UINT64: ((uint64_t *)buf)[j] = (uint64_t)(int64_t)v; break;
+    case COMM_UINT8: ((uint8_t *)buf)[j] = (uint8_t)(int64_t)v; break;
     default: break;
     }
 }
 
-double dtype_get(bench_dtype t, const void *buf, size_t j)
+double comm_dtype_get(comm_dtype t, const void *buf, size_t j)
 {
     switch (t) {
-    case BENCH_FLOAT: return ((const float *)buf)[j];
-    case BENCH_DOUBLE: return ((const double *)buf)[j];
-    case BENCH_INT32: return ((const int32_t *)buf)[j];
-    case BENCH_UINT32: return ((const uint32_t *)buf)[j];
-    case BENCH_INT64: return (double)((const int64_t *)buf)[j];
-    case BENCH_UINT64: return (double)((const uint64_t *)buf)[j];
-    case BENCH_UINT8: return ((const uint8_t *)buf)[j];
+    case COMM_FLOAT: return ((const float *)buf)[j];
+    case COMM_DOUBLE: return ((const double *)buf)[j];
+    case COMM_INT32: return ((const int32_t *)buf)[j];
+    case COMM_UINT32: return ((const uint32_t *)buf)[j];
+    case COMM_INT64: return (double)((const int64_t *)buf)[j];
+    case COMM_UINT64: return (double)((const uint64_t *)buf)[j];
+    case COMM_UINT8: return ((const uint8_t *)buf)[j];
     default: return 0.0;
     }
 }
@@ -105,50 +105,50 @@ double dtype_get(bench_dtype t, const void *buf, size_t j)
         }                                                                                  \
     } while (0)
 
-void dtype_fill(bench_dtype t, void *buf, int rank, size_t first, size_t count)
+void comm_pattern_fill(comm_dtype t, void *buf, int rank, size_t first, size_t count)
 {
     pattern_init();
     long long off = rank + (dtype_is_unsigned(t) ? 4 : 0);
     switch (t) {
-    case BENCH_FLOAT: PATTERN_FILL(float); break;
-    case BENCH_DOUBLE: PATTERN_FILL(double); break;
-    case BENCH_INT32: PATTERN_FILL(int32_t); break;
-    case BENCH_UINT32: PATTERN_FILL(uint32_t); break;
-    case BENCH_INT64: PATTERN_FILL(int64_t); break;
-    case BENCH_UINT64: PATTERN_FILL(uint64_t); break;
-    case BENCH_UINT8: PATTERN_FILL(uint8_t); break;
+    case COMM_FLOAT: PATTERN_FILL(float); break;
+    case COMM_DOUBLE: PATTERN_FILL(double); break;
+    case COMM_INT32: PATTERN_FILL(int32_t); break;
+    case COMM_UINT32: PATTERN_FILL(uint32_t); break;
+    case COMM_INT64: PATTERN_FILL(int64_t); break;
+    case COMM_UINT64: PATTERN_FILL(uint64_t); break;
+    case COMM_UINT8: PATTERN_FILL(uint8_t); break;
     default: break;
     }
 }
 
 /* Value as stored in t: wraps modulo 2^8 for uint8 like the hardware does. */
-static double dtype_store(bench_dtype t, double v)
+static double dtype_store(comm_dtype t, double v)
 {
     unsigned char tmp[8];
     dtype_set(t, tmp, 0, v);
-    return dtype_get(t, tmp, 0);
+    return comm_dtype_get(t, tmp, 0);
 }
 
 /* The reduction over p = 0..P−1 of v = h + p, as stored in t, for one value h of the hash
  * (the element's index only enters through h). */
-static double reduce_of_h(bench_dtype t, bench_redop op, int P, double h)
+static double reduce_of_h(comm_dtype t, comm_redop op, int P, double h)
 {
     /* Closed forms over v(p, i) = h + p, p = 0..P−1, whenever no partial result wraps. */
-    int wraps = t == BENCH_UINT8 && h + P - 1 > 255;
-    if (op == BENCH_SUM && t != BENCH_UINT8)
+    int wraps = t == COMM_UINT8 && h + P - 1 > 255;
+    if (op == COMM_SUM && t != COMM_UINT8)
         return h * P + 0.5 * (double)P * (P - 1);
-    if (op == BENCH_MIN && !wraps)
+    if (op == COMM_MIN && !wraps)
         return h;
-    if (op == BENCH_MAX && !wraps)
+    if (op == COMM_MAX && !wraps)
         return h + P - 1;
     double acc = dtype_store(t, h);
     for (int p = 1; p < P; p++) {
         double v = dtype_store(t, h + p);
         switch (op) {
-        case BENCH_SUM: acc += v; break;
-        case BENCH_PROD: acc *= v; break;
-        case BENCH_MIN: acc = v < acc ? v : acc; break;
-        case BENCH_MAX: acc = v > acc ? v : acc; break;
+        case COMM_SUM: acc += v; break;
+        case COMM_PROD: acc *= v; break;
+        case COMM_MIN: acc = v < acc ? v : acc; break;
+        case COMM_MAX: acc = v > acc ? v : acc; break;
         default: break;
         }
         /* Each partial result is what the type holds (uint8 wraps at every step). */
@@ -157,7 +157,7 @@ static double reduce_of_h(bench_dtype t, bench_redop op, int P, double h)
     return acc;
 }
 
-double dtype_reduce_pattern(bench_dtype t, bench_redop op, int P, size_t i)
+double comm_pattern_reduce(comm_dtype t, comm_redop op, int P, size_t i)
 {
     pattern_init();
     return reduce_of_h(t, op, P, pattern_h(t, i));
@@ -180,18 +180,18 @@ double dtype_reduce_pattern(bench_dtype t, bench_redop op, int P, size_t i)
         }                                                                                  \
     } while (0)
 
-static size_t dtype_count_by_h(bench_dtype t, const void *buf, size_t first, size_t count,
+static size_t dtype_count_by_h(comm_dtype t, const void *buf, size_t first, size_t count,
                                const double table[9])
 {
     size_t wrong = 0;
     switch (t) {
-    case BENCH_FLOAT: COUNT_WRONG(float); break;
-    case BENCH_DOUBLE: COUNT_WRONG(double); break;
-    case BENCH_INT32: COUNT_WRONG(int32_t); break;
-    case BENCH_UINT32: COUNT_WRONG(uint32_t); break;
-    case BENCH_INT64: COUNT_WRONG(int64_t); break;
-    case BENCH_UINT64: COUNT_WRONG(uint64_t); break;
-    case BENCH_UINT8: COUNT_WRONG(uint8_t); break;
+    case COMM_FLOAT: COUNT_WRONG(float); break;
+    case COMM_DOUBLE: COUNT_WRONG(double); break;
+    case COMM_INT32: COUNT_WRONG(int32_t); break;
+    case COMM_UINT32: COUNT_WRONG(uint32_t); break;
+    case COMM_INT64: COUNT_WRONG(int64_t); break;
+    case COMM_UINT64: COUNT_WRONG(uint64_t); break;
+    case COMM_UINT8: COUNT_WRONG(uint8_t); break;
     default: break;
     }
     return wrong;
@@ -199,12 +199,12 @@ static size_t dtype_count_by_h(bench_dtype t, const void *buf, size_t first, siz
 
 /* h as pattern_h gives it for the table value v − 4 (v = 0..8). Element i of rank r holds
  * v(r, i) = h(i) + r: h catches misplaced elements, the rank term data from the wrong peer. */
-static double h_of_value(bench_dtype t, int v)
+static double h_of_value(comm_dtype t, int v)
 {
     return (double)(v - 4) + (dtype_is_unsigned(t) ? 4.0 : 0.0);
 }
 
-size_t dtype_count_wrong(bench_dtype t, const void *buf, int rank, size_t first, size_t count)
+size_t comm_pattern_wrong(comm_dtype t, const void *buf, int rank, size_t first, size_t count)
 {
     pattern_init();
     double table[9];
@@ -213,7 +213,7 @@ size_t dtype_count_wrong(bench_dtype t, const void *buf, int rank, size_t first,
     return dtype_count_by_h(t, buf, first, count, table);
 }
 
-size_t dtype_count_wrong_reduced(bench_dtype t, bench_redop op, int P, const void *buf,
+size_t comm_pattern_wrong_reduced(comm_dtype t, comm_redop op, int P, const void *buf,
                                  size_t first, size_t count)
 {
     pattern_init();
