@@ -1,6 +1,6 @@
-/* Implements: writing the fitted lines and measured points as a cluster profile
- * (libfsmoe/cluster.h schema, version FSMOE_CLUSTER_VERSION) that fsmoe_cluster_load and
- * therefore fsmoe-plan read without editing. Written atomically (temp + rename).
+/* Implements: the fitted lines and measured points of a run as a cluster profile, written by
+ * libfsmoe's fsmoe_cluster_write (cluster_write.h) so that fsmoe_cluster_load and therefore
+ * fsmoe-plan read it without editing. Written atomically (temp + rename).
  *
  * Per (op, tier): op, tier, ranks, alpha_s, beta_s_per_byte (gemm: beta_s_per_mac), r2 and
  * points [[n, seconds], ...] (strictly ascending n: rows of equal n, e.g. the two GEMMs of

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cluster.h"
+#include "cluster_write.h"
 #include "cost.h"
 #include "model.h"
 #include "parallel.h"
@@ -597,6 +598,55 @@ static void test_monta_points(void **state)
     fsmoe_cluster_free(&c);
 }
 
+/* The writer against the reader: every shipped profile, loaded, written and loaded again, gives
+ * the same entries (lines to the 6 digits written, r2 to 9, points exactly as sizes and to 6
+ * digits as times). */
+static void test_cluster_write_round_trip(void **state)
+{
+    (void)state;
+    const char *names[] = {"testbed-a", "testbed-b", "parm-server", "monta-a800"};
+    char path[] = "/tmp/fsmoe-test-cluster-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        fsmoe_cluster a, b;
+        fsmoe_error err = {0};
+        load_cluster(names[k], &a);
+        fsmoe_cluster_write_extra x = {.notes = "round trip"};
+        x.comment[FSMOE_OP_COPY][FSMOE_TIER_INTER] = "a comment in place of an absent entry";
+        assert_int_equal(fsmoe_cluster_write(path, &a, &x, &err), FSMOE_OK);
+        if (fsmoe_cluster_load(path, &b, &err) != FSMOE_OK)
+            fail_msg("%s written, then: %s", names[k], err.msg);
+        assert_string_equal(a.name, b.name);
+        assert_string_equal(a.device, b.device);
+        assert_int_equal(a.nodes, b.nodes);
+        assert_int_equal(a.gpus_per_node, b.gpus_per_node);
+        assert_rel(b.r2_threshold, a.r2_threshold, 1e-12);
+        for (int op = 0; op < FSMOE_OP_COUNT; op++)
+            for (int t = 0; t < FSMOE_TIER_COUNT; t++) {
+                const fsmoe_cost_entry *ea = &a.ops[op][t], *eb = &b.ops[op][t];
+                int written = ea->present && !ea->derived[0];
+                assert_int_equal(written, eb->present);
+                if (!written)
+                    continue;
+                assert_true(fabs(eb->alpha_s - ea->alpha_s) <= 1e-5 * fabs(ea->alpha_s));
+                assert_true(fabs(eb->beta_s - ea->beta_s) <= 1e-5 * fabs(ea->beta_s));
+                assert_true(fabs(eb->r2 - ea->r2) <= 1e-8);
+                assert_int_equal(ea->low_r2, eb->low_r2);
+                assert_int_equal(t == FSMOE_TIER_LOCAL ? 1 : ea->ranks, eb->ranks);
+                assert_int_equal(ea->n_points < 2 ? 0 : ea->n_points, eb->n_points);
+                for (int i = 0; i < eb->n_points; i++) {
+                    assert_true(eb->points[i].n == ea->points[i].n);
+                    assert_rel(eb->points[i].seconds, ea->points[i].seconds, 1e-5);
+                }
+            }
+        fsmoe_cluster_free(&a);
+        fsmoe_cluster_free(&b);
+    }
+    unlink(path);
+}
+
 /* Brute force: enumerate every rank's groups from the layout's definition (parallel.h) and
  * classify by how many members each node holds. */
 static fsmoe_tier brute_tier(const fsmoe_parallel *p, fsmoe_group g, int *consistent)
@@ -894,6 +944,7 @@ int main(void)
         cmocka_unit_test(test_testbeds_match_paper),
         cmocka_unit_test(test_parm_server),
         cmocka_unit_test(test_monta_points),
+        cmocka_unit_test(test_cluster_write_round_trip),
         cmocka_unit_test(test_tiers_common_layout),
         cmocka_unit_test(test_tiers_brute_force),
         cmocka_unit_test(test_cost_derivations),
