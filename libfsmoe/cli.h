@@ -8,12 +8,10 @@
 #ifndef FSMOE_CLI_H
 #define FSMOE_CLI_H
 
+#include "names.h"
 #include "status.h"
 
-typedef struct {
-    const char *name;
-    int value;
-} fsmoe_cli_enum;
+typedef fsmoe_name fsmoe_cli_enum; /* names.h */
 
 /* Decimal integer in [lo, hi]. `opt` names the option in the message ("--batch"). */
 fsmoe_status fsmoe_cli_long(const char *opt, const char *text, long lo, long hi, long *out,

@@ -36,7 +36,7 @@ static const fsmoe_yaml_enum dtype_table[] = {{"fp16", 2}, {"bf16", 2}, {"fp32",
 
 const char *fsmoe_expert_name(fsmoe_expert_kind k)
 {
-    return k == FSMOE_EXPERT_SWIGLU ? "swiglu" : "gpt";
+    return fsmoe_name_of(expert_table, (int)k);
 }
 
 int fsmoe_expert_gemms(fsmoe_expert_kind k)
@@ -55,14 +55,6 @@ long fsmoe_model_moe_count(const fsmoe_model *m)
     if (m->moe_every <= 0 || m->moe_first >= m->layers)
         return 0;
     return (m->layers - 1 - m->moe_first) / m->moe_every + 1;
-}
-
-static const char *table_name(const fsmoe_yaml_enum *t, int v)
-{
-    for (; t->name; t++)
-        if (t->value == v)
-            return t->name;
-    return "?";
 }
 
 /* Capacity below one token per expert drops every token: T = k·f·B·L/E must be >= 1. */
@@ -237,9 +229,9 @@ static fsmoe_status load_doc(fsmoe_yaml *y, fsmoe_model *m, fsmoe_error *err)
         (st = fsmoe_yaml_enum_get(&moe, "dispatch", FSMOE_OPTIONAL, dispatch_table, &dispatch,
                                   err)))
         return st;
-    snprintf(m->gate, sizeof m->gate, "%s", table_name(gate_table, gate));
-    snprintf(m->order, sizeof m->order, "%s", table_name(order_table, order));
-    snprintf(m->dispatch, sizeof m->dispatch, "%s", table_name(dispatch_table, dispatch));
+    snprintf(m->gate, sizeof m->gate, "%s", fsmoe_name_of(gate_table, gate));
+    snprintf(m->order, sizeof m->order, "%s", fsmoe_name_of(order_table, order));
+    snprintf(m->dispatch, sizeof m->dispatch, "%s", fsmoe_name_of(dispatch_table, dispatch));
 
     /* training */
     if ((st = fsmoe_yaml_mapping(&root, "training", FSMOE_REQUIRED, &tr, err)) ||

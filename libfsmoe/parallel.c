@@ -7,27 +7,31 @@
  * kind has the same shape, so the group containing rank 0 stands for all of them. */
 #include "parallel.h"
 
+#include "names.h"
+
 #include <string.h>
 
-static const char *const tier_names[FSMOE_TIER_COUNT] = {"intra", "inter", "world", "local"};
-static const char *const group_names[FSMOE_GROUP_COUNT] = {"mp", "esp", "ep", "ep_esp", "dp", "edp"};
+static const fsmoe_name tier_names[] = {{"intra", FSMOE_TIER_INTRA}, {"inter", FSMOE_TIER_INTER},
+                                        {"world", FSMOE_TIER_WORLD}, {"local", FSMOE_TIER_LOCAL},
+                                        {NULL, 0}};
+static const fsmoe_name group_names[] = {
+    {"mp", FSMOE_GROUP_MP}, {"esp", FSMOE_GROUP_ESP}, {"ep", FSMOE_GROUP_EP},
+    {"ep_esp", FSMOE_GROUP_EP_ESP}, {"dp", FSMOE_GROUP_DP}, {"edp", FSMOE_GROUP_EDP}, {NULL, 0}};
 
 const char *fsmoe_tier_name(fsmoe_tier t)
 {
-    return (unsigned)t < FSMOE_TIER_COUNT ? tier_names[t] : "?";
+    return fsmoe_name_of(tier_names, (int)t);
 }
 
 int fsmoe_tier_from_name(const char *s)
 {
-    for (int i = 0; i < FSMOE_TIER_COUNT; i++)
-        if (strcmp(s, tier_names[i]) == 0)
-            return i;
-    return -1;
+    int t = -1;
+    return fsmoe_name_lookup(tier_names, s, &t) ? t : -1;
 }
 
 const char *fsmoe_group_name(fsmoe_group g)
 {
-    return (unsigned)g < FSMOE_GROUP_COUNT ? group_names[g] : "?";
+    return fsmoe_name_of(group_names, (int)g);
 }
 
 int fsmoe_group_size(const fsmoe_parallel *p, fsmoe_group g)

@@ -35,6 +35,7 @@
 #include <stddef.h>
 #include <yaml.h>
 
+#include "names.h"
 #include "status.h"
 
 #define FSMOE_YAML_PATH_MAX 512
@@ -56,10 +57,7 @@ typedef struct {
 } fsmoe_ynode;
 
 /* {name, value} table for enums; terminated by an entry whose name is NULL. */
-typedef struct {
-    const char *name;
-    int value;
-} fsmoe_yaml_enum;
+typedef fsmoe_name fsmoe_yaml_enum; /* names.h */
 
 /* Reads and parses a file (IO error names the path; parse error names path:line:col and
  * libyaml's problem). y is always safe to pass to fsmoe_yaml_close afterwards. */
