@@ -6,14 +6,19 @@
 #ifndef FSMOE_PLAN_H
 #define FSMOE_PLAN_H
 
+#include <stddef.h>
+
 #include "model.h"
 #include "parallel.h"
 #include "status.h"
 
 /* Version 2: the schedule value "baseline" became "esp-pipeline" (it names FSMoE's ESP pipeline,
  * not DeepSpeed-MoE's pattern), layers gained schedule_s (the predicted time of every candidate
- * schedule) and the plan gained prefix_window_bytes. */
-#define FSMOE_PLAN_VERSION 2
+ * schedule) and the plan gained prefix_window_bytes.
+ * Version 3: the layout facts a multi-rank run checks (design.md §10.1): parallel.ranks (the rank
+ * numbering) and parallel.edp, model.global_batch (model.batch is per DP rank), model.capacity
+ * (factor | dropless) and alltoall.split; gradient bytes count every tensor the runtime holds. */
+#define FSMOE_PLAN_VERSION 3
 #define FSMOE_PLAN_MAX_OVERRIDES 16
 
 /* How a MoE layer moves its tokens (design.md §4, §6):
@@ -26,7 +31,22 @@ typedef enum { FSMOE_SCHED_ESP_PIPELINE = 0, FSMOE_SCHED_S1, FSMOE_SCHED_S2 } fs
 #define FSMOE_SCHED_COUNT 3
 typedef enum { FSMOE_A2A_BASE = 0, FSMOE_A2A_O1, FSMOE_A2A_O2, FSMOE_A2A_O3 } fsmoe_a2a_strategy;
 
+/* How ranks are numbered: node-major (rank = node·G + local) with the group nesting of
+ * parallel.h (ESP consecutive, EP stride esp, EDP stride ep·esp; MP consecutive, DP stride mp).
+ * The only numbering there is today; the field exists so a run can refuse another one. */
+typedef enum { FSMOE_RANKS_NODE_MAJOR = 0 } fsmoe_rank_order;
+/* Capacity: FACTOR drops the token copies past C = ceil(k·f·N_global/E) per expert, decided over
+ * the global batch (N_global = global_batch·seq tokens; ties broken by global token index);
+ * DROPLESS keeps every copy (f = 0 in the struct, "none" in the file). */
+typedef enum { FSMOE_CAPACITY_FACTOR = 0, FSMOE_CAPACITY_DROPLESS } fsmoe_capacity_mode;
+/* How the Dispatch/Combine AllToAll splits its buffer: ALLTOALLV sends each peer exactly the
+ * rows routed to it (row counts exchanged first); PADDED would send C rows per expert. */
+typedef enum { FSMOE_SPLIT_ALLTOALLV = 0, FSMOE_SPLIT_PADDED } fsmoe_a2a_split;
+
 const char *fsmoe_schedule_name(fsmoe_schedule s);    /* "esp-pipeline", "S1", "S2" */
+const char *fsmoe_rank_order_name(fsmoe_rank_order o); /* "node-major" */
+const char *fsmoe_capacity_mode_name(fsmoe_capacity_mode c); /* "factor", "dropless" */
+const char *fsmoe_a2a_split_name(fsmoe_a2a_split s);  /* "alltoallv", "padded" */
 const char *fsmoe_a2a_strategy_name(fsmoe_a2a_strategy s); /* "base", "O1", "O2", "O3" */
 
 /* One phase (forward or backward) of one MoE layer, FSMoE §4. */
@@ -86,9 +106,15 @@ typedef struct {
     /* what the plan is for */
     char model_name[64], cluster_name[64];
     fsmoe_parallel parallel;
-    long B, L, M, H, E;
+    fsmoe_rank_order ranks;
+    int edp;             /* ranks holding the same expert shard: mp·dp/(ep·esp) */
+    long B;              /* samples per DP rank; DP rank d holds samples [d·B, (d+1)·B) */
+    long B_global;       /* dp·B: the global batch */
+    long L, M, H, E;
     int k;
-    double f;            /* 0 = none */
+    fsmoe_capacity_mode capacity;
+    double f;            /* capacity factor; 0 iff capacity == DROPLESS */
+    fsmoe_a2a_split split;
     fsmoe_expert_kind expert;
     int bytes_per_element;
     /* decisions */
@@ -107,6 +133,14 @@ void fsmoe_plan_free(fsmoe_plan *p); /* frees layers; safe on a zeroed plan */
 fsmoe_status fsmoe_plan_write(const fsmoe_plan *p, const char *path, fsmoe_error *err);
 /* Writes to an open stream (used by the writer and for stdout). */
 fsmoe_status fsmoe_plan_emit(const fsmoe_plan *p, void *FILE_stream, fsmoe_error *err);
+/* Reads and validates a plan of this version. A plan of an older version fails with
+ * FSMOE_ERR_SCHEMA and a message giving the command that regenerates it. */
 fsmoe_status fsmoe_plan_load(const char *path, fsmoe_plan *out, fsmoe_error *err);
+/* Reads only the provenance (model, cluster, method, overrides: the same keys since version 2)
+ * of a plan of any version from 2 on, so `fsmoe-plan --regenerate` can replay an old plan. */
+fsmoe_status fsmoe_plan_load_provenance(const char *path, fsmoe_plan *out, fsmoe_error *err);
+/* The fsmoe-plan command line that makes p again from its provenance (shell-quoted), with
+ * `-o out` appended when out is not NULL. */
+void fsmoe_plan_command(const fsmoe_plan *p, const char *out, char *buf, size_t len);
 
 #endif

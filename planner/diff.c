@@ -185,7 +185,10 @@ int diff_plans(const fsmoe_plan *a, const fsmoe_plan *b, const diff_options *opt
             fsmoe_yaml_format_double(b->f, sb);
         diff_report(&c, 1, "model.capacity_factor: %s -> %s", sa, sb);
     }
+    diff_str(&c, "model.capacity", fsmoe_capacity_mode_name(a->capacity),
+             fsmoe_capacity_mode_name(b->capacity), 1);
     diff_long(&c, "model.batch", a->B, b->B);
+    diff_long(&c, "model.global_batch", a->B_global, b->B_global);
     diff_long(&c, "model.seq", a->L, b->L);
     diff_long(&c, "model.bytes_per_element", a->bytes_per_element, b->bytes_per_element);
     diff_str(&c, "cluster.name", a->cluster_name, b->cluster_name, 1);
@@ -196,6 +199,11 @@ int diff_plans(const fsmoe_plan *a, const fsmoe_plan *b, const diff_options *opt
     diff_long(&c, "parallel.ep", a->parallel.ep, b->parallel.ep);
     diff_long(&c, "parallel.esp", a->parallel.esp, b->parallel.esp);
     diff_long(&c, "parallel.pp", a->parallel.pp, b->parallel.pp);
+    diff_long(&c, "parallel.edp", a->edp, b->edp);
+    diff_str(&c, "parallel.ranks", fsmoe_rank_order_name(a->ranks),
+             fsmoe_rank_order_name(b->ranks), 1);
+    diff_str(&c, "alltoall.split", fsmoe_a2a_split_name(a->split), fsmoe_a2a_split_name(b->split),
+             1);
 
     /* decisions */
     if (a->n_layers != b->n_layers)

@@ -181,13 +181,16 @@ void explain_plan(const fsmoe_plan *p, const char *source, FILE *out)
         fprintf(out, "none");
     else
         fprintf(out, "%g", p->f);
-    fprintf(out, ", batch %ld x seq %ld, %d bytes/element\n", p->B, p->L, p->bytes_per_element);
+    fprintf(out, ", batch %ld per rank (%ld in all) x seq %ld, %d bytes/element\n", p->B,
+            p->B_global, p->L, p->bytes_per_element);
     const fsmoe_parallel *par = &p->parallel;
     fprintf(out,
-            "cluster  %s: %d GPUs (%d per node, %d nodes); dp %d, mp %d, ep %d, esp %d, pp %d\n",
+            "cluster  %s: %d GPUs (%d per node, %d nodes, ranks %s); dp %d, mp %d, ep %d, "
+            "esp %d, edp %d, pp %d; AllToAll split %s\n",
             p->cluster_name, par->world, par->gpus_per_node,
-            par->gpus_per_node > 0 ? par->world / par->gpus_per_node : 0, par->dp, par->mp,
-            par->ep, par->esp, par->pp);
+            par->gpus_per_node > 0 ? par->world / par->gpus_per_node : 0,
+            fsmoe_rank_order_name(p->ranks), par->dp, par->mp, par->ep, par->esp, p->edp, par->pp,
+            fsmoe_a2a_split_name(p->split));
     fprintf(out, "method   %s (decided by %s), planner %s\n", p->method, p->decided_by,
             p->planner_version);
     fprintf(out, "inputs   %s (sha256 %.12s…), %s (sha256 %.12s…)\n", p->model_path,

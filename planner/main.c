@@ -342,12 +342,13 @@ done:
     return rc;
 }
 
-/* Replays a plan's recorded inputs: its model, cluster, method and overrides. */
+/* Replays a plan's recorded inputs: its model, cluster, method and overrides. Only the
+ * provenance is read, so a plan of an older schema version can be regenerated too. */
 static int run_regenerate(plan_args *a)
 {
     fsmoe_error err = {0};
     fsmoe_plan old; /* a holds pointers into it until run_plan returns */
-    if (fsmoe_plan_load(a->regenerate, &old, &err))
+    if (fsmoe_plan_load_provenance(a->regenerate, &old, &err))
         return input_error(&err);
     a->model_path = old.model_path;
     a->cluster_path = old.cluster_path;

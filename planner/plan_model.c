@@ -4,10 +4,12 @@
  * of the baselines.
  *
  * Structure. Block b holds attention then an FFN (MoE when fsmoe_model_is_moe_block). Generalised
- * layer i = the MoE FFN of the i-th MoE block + every dense op after it up to the next MoE FFN
- * (the following blocks' attention and dense FFNs; for the last one also the LM head's
- * gradients). The "prefix" = the embedding and every op before the first MoE FFN; its gradients
- * are always all-reduced after the backward (grad_partition.h). Compute time of the embedding
+ * layer i = the MoE FFN (gate and experts) of the i-th MoE block + every dense op after it up to
+ * the next MoE FFN (the following blocks' LayerNorms, attention and dense FFNs; for the last one
+ * also the final LayerNorm and the LM head). A block's second LayerNorm goes with its attention:
+ * its gradient is ready after the MoE layer's backward. The "prefix" = the token and position
+ * embeddings and every op before the first MoE FFN; its gradients are always all-reduced after
+ * the backward (grad_partition.h). Compute time of the embedding
  * lookup and the LM head is not modelled (the same in every schedule).
  *
  * Methods. auto and fsmoe: per layer the schedule among FSMoE's ESP pipeline and Parm's S1/S2
@@ -125,7 +127,7 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
             i++;
             layers[i].index = (int)i;
             layers[i].block = (int)b;
-            layers[i].grad_bytes += wl.expert_grad_bytes;
+            layers[i].grad_bytes += wl.gate_grad_bytes + wl.expert_grad_bytes;
         } else if (i < 0) {
             prefix_fwd += wl.ffn_fwd_s, prefix_bwd += wl.ffn_bwd_s;
             prefix_grad += wl.ffn_grad_bytes;
@@ -294,9 +296,16 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
     copy_str(out->model_name, sizeof out->model_name, m->name);
     copy_str(out->cluster_name, sizeof out->cluster_name, c->name);
     out->parallel = *par;
+    out->ranks = FSMOE_RANKS_NODE_MAJOR; /* the numbering of parallel.h, the only one */
+    out->edp = fsmoe_group_size(par, FSMOE_GROUP_EDP);
     out->B = m->B, out->L = m->L, out->M = m->M, out->H = m->H, out->E = shape.E;
+    out->B_global = (long)par->dp * m->B;
     out->k = m->k;
+    out->capacity = m->f > 0 ? FSMOE_CAPACITY_FACTOR : FSMOE_CAPACITY_DROPLESS;
     out->f = m->f;
+    /* fsmoe-run sends each peer exactly its rows (AllToAllv); the cost model's n_a2a is the
+     * capacity-sized buffer, i.e. the balanced-routing volume of either split. */
+    out->split = FSMOE_SPLIT_ALLTOALLV;
     out->expert = m->expert;
     out->bytes_per_element = m->bytes_per_element;
     out->gradient_tail_bytes = gr.tail_bytes;

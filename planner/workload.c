@@ -35,6 +35,9 @@ void workload_shape_from_model(const fsmoe_model *m, workload_shape *out)
     out->k = m->k;
     out->f = m->f;
     out->expert = m->expert;
+    out->gate = strcmp(m->gate, "xmoe") == 0      ? WORKLOAD_GATE_XMOE
+                : strcmp(m->gate, "softmoe") == 0 ? WORKLOAD_GATE_SOFTMOE
+                                                  : WORKLOAD_GATE_LINEAR;
     out->bytes_per_element = m->bytes_per_element;
 }
 
@@ -167,13 +170,32 @@ void workload_layer_init(const workload_shape *s, const fsmoe_parallel *par,
     out->ffn_fwd_s = n_gemm * w->gemm.alpha_s + ffn_macs * w->gemm.beta_s + t_ar;
     out->ffn_bwd_s = 2.0 * n_gemm * w->gemm.alpha_s + 2.0 * ffn_macs * w->gemm.beta_s + t_ar;
 
-    /* Gradients per GPU: tensor-parallel weights are split over MP; norms are replicated. */
-    out->attn_grad_bytes = (M * qkv_cols / mp + M * M / mp + 2.0 * M) * b;
-    out->ffn_grad_bytes = n_gemm * M * H / mp * b;
-    /* Experts are all-reduced only where several GPUs hold the same expert shard: world/(ep·esp)
-     * replicas of each. */
-    double replicas = (double)par->world / (ep * esp);
-    out->expert_grad_bytes = replicas > 1.0 ? (E / ep) * n_gemm * M * (H / esp) * b : 0.0;
-    out->embed_grad_bytes = (double)s->vocab * M / mp * b;
-    out->head_grad_bytes = (double)s->vocab * M / mp * b;
+    /* Gradients per GPU: exactly the tensors fsmoe-run registers (runtime/transformer.c,
+     * attention.c, expert_ffn.c, gate.c; tests/test_plan_model.c compares the two), all fp
+     * elements of bytes_per_element. Under MP the Megatron split: column-parallel weights and
+     * their biases (wqkv, bqkv, w1, w3, b1, wte, head) over MP, row-parallel output biases (bo, b2),
+     * norms, wpe and the gate replicated; experts the same over ESP.
+     *   block:  ln1.{w,b}, attn.{wqkv (M, W), bqkv (W), wo (M, M), bo (M)}, ln2.{w,b},
+     *           W = (heads + 2·kv_heads)·M/heads;
+     *   FFN:    w1 (M, H), w2 (H, M), and b1 (H), b2 (M) for GPT or w3 (M, H) for SwiGLU: a dense
+     *           block is one expert of the model's kind applied to every token;
+     *   MoE:    the gate, and E/ep of the E experts on this GPU;
+     *   ends:   wte (V, M), wpe (L, M); lnf.{w,b}, head (M, V) (untied). */
+    const int gpt = s->expert == FSMOE_EXPERT_GPT;
+    out->attn_grad_bytes = ((M + 1.0) * qkv_cols / mp + M * M / mp + M + 4.0 * M) * b;
+    out->ffn_grad_bytes = (n_gemm * M * H / mp + (gpt ? H / mp + M : 0.0)) * b;
+    double gate_numel = M * E;
+    if (s->gate == WORKLOAD_GATE_XMOE) {
+        double D = M < 16.0 ? M : 16.0;
+        gate_numel = M * D + E * D;
+    } else if (s->gate == WORKLOAD_GATE_SOFTMOE && E > 0.0) {
+        gate_numel = M * E * ceil(s->k * f * L / E); /* as runtime/transformer.c */
+    }
+    out->gate_grad_bytes = gate_numel * b;
+    /* Experts are all-reduced only over EDP, the GPUs holding the same expert shard. */
+    double per_expert = n_gemm * M * (H / esp) + (gpt ? H / esp + M : 0.0);
+    out->expert_grad_bytes =
+        fsmoe_group_size(par, FSMOE_GROUP_EDP) > 1 ? (E / ep) * per_expert * b : 0.0;
+    out->embed_grad_bytes = ((double)s->vocab * M / mp + L * M) * b;
+    out->head_grad_bytes = (M * (double)s->vocab / mp + 2.0 * M) * b;
 }

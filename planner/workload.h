@@ -15,12 +15,18 @@
 #include "parallel.h"
 #include "pipeline_degree.h"
 
+/* The gate's parameters (runtime/gate.c): LINEAR is one M×E matrix (gshard, sigmoid,
+ * expert_choice); XMOE a projection M×D and expert embeddings E×D (D = min(M, 16)); SOFTMOE the
+ * slot matrix M×(E·slots), slots = ceil(k·f·L/E) (f = 1 when none). */
+typedef enum { WORKLOAD_GATE_LINEAR = 0, WORKLOAD_GATE_XMOE, WORKLOAD_GATE_SOFTMOE } workload_gate;
+
 /* The layer shape the planner needs (a model or one FSMoE Table 4 configuration). */
 typedef struct {
     long B, L, M, H, heads, kv_heads, E, vocab;
     int k;
     double f;             /* 0 = none: planned as 1.0 (balanced routing, nothing dropped) */
     fsmoe_expert_kind expert;
+    workload_gate gate;   /* LINEAR unless the model says otherwise */
     int bytes_per_element;
 } workload_shape;
 
@@ -47,10 +53,13 @@ typedef struct {
     pipeline_problem fwd, bwd;       /* bwd.t_gar left 0: the caller sets it */
     double attn_fwd_s, attn_bwd_s;   /* one attention block incl. its MP AllReduce */
     double ffn_fwd_s, ffn_bwd_s;     /* one dense (non-MoE) FFN block */
-    double attn_grad_bytes;          /* dense gradients of one block's attention + norms, per GPU */
-    double ffn_grad_bytes;           /* one dense FFN block's gradients, per GPU */
-    double expert_grad_bytes;        /* expert gradients needing AllReduce (0 unless replicated) */
-    double embed_grad_bytes, head_grad_bytes;
+    /* Gradient bytes per GPU of the tensors fsmoe-run registers (workload.c lists them): */
+    double attn_grad_bytes;          /* one block's attention (weights, biases) + both LayerNorms */
+    double ffn_grad_bytes;           /* one dense FFN block (one expert of the model's kind) */
+    double gate_grad_bytes;          /* one MoE layer's gate (replicated: DP AllReduce) */
+    double expert_grad_bytes;        /* this GPU's E/ep experts (0 unless EDP has > 1 member) */
+    double embed_grad_bytes;         /* token and position embeddings */
+    double head_grad_bytes;          /* final LayerNorm + the (untied) LM head */
 } workload_layer;
 
 void workload_shape_from_model(const fsmoe_model *m, workload_shape *out);

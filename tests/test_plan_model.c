@@ -26,6 +26,11 @@
 #include "sim_schedules.h"
 #include "workload.h"
 
+/* fsmoe-run's model (runtime/): its parameter table is the reference for gradient bytes */
+#include "backend.h"
+#include "config.h"
+#include "transformer.h"
+
 static const char *root(void)
 {
     const char *r = getenv("FSMOE_SOURCE_ROOT");
@@ -360,12 +365,176 @@ static void test_schedule_choice(void **state)
     fsmoe_cluster_free(&c);
 }
 
+/* ---- gradient bytes against fsmoe-run's own tensors ------------------------------------------ */
+
+/* Bytes per generalised layer from the runtime's parameter table: every registered tensor is
+ * placed by its registration name (runtime/transformer.c: wte, wpe, h<b>.ln1.*, h<b>.attn.*,
+ * h<b>.ln2.*, h<b>.gate.*, h<b>.experts.*, h<b>.ffn.*, lnf.*, head). A block's LayerNorms and
+ * attention go to the generalised layer of the previous MoE FFN (the prefix before the first);
+ * its gate and experts open the next one; a dense FFN goes where its attention went; lnf and the
+ * head close the last layer. Expert tensors hold all E experts here (a single-rank model): a rank
+ * of the plan's layout holds E/ep of them, all-reduced only when EDP has more than one member. */
+typedef struct {
+    double prefix, layer[16], total;
+    int n;
+} rt_bytes;
+
+static void runtime_bytes(const rt_model *md, const fsmoe_parallel *par, rt_bytes *out)
+{
+    memset(out, 0, sizeof *out);
+    const rt_params *t = &md->params;
+    const long nl = md->cfg.layers, E = md->cfg.E;
+    const double share = fsmoe_group_size(par, FSMOE_GROUP_EDP) > 1 ? (double)(E / par->ep) / E : 0;
+    int i = -1;
+    for (long b = -1; b <= nl; b++) {
+        /* the block's dense part, then its MoE part (b = -1: embeddings, b = nl: the head) */
+        double dense = 0.0, moe = 0.0;
+        int is_moe = 0;
+        for (int j = 0; j < t->n; j++) {
+            const rt_param *q = &t->p[j];
+            double bytes = (double)q->numel * (double)sizeof(float);
+            long qb;
+            char part[64];
+            if (sscanf(q->name, "h%ld.%63[^.]", &qb, part) == 2) {
+                if (qb != b)
+                    continue;
+                if (strcmp(part, "gate") == 0)
+                    moe += bytes, is_moe = 1;
+                else if (strcmp(part, "experts") == 0)
+                    moe += bytes * share, is_moe = 1;
+                else if (strcmp(part, "ln1") == 0 || strcmp(part, "attn") == 0 ||
+                         strcmp(part, "ln2") == 0 || strcmp(part, "ffn") == 0)
+                    dense += bytes;
+                else
+                    fail_msg("unknown runtime tensor %s", q->name);
+            } else if (strcmp(q->name, "wte") == 0 || strcmp(q->name, "wpe") == 0) {
+                if (b == -1)
+                    dense += bytes;
+            } else if (strcmp(q->name, "head") == 0 || strncmp(q->name, "lnf.", 4) == 0) {
+                if (b == nl)
+                    dense += bytes;
+            } else {
+                fail_msg("unknown runtime tensor %s", q->name);
+            }
+        }
+        if (i < 0)
+            out->prefix += dense;
+        else
+            out->layer[i] += dense;
+        if (is_moe) {
+            i++;
+            assert_true(i < 16);
+            out->layer[i] += moe;
+        }
+        out->total += dense + moe;
+    }
+    out->n = i + 1;
+}
+
+typedef struct {
+    const char *what;
+    const char *expert; /* gpt | swiglu */
+    int moe_every, moe_first;
+    long kv_heads;      /* 0: the model's */
+    const char *gate, *order;
+    double f;           /* < 0: the model's */
+} grad_variant;
+
+static void check_grad_bytes(const grad_variant *v, const fsmoe_parallel *layout)
+{
+    char mpath[1024], cpath[1024];
+    snprintf(mpath, sizeof mpath, "%s/models/tiny-moe.yaml", root());
+    snprintf(cpath, sizeof cpath, "%s/clusters/testbed-b.yaml", root());
+    fsmoe_error err = {0};
+    fsmoe_model m;
+    fsmoe_cluster c;
+    memset(&c, 0, sizeof c);
+    if (fsmoe_model_load(mpath, &m, &err) != FSMOE_OK ||
+        fsmoe_cluster_load(cpath, &c, &err) != FSMOE_OK)
+        fail_msg("%s", err.msg);
+    m.expert = strcmp(v->expert, "swiglu") == 0 ? FSMOE_EXPERT_SWIGLU : FSMOE_EXPERT_GPT;
+    m.moe_every = v->moe_every, m.moe_first = v->moe_first;
+    if (v->kv_heads > 0)
+        m.kv_heads = v->kv_heads;
+    snprintf(m.gate, sizeof m.gate, "%s", v->gate);
+    snprintf(m.order, sizeof m.order, "%s", v->order);
+    if (v->f >= 0)
+        m.f = v->f;
+    m.B = 2; /* parameters do not depend on the batch; keeps the runtime's activations small */
+    fsmoe_parallel par = *layout;
+    if (fsmoe_model_resolve(&m, &par, "test", &err) != FSMOE_OK)
+        fail_msg("%s: %s", v->what, err.msg);
+
+    fsmoe_plan p;
+    memset(&p, 0, sizeof p);
+    plan_options opt = {.method = PLAN_METHOD_AUTO};
+    if (plan_model(&m, &c, cpath, &par, &opt, &p, &err) != FSMOE_OK)
+        fail_msg("%s: %s", v->what, err.msg);
+
+    rt_config rc;
+    config_defaults(&rc);
+    if (config_from_model(&rc, &m, mpath, &err) != FSMOE_OK ||
+        config_validate(&rc, &err) != FSMOE_OK)
+        fail_msg("%s: %s", v->what, err.msg);
+    rt_backend *be = NULL;
+    rt_model md;
+    if (rt_backend_create("host", 1, &be, &err) != FSMOE_OK ||
+        model_init(&md, &rc, be, &err) != FSMOE_OK)
+        fail_msg("%s: %s", v->what, err.msg);
+    rt_bytes rb;
+    runtime_bytes(&md, &par, &rb);
+
+    /* exact: both sides are sums of integers far below 2^53 */
+    if (p.prefix_grad_bytes != rb.prefix)
+        fail_msg("%s (world %d, ep %d): prefix_grad_bytes %.0f, the runtime's tensors %.0f",
+                 v->what, par.world, par.ep, p.prefix_grad_bytes, rb.prefix);
+    assert_int_equal(p.n_layers, rb.n);
+    double sum = p.prefix_grad_bytes;
+    for (int i = 0; i < p.n_layers; i++) {
+        if (p.layers[i].grad_bytes != rb.layer[i])
+            fail_msg("%s (world %d, ep %d): layers[%d].gradients.bytes %.0f, the runtime's "
+                     "tensors %.0f",
+                     v->what, par.world, par.ep, i, p.layers[i].grad_bytes, rb.layer[i]);
+        sum += p.layers[i].grad_bytes;
+    }
+    /* with every expert on every rank and replicated, that is the whole table */
+    if (par.ep == 1 && fsmoe_group_size(&par, FSMOE_GROUP_EDP) > 1)
+        assert_true(sum == (double)md.params.total * sizeof(float));
+    model_free(&md);
+    rt_backend_destroy(&be);
+    fsmoe_plan_free(&p);
+    fsmoe_cluster_free(&c);
+}
+
+static void test_grad_bytes_match_runtime(void **state)
+{
+    (void)state;
+    static const grad_variant variants[] = {
+        {"tiny-moe", "gpt", 1, 0, 0, "gshard", "tutel", -1},
+        {"swiglu, MoE every 2 from block 1, GQA, xmoe gate", "swiglu", 2, 1, 2, "xmoe", "tutel",
+         -1},
+        {"gpt, MoE every 2 from block 0, softmoe gate, dropless", "gpt", 2, 0, 0, "softmoe",
+         "gshard", 0},
+    };
+    /* EDP of 2 with all experts per rank, EDP of 2 with half of them, EDP of 1 (no expert
+     * AllReduce at all) */
+    static const fsmoe_parallel layouts[] = {
+        {.world = 2, .gpus_per_node = 1, .dp = 2, .mp = 1, .ep = 1, .esp = 1, .pp = 1},
+        {.world = 4, .gpus_per_node = 1, .dp = 4, .mp = 1, .ep = 2, .esp = 1, .pp = 1},
+        {.world = 2, .gpus_per_node = 1, .dp = 2, .mp = 1, .ep = 2, .esp = 1, .pp = 1},
+    };
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++)
+        for (size_t j = 0; j < sizeof layouts / sizeof layouts[0]; j++)
+            check_grad_bytes(&variants[i], &layouts[j]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_method_names),
         cmocka_unit_test(test_all_models),
         cmocka_unit_test(test_schedule_choice),
+        cmocka_unit_test(test_grad_bytes_match_runtime),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -112,7 +112,8 @@ static void check_sequential_sum(const fsmoe_cluster *c, const char *path, int i
     double ar_mp = line(c, path, FSMOE_OP_ALLREDUCE, FSMOE_TIER_INTRA, B * Lq * M * b);
     double at_f = 4 * g.alpha_s + attn_macs * g.beta_s + ar_mp;
     double at_b = 8 * g.alpha_s + 2 * attn_macs * g.beta_s + ar_mp;
-    double grads = (M * qkv / mp + M * M / mp + 2.0 * M) * b;
+    /* wqkv, bqkv split over MP; wo split, bo and the two LayerNorms replicated */
+    double grads = ((M + 1.0) * qkv / mp + M * M / mp + 5.0 * M) * b;
     double gar = line(c, path, FSMOE_OP_ALLREDUCE, FSMOE_TIER_INTER, grads);
     double want = (ag + a2a + e_f + ar_esp + a2a) + at_f + at_b + (a2a + e_b + ar_esp + a2a + rs) +
                   gar;
