@@ -313,9 +313,12 @@ int main(int argc, char **argv)
     if (plan_path && (st = apply_plan(plan_path, &tr.model, &pinfo, &err)) != FSMOE_OK)
         goto fail;
     if (resume_dir) {
-        if ((st = checkpoint_load(resume_dir, &tr.model, &tr.opt, &tr.step, &err)) != FSMOE_OK)
+        /* single rank; a multi-rank run passes its own layout (checkpoint.h) */
+        rt_layout ck_lay = layout_make(1, 0, 1, 1, cfg.E, cfg.B);
+        rt_ckpt_rank ck = checkpoint_rank(&tr.model, &tr.opt, &ck_lay);
+        if ((st = checkpoint_load(resume_dir, &ck, &tr.step, &err)) != FSMOE_OK)
             goto fail;
-        printf("resumed from %s/checkpoint.bin at step %ld\n", resume_dir, tr.step);
+        printf("resumed from %s/%s at step %ld\n", resume_dir, RT_CKPT_MANIFEST, tr.step);
     }
     char bdesc[64];
     snprintf(bdesc, sizeof bdesc, "%s%s%s", be->name, plan_path ? ", plan " : "",
@@ -354,7 +357,9 @@ int main(int argc, char **argv)
         }
         if (save_dir && ((cfg.save_every > 0 && tr.step % cfg.save_every == 0) ||
                          tr.step == cfg.steps)) {
-            if ((st = checkpoint_save(save_dir, &tr.model, &tr.opt, tr.step, &err)) != FSMOE_OK)
+            rt_layout ck_lay = layout_make(1, 0, 1, 1, cfg.E, cfg.B);
+            rt_ckpt_rank ck = checkpoint_rank(&tr.model, &tr.opt, &ck_lay);
+            if ((st = checkpoint_save(save_dir, tr.step, &ck, &err)) != FSMOE_OK)
                 goto fail;
         }
         fflush(stdout);

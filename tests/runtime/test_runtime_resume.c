@@ -1,14 +1,18 @@
 /* Checkpoints: resuming at step k continues bit-exactly (the loss at every later step equals
- * the uninterrupted run's); bad checkpoint and data files give clear errors. */
+ * the uninterrupted run's); another model, seed or setting is refused naming it; bad data files
+ * give clear errors. Shard-level corruption, resharding and kill -9 safety are in
+ * test_runtime_checkpoint.c. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "checkpoint.h"
@@ -37,15 +41,49 @@ static int setup(void **s)
     return 0;
 }
 
+/* rm -r of a checkpoint directory (the manifest, step directories and their shards). */
+static void remove_tree(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d) {
+        remove(path);
+        return;
+    }
+    struct dirent *e;
+    char p[600];
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+            remove_tree(p);
+        }
+    closedir(d);
+    rmdir(path);
+}
+
 static int teardown(void **s)
 {
     (void)s;
-    char p[300];
-    snprintf(p, sizeof p, "%s/checkpoint.bin", dir);
-    remove(p);
-    rmdir(dir);
+    remove_tree(dir);
     remove(datafile);
     return 0;
+}
+
+static fsmoe_status save(rt_trainer *tr, const rt_config *c)
+{
+    fsmoe_error err = {0};
+    rt_layout lay = layout_make(1, 0, 1, 1, c->E, c->B);
+    rt_ckpt_rank ck = checkpoint_rank(&tr->model, &tr->opt, &lay);
+    fsmoe_status st = checkpoint_save(dir, tr->step, &ck, &err);
+    if (st != FSMOE_OK)
+        print_error("%s\n", err.msg);
+    return st;
+}
+
+static fsmoe_status load(rt_trainer *tr, const rt_config *c, fsmoe_error *err)
+{
+    rt_layout lay = layout_make(1, 0, 1, 1, c->E, c->B);
+    rt_ckpt_rank ck = checkpoint_rank(&tr->model, &tr->opt, &lay);
+    return checkpoint_load(dir, &ck, &tr->step, err);
 }
 
 static void test_resume_bit_exact(void **s)
@@ -63,12 +101,13 @@ static void test_resume_bit_exact(void **s)
     for (int i = 0; i < 8; i++) {
         assert_int_equal(trainer_step(&tr, &full[i], NULL, NULL, &err), FSMOE_OK);
         if (i == 3)
-            assert_int_equal(checkpoint_save(dir, &tr.model, &tr.opt, tr.step, &err), FSMOE_OK);
+            assert_int_equal(save(&tr, &c), FSMOE_OK);
     }
     trainer_free(&tr);
     assert_int_equal(trainer_init(&tr, &c, be, &d, &err), FSMOE_OK);
-    assert_int_equal(checkpoint_load(dir, &tr.model, &tr.opt, &tr.step, &err), FSMOE_OK);
+    assert_int_equal(load(&tr, &c, &err), FSMOE_OK);
     assert_int_equal(tr.step, 4);
+    assert_int_equal(tr.opt.t, 4);
     for (int i = 4; i < 8; i++) {
         assert_int_equal(trainer_step(&tr, &resumed[i], NULL, NULL, &err), FSMOE_OK);
         assert_memory_equal(&resumed[i], &full[i], sizeof(double));
@@ -78,35 +117,60 @@ static void test_resume_bit_exact(void **s)
     rt_config c2 = c;
     c2.H = 48;
     assert_int_equal(trainer_init(&tr, &c2, be, &d, &err), FSMOE_OK);
-    assert_int_equal(checkpoint_load(dir, &tr.model, &tr.opt, &tr.step, &err), FSMOE_ERR_VALUE);
+    assert_int_equal(load(&tr, &c2, &err), FSMOE_ERR_VALUE);
     assert_non_null(strstr(err.msg, "H is 32 there, 48"));
     trainer_free(&tr);
     /* another seed: not the continuation of the saved run */
     rt_config c3 = c;
     c3.seed = 10;
     assert_int_equal(trainer_init(&tr, &c3, be, &d, &err), FSMOE_OK);
-    assert_int_equal(checkpoint_load(dir, &tr.model, &tr.opt, &tr.step, &err), FSMOE_ERR_VALUE);
+    assert_int_equal(load(&tr, &c3, &err), FSMOE_ERR_VALUE);
     assert_non_null(strstr(err.msg, "--seed 9, this run has --seed 10"));
     trainer_free(&tr);
-    /* corrupted and truncated files */
-    assert_int_equal(trainer_init(&tr, &c, be, &d, &err), FSMOE_OK);
-    char p[300];
-    snprintf(p, sizeof p, "%s/checkpoint.bin", dir);
-    FILE *f = fopen(p, "r+b");
-    fseek(f, 200, SEEK_SET);
-    fputc(0x5a, f);
-    fclose(f);
-    assert_int_equal(checkpoint_load(dir, &tr.model, &tr.opt, &tr.step, &err), FSMOE_ERR_VALUE);
-    assert_non_null(strstr(err.msg, "checksum"));
-    assert_int_equal(truncate(p, 100), 0);
-    assert_int_equal(checkpoint_load(dir, &tr.model, &tr.opt, &tr.step, &err), FSMOE_ERR_VALUE);
-    assert_non_null(strstr(err.msg, "truncated"));
-    f = fopen(p, "wb");
-    fputs("hello world, not a checkpoint", f);
-    fclose(f);
-    assert_int_equal(checkpoint_load(dir, &tr.model, &tr.opt, &tr.step, &err), FSMOE_ERR_VALUE);
-    assert_non_null(strstr(err.msg, "bad magic"));
+    /* settings a continuation depends on: refused naming the setting and the flag */
+    rt_config c4 = c;
+    c4.lr = c.lr * 2;
+    assert_int_equal(trainer_init(&tr, &c4, be, &d, &err), FSMOE_OK);
+    assert_int_equal(load(&tr, &c4, &err), FSMOE_ERR_VALUE);
+    assert_non_null(strstr(err.msg, "settings.lr: the checkpoint was trained with"));
+    assert_non_null(strstr(err.msg, "--lr"));
     trainer_free(&tr);
+    c4 = c;
+    c4.B = 4; /* world 1: the global batch changes */
+    assert_int_equal(trainer_init(&tr, &c4, be, &d, &err), FSMOE_OK);
+    assert_int_equal(load(&tr, &c4, &err), FSMOE_ERR_VALUE);
+    assert_non_null(strstr(err.msg, "settings.global_batch: the checkpoint was trained with 2"));
+    trainer_free(&tr);
+    /* steps: may be extended (with the warm-up given explicitly, as here), not cut below the
+     * checkpoint's step */
+    c4 = c;
+    c4.steps = 3;
+    assert_int_equal(trainer_init(&tr, &c4, be, &d, &err), FSMOE_OK);
+    assert_int_equal(load(&tr, &c4, &err), FSMOE_ERR_VALUE);
+    assert_non_null(strstr(err.msg, "settings.steps: the checkpoint is at step 4"));
+    trainer_free(&tr);
+    c4 = c;
+    c4.steps = 20;
+    assert_int_equal(trainer_init(&tr, &c4, be, &d, &err), FSMOE_OK);
+    assert_int_equal(load(&tr, &c4, &err), FSMOE_OK);
+    assert_int_equal(tr.step, 4);
+    trainer_free(&tr);
+    /* a version-1 checkpoint is named as such */
+    char p[300];
+    snprintf(p, sizeof p, "%s.v1", dir);
+    mkdir(p, 0777);
+    char q[340];
+    snprintf(q, sizeof q, "%s/checkpoint.bin", p);
+    FILE *f = fopen(q, "wb");
+    fputs("FSMOECKP", f);
+    fclose(f);
+    assert_int_equal(trainer_init(&tr, &c, be, &d, &err), FSMOE_OK);
+    rt_layout lay = layout_make(1, 0, 1, 1, c.E, c.B);
+    rt_ckpt_rank ck = checkpoint_rank(&tr.model, &tr.opt, &lay);
+    assert_int_equal(checkpoint_load(p, &ck, &tr.step, &err), FSMOE_ERR_VALUE);
+    assert_non_null(strstr(err.msg, "version-1 checkpoint"));
+    trainer_free(&tr);
+    remove_tree(p);
     rt_backend_destroy(&be);
     data_free(&d);
 }
