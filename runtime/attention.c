@@ -139,7 +139,7 @@ void attention_forward(const rt_attention *at, rt_backend *be, rt_stream *s, con
     if (at->mp.rank == 0)
         be->bias_add(be, s, out, at->bo, N, M);
     if (at->mp.size > 1)
-        be->allreduce_sum(be, s, &at->mp, out, N * M);
+        be->allreduce_sum(be, s, &at->mp, out, N * M, "attention output allreduce (mp)");
 }
 
 void attention_backward(const rt_attention *at, rt_backend *be, rt_stream *s, const real *dout,
@@ -172,5 +172,5 @@ void attention_backward(const rt_attention *at, rt_backend *be, rt_stream *s, co
     be->gemm(be, s, 1, 0, M, W, N, 1, x, M, 0, w->dqkv, W, 0, 1, at->dwqkv, W, 0, 1);
     be->gemm(be, s, 0, 1, N, M, W, 1, w->dqkv, W, 0, at->wqkv, W, 0, 1, dx, M, 0, 1);
     if (at->mp.size > 1)
-        be->allreduce_sum(be, s, &at->mp, dx, N * M);
+        be->allreduce_sum(be, s, &at->mp, dx, N * M, "attention input-gradient allreduce (mp)");
 }

@@ -1,6 +1,7 @@
 /* Implements: backend selection by name, the sticky asynchronous error, the single-rank group. */
 #include "backend.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -50,14 +51,19 @@ fsmoe_status rt_backend_check(rt_backend *be, fsmoe_error *err)
     return fsmoe_fail(err, be->err.status, "%s", be->err.msg);
 }
 
+/* Stream threads fail too: the first failure wins under this lock. */
+static pthread_mutex_t fail_mu = PTHREAD_MUTEX_INITIALIZER;
+
 void rt_backend_fail(rt_backend *be, fsmoe_status st, const char *fmt, ...)
 {
-    if (be->err.status != FSMOE_OK)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    fsmoe_vfail(&be->err, st, fmt, ap);
-    va_end(ap);
+    pthread_mutex_lock(&fail_mu);
+    if (be->err.status == FSMOE_OK) {
+        va_list ap;
+        va_start(ap, fmt);
+        fsmoe_vfail(&be->err, st, fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_unlock(&fail_mu);
 }
 
 rt_group rt_group_single(void)

@@ -10,9 +10,8 @@
  * (sticky, like CUDA's) and reported by the next rt_backend_check(). alloc returns NULL on
  * failure.
  *
- * Collectives: a group is a set of ranks. This issue runs a single rank, which is the P = 1 case
- * of every collective (a copy or nothing); the distributed implementations (MPI, NCCL) plug in
- * here in the next issue. */
+ * Collectives: a group is a set of ranks (runtime/dist.h); a group of one rank is the P = 1
+ * case of every collective (a copy or nothing). */
 #ifndef RT_BACKEND_H
 #define RT_BACKEND_H
 
@@ -105,14 +104,17 @@ struct rt_backend {
     void (*row_dot)(rt_backend *be, rt_stream *s, real *out, const real *a, const int *ia,
                     const real *b, const int *ib, long n, long M);
 
-    /* collectives on a group */
-    void (*allreduce_sum)(rt_backend *be, rt_stream *s, const rt_group *g, real *buf, long n);
-    /* Expert-parallel AllToAll of the capacity slots [c0, c1) of every expert.
-     * Forward (inverse = 0): src (E, C, M) on each rank, experts ordered by owning rank
-     * (E = P·E_local); dst (P, E_local, C, M): dst[p][e] = rank p's src[rank·E_local + e].
-     * inverse = 1 sends the expert outputs back (the Combine). */
-    void (*alltoall_rows)(rt_backend *be, rt_stream *s, const rt_group *g, real *dst,
-                          const real *src, long E, long C, long c0, long c1, long M, int inverse);
+    /* Collectives on a group (runtime/dist.h makes the groups). `what` names the operation in
+     * error messages and must outlive the call (a string literal). Arrays passed by pointer
+     * must stay unchanged until the stream has run the collective. */
+    void (*allreduce_sum)(rt_backend *be, rt_stream *s, const rt_group *g, real *buf, long n,
+                          const char *what);
+    /* AllToAllv of rows of M reals, packed by member: src holds send_rows[p] rows for member p,
+     * one block after the other in member order; dst receives recv_rows[p] rows from member p
+     * the same way. Both sides know the counts (exchanged before); any count may be 0. */
+    void (*alltoallv_rows)(rt_backend *be, rt_stream *s, const rt_group *g, real *dst,
+                           const real *src, const int *send_rows, const int *recv_rows, long M,
+                           const char *what);
 };
 
 /* The backends. rt_backend_create fails with a message when `name` is unknown or not built,

@@ -383,27 +383,37 @@ static void c_row_dot(rt_backend *be, rt_stream *s, real *out, const real *a, co
 {
     LAUNCH(be, s, n, g_row_dot, n, out, a, ia, b, ib, M);
 }
-static void c_allreduce_sum(rt_backend *be, rt_stream *s, const rt_group *g, real *buf, long n)
+/* Multi-rank CUDA runs need NCCL communicators per group and stream (bootstrapped over MPI);
+ * they are not built yet, so a group of more than one rank fails here with a message. */
+static void c_allreduce_sum(rt_backend *be, rt_stream *s, const rt_group *g, real *buf, long n,
+                            const char *what)
 {
     (void)s, (void)buf, (void)n;
     if (g->size != 1)
-        rt_backend_fail(be, FSMOE_ERR_INTERNAL,
-                        "cuda backend: allreduce on %d ranks needs NCCL (next issue)", g->size);
+        rt_backend_fail(be, FSMOE_ERR_USAGE,
+                        "cuda backend: %s on %d ranks needs NCCL communicators, which fsmoe-run "
+                        "does not build yet (use --backend host for multi-rank runs)", what,
+                        g->size);
 }
-static void c_alltoall_rows(rt_backend *be, rt_stream *s, const rt_group *g, real *dst,
-                            const real *src, long E, long C, long c0, long c1, long M, int inverse)
+static void c_alltoallv_rows(rt_backend *be, rt_stream *s, const rt_group *g, real *dst,
+                             const real *src, const int *send_rows, const int *recv_rows, long M,
+                             const char *what)
 {
-    (void)inverse;
     if (g->size != 1) {
-        rt_backend_fail(be, FSMOE_ERR_INTERNAL,
-                        "cuda backend: AllToAll on %d ranks needs NCCL (next issue)", g->size);
+        rt_backend_fail(be, FSMOE_ERR_USAGE,
+                        "cuda backend: %s on %d ranks needs NCCL communicators, which fsmoe-run "
+                        "does not build yet (use --backend host for multi-rank runs)", what,
+                        g->size);
         return;
     }
-    if (c1 <= c0)
+    if (send_rows[0] != recv_rows[0]) {
+        rt_backend_fail(be, FSMOE_ERR_INTERNAL, "%s: sends %d rows to itself, receives %d", what,
+                        send_rows[0], recv_rows[0]);
         return;
-    size_t pitch = (size_t)(C * M) * sizeof(real), width = (size_t)((c1 - c0) * M) * sizeof(real);
-    CUDA_OK(be, cudaMemcpy2DAsync(dst + c0 * M, pitch, src + c0 * M, pitch, width, (size_t)E,
-                                  cudaMemcpyDeviceToDevice, cs(s)));
+    }
+    if (send_rows[0] > 0)
+        CUDA_OK(be, cudaMemcpyAsync(dst, src, (size_t)send_rows[0] * (size_t)M * sizeof(real),
+                                    cudaMemcpyDeviceToDevice, cs(s)));
 }
 
 static void c_destroy(rt_backend *be)
@@ -482,7 +492,7 @@ extern "C" fsmoe_status rt_backend_cuda_create(int device, rt_backend **out, fsm
     be->scatter_add_rows = c_scatter_add_rows;
     be->row_dot = c_row_dot;
     be->allreduce_sum = c_allreduce_sum;
-    be->alltoall_rows = c_alltoall_rows;
+    be->alltoallv_rows = c_alltoallv_rows;
     *out = be;
     return FSMOE_OK;
 }

@@ -9,29 +9,75 @@
  * took each other's cores: a 2-thread step ran 5x slower than a 1-thread one. Small loops run
  * on the calling thread only (`if` clauses): waking a worker costs more than they do.
  *
- * Streams: a host stream runs each task when it is enqueued, in issue order, which is a valid
- * (fully serialised) stream; events are therefore complete as soon as they are recorded. The
- * distributed issue replaces this with one worker thread per stream so that communication
- * overlaps computation (toolchain.md: Open MPI has no progress thread).
- * Collectives: only the single-rank group exists here (P = 1: copies). */
+ * Streams (design.md §10.1): the default stream (NULL) is the caller's thread; every created
+ * stream is a worker thread of the communication layer (comm/stream_thread.h) running its jobs
+ * in issue order, and events are the layer's counters with condition variables, so work on two
+ * streams really runs at once and an event wait really orders it. Open MPI has no progress
+ * thread (toolchain.md), so a collective only overlaps computation when a thread of its own
+ * drives it: the MoE layer's communication stream does. The kernels the executor issues on
+ * created streams (GEMM, activations, biases, copies, row gathers, element-wise updates,
+ * collectives) are queued as jobs; the rest run on the caller after draining the stream, which
+ * keeps the stream's order (an event wait only ever refers to work issued before it).
+ *
+ * Collectives: MPI through comm/mpi_coll.h on the group's communicator for the stream's slot
+ * (runtime/dist.h), nonblocking and waited for politely under the watchdog; a group of one rank
+ * is a copy or nothing. */
 #include "backend_host.h"
 
 #include <cblas.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist.h"
 #include "kernels.h"
+#include "mpi_coll.h"
+#include "stream_thread.h"
+#include <pthread.h>
 
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
 
 struct rt_stream {
-    int unused;
+    stream_thread *t;
+    int slot; /* which of a group's communicators this stream uses (dist.h) */
 };
 struct rt_event {
-    int unused;
+    int id;
 };
+
+#define HOST_EVENTS 8192
+
+typedef struct {
+    stream_events *ev;
+    pthread_mutex_t mu;
+    int free_ids[HOST_EVENTS], n_free;
+    int streams_made;
+} host_impl;
+
+static host_impl *H(rt_backend *be) { return be->impl; }
+
+static int worker(const rt_stream *s) { return s && s->t; }
+
+/* Runs a job on s's thread, or now on the caller for the default stream. */
+static void h_async(rt_backend *be, rt_stream *s, stream_job_fn fn, const void *arg, size_t size)
+{
+    fsmoe_error e = {0};
+    fsmoe_status st = stream_submit(worker(s) ? s->t : NULL, fn, arg, size, &e);
+    if (st != FSMOE_OK)
+        rt_backend_fail(be, st, "%s", e.msg);
+}
+
+/* For kernels that run on the caller: first let s finish what was issued before. */
+static void h_drain(rt_backend *be, rt_stream *s)
+{
+    if (!worker(s))
+        return;
+    fsmoe_error e = {0};
+    if (stream_sync(s->t, &e) != FSMOE_OK)
+        rt_backend_fail(be, e.status, "%s", e.msg);
+}
 
 #if REAL_IS_DOUBLE
 #define CBLAS_GEMM cblas_dgemm
@@ -70,42 +116,98 @@ static void h_free(rt_backend *be, void *p)
     free(p);
 }
 
+typedef struct {
+    void *dst;
+    const void *src; /* NULL: zero dst */
+    size_t bytes;
+} copy_args;
+
+static fsmoe_status copy_job(void *arg, fsmoe_error *err)
+{
+    (void)err;
+    copy_args *a = arg;
+    if (a->bytes && a->src)
+        memmove(a->dst, a->src, a->bytes);
+    else if (a->bytes)
+        memset(a->dst, 0, a->bytes);
+    return FSMOE_OK;
+}
+
 static void h_copy(rt_backend *be, rt_stream *s, void *dst, const void *src, size_t bytes, int kind)
 {
-    (void)be, (void)s, (void)kind;
-    if (bytes)
-        memmove(dst, src, bytes);
+    (void)kind;
+    copy_args a = {dst, src, bytes};
+    h_async(be, s, copy_job, &a, sizeof a);
 }
 
 static void h_zero(rt_backend *be, rt_stream *s, void *p, size_t bytes)
 {
-    (void)be, (void)s;
-    memset(p, 0, bytes);
+    copy_args a = {p, NULL, bytes};
+    h_async(be, s, copy_job, &a, sizeof a);
 }
 
 static rt_stream *h_stream_create(rt_backend *be)
 {
-    (void)be;
-    return calloc(1, sizeof(rt_stream));
+    rt_stream *s = calloc(1, sizeof(rt_stream));
+    if (!s)
+        return NULL;
+    fsmoe_error e = {0};
+    if (stream_thread_init(&s->t, &e) != FSMOE_OK) {
+        free(s);
+        return NULL;
+    }
+    host_impl *h = H(be);
+    pthread_mutex_lock(&h->mu);
+    s->slot = 1 + h->streams_made++ % (RT_STREAM_SLOTS - 1);
+    pthread_mutex_unlock(&h->mu);
+    return s;
 }
 static void h_stream_destroy(rt_backend *be, rt_stream *s)
 {
     (void)be;
+    if (!s)
+        return;
+    stream_thread_free(&s->t);
     free(s);
 }
 static rt_event *h_event_create(rt_backend *be)
 {
-    (void)be;
-    return calloc(1, sizeof(rt_event));
+    host_impl *h = H(be);
+    rt_event *e = calloc(1, sizeof(rt_event));
+    if (!e)
+        return NULL;
+    pthread_mutex_lock(&h->mu);
+    e->id = h->n_free > 0 ? h->free_ids[--h->n_free] : -1;
+    pthread_mutex_unlock(&h->mu);
+    if (e->id < 0) {
+        free(e);
+        return NULL;
+    }
+    return e;
 }
 static void h_event_destroy(rt_backend *be, rt_event *e)
 {
-    (void)be;
+    host_impl *h = H(be);
+    if (!e)
+        return;
+    pthread_mutex_lock(&h->mu);
+    h->free_ids[h->n_free++] = e->id;
+    pthread_mutex_unlock(&h->mu);
     free(e);
 }
-static void h_event_record(rt_backend *be, rt_event *e, rt_stream *s) { (void)be, (void)e, (void)s; }
-static void h_stream_wait(rt_backend *be, rt_stream *s, rt_event *e) { (void)be, (void)e, (void)s; }
-static void h_stream_sync(rt_backend *be, rt_stream *s) { (void)be, (void)s; }
+static void h_event_record(rt_backend *be, rt_event *e, rt_stream *s)
+{
+    fsmoe_error err = {0};
+    if (stream_record(worker(s) ? s->t : NULL, H(be)->ev, e->id, &err) != FSMOE_OK)
+        rt_backend_fail(be, err.status, "%s", err.msg);
+}
+static void h_stream_wait(rt_backend *be, rt_stream *s, rt_event *e)
+{
+    fsmoe_error err = {0};
+    if (stream_wait(worker(s) ? s->t : NULL, H(be)->ev, e->id, &err) != FSMOE_OK)
+        rt_backend_fail(be, err.status, "%s", err.msg);
+}
+static void h_stream_sync(rt_backend *be, rt_stream *s) { h_drain(be, s); }
 
 static void gemm1(int ta, int tb, long m, long n, long k, real alpha, const real *A, long lda,
                   const real *B, long ldb, real beta, real *C, long ldc)
@@ -122,11 +224,10 @@ static void gemm1(int ta, int tb, long m, long n, long k, real alpha, const real
                (int)m, (int)n, (int)k, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
 }
 
-static void h_gemm(rt_backend *be, rt_stream *s, int ta, int tb, long m, long n, long k,
+static void gemm_now(int ta, int tb, long m, long n, long k,
                    real alpha, const real *A, long lda, long sA, const real *B, long ldb, long sB,
                    real beta, real *C, long ldc, long sC, long batch)
 {
-    (void)be, (void)s;
     if (m <= 0 || n <= 0 || batch <= 0)
         return;
     int T = h_threads();
@@ -160,10 +261,46 @@ static void h_gemm(rt_backend *be, rt_stream *s, int ta, int tb, long m, long n,
     }
 }
 
+typedef struct {
+    int ta;
+    int tb;
+    long m;
+    long n;
+    long k;
+    real alpha;
+    const real *A;
+    long lda;
+    long sA;
+    const real *B;
+    long ldb;
+    long sB;
+    real beta;
+    real *C;
+    long ldc;
+    long sC;
+    long batch;
+} gemm_args;
+
+static fsmoe_status gemm_job(void *arg, fsmoe_error *err)
+{
+    (void)err;
+    gemm_args *q_ = arg;
+    gemm_now(q_->ta, q_->tb, q_->m, q_->n, q_->k, q_->alpha, q_->A, q_->lda, q_->sA, q_->B, q_->ldb, q_->sB, q_->beta, q_->C, q_->ldc, q_->sC, q_->batch);
+    return FSMOE_OK;
+}
+
+static void h_gemm(rt_backend *be, rt_stream *s, int ta, int tb, long m, long n, long k,
+                   real alpha, const real *A, long lda, long sA, const real *B, long ldb, long sB,
+                   real beta, real *C, long ldc, long sC, long batch)
+{
+    gemm_args q_ = {ta, tb, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch};
+    h_async(be, s, gemm_job, &q_, sizeof q_);
+}
+
 static void h_embed_fwd(rt_backend *be, rt_stream *s, real *out, const real *wte, const real *wpe,
                         const int *tok, long B, long L, long M)
 {
-    (void)be, (void)s;
+    h_drain(be, s);
     PAR_IF(B * L * M) for (long n = 0; n < B * L; n++)
         k_embed_fwd(n, out, wte, wpe, tok, L, M);
 }
@@ -171,7 +308,7 @@ static void h_embed_fwd(rt_backend *be, rt_stream *s, real *out, const real *wte
 static void h_embed_bwd(rt_backend *be, rt_stream *s, real *dwte, real *dwpe, const real *dout,
                         const int *tok, long B, long L, long M)
 {
-    (void)be, (void)s;
+    h_drain(be, s);
     /* token rows collide: sequential in token order (deterministic) */
     for (long n = 0; n < B * L; n++)
         for (long m = 0; m < M; m++)
@@ -183,7 +320,7 @@ static void h_embed_bwd(rt_backend *be, rt_stream *s, real *dwte, real *dwpe, co
 static void h_layernorm_fwd(rt_backend *be, rt_stream *s, real *out, real *mean, real *rstd,
                             const real *x, const real *w, const real *b, long N, long M)
 {
-    (void)be, (void)s;
+    h_drain(be, s);
     PAR_IF(N * M * 4) for (long n = 0; n < N; n++)
         k_layernorm_row_fwd(n, out, mean, rstd, x, w, b, M);
 }
@@ -192,24 +329,43 @@ static void h_layernorm_bwd(rt_backend *be, rt_stream *s, real *dx, real *dw, re
                             const real *dout, const real *x, const real *mean, const real *rstd,
                             const real *w, long N, long M)
 {
-    (void)be, (void)s;
+    h_drain(be, s);
     PAR_IF(N * M * 4) for (long n = 0; n < N; n++)
         k_layernorm_row_bwd(n, dx, dout, x, mean, rstd, w, M);
     PAR_IF(N * M * 2) for (long m = 0; m < M; m++)
         k_layernorm_col_grad(m, dw, db, dout, x, mean, rstd, N, M);
 }
 
-static void h_bias_add(rt_backend *be, rt_stream *s, real *out, const real *bias, long N, long M)
+static void bias_add_now(real *out, const real *bias, long N, long M)
 {
-    (void)be, (void)s;
     PAR_IF(N * M) for (long n = 0; n < N; n++)
         k_bias_add_row(n, out, bias, M);
 }
 
-#define BIAS_BLK 64
-static void h_bias_grad(rt_backend *be, rt_stream *s, real *db, const real *dout, long N, long M)
+typedef struct {
+    real *out;
+    const real *bias;
+    long N;
+    long M;
+} bias_add_args;
+
+static fsmoe_status bias_add_job(void *arg, fsmoe_error *err)
 {
-    (void)be, (void)s;
+    (void)err;
+    bias_add_args *q_ = arg;
+    bias_add_now(q_->out, q_->bias, q_->N, q_->M);
+    return FSMOE_OK;
+}
+
+static void h_bias_add(rt_backend *be, rt_stream *s, real *out, const real *bias, long N, long M)
+{
+    bias_add_args q_ = {out, bias, N, M};
+    h_async(be, s, bias_add_job, &q_, sizeof q_);
+}
+
+#define BIAS_BLK 64
+static void bias_grad_now(real *db, const real *dout, long N, long M)
+{
     long nb = (M + BIAS_BLK - 1) / BIAS_BLK;
     PAR_IF(N * M) for (long b = 0; b < nb; b++) {
         real acc[BIAS_BLK];
@@ -218,12 +374,32 @@ static void h_bias_grad(rt_backend *be, rt_stream *s, real *db, const real *dout
     }
 }
 
+typedef struct {
+    real *db;
+    const real *dout;
+    long N;
+    long M;
+} bias_grad_args;
+
+static fsmoe_status bias_grad_job(void *arg, fsmoe_error *err)
+{
+    (void)err;
+    bias_grad_args *q_ = arg;
+    bias_grad_now(q_->db, q_->dout, q_->N, q_->M);
+    return FSMOE_OK;
+}
+
+static void h_bias_grad(rt_backend *be, rt_stream *s, real *db, const real *dout, long N, long M)
+{
+    bias_grad_args q_ = {db, dout, N, M};
+    h_async(be, s, bias_grad_job, &q_, sizeof q_);
+}
+
 /* The kind branch is outside the loops so that each loop is one straight-line kernel that gcc
  * vectorises (k_tanh has no call or branch). */
-static void h_act_fwd(rt_backend *be, rt_stream *s, int kind, real *h, real *a, const real *g,
+static void act_fwd_now(int kind, real *h, real *a, const real *g,
                       const real *bias, long rows, long H)
 {
-    (void)be, (void)s;
     if (kind == 0 && bias) {
         PAR_IF(rows * H * 8) for (long r = 0; r < rows; r++)
             for (long m = 0; m < H; m++)
@@ -239,10 +415,34 @@ static void h_act_fwd(rt_backend *be, rt_stream *s, int kind, real *h, real *a, 
     }
 }
 
-static void h_act_bwd(rt_backend *be, rt_stream *s, int kind, real *da, real *dg, const real *dh,
+typedef struct {
+    int kind;
+    real *h;
+    real *a;
+    const real *g;
+    const real *bias;
+    long rows;
+    long H;
+} act_fwd_args;
+
+static fsmoe_status act_fwd_job(void *arg, fsmoe_error *err)
+{
+    (void)err;
+    act_fwd_args *q_ = arg;
+    act_fwd_now(q_->kind, q_->h, q_->a, q_->g, q_->bias, q_->rows, q_->H);
+    return FSMOE_OK;
+}
+
+static void h_act_fwd(rt_backend *be, rt_stream *s, int kind, real *h, real *a, const real *g,
+                      const real *bias, long rows, long H)
+{
+    act_fwd_args q_ = {kind, h, a, g, bias, rows, H};
+    h_async(be, s, act_fwd_job, &q_, sizeof q_);
+}
+
+static void act_bwd_now(int kind, real *da, real *dg, const real *dh,
                       const real *a, const real *g, long n)
 {
-    (void)be, (void)s;
     if (kind == 0) {
         PAR_IF(n * 8) for (long i = 0; i < n; i++)
             k_act_bwd(0, i, da, dg, dh, a, g);
@@ -252,10 +452,35 @@ static void h_act_bwd(rt_backend *be, rt_stream *s, int kind, real *da, real *dg
     }
 }
 
+typedef struct {
+    int kind;
+    real *da;
+    real *dg;
+    const real *dh;
+    const real *a;
+    const real *g;
+    long n;
+} act_bwd_args;
+
+static fsmoe_status act_bwd_job(void *arg, fsmoe_error *err)
+{
+    (void)err;
+    act_bwd_args *q_ = arg;
+    act_bwd_now(q_->kind, q_->da, q_->dg, q_->dh, q_->a, q_->g, q_->n);
+    return FSMOE_OK;
+}
+
+static void h_act_bwd(rt_backend *be, rt_stream *s, int kind, real *da, real *dg, const real *dh,
+                      const real *a, const real *g, long n)
+{
+    act_bwd_args q_ = {kind, da, dg, dh, a, g, n};
+    h_async(be, s, act_bwd_job, &q_, sizeof q_);
+}
+
 static void h_attn_softmax_fwd(rt_backend *be, rt_stream *s, real *att, const real *scores,
                                long rows, long L, real scale)
 {
-    (void)be, (void)s;
+    h_drain(be, s);
     PAR_IF(rows * L * 2) for (long r = 0; r < rows; r++)
         k_attn_softmax_row_fwd(r, att, scores, L, scale);
 }
@@ -263,7 +488,7 @@ static void h_attn_softmax_fwd(rt_backend *be, rt_stream *s, real *att, const re
 static void h_attn_softmax_bwd(rt_backend *be, rt_stream *s, real *dscores, const real *datt,
                                const real *att, long rows, long L, real scale)
 {
-    (void)be, (void)s;
+    h_drain(be, s);
     PAR_IF(rows * L) for (long r = 0; r < rows; r++)
         k_attn_softmax_row_bwd(r, dscores, datt, att, L, scale);
 }
@@ -271,7 +496,7 @@ static void h_attn_softmax_bwd(rt_backend *be, rt_stream *s, real *dscores, cons
 static void h_crossent(rt_backend *be, rt_stream *s, real *losses, real *dlogits,
                        const real *logits, const int *targets, long N, long V, real scale)
 {
-    (void)be, (void)s;
+    h_drain(be, s);
     PAR_IF(N * V * 4) for (long n = 0; n < N; n++)
         losses[n] = k_crossent_row(n, dlogits, logits, targets, V, scale);
 }
@@ -279,53 +504,133 @@ static void h_crossent(rt_backend *be, rt_stream *s, real *losses, real *dlogits
 static void h_adamw(rt_backend *be, rt_stream *s, real *p, const real *g, real *m, real *v,
                     long n, real lr, real b1, real b2, real eps, real wd, real bc1, real bc2)
 {
-    (void)be, (void)s;
+    h_drain(be, s);
     PAR_IF(n * 4) for (long i = 0; i < n; i++)
         k_adamw(i, p, g, m, v, lr, b1, b2, eps, wd, bc1, bc2);
 }
 
-static void h_add(rt_backend *be, rt_stream *s, real *out, const real *a, const real *b, long n)
+static void add_now(real *out, const real *a, const real *b, long n)
 {
-    (void)be, (void)s;
     PAR_IF(n) for (long i = 0; i < n; i++)
         out[i] = a[i] + b[i];
 }
 
-static void h_axpy(rt_backend *be, rt_stream *s, real *y, real a, const real *x, long n)
+typedef struct {
+    real *out;
+    const real *a;
+    const real *b;
+    long n;
+} add_args;
+
+static fsmoe_status add_job(void *arg, fsmoe_error *err)
 {
-    (void)be, (void)s;
+    (void)err;
+    add_args *q_ = arg;
+    add_now(q_->out, q_->a, q_->b, q_->n);
+    return FSMOE_OK;
+}
+
+static void h_add(rt_backend *be, rt_stream *s, real *out, const real *a, const real *b, long n)
+{
+    add_args q_ = {out, a, b, n};
+    h_async(be, s, add_job, &q_, sizeof q_);
+}
+
+static void axpy_now(real *y, real a, const real *x, long n)
+{
     PAR_IF(n) for (long i = 0; i < n; i++)
         y[i] += a * x[i];
 }
 
-static void h_scale(rt_backend *be, rt_stream *s, real *x, real a, long n)
+typedef struct {
+    real *y;
+    real a;
+    const real *x;
+    long n;
+} axpy_args;
+
+static fsmoe_status axpy_job(void *arg, fsmoe_error *err)
 {
-    (void)be, (void)s;
+    (void)err;
+    axpy_args *q_ = arg;
+    axpy_now(q_->y, q_->a, q_->x, q_->n);
+    return FSMOE_OK;
+}
+
+static void h_axpy(rt_backend *be, rt_stream *s, real *y, real a, const real *x, long n)
+{
+    axpy_args q_ = {y, a, x, n};
+    h_async(be, s, axpy_job, &q_, sizeof q_);
+}
+
+static void scale_now(real *x, real a, long n)
+{
     PAR_IF(n) for (long i = 0; i < n; i++)
         x[i] *= a;
 }
 
+typedef struct {
+    real *x;
+    real a;
+    long n;
+} scale_args;
+
+static fsmoe_status scale_job(void *arg, fsmoe_error *err)
+{
+    (void)err;
+    scale_args *q_ = arg;
+    scale_now(q_->x, q_->a, q_->n);
+    return FSMOE_OK;
+}
+
+static void h_scale(rt_backend *be, rt_stream *s, real *x, real a, long n)
+{
+    scale_args q_ = {x, a, n};
+    h_async(be, s, scale_job, &q_, sizeof q_);
+}
+
 static double h_sumsq(rt_backend *be, rt_stream *s, const real *x, long n)
 {
-    (void)be, (void)s;
+    h_drain(be, s);
     double acc = 0;
     for (long i = 0; i < n; i++)
         acc += (double)x[i] * (double)x[i];
     return acc;
 }
 
-static void h_gather_rows(rt_backend *be, rt_stream *s, real *dst, const real *src,
+static void gather_rows_now(real *dst, const real *src,
                           const int *idx, long n, long M)
 {
-    (void)be, (void)s;
     PAR_IF(n * M) for (long i = 0; i < n; i++)
         k_gather_row(i, dst, src, idx, M);
 }
 
-static void h_scatter_add_rows(rt_backend *be, rt_stream *s, real *dst, const real *src,
+typedef struct {
+    real *dst;
+    const real *src;
+    const int *idx;
+    long n;
+    long M;
+} gather_rows_args;
+
+static fsmoe_status gather_rows_job(void *arg, fsmoe_error *err)
+{
+    (void)err;
+    gather_rows_args *q_ = arg;
+    gather_rows_now(q_->dst, q_->src, q_->idx, q_->n, q_->M);
+    return FSMOE_OK;
+}
+
+static void h_gather_rows(rt_backend *be, rt_stream *s, real *dst, const real *src,
+                          const int *idx, long n, long M)
+{
+    gather_rows_args q_ = {dst, src, idx, n, M};
+    h_async(be, s, gather_rows_job, &q_, sizeof q_);
+}
+
+static void scatter_add_rows_now(real *dst, const real *src,
                                const int *idx, const real *w, long n, long M)
 {
-    (void)be, (void)s;
     /* destinations collide: sequential in i (deterministic) */
     for (long i = 0; i < n; i++) {
         if (idx[i] < 0)
@@ -338,42 +643,155 @@ static void h_scatter_add_rows(rt_backend *be, rt_stream *s, real *dst, const re
     }
 }
 
+typedef struct {
+    real *dst;
+    const real *src;
+    const int *idx;
+    const real *w;
+    long n;
+    long M;
+} scatter_add_rows_args;
+
+static fsmoe_status scatter_add_rows_job(void *arg, fsmoe_error *err)
+{
+    (void)err;
+    scatter_add_rows_args *q_ = arg;
+    scatter_add_rows_now(q_->dst, q_->src, q_->idx, q_->w, q_->n, q_->M);
+    return FSMOE_OK;
+}
+
+static void h_scatter_add_rows(rt_backend *be, rt_stream *s, real *dst, const real *src,
+                               const int *idx, const real *w, long n, long M)
+{
+    scatter_add_rows_args q_ = {dst, src, idx, w, n, M};
+    h_async(be, s, scatter_add_rows_job, &q_, sizeof q_);
+}
+
 static void h_row_dot(rt_backend *be, rt_stream *s, real *out, const real *a, const int *ia,
                       const real *b, const int *ib, long n, long M)
 {
-    (void)be, (void)s;
+    h_drain(be, s);
     PAR_IF(n * M) for (long i = 0; i < n; i++) {
         long ra = ia ? ia[i] : i, rb = ib ? ib[i] : i;
         out[i] = (ra < 0 || rb < 0) ? (real)0 : k_row_dot(a + ra * M, b + rb * M, M);
     }
 }
 
-static void h_allreduce_sum(rt_backend *be, rt_stream *s, const rt_group *g, real *buf, long n)
+#if REAL_IS_DOUBLE
+#define MPI_REAL_T MPI_DOUBLE
+#else
+#define MPI_REAL_T MPI_FLOAT
+#endif
+
+static MPI_Comm group_comm(const rt_group *g, const rt_stream *s)
 {
-    (void)s, (void)buf, (void)n;
-    if (g->size != 1)
-        rt_backend_fail(be, FSMOE_ERR_INTERNAL,
-                        "host backend: allreduce on a group of %d ranks needs the MPI "
-                        "communicator (not built in this issue)", g->size);
+    const rt_comm_group *cg = g->impl;
+    return cg->comm[worker(s) ? s->slot : 0];
 }
 
-static void h_alltoall_rows(rt_backend *be, rt_stream *s, const rt_group *g, real *dst,
-                            const real *src, long E, long C, long c0, long c1, long M, int inverse)
+typedef struct {
+    rt_backend *be;
+    MPI_Comm comm;
+    real *buf;
+    long n;
+    const char *what;
+} allreduce_args;
+
+static fsmoe_status allreduce_job(void *arg, fsmoe_error *err)
 {
-    (void)s, (void)inverse;
-    if (g->size != 1) {
-        rt_backend_fail(be, FSMOE_ERR_INTERNAL,
-                        "host backend: AllToAll on a group of %d ranks needs the MPI "
-                        "communicator (not built in this issue)", g->size);
+    allreduce_args *a = arg;
+    /* MPI counts are ints: large buffers go in pieces */
+    const long piece = 1L << 28;
+    for (long off = 0; off < a->n; off += piece) {
+        int cnt = (int)(a->n - off < piece ? a->n - off : piece);
+        fsmoe_status st = fsmoe_mpi_allreduce(a->comm, a->buf + off, a->buf + off, cnt,
+                                              MPI_REAL_T, MPI_SUM, a->what, err);
+        if (st != FSMOE_OK) {
+            rt_backend_fail(a->be, st, "%s", err->msg);
+            return st;
+        }
+    }
+    return FSMOE_OK;
+}
+
+static void h_allreduce_sum(rt_backend *be, rt_stream *s, const rt_group *g, real *buf, long n,
+                            const char *what)
+{
+    if (g->size == 1 || n <= 0)
+        return;
+    allreduce_args a = {be, group_comm(g, s), buf, n, what};
+    h_async(be, s, allreduce_job, &a, sizeof a);
+}
+
+typedef struct {
+    rt_backend *be;
+    MPI_Comm comm;
+    int P;
+    real *dst;
+    const real *src;
+    const int *send_rows, *recv_rows;
+    long M;
+    const char *what;
+} a2av_args;
+
+static fsmoe_status a2av_job(void *arg, fsmoe_error *err)
+{
+    a2av_args *a = arg;
+    int P = a->P;
+    int *c = malloc((size_t)(4 * P) * sizeof(int));
+    if (!c) {
+        rt_backend_fail(a->be, FSMOE_ERR_NOMEM, "%s: out of memory", a->what);
+        return FSMOE_ERR_NOMEM;
+    }
+    int *sc = c, *sd = c + P, *rc = c + 2 * P, *rd = c + 3 * P;
+    long so = 0, ro = 0;
+    for (int p = 0; p < P; p++) {
+        sc[p] = (int)(a->send_rows[p] * a->M), sd[p] = (int)so;
+        rc[p] = (int)(a->recv_rows[p] * a->M), rd[p] = (int)ro;
+        so += sc[p], ro += rc[p];
+    }
+    fsmoe_status st = FSMOE_OK;
+    if (so > INT_MAX || ro > INT_MAX)
+        st = fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: %ld elements exceed MPI's int displacements",
+                        a->what, so > ro ? so : ro);
+    else
+        st = fsmoe_mpi_alltoallv(a->comm, a->src, sc, sd, a->dst, rc, rd, MPI_REAL_T, a->what,
+                                 err);
+    free(c);
+    if (st != FSMOE_OK)
+        rt_backend_fail(a->be, st, "%s", err->msg);
+    return st;
+}
+
+static void h_alltoallv_rows(rt_backend *be, rt_stream *s, const rt_group *g, real *dst,
+                             const real *src, const int *send_rows, const int *recv_rows, long M,
+                             const char *what)
+{
+    if (g->size == 1) {
+        copy_args a = {dst, src, (size_t)send_rows[0] * (size_t)M * sizeof(real)};
+        if (send_rows[0] != recv_rows[0]) {
+            rt_backend_fail(be, FSMOE_ERR_INTERNAL, "%s: sends %d rows to itself, receives %d",
+                            what, send_rows[0], recv_rows[0]);
+            return;
+        }
+        if (a.bytes)
+            h_async(be, s, copy_job, &a, sizeof a);
         return;
     }
-    /* P = 1: dst[0][e] = src[e] for the slots [c0, c1), in both directions */
-    for (long e = 0; e < E; e++)
-        memmove(dst + (e * C + c0) * M, src + (e * C + c0) * M,
-                (size_t)((c1 - c0) * M) * sizeof(real));
+    a2av_args a = {be, group_comm(g, s), g->size, dst, src, send_rows, recv_rows, M, what};
+    h_async(be, s, a2av_job, &a, sizeof a);
 }
 
-static void h_destroy(rt_backend *be) { free(be); }
+static void h_destroy(rt_backend *be)
+{
+    host_impl *h = be ? be->impl : NULL;
+    if (h) {
+        stream_events_free(&h->ev);
+        pthread_mutex_destroy(&h->mu);
+        free(h);
+    }
+    free(be);
+}
 
 fsmoe_status rt_backend_host_create(int threads, rt_backend **out, fsmoe_error *err)
 {
@@ -389,8 +807,23 @@ fsmoe_status rt_backend_host_create(int threads, rt_backend **out, fsmoe_error *
     if (threads > 0)
         openblas_set_num_threads(threads);
 #endif
-    be->name = "host";
+    host_impl *h = calloc(1, sizeof *h);
+    if (!h) {
+        free(be);
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "host backend: out of memory");
+    }
+    be->impl = h;
     be->destroy = h_destroy;
+    pthread_mutex_init(&h->mu, NULL);
+    for (int i = 0; i < HOST_EVENTS; i++)
+        h->free_ids[i] = HOST_EVENTS - 1 - i;
+    h->n_free = HOST_EVENTS;
+    fsmoe_status st = stream_events_init(&h->ev, HOST_EVENTS, err);
+    if (st != FSMOE_OK) {
+        h_destroy(be);
+        return st;
+    }
+    be->name = "host";
     be->alloc = h_alloc;
     be->free = h_free;
     be->copy = h_copy;
@@ -423,7 +856,7 @@ fsmoe_status rt_backend_host_create(int threads, rt_backend **out, fsmoe_error *
     be->scatter_add_rows = h_scatter_add_rows;
     be->row_dot = h_row_dot;
     be->allreduce_sum = h_allreduce_sum;
-    be->alltoall_rows = h_alltoall_rows;
+    be->alltoallv_rows = h_alltoallv_rows;
     *out = be;
     return FSMOE_OK;
 }

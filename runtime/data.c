@@ -64,10 +64,17 @@ void data_free(rt_data *d)
 void data_batch(const rt_data *d, int split, uint64_t seed, long step, long B, long L, int *tok,
                 int *tgt)
 {
+    data_batch_slice(d, split, seed, step, 0, B, L, tok, tgt);
+}
+
+void data_batch_slice(const rt_data *d, int split, uint64_t seed, long step, long b0, long B,
+                      long L, int *tok, int *tgt)
+{
     long lo = split ? d->train_end : 0, hi = split ? d->n : d->train_end;
     long span = hi - lo - L; /* window start in [lo, hi - L - 1] */
     for (long b = 0; b < B; b++) {
-        uint64_t h = rng_hash(seed, 0xda7a0000u + (uint64_t)split, (uint64_t)step, (uint64_t)b);
+        uint64_t h = rng_hash(seed, 0xda7a0000u + (uint64_t)split, (uint64_t)step,
+                              (uint64_t)(b0 + b));
         long off = lo + (long)(h % (uint64_t)span);
         for (long l = 0; l < L; l++) {
             tok[b * L + l] = d->bytes[off + l];

@@ -21,6 +21,10 @@ void data_free(rt_data *d);
 /* split 0 = train, 1 = validation; tok/tgt (B·L). */
 void data_batch(const rt_data *d, int split, uint64_t seed, long step, long B, long L, int *tok,
                 int *tgt);
+/* Samples [b0, b0 + B) of the same batch: window b of a batch depends on (seed, split, step, b)
+ * only, so the ranks' slices of a global batch are the samples one rank would draw for it. */
+void data_batch_slice(const rt_data *d, int split, uint64_t seed, long step, long b0, long B,
+                      long L, int *tok, int *tgt);
 /* Unigram entropy of the training split in nats per byte (the loss of the best model that
  * ignores context). */
 double data_unigram_entropy(const rt_data *d);

@@ -22,6 +22,19 @@ void experts_register(rt_experts *ex, rt_params *t, const char *prefix, int kind
         params_add(t, &ex->b2, &ex->db2, RT_INIT_ZERO, 0, (const long[]){E, M}, 2, "%s.b2", prefix);
 }
 
+void experts_register_shard(rt_experts *ex, rt_params *t, const char *prefix, int kind,
+                            long E_total, long e0, long E_local, long M, long H, double std,
+                            double std_out)
+{
+    int first = t->n;
+    experts_register(ex, t, prefix, kind, E_local, M, H, std, std_out);
+    for (int i = first; i < t->n; i++) {
+        t->p[i].shard = RT_SHARD_EP;
+        t->p[i].dim0_start = e0;
+        t->p[i].dim0_total = E_total;
+    }
+}
+
 fsmoe_status expert_acts_alloc(rt_expert_acts *a, const rt_experts *ex, rt_backend *be, long C)
 {
     size_t bytes = (size_t)(ex->E * C * ex->H) * sizeof(real);
@@ -66,104 +79,145 @@ static void zero_empty(rt_backend *be, rt_stream *s, const long *fill, long E, l
     }
 }
 
-/* Whether every expert runs all rows of the range: then one strided-batched GEMM covers all
- * experts; otherwise one GEMM per expert with its own row count. */
-static int all_full(const long *fill, long E, long c0, long c1)
+/* Expert e runs rows [r0[e], r1[e]) of its C slots. When every expert runs the same rows, one
+ * strided-batched GEMM covers all experts; otherwise one GEMM per expert with its own rows.
+ * `ta` = 1 means the rows are op(A)'s columns (the k dimension: weight gradients). */
+static int uniform(const long *r0, const long *r1, long E)
 {
-    for (long e = 0; fill && e < E; e++)
-        if (filled_rows(fill, e, c0, c1) != c1 - c0)
+    for (long e = 1; e < E; e++)
+        if (r0[e] != r0[0] || r1[e] != r1[0])
             return 0;
     return 1;
 }
 
-/* C_e = op(A_e)·op(B_e) + beta·C_e for every expert, with m (ta = 0) or k (ta = 1) = the
- * expert's filled rows. Strides are per expert. */
-static void gemm_experts(rt_backend *be, rt_stream *s, const long *fill, long E, long c0, long c1,
-                         int ta, int tb, long m, long n, long k, const real *A, long lda, long sA,
-                         const real *B, long ldb, long sB, real beta, real *C, long ldc, long sC)
+/* A and B point at slot/row 0 of expert 0 (the row offset r0[e] is applied per expert through
+ * the *_row strides: a_row for A when its rows are slots, b_row likewise, c_row for C). */
+static void gemm_ranges(rt_backend *be, rt_stream *s, const long *r0, const long *r1, long E,
+                        int ta, int tb, long m, long n, long k, const real *A, long lda, long sA,
+                        long a_row, const real *B, long ldb, long sB, long b_row, real beta,
+                        real *C, long ldc, long sC, long c_row)
 {
-    if (all_full(fill, E, c0, c1)) {
-        be->gemm(be, s, ta, tb, m, n, k, 1, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, E);
+    if (uniform(r0, r1, E)) {
+        long r = r1[0] - r0[0];
+        if (r <= 0)
+            return;
+        be->gemm(be, s, ta, tb, ta ? m : r, n, ta ? r : k, 1, A + r0[0] * a_row, lda, sA,
+                 B + r0[0] * b_row, ldb, sB, beta, C + r0[0] * c_row, ldc, sC, E);
         return;
     }
     for (long e = 0; e < E; e++) {
-        long r = filled_rows(fill, e, c0, c1);
-        if (r == 0)
+        long r = r1[e] - r0[e];
+        if (r <= 0)
             continue;
-        be->gemm(be, s, ta, tb, ta ? m : r, n, ta ? r : k, 1, A + e * sA, lda, 0, B + e * sB, ldb,
-                 0, beta, C + e * sC, ldc, 0, 1);
+        be->gemm(be, s, ta, tb, ta ? m : r, n, ta ? r : k, 1, A + e * sA + r0[e] * a_row, lda, 0,
+                 B + e * sB + r0[e] * b_row, ldb, 0, beta, C + e * sC + r0[e] * c_row, ldc, 0, 1);
     }
+}
+
+void experts_forward_ranges(const rt_experts *ex, rt_backend *be, rt_stream *s, const real *x,
+                            real *y, const rt_expert_acts *acts, long C, const long *r0,
+                            const long *r1)
+{
+    long E = ex->E, M = ex->M, H = ex->H;
+    real *a = acts->a, *h = acts->h, *g = acts->g;
+    /* a = x·W1 (g = x·W3) */
+    gemm_ranges(be, s, r0, r1, E, 0, 0, 0, H, M, x, M, C * M, M, ex->w1, H, M * H, 0, 0, a, H,
+                C * H, H);
+    if (ex->kind == 1)
+        gemm_ranges(be, s, r0, r1, E, 0, 0, 0, H, M, x, M, C * M, M, ex->w3, H, M * H, 0, 0, g,
+                    H, C * H, H);
+    for (long e = 0; e < E; e++) {
+        long r = r1[e] - r0[e], o = e * C * H + r0[e] * H;
+        if (r > 0)
+            be->act_fwd(be, s, ex->kind, h + o, a + o, g ? g + o : NULL,
+                        ex->kind == 0 ? ex->b1 + e * H : NULL, r, H);
+    }
+    gemm_ranges(be, s, r0, r1, E, 0, 0, 0, M, H, h, H, C * H, H, ex->w2, M, H * M, 0, 0, y, M,
+                C * M, M);
+    if (ex->kind == 0)
+        for (long e = 0; e < E; e++) {
+            long r = r1[e] - r0[e];
+            if (r > 0)
+                be->bias_add(be, s, y + e * C * M + r0[e] * M, ex->b2 + e * M, r, M);
+        }
+}
+
+void experts_backward_ranges(const rt_experts *ex, rt_backend *be, rt_stream *s, const real *dy,
+                             const real *x, real *dx, const rt_expert_acts *acts, real *dh,
+                             real *da, real *dg, long C, const long *r0, const long *r1)
+{
+    long E = ex->E, M = ex->M, H = ex->H;
+    const real *a = acts->a, *h = acts->h, *g = acts->g;
+    /* dh = dy·W2ᵀ; dW2 += hᵀ·dy; db2 += Σ dy */
+    gemm_ranges(be, s, r0, r1, E, 0, 1, 0, H, M, dy, M, C * M, M, ex->w2, M, H * M, 0, 0, dh, H,
+                C * H, H);
+    gemm_ranges(be, s, r0, r1, E, 1, 0, H, M, 0, h, H, C * H, H, dy, M, C * M, M, 1, ex->dw2, M,
+                H * M, 0);
+    for (long e = 0; e < E; e++) {
+        long r = r1[e] - r0[e], oh = e * C * H + r0[e] * H, om = e * C * M + r0[e] * M;
+        if (r <= 0)
+            continue;
+        if (ex->kind == 0)
+            be->bias_grad(be, s, ex->db2 + e * M, dy + om, r, M);
+        be->act_bwd(be, s, ex->kind, da + oh, dg ? dg + oh : NULL, dh + oh, a + oh,
+                    g ? g + oh : NULL, r * H);
+        if (ex->kind == 0)
+            be->bias_grad(be, s, ex->db1 + e * H, da + oh, r, H);
+    }
+    /* dx = da·W1ᵀ (+ dg·W3ᵀ); dW1 += xᵀ·da; dW3 += xᵀ·dg */
+    gemm_ranges(be, s, r0, r1, E, 0, 1, 0, M, H, da, H, C * H, H, ex->w1, H, M * H, 0, 0, dx, M,
+                C * M, M);
+    gemm_ranges(be, s, r0, r1, E, 1, 0, M, H, 0, x, M, C * M, M, da, H, C * H, H, 1, ex->dw1, H,
+                M * H, 0);
+    if (ex->kind == 1) {
+        gemm_ranges(be, s, r0, r1, E, 0, 1, 0, M, H, dg, H, C * H, H, ex->w3, H, M * H, 0, 1, dx,
+                    M, C * M, M);
+        gemm_ranges(be, s, r0, r1, E, 1, 0, M, H, 0, x, M, C * M, M, dg, H, C * H, H, 1, ex->dw3,
+                    H, M * H, 0);
+    }
+}
+
+#define RANGES_MAX 256
+
+/* The slot range [c0, c1) of every expert, cut at its fill. */
+static int slot_ranges(const long *fill, long E, long c0, long c1, long *r0, long *r1)
+{
+    if (E > RANGES_MAX)
+        return 0;
+    for (long e = 0; e < E; e++) {
+        r0[e] = c0;
+        r1[e] = c0 + filled_rows(fill, e, c0, c1);
+    }
+    return 1;
 }
 
 void experts_forward(const rt_experts *ex, rt_backend *be, rt_stream *s, const real *x, real *y,
                      const rt_expert_acts *acts, long C, long c0, long c1, const long *fill)
 {
-    long E = ex->E, M = ex->M, H = ex->H, m = c1 - c0;
-    if (m <= 0)
+    long r0[RANGES_MAX], r1[RANGES_MAX];
+    if (c1 <= c0)
         return;
-    real *a = acts->a + c0 * H, *h = acts->h + c0 * H, *g = acts->g ? acts->g + c0 * H : NULL;
-    const real *xc = x + c0 * M;
-    real *yc = y + c0 * M;
-    gemm_experts(be, s, fill, E, c0, c1, 0, 0, m, H, M, xc, M, C * M, ex->w1, H, M * H, 0, a, H,
-                 C * H);
-    if (ex->kind == 1)
-        gemm_experts(be, s, fill, E, c0, c1, 0, 0, m, H, M, xc, M, C * M, ex->w3, H, M * H, 0, g,
-                     H, C * H);
-    for (long e = 0; e < E; e++) {
-        long r = filled_rows(fill, e, c0, c1);
-        if (r > 0)
-            be->act_fwd(be, s, ex->kind, h + e * C * H, a + e * C * H, g ? g + e * C * H : NULL,
-                        ex->kind == 0 ? ex->b1 + e * H : NULL, r, H);
+    if (!slot_ranges(fill, ex->E, c0, c1, r0, r1)) {
+        rt_backend_fail(be, FSMOE_ERR_VALUE, "experts: %ld experts per rank (at most %d)", ex->E,
+                        RANGES_MAX);
+        return;
     }
-    gemm_experts(be, s, fill, E, c0, c1, 0, 0, m, M, H, h, H, C * H, ex->w2, M, H * M, 0, yc, M,
-                 C * M);
-    if (ex->kind == 0)
-        for (long e = 0; e < E; e++) {
-            long r = filled_rows(fill, e, c0, c1);
-            if (r > 0)
-                be->bias_add(be, s, yc + e * C * M, ex->b2 + e * M, r, M);
-        }
-    zero_empty(be, s, fill, E, C, c0, c1, y, M);
+    experts_forward_ranges(ex, be, s, x, y, acts, C, r0, r1);
+    zero_empty(be, s, fill, ex->E, C, c0, c1, y, ex->M);
 }
 
 void experts_backward(const rt_experts *ex, rt_backend *be, rt_stream *s, const real *dy,
                       const real *x, real *dx, const rt_expert_acts *acts, real *dh, real *da,
                       real *dg, long C, long c0, long c1, const long *fill)
 {
-    long E = ex->E, M = ex->M, H = ex->H, m = c1 - c0;
-    if (m <= 0)
+    long r0[RANGES_MAX], r1[RANGES_MAX];
+    if (c1 <= c0)
         return;
-    const real *a = acts->a + c0 * H, *h = acts->h + c0 * H;
-    const real *g = acts->g ? acts->g + c0 * H : NULL;
-    const real *xc = x + c0 * M, *dyc = dy + c0 * M;
-    real *dxc = dx + c0 * M, *dhc = dh + c0 * H, *dac = da + c0 * H;
-    real *dgc = dg ? dg + c0 * H : NULL;
-    /* dh = dy·W2ᵀ; dW2 += hᵀ·dy; db2 += Σ dy */
-    gemm_experts(be, s, fill, E, c0, c1, 0, 1, m, H, M, dyc, M, C * M, ex->w2, M, H * M, 0, dhc,
-                 H, C * H);
-    gemm_experts(be, s, fill, E, c0, c1, 1, 0, H, M, m, h, H, C * H, dyc, M, C * M, 1, ex->dw2,
-                 M, H * M);
-    for (long e = 0; e < E; e++) {
-        long r = filled_rows(fill, e, c0, c1);
-        if (r == 0)
-            continue;
-        if (ex->kind == 0)
-            be->bias_grad(be, s, ex->db2 + e * M, dyc + e * C * M, r, M);
-        be->act_bwd(be, s, ex->kind, dac + e * C * H, dgc ? dgc + e * C * H : NULL,
-                    dhc + e * C * H, a + e * C * H, g ? g + e * C * H : NULL, r * H);
-        if (ex->kind == 0)
-            be->bias_grad(be, s, ex->db1 + e * H, dac + e * C * H, r, H);
+    if (!slot_ranges(fill, ex->E, c0, c1, r0, r1)) {
+        rt_backend_fail(be, FSMOE_ERR_VALUE, "experts: %ld experts per rank (at most %d)", ex->E,
+                        RANGES_MAX);
+        return;
     }
-    /* dx = da·W1ᵀ (+ dg·W3ᵀ); dW1 += xᵀ·da; dW3 += xᵀ·dg */
-    gemm_experts(be, s, fill, E, c0, c1, 0, 1, m, M, H, dac, H, C * H, ex->w1, H, M * H, 0, dxc,
-                 M, C * M);
-    gemm_experts(be, s, fill, E, c0, c1, 1, 0, M, H, m, xc, M, C * M, dac, H, C * H, 1, ex->dw1,
-                 H, M * H);
-    if (ex->kind == 1) {
-        gemm_experts(be, s, fill, E, c0, c1, 0, 1, m, M, H, dgc, H, C * H, ex->w3, H, M * H, 1,
-                     dxc, M, C * M);
-        gemm_experts(be, s, fill, E, c0, c1, 1, 0, M, H, m, xc, M, C * M, dgc, H, C * H, 1,
-                     ex->dw3, H, M * H);
-    }
-    zero_empty(be, s, fill, E, C, c0, c1, dx, M);
+    experts_backward_ranges(ex, be, s, dy, x, dx, acts, dh, da, dg, C, r0, r1);
+    zero_empty(be, s, fill, ex->E, C, c0, c1, dx, ex->M);
 }

@@ -25,6 +25,11 @@ typedef struct {
 
 void experts_register(rt_experts *ex, rt_params *t, const char *prefix, int kind, long E, long M,
                       long H, double std, double std_out);
+/* The experts [e0, e0 + E_local) of E_total, registered as EP shards of the whole tensors
+ * (params_shard_last): the same names, shapes and initial values as on one rank. */
+void experts_register_shard(rt_experts *ex, rt_params *t, const char *prefix, int kind,
+                            long E_total, long e0, long E_local, long M, long H, double std,
+                            double std_out);
 /* Allocates acts for C slots per expert. */
 fsmoe_status expert_acts_alloc(rt_expert_acts *a, const rt_experts *ex, rt_backend *be, long C);
 void expert_acts_free(rt_expert_acts *a, rt_backend *be);
@@ -40,5 +45,14 @@ void experts_forward(const rt_experts *ex, rt_backend *be, rt_stream *s, const r
 void experts_backward(const rt_experts *ex, rt_backend *be, rt_stream *s, const real *dy,
                       const real *x, real *dx, const rt_expert_acts *acts, real *dh, real *da,
                       real *dg, long C, long c0, long c1, const long *fill);
+
+/* The same on per-expert row ranges: expert e runs rows [r0[e], r1[e]) of its C slots (every
+ * row in range holds a token; nothing else is touched). The MoE layer's chunks use this. */
+void experts_forward_ranges(const rt_experts *ex, rt_backend *be, rt_stream *s, const real *x,
+                            real *y, const rt_expert_acts *acts, long C, const long *r0,
+                            const long *r1);
+void experts_backward_ranges(const rt_experts *ex, rt_backend *be, rt_stream *s, const real *dy,
+                             const real *x, real *dx, const rt_expert_acts *acts, real *dh,
+                             real *da, real *dg, long C, const long *r0, const long *r1);
 
 #endif

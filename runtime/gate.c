@@ -3,6 +3,8 @@
  * second choices), softmax rows and their backward, upload of the routing. */
 #include "gate.h"
 
+#include "dist.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,27 +172,75 @@ void gate_topk_route(rt_gate *g, rt_routing *r, const double *probs, long N, int
             }
         }
     }
-    long C = gate_capacity(g, N);
-    memset(r->load, 0, (size_t)E * sizeof(long));
-    if (C == 0) { /* no dropping: the capacity is the largest load */
-        for (long i = 0; i < N * k; i++)
-            r->load[r->topk[i]]++;
-        for (long e = 0; e < E; e++)
-            C = r->load[e] > C ? r->load[e] : C;
+    /* positions: an assignment (token n, choice j) to expert e sits behind every choice-j'<j
+     * assignment to e of the whole batch and every choice-j assignment of an earlier global
+     * token; it is kept when its position is below the capacity */
+    long kE = (long)k * E;
+    long *cnt = calloc((size_t)(3 * kE), sizeof(long));
+    if (!cnt) {
+        fsmoe_fail(&g->dist_err, FSMOE_ERR_NOMEM, "gate: out of memory");
+        return;
+    }
+    long *pre = cnt + kE, *tot = cnt + 2 * kE;
+    for (int j = 0; j < k; j++)
+        for (long n = 0; n < N; n++)
+            cnt[j * E + r->topk[n * k + j]]++;
+    memcpy(tot, cnt, (size_t)kE * sizeof(long));
+    memset(pre, 0, (size_t)kE * sizeof(long));
+    if (g->dist) {
+        fsmoe_status st = dist_exscan_longs(g->dist, RT_DP, cnt, pre, (int)kE,
+                                            "gate capacity prefix (dp)", &g->dist_err);
+        if (st == FSMOE_OK)
+            st = dist_sum_longs(g->dist, RT_DP, tot, (int)kE, "gate load totals (dp)",
+                                &g->dist_err);
+        if (st != FSMOE_OK) {
+            free(cnt);
+            return;
+        }
+    }
+    long C = gate_capacity(g, g->N_global > 0 ? g->N_global : N);
+    if (C == 0) { /* no dropping: the capacity is the largest global load */
+        for (long e = 0; e < E; e++) {
+            long l = 0;
+            for (int j = 0; j < k; j++)
+                l += tot[j * E + e];
+            C = l > C ? l : C;
+        }
         if (C < 1)
             C = 1;
-        memset(r->load, 0, (size_t)E * sizeof(long));
     }
-    r->N = N, r->E = E, r->C = C, r->A = 0, r->dense = 0, r->dropped = 0;
-    for (long i = 0; i < E * C; i++)
-        r->slot_tok[i] = -1;
+    /* first pass: which assignments are kept, and this rank's load per expert */
+    memset(r->load, 0, (size_t)E * sizeof(long));
+    r->dropped = 0;
     for (int j = 0; j < k; j++) {
         for (long n = 0; n < N; n++) {
             int e = r->topk[n * k + j];
-            if (r->load[e] >= C) {
+            long pos = pre[j * E + e]++;
+            for (int i = 0; i < j; i++)
+                pos += tot[i * E + e];
+            if (pos >= C) {
                 r->dropped++;
+                r->dw[n * k + j] = -1; /* scratch mark: dropped (dw is rewritten by backward) */
                 continue;
             }
+            r->dw[n * k + j] = 0;
+            r->load[e]++;
+        }
+    }
+    free(cnt);
+    /* this rank's slots: expert e's kept assignments in (choice, token) order */
+    long Cl = 1;
+    for (long e = 0; e < E; e++)
+        Cl = r->load[e] > Cl ? r->load[e] : Cl;
+    r->N = N, r->E = E, r->C = Cl, r->A = 0, r->dense = 0;
+    for (long i = 0; i < E * Cl; i++)
+        r->slot_tok[i] = -1;
+    memset(r->load, 0, (size_t)E * sizeof(long));
+    for (int j = 0; j < k; j++) {
+        for (long n = 0; n < N; n++) {
+            int e = r->topk[n * k + j];
+            if (r->dw[n * k + j] < 0)
+                continue;
             long c = r->load[e]++;
             double s = 1;
             if (renormalise) {
@@ -199,9 +249,9 @@ void gate_topk_route(rt_gate *g, rt_routing *r, const double *probs, long N, int
                     s += probs[n * E + r->topk[n * k + i]];
             }
             r->tok[r->A] = (int)n;
-            r->slot[r->A] = (int)(e * C + c);
+            r->slot[r->A] = (int)(e * Cl + c);
             r->w[r->A] = (real)(probs[n * E + e] / s);
-            r->slot_tok[e * C + c] = (int)n;
+            r->slot_tok[e * Cl + c] = (int)n;
             r->A++;
         }
     }
@@ -303,6 +353,7 @@ fsmoe_status gate_forward(rt_gate *g, rt_backend *be, rt_stream *s, const real *
     if (N > g->N_max)
         return FSMOE_ERR_INTERNAL;
     g->aux = 0;
+    memset(&g->dist_err, 0, sizeof g->dist_err);
     if (g->kind == RT_GATE_XMOE) {
         be->gemm(be, s, 0, 0, N, g->D, M, 1, x, M, 0, g->wp, g->D, 0, 0, g->d_logits, g->D, 0, 1);
         to_host(g, be, s, g->h_proj, g->d_logits, N * g->D);
@@ -329,6 +380,10 @@ fsmoe_status gate_forward(rt_gate *g, rt_backend *be, rt_stream *s, const real *
         return rt_backend_check(be, NULL);
     default:
         return FSMOE_ERR_INTERNAL;
+    }
+    if (g->dist_err.status != FSMOE_OK) {
+        rt_backend_fail(be, g->dist_err.status, "%s", g->dist_err.msg);
+        return g->dist_err.status;
     }
     upload_sparse(be, s, r);
     return FSMOE_OK;

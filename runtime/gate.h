@@ -71,6 +71,16 @@ typedef struct {
     double *h_logits, *h_probs, *h_dlogits, *h_proj, *h_dproj, *h_emb, *h_demb;
     real *h_buf; /* staging */
     double aux;  /* auxiliary load-balancing loss of the last forward (unweighted) */
+    /* Many ranks (design.md §10.1): the statistics are global. The ranks of the DP group hold
+     * different tokens; this rank's token n is token tok0 + n of the N_global in the global
+     * batch. Capacity (GShard: ceil(k·f·N_global/E), dropless: the largest global load) and
+     * which tokens are dropped are decided over the global batch in global token order (first
+     * choices of all tokens first, then second choices, …), so the same global batch is
+     * routed the same whatever the world size; noise and the auxiliary loss use global token
+     * indices and global means. dist NULL: one rank. */
+    const struct rt_dist *dist;
+    long tok0, N_global;
+    fsmoe_error dist_err; /* a failed collective of the last routing (status OK if none) */
     double *aux_grad_coef; /* (E) ∂aux/∂p[n,e]·N */
 } rt_gate;
 

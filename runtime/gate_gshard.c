@@ -6,6 +6,7 @@
  * P_e = mean probability of e. X-MoE reuses this routing on its cosine logits. */
 #include <string.h>
 
+#include "dist.h"
 #include "gate.h"
 #include "rng.h"
 
@@ -18,11 +19,16 @@ void gate_gshard_route(rt_gate *g, rt_routing *r, long N, int training, uint64_t
             for (long e = 0; e < E; e++)
                 g->h_logits[n * E + e] +=
                     g->noise * rng_normal(seed, 0x6a7e0000u + (uint64_t)g->layer, (uint64_t)step,
-                                          (uint64_t)(n * E + e));
+                                          (uint64_t)((g->tok0 + n) * E + e));
     gate_softmax_rows(g->h_logits, g->h_probs, N, E);
     gate_topk_route(g, r, g->h_probs, N, freeze, g->k > 1);
-    /* auxiliary loss */
-    double aux = 0;
+    /* auxiliary loss over the global batch: first-choice counts and probability sums are summed
+     * over the DP group, so every rank computes the same aux and its own tokens' share of the
+     * gradient (the DP AllReduce of the gate's weight gradient adds the shares) */
+    double *stat = g->h_dproj; /* scratch, 2E doubles (gate_alloc sizes it N_max·D >= 2E) */
+    double stat2[2 * 64];
+    if (E <= 64)
+        stat = stat2;
     for (long e = 0; e < E; e++) {
         long cnt = 0;
         double P = 0;
@@ -30,10 +36,17 @@ void gate_gshard_route(rt_gate *g, rt_routing *r, long N, int training, uint64_t
             cnt += r->topk[n * g->k] == e;
             P += g->h_probs[n * E + e];
         }
-        double f = (double)cnt / (double)N;
-        P /= (double)N;
+        stat[e] = (double)cnt;
+        stat[E + e] = P;
+    }
+    if (g->dist && g->dist_err.status == FSMOE_OK)
+        dist_sum_doubles(g->dist, RT_DP, stat, (int)(2 * E), "gate auxiliary-loss statistics (dp)",
+                         &g->dist_err);
+    double Ng = (double)(g->N_global > 0 ? g->N_global : N), aux = 0;
+    for (long e = 0; e < E; e++) {
+        double f = stat[e] / Ng, P = stat[E + e] / Ng;
         aux += (double)E * f * P;
-        g->aux_grad_coef[e] = (double)E * f / (double)N;
+        g->aux_grad_coef[e] = (double)E * f / Ng;
     }
     g->aux = aux;
 }

@@ -1,7 +1,10 @@
 /* Implements: the MoE layer executor (moe_layer.h). */
 #include "moe_layer.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+#include "dist.h"
 
 static const char *const hook_names[RT_HOOK_COUNT] = {
     "BeforeMoeStart", "BeforeDispatch", "AfterDispatch",
@@ -15,10 +18,49 @@ static void hook(rt_moe *m, rt_hook h, int chunk, int backward)
         m->hook(m->hook_user, h, m->index, chunk, backward);
 }
 
+static int group_size(const rt_moe *m) { return m->ep.size > 0 ? m->ep.size : 1; }
+
+static fsmoe_status xmap_alloc(rt_xmap *x, rt_backend *be, int P, long E_local, long nA, long nB)
+{
+    int R = RT_MOE_MAX_CHUNKS;
+    x->send_rows = calloc((size_t)(R * P), sizeof(int));
+    x->recv_rows = calloc((size_t)(R * P), sizeof(int));
+    x->offA = calloc((size_t)R + 1, sizeof(long));
+    x->offB = calloc((size_t)R + 1, sizeof(long));
+    x->h_idx = calloc((size_t)(nA + nB) + 1, sizeof(int));
+    x->r0 = calloc((size_t)(R * E_local), sizeof(long));
+    x->r1 = calloc((size_t)(R * E_local), sizeof(long));
+    x->idxA = be->alloc(be, (size_t)(nA + 1) * sizeof(int));
+    x->idxB = be->alloc(be, (size_t)(nB + 1) * sizeof(int));
+    if (!x->send_rows || !x->recv_rows || !x->offA || !x->offB || !x->h_idx || !x->r0 || !x->r1 ||
+        !x->idxA || !x->idxB)
+        return FSMOE_ERR_NOMEM;
+    return FSMOE_OK;
+}
+
+static void xmap_free(rt_xmap *x, rt_backend *be)
+{
+    free(x->send_rows), free(x->recv_rows), free(x->offA), free(x->offB), free(x->h_idx);
+    free(x->r0), free(x->r1);
+    if (x->idxA)
+        be->free(be, x->idxA);
+    if (x->idxB)
+        be->free(be, x->idxB);
+    memset(x, 0, sizeof *x);
+}
+
 fsmoe_status moe_alloc(rt_moe *m, rt_backend *be)
 {
-    long EC = m->E * m->C_max, M = m->M, H = m->ex.H;
-    size_t bm = (size_t)(EC * M + 1) * sizeof(real), bh = (size_t)(EC * H + 1) * sizeof(real);
+    int P = group_size(m);
+    long M = m->M, H = m->ex.H;
+    m->E_local = m->E / P;
+    /* token-choice gates fill at most one slot per token and expert on this rank */
+    if (m->gate.kind != RT_GATE_EXPERT_CHOICE && m->gate.kind != RT_GATE_SOFTMOE &&
+        m->gate.C_max < m->N_max)
+        m->gate.C_max = m->N_max;
+    m->C_max = m->gate.C_max;
+    m->Crep_max = (long)P * m->C_max;
+    long EC = m->E * m->C_max, ER = m->E_local * m->Crep_max;
     fsmoe_status st = gate_alloc(&m->gate, &m->route, be);
     if (st != FSMOE_OK)
         return st;
@@ -26,20 +68,30 @@ fsmoe_status moe_alloc(rt_moe *m, rt_backend *be)
     st = order_alloc(&m->order, &m->route, be, m->order.kind, M, m->N_max, m->C_max, m->E, A_max);
     if (st != FSMOE_OK)
         return st;
-    st = expert_acts_alloc(&m->eacts, &m->ex, be, m->C_max);
+    st = expert_acts_alloc(&m->eacts, &m->ex, be, m->Crep_max);
     if (st != FSMOE_OK)
         return st;
-    real **bufs_m[] = {&m->Xd, &m->Xe, &m->Ye, &m->Yc, &m->dYc, &m->dYe, &m->dXe, &m->dXd};
-    for (size_t i = 0; i < sizeof bufs_m / sizeof bufs_m[0]; i++)
-        if (!(*bufs_m[i] = be->alloc(be, bm)))
+    size_t bl = (size_t)(EC * M + 1) * sizeof(real), br = (size_t)(ER * M + 1) * sizeof(real);
+    size_t bs = (size_t)((EC > ER ? EC : ER) * M + 1) * sizeof(real);
+    size_t bh = (size_t)(ER * H + 1) * sizeof(real);
+    struct {
+        real **p;
+        size_t bytes;
+    } bufs[] = {{&m->Xd, bl},  {&m->Yc, bl},  {&m->dYc, bl}, {&m->dXd, bl},
+                {&m->Xe, br},  {&m->Ye, br},  {&m->dYe, br}, {&m->dXe, br},
+                {&m->dh, bh},  {&m->da, bh},  {&m->dg, bh},  {&m->send_stage, bs},
+                {&m->recv_stage, bs}};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (!(*bufs[i].p = be->alloc(be, bufs[i].bytes)))
             return FSMOE_ERR_NOMEM;
-    if (!(m->dh = be->alloc(be, bh)) || !(m->da = be->alloc(be, bh)) ||
-        !(m->dg = be->alloc(be, bh)))
+    m->K = calloc((size_t)(P * m->E), sizeof(long));
+    if (!m->K)
         return FSMOE_ERR_NOMEM;
-    m->comp = be->stream_create(be);
-    m->comm = be->stream_create(be);
+    for (int ph = 0; ph < 2; ph++)
+        if ((st = xmap_alloc(&m->xm[ph], be, P, m->E_local, EC, ER)) != FSMOE_OK)
+            return st;
     m->ev_start = be->event_create(be);
-    if (!m->comp || !m->comm || !m->ev_start)
+    if (!m->ev_start)
         return FSMOE_ERR_NOMEM;
     for (int i = 0; i < 3 * RT_MOE_MAX_CHUNKS; i++)
         if (!(m->ev[i] = be->event_create(be)))
@@ -55,30 +107,200 @@ void moe_free(rt_moe *m, rt_backend *be)
     order_free(&m->order, &m->route, be);
     gate_free(&m->gate, &m->route, be);
     expert_acts_free(&m->eacts, be);
-    real *bufs[] = {m->Xd, m->Xe, m->Ye, m->Yc, m->dYc, m->dYe, m->dXe, m->dXd,
-                    m->dh, m->da, m->dg};
+    real *bufs[] = {m->Xd, m->Yc, m->dYc, m->dXd, m->Xe, m->Ye, m->dYe, m->dXe,
+                    m->dh, m->da, m->dg, m->send_stage, m->recv_stage};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
             be->free(be, bufs[i]);
-    if (m->comp)
-        be->stream_destroy(be, m->comp);
-    if (m->comm)
-        be->stream_destroy(be, m->comm);
+    for (int ph = 0; ph < 2; ph++)
+        xmap_free(&m->xm[ph], be);
+    free(m->K);
+    m->K = NULL;
     if (m->ev_start)
         be->event_destroy(be, m->ev_start);
     for (int i = 0; i < 3 * RT_MOE_MAX_CHUNKS; i++)
         if (m->ev[i])
             be->event_destroy(be, m->ev[i]);
-    m->comp = m->comm = NULL;
+    m->ev_start = NULL;
 }
 
-static int chunks(int r, long C)
+/* K[s][e] for every member s of the EP group; Crep for this step. */
+static fsmoe_status exchange_counts(rt_moe *m, rt_backend *be)
+{
+    int P = group_size(m);
+    long E = m->E;
+    fsmoe_error err = {0};
+    if (P == 1 || !m->dist) {
+        memcpy(m->K, m->route.load, (size_t)E * sizeof(long));
+    } else {
+        fsmoe_status st = dist_allgather_longs(m->dist, RT_EP, m->route.load, m->K, (int)E,
+                                               "MoE token-count exchange (ep)", &err);
+        if (st != FSMOE_OK) {
+            rt_backend_fail(be, st, "%s", err.msg);
+            return st;
+        }
+    }
+    long q = m->ep.rank, Crep = 1;
+    for (long el = 0; el < m->E_local; el++) {
+        long T = 0;
+        for (int s = 0; s < P; s++)
+            T += m->K[s * E + q * m->E_local + el];
+        Crep = T > Crep ? T : Crep;
+    }
+    if (Crep > m->Crep_max) {
+        rt_backend_fail(be, FSMOE_ERR_INTERNAL, "MoE layer %d: %ld rows for one expert (room for %ld)",
+                        m->index, Crep, m->Crep_max);
+        return FSMOE_ERR_INTERNAL;
+    }
+    m->Crep = Crep;
+    return FSMOE_OK;
+}
+
+/* Rows [lo, hi) of member s's part of chunk j of expert e (in the replica's numbering);
+ * empty when hi <= lo. */
+static void chunk_part(const rt_moe *m, int P, long e, int s, int j, int r, long *lo, long *hi,
+                       long *off)
+{
+    long E = m->E, T = 0, o = 0;
+    for (int t = 0; t < P; t++) {
+        if (t < s)
+            o += m->K[t * E + e];
+        T += m->K[t * E + e];
+    }
+    long a = (long)j * T / r, b = (long)(j + 1) * T / r, k = m->K[s * E + e];
+    *lo = a > o ? a : o;
+    *hi = b < o + k ? b : o + k;
+    *off = o;
+}
+
+/* Builds phase ph's exchange plan for r chunks and uploads its index arrays. */
+static void xmap_build(rt_moe *m, rt_backend *be, int ph, int r)
+{
+    rt_xmap *x = &m->xm[ph];
+    int P = group_size(m), q = m->ep.rank;
+    long El = m->E_local, C = m->route.C, Crep = m->Crep, E = m->E;
+    x->r = r;
+    long nA = 0, nB = 0;
+    int *A = x->h_idx;
+    /* all idxA entries first (their total is at most E·C_max), then idxB */
+    for (int j = 0; j < r; j++) {
+        x->offA[j] = nA;
+        for (int p = 0; p < P; p++) {
+            int rows = 0;
+            for (long e = p * El; e < (p + 1) * El; e++) {
+                long lo, hi, off;
+                chunk_part(m, P, e, q, j, r, &lo, &hi, &off);
+                for (long i = lo; i < hi; i++, rows++)
+                    A[nA++] = (int)(e * C + (i - off));
+            }
+            x->send_rows[j * P + p] = rows;
+        }
+    }
+    x->offA[r] = nA;
+    int *B = A + nA;
+    for (int j = 0; j < r; j++) {
+        x->offB[j] = nB;
+        for (int s = 0; s < P; s++) {
+            int rows = 0;
+            for (long el = 0; el < El; el++) {
+                long lo, hi, off;
+                chunk_part(m, P, (long)q * El + el, s, j, r, &lo, &hi, &off);
+                for (long i = lo; i < hi; i++, rows++)
+                    B[nB++] = (int)(el * Crep + i);
+            }
+            x->recv_rows[j * P + s] = rows;
+        }
+        for (long el = 0; el < El; el++) {
+            long T = 0, e = (long)q * El + el;
+            for (int s = 0; s < P; s++)
+                T += m->K[s * E + e];
+            x->r0[j * El + el] = (long)j * T / r;
+            x->r1[j * El + el] = (long)(j + 1) * T / r;
+        }
+    }
+    x->offB[r] = nB;
+    if (nA)
+        be->copy(be, NULL, x->idxA, A, (size_t)nA * sizeof(int), RT_H2D);
+    if (nB)
+        be->copy(be, NULL, x->idxB, B, (size_t)nB * sizeof(int), RT_H2D);
+    be->stream_sync(be, NULL);
+}
+
+/* Chunk j towards the experts: local slots of src (E, C, M) → replica rows of dst. */
+static void dispatch_chunk(rt_moe *m, rt_backend *be, const rt_xmap *x, int j, const real *src,
+                           real *dst, const char *what)
+{
+    int P = group_size(m);
+    long M = m->M, nA = x->offA[j + 1] - x->offA[j], nB = x->offB[j + 1] - x->offB[j];
+    be->gather_rows(be, m->comm, m->send_stage, src, x->idxA + x->offA[j], nA, M);
+    be->alltoallv_rows(be, m->comm, &m->ep, m->recv_stage, m->send_stage, x->send_rows + j * P,
+                       x->recv_rows + j * P, M, what);
+    be->scatter_add_rows(be, m->comm, dst, m->recv_stage, x->idxB + x->offB[j], NULL, nB, M);
+}
+
+/* Chunk j back from the experts: replica rows of src → local slots of dst. */
+static void combine_chunk(rt_moe *m, rt_backend *be, const rt_xmap *x, int j, const real *src,
+                          real *dst, const char *what)
+{
+    int P = group_size(m);
+    long M = m->M, nA = x->offA[j + 1] - x->offA[j], nB = x->offB[j + 1] - x->offB[j];
+    be->gather_rows(be, m->comm, m->send_stage, src, x->idxB + x->offB[j], nB, M);
+    be->alltoallv_rows(be, m->comm, &m->ep, m->recv_stage, m->send_stage, x->recv_rows + j * P,
+                       x->send_rows + j * P, M, what);
+    be->scatter_add_rows(be, m->comm, dst, m->recv_stage, x->idxA + x->offA[j], NULL, nA, M);
+}
+
+static int chunks(int r)
 {
     if (r < 1)
         r = 1;
-    if (r > RT_MOE_MAX_CHUNKS)
-        r = RT_MOE_MAX_CHUNKS;
-    return (long)r > C ? (int)C : r;
+    return r > RT_MOE_MAX_CHUNKS ? RT_MOE_MAX_CHUNKS : r;
+}
+
+/* The pipelined middle of both phases: per chunk Dispatch (comm) → expert (comp) → Combine
+ * (comm), issued D0 D1 C0 D2 C1 … (see moe_layer.h). in/out are local (E, C, M); xe/ye replica
+ * buffers. backward selects the expert pass. */
+static void run_chunks(rt_moe *m, rt_backend *be, int backward, const real *in, real *xe,
+                       real *ye, real *out)
+{
+    const rt_xmap *x = &m->xm[backward];
+    int r = x->r;
+    long El = m->E_local, M = m->M;
+    rt_event **ev_d = m->ev, **ev_e = m->ev + RT_MOE_MAX_CHUNKS,
+             **ev_c = m->ev + 2 * RT_MOE_MAX_CHUNKS;
+    const char *d_what = backward ? "MoE backward Dispatch AllToAllv (ep)"
+                                  : "MoE Dispatch AllToAllv (ep)";
+    const char *c_what = backward ? "MoE backward Combine AllToAllv (ep)"
+                                  : "MoE Combine AllToAllv (ep)";
+    be->event_record(be, m->ev_start, NULL);
+    be->stream_wait(be, m->comm, m->ev_start);
+    be->stream_wait(be, m->comp, m->ev_start);
+    be->zero(be, m->comm, xe, (size_t)(El * m->Crep * M) * sizeof(real));
+    be->zero(be, m->comm, out, (size_t)(m->E * m->route.C * M) * sizeof(real));
+    for (int j = 0; j <= r; j++) {
+        if (j < r) {
+            hook(m, RT_HOOK_BEFORE_DISPATCH, j, backward);
+            dispatch_chunk(m, be, x, j, in, xe, d_what);
+            be->event_record(be, ev_d[j], m->comm);
+            hook(m, RT_HOOK_AFTER_DISPATCH, j, backward);
+            be->stream_wait(be, m->comp, ev_d[j]);
+            const long *r0 = x->r0 + j * El, *r1 = x->r1 + j * El;
+            if (!backward)
+                experts_forward_ranges(&m->ex, be, m->comp, xe, ye, &m->eacts, m->Crep, r0, r1);
+            else
+                experts_backward_ranges(&m->ex, be, m->comp, xe, m->Xe, ye, &m->eacts, m->dh,
+                                        m->da, m->ex.kind == 1 ? m->dg : NULL, m->Crep, r0, r1);
+            be->event_record(be, ev_e[j], m->comp);
+        }
+        if (j >= 1) {
+            hook(m, RT_HOOK_BEFORE_COMBINE, j - 1, backward);
+            be->stream_wait(be, m->comm, ev_e[j - 1]);
+            combine_chunk(m, be, x, j - 1, ye, out, c_what);
+            be->event_record(be, ev_c[j - 1], m->comm);
+            hook(m, RT_HOOK_AFTER_COMBINE, j - 1, backward);
+        }
+    }
+    be->stream_wait(be, NULL, ev_c[r - 1]);
 }
 
 fsmoe_status moe_forward(rt_moe *m, rt_backend *be, const real *x, real *y, long N, int training,
@@ -90,28 +312,10 @@ fsmoe_status moe_forward(rt_moe *m, rt_backend *be, const real *x, real *y, long
     if (st != FSMOE_OK)
         return st;
     order_forward(&m->order, be, NULL, &m->route, x, m->Xd);
-    long C = m->route.C, M = m->M;
-    int r = chunks(m->r_fwd, C);
-    rt_event **ev_d = m->ev, **ev_e = m->ev + RT_MOE_MAX_CHUNKS,
-             **ev_c = m->ev + 2 * RT_MOE_MAX_CHUNKS;
-    be->event_record(be, m->ev_start, NULL);
-    be->stream_wait(be, m->comm, m->ev_start);
-    for (int j = 0; j < r; j++) {
-        long c0 = j * C / r, c1 = (j + 1) * C / r;
-        hook(m, RT_HOOK_BEFORE_DISPATCH, j, 0);
-        be->alltoall_rows(be, m->comm, &m->ep, m->Xe, m->Xd, m->E, C, c0, c1, M, 0);
-        be->event_record(be, ev_d[j], m->comm);
-        hook(m, RT_HOOK_AFTER_DISPATCH, j, 0);
-        be->stream_wait(be, m->comp, ev_d[j]);
-        experts_forward(&m->ex, be, m->comp, m->Xe, m->Ye, &m->eacts, C, c0, c1, m->route.load);
-        be->event_record(be, ev_e[j], m->comp);
-        hook(m, RT_HOOK_BEFORE_COMBINE, j, 0);
-        be->stream_wait(be, m->comm, ev_e[j]);
-        be->alltoall_rows(be, m->comm, &m->ep, m->Yc, m->Ye, m->E, C, c0, c1, M, 1);
-        be->event_record(be, ev_c[j], m->comm);
-        hook(m, RT_HOOK_AFTER_COMBINE, j, 0);
-    }
-    be->stream_wait(be, NULL, ev_c[r - 1]);
+    if ((st = exchange_counts(m, be)) != FSMOE_OK)
+        return rt_backend_check(be, NULL);
+    xmap_build(m, be, 0, chunks(m->r_fwd));
+    run_chunks(m, be, 0, m->Xd, m->Xe, m->Ye, m->Yc);
     iorder_forward(&m->order, be, NULL, &m->route, m->Yc, y);
     hook(m, RT_HOOK_BEFORE_MOE_END, -1, 0);
     return rt_backend_check(be, NULL);
@@ -121,33 +325,11 @@ fsmoe_status moe_backward(rt_moe *m, rt_backend *be, const real *dy, const real 
                           double aux_coef)
 {
     hook(m, RT_HOOK_BEFORE_MOE_START, -1, 1);
-    long C = m->route.C, M = m->M;
     iorder_backward(&m->order, be, NULL, &m->route, dy, m->Yc, m->dYc);
-    int r = chunks(m->r_bwd, C);
-    rt_event **ev_d = m->ev, **ev_e = m->ev + RT_MOE_MAX_CHUNKS,
-             **ev_c = m->ev + 2 * RT_MOE_MAX_CHUNKS;
-    be->event_record(be, m->ev_start, NULL);
-    be->stream_wait(be, m->comm, m->ev_start);
-    for (int j = 0; j < r; j++) {
-        long c0 = j * C / r, c1 = (j + 1) * C / r;
-        /* the backward of Combine is an AllToAll in the dispatch direction */
-        hook(m, RT_HOOK_BEFORE_DISPATCH, j, 1);
-        be->alltoall_rows(be, m->comm, &m->ep, m->dYe, m->dYc, m->E, C, c0, c1, M, 0);
-        be->event_record(be, ev_d[j], m->comm);
-        hook(m, RT_HOOK_AFTER_DISPATCH, j, 1);
-        be->stream_wait(be, m->comp, ev_d[j]);
-        experts_backward(&m->ex, be, m->comp, m->dYe, m->Xe, m->dXe, &m->eacts, m->dh, m->da,
-                         m->ex.kind == 1 ? m->dg : NULL, C, c0, c1, m->route.load);
-        be->event_record(be, ev_e[j], m->comp);
-        hook(m, RT_HOOK_BEFORE_COMBINE, j, 1);
-        be->stream_wait(be, m->comm, ev_e[j]);
-        be->alltoall_rows(be, m->comm, &m->ep, m->dXd, m->dXe, m->E, C, c0, c1, M, 1);
-        be->event_record(be, ev_c[j], m->comm);
-        hook(m, RT_HOOK_AFTER_COMBINE, j, 1);
-    }
-    be->stream_wait(be, NULL, ev_c[r - 1]);
-    /* experts_backward wrote dXe = 0 in empty slots (it skips them), so order_backward sees
-     * zeros there whichever order it is. */
+    xmap_build(m, be, 1, chunks(m->r_bwd));
+    /* the backward of Combine is an AllToAll in the Dispatch direction and vice versa; empty
+     * local slots of dXd stay 0 (run_chunks zeroes it), whichever order reads them */
+    run_chunks(m, be, 1, m->dYc, m->dYe, m->dXe, m->dXd);
     order_backward(&m->order, be, NULL, &m->route, m->dXd, x, dx);
     gate_backward(&m->gate, be, NULL, x, dx, aux_coef, &m->route);
     hook(m, RT_HOOK_BEFORE_MOE_END, -1, 1);

@@ -1,10 +1,25 @@
-/* Implements: the MoE layer as an executor of per-chunk tasks on streams (design.md §2, §10;
- * FSMoE §4): Gate → Order → [Dispatch (AllToAll) → Expert → Combine (AllToAll)] × r chunks →
- * I-Order, with the six hooks. Chunk j covers capacity slots [j·C/r, (j+1)·C/r) of every
- * expert; dispatch and combine run on the communication stream, experts on the compute
- * stream, ordered by events, so that chunk j's expert overlaps chunk j+1's dispatch where the
- * backend overlaps streams. The result does not depend on r. A single rank is the P = 1 case
- * of the EP group. */
+/* Implements: the MoE layer as an executor of per-chunk tasks on streams (design.md §2, §10,
+ * §10.1; FSMoE §4): Gate → Order → [Dispatch (AllToAllv) → Expert → Combine (AllToAllv)] × r
+ * chunks → I-Order, with the six hooks.
+ *
+ * Layouts. The gate (gate.h) routes this rank's tokens with global decisions and fills the
+ * local buffer Xd (E, C, M): expert e's kept tokens of this rank in slots [0, load[e]). The
+ * experts of the EP group are split over its members (E_local each, member p owns experts
+ * [p·E_local, (p+1)·E_local)). Before a phase the members exchange their loads (K[s][e], rows
+ * member s holds for expert e) so that everyone knows every count. An owner keeps expert e's
+ * rows in a replica buffer (E_local, Crep, M), member 0's rows first, then member 1's, ...;
+ * T[e] = Σ_s K[s][e] rows in all. Chunk j of r covers replica rows [j·T/r, (j+1)·T/r) of every
+ * local expert: each sender's part of it is one contiguous run of its own slots, so a chunk's
+ * Dispatch is one AllToAllv (packed by member, then expert) and its Combine the same exchange
+ * backwards. The replica layout does not depend on r, so forward and backward may use
+ * different pipeline degrees (the plan's r_fwd, r_bwd), and the result does not depend on r at
+ * all: every token row meets the same expert weights whatever the chunking.
+ *
+ * Streams. Dispatch and Combine run on the communication stream, experts on the compute stream,
+ * ordered by events. Issue order on the communication stream: D0 D1 C0 D2 C1 … D(r−1) C(r−2)
+ * C(r−1): the next chunk's Dispatch is queued before this chunk's Combine, so it moves while
+ * the experts compute (issuing D_j C_j pairs would serialise the layer on any asynchronous
+ * stream: C_j waits for the expert). A single rank is the P = 1 case of the EP group. */
 #ifndef RT_MOE_LAYER_H
 #define RT_MOE_LAYER_H
 
@@ -29,27 +44,48 @@ typedef void (*rt_hook_fn)(void *user, rt_hook h, int layer, int chunk, int back
 
 #define RT_MOE_MAX_CHUNKS 64
 
+struct rt_dist;
+
+/* One phase's exchange plan (host arrays sized at allocation). */
+typedef struct {
+    int r;
+    int *send_rows, *recv_rows; /* (r, P) rows to / from each member per chunk */
+    long *offA, *offB;          /* (r + 1) where chunk j starts in idxA / idxB */
+    int *h_idx;                 /* host staging of idxA then idxB */
+    int *idxA;                  /* backend: local slot row (e·C + c) of each sent row */
+    int *idxB;                  /* backend: replica row (e'·Crep + i) of each received row */
+    long *r0, *r1;              /* (r, E_local) replica row range of each chunk */
+} rt_xmap;
+
 typedef struct {
     int index; /* among MoE layers */
     long M, E, N_max, C_max;
+    long E_local, expert0;    /* experts on this rank */
+    long Crep_max, Crep;      /* replica rows per local expert: allocated, this step */
     rt_gate gate;
     rt_routing route;
     rt_order order;
-    rt_experts ex;
+    rt_experts ex;            /* this rank's E_local experts */
     rt_group ep;
-    int r_fwd, r_bwd; /* chunks (pipeline degree) */
+    const struct rt_dist *dist; /* NULL: one rank */
+    int r_fwd, r_bwd;         /* chunks (pipeline degree) */
     rt_hook_fn hook;
     void *hook_user;
-    rt_stream *comp, *comm;
+    rt_stream *comp, *comm;   /* the model's streams */
     rt_event *ev_start, *ev[3 * RT_MOE_MAX_CHUNKS];
-    /* activations (E, C_max, M) */
-    real *Xd, *Xe, *Ye, *Yc;
+    long *K;                  /* (P, E) rows every member holds for every expert */
+    rt_xmap xm[2];            /* forward, backward */
+    real *send_stage, *recv_stage;
+    /* local (E, C_max, M) */
+    real *Xd, *Yc, *dYc, *dXd;
+    /* replica (E_local, Crep_max, M) */
+    real *Xe, *Ye, *dYe, *dXe;
     rt_expert_acts eacts;
-    /* backward scratch */
-    real *dYc, *dYe, *dXe, *dXd, *dh, *da, *dg;
+    real *dh, *da, *dg;       /* (E_local, Crep_max, H) */
     int freeze; /* hold routing fixed (tests) */
 } rt_moe;
 
+/* Needs comp and comm set (or NULL for the default stream). */
 fsmoe_status moe_alloc(rt_moe *m, rt_backend *be);
 void moe_free(rt_moe *m, rt_backend *be);
 /* y = MoE(x) (overwrites y); x, y (N, M). */

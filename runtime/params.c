@@ -58,6 +58,20 @@ fsmoe_status params_alloc(rt_params *t, rt_backend *be, uint64_t seed, fsmoe_err
 {
     if (t->failed)
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "parameter table: out of memory");
+    /* replicated tensors first, then the expert shards, so that each gradient AllReduce (DP,
+     * EDP) is one contiguous range; each tensor stays 64-byte aligned */
+    t->total = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < t->n; i++) {
+            rt_param *p = &t->p[i];
+            if ((p->shard == RT_SHARD_EP) != pass)
+                continue;
+            p->offset = t->total;
+            t->total += (p->numel + 15) / 16 * 16;
+        }
+        if (pass == 0)
+            t->dense_total = t->total;
+    }
     size_t bytes = (size_t)t->total * sizeof(real);
     t->w = be->alloc(be, bytes);
     t->g = be->alloc(be, bytes);

@@ -34,6 +34,7 @@ typedef struct {
     rt_param *p;
     int n, cap;
     long total;
+    long dense_total; /* replicated tensors come first: [0, dense_total), then the EP shards */
     real *w, *g; /* backend memory, owned */
     int failed;  /* registration ran out of memory */
 } rt_params;

@@ -1,15 +1,24 @@
 /* Implements: the training step (train.h). */
 #include "train.h"
 
+#include "dist.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 fsmoe_status trainer_init(rt_trainer *tr, const rt_config *cfg, rt_backend *be,
                           const rt_data *data, fsmoe_error *err)
 {
+    return trainer_init_dist(tr, cfg, be, data, NULL, err);
+}
+
+fsmoe_status trainer_init_dist(rt_trainer *tr, const rt_config *cfg, rt_backend *be,
+                               const rt_data *data, const rt_dist *dist, fsmoe_error *err)
+{
     memset(tr, 0, sizeof(*tr));
     tr->data = data;
-    fsmoe_status st = model_init(&tr->model, cfg, be, err);
+    tr->sample0 = dist ? dist->layout.sample0 : 0;
+    fsmoe_status st = model_init_dist(&tr->model, cfg, be, dist, err);
     if (st != FSMOE_OK)
         return st;
     st = adamw_init(&tr->opt, &tr->model.params, be, err);
@@ -37,7 +46,7 @@ fsmoe_status trainer_step(rt_trainer *tr, double *loss, double *ce, double *gnor
 {
     rt_model *md = &tr->model;
     const rt_config *c = &md->cfg;
-    data_batch(tr->data, 0, c->seed, tr->step, c->B, c->L, tr->tok, tr->tgt);
+    data_batch_slice(tr->data, 0, c->seed, tr->step, tr->sample0, c->B, c->L, tr->tok, tr->tgt);
     model_zero_grad(md);
     fsmoe_status st = model_forward(md, tr->tok, tr->tgt, 1, tr->step, err);
     if (st != FSMOE_OK)
@@ -45,7 +54,9 @@ fsmoe_status trainer_step(rt_trainer *tr, double *loss, double *ce, double *gnor
     st = model_backward(md, err);
     if (st != FSMOE_OK)
         return st;
-    double norm = grad_clip(md->be, &md->params, c->clip);
+    double norm = 0;
+    if ((st = model_clip_grads(md, c->clip, &norm, err)) != FSMOE_OK)
+        return st;
     adamw_step(&tr->opt, md->be, &md->params, c, lr_at(c, tr->step));
     md->be->stream_sync(md->be, NULL);
     tr->step++;
@@ -64,7 +75,7 @@ fsmoe_status trainer_eval(rt_trainer *tr, double *val_ce, fsmoe_error *err)
     const rt_config *c = &md->cfg;
     double s = 0;
     for (long i = 0; i < c->eval_batches; i++) {
-        data_batch(tr->data, 1, c->seed, i, c->B, c->L, tr->tok, tr->tgt);
+        data_batch_slice(tr->data, 1, c->seed, i, tr->sample0, c->B, c->L, tr->tok, tr->tgt);
         fsmoe_status st = model_forward(md, tr->tok, tr->tgt, 0, 0, err);
         if (st != FSMOE_OK)
             return st;

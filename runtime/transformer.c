@@ -1,6 +1,8 @@
 /* Implements: the MoE transformer's construction, forward and explicit backward (model.h). */
 #include "transformer.h"
 
+#include "dist.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,12 +15,26 @@
 
 fsmoe_status model_init(rt_model *md, const rt_config *cfg, rt_backend *be, fsmoe_error *err)
 {
+    return model_init_dist(md, cfg, be, NULL, err);
+}
+
+fsmoe_status model_init_dist(rt_model *md, const rt_config *cfg, rt_backend *be,
+                             const rt_dist *dist, fsmoe_error *err)
+{
     memset(md, 0, sizeof(*md));
     md->cfg = *cfg;
     md->be = be;
+    md->dist = dist;
     const rt_config *c = &md->cfg;
     long V = c->V, M = c->M, H = c->H, L = c->L, N = c->B * c->L, nl = c->layers;
     md->N = N;
+    rt_layout one = layout_make(1, 0, 1, 1, c->E, c->B);
+    const rt_layout *lay = dist ? &dist->layout : &one;
+    md->N_global = lay->B_global * L;
+    md->comp = be->stream_create(be);
+    md->comm = be->stream_create(be);
+    if (!md->comp || !md->comm)
+        goto nomem;
     double std = c->init_std, std_out = c->init_std / sqrt(2.0 * (double)nl); /* GPT-2 */
     rt_params *t = &md->params;
     md->blocks = calloc((size_t)nl, sizeof(rt_block));
@@ -42,7 +58,9 @@ fsmoe_status model_init(rt_model *md, const rt_config *cfg, rt_backend *be, fsmo
             rt_moe *m = &bl->moe;
             m->index = (int)moe_index++;
             m->M = M, m->E = c->E, m->N_max = N;
-            m->ep = rt_group_single();
+            m->ep = dist ? dist_group(dist, RT_EP) : rt_group_single();
+            m->dist = dist;
+            m->comp = md->comp, m->comm = md->comm;
             m->r_fwd = m->r_bwd = c->r;
             m->order.kind = c->order;
             m->gate.noise = c->gate_noise;
@@ -54,9 +72,13 @@ fsmoe_status model_init(rt_model *md, const rt_config *cfg, rt_backend *be, fsmo
                                              (double)L / (double)c->E);
             snprintf(pre, sizeof pre, "h%ld.gate", b);
             gate_register(&m->gate, t, pre, c->gate, M, c->E, c->k, c->f, b, N, std);
+            m->gate.dist = dist;
+            m->gate.tok0 = lay->sample0 * L;
+            m->gate.N_global = md->N_global;
             m->C_max = m->gate.C_max;
             snprintf(pre, sizeof pre, "h%ld.experts", b);
-            experts_register(&m->ex, t, pre, c->expert, c->E, M, H, std, std_out);
+            experts_register_shard(&m->ex, t, pre, c->expert, c->E, lay->expert0, lay->E_local, M,
+                                   H, std, std_out);
         } else {
             snprintf(pre, sizeof pre, "h%ld.ffn", b);
             experts_register(&bl->ffn, t, pre, c->expert, 1, M, H, std, std_out);
@@ -132,6 +154,10 @@ void model_free(rt_model *md)
             expert_acts_free(&bl->facts, be);
     }
     free(md->blocks);
+    if (md->comp)
+        be->stream_destroy(be, md->comp);
+    if (md->comm)
+        be->stream_destroy(be, md->comm);
     void *ps[] = {md->x_out, md->lnf, md->lnf_mean, md->lnf_rstd, md->logits, md->dlogits,
                   md->losses, md->tokens, md->targets, md->dres, md->dln, md->dh, md->da, md->dg};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
@@ -204,14 +230,20 @@ fsmoe_status model_forward(rt_model *md, const int *tokens, const int *targets, 
     be->layernorm_fwd(be, NULL, md->lnf, md->lnf_mean, md->lnf_rstd, md->x_out, md->lnfw,
                       md->lnfb, N, M);
     be->gemm(be, NULL, 0, 0, N, V, M, 1, md->lnf, M, 0, md->head, V, 0, 0, md->logits, V, 0, 1);
+    /* the loss is the mean over the global batch: this rank's share of its gradient */
     be->crossent(be, NULL, md->losses, md->dlogits, md->logits, md->targets, N, V,
-                 (real)(1.0 / (double)N));
+                 (real)(1.0 / (double)md->N_global));
     be->copy(be, NULL, md->h_losses, md->losses, (size_t)N * sizeof(real), RT_D2H);
     be->stream_sync(be, NULL);
     double s = 0;
     for (long n = 0; n < N; n++)
         s += (double)md->h_losses[n];
-    md->ce = s / (double)N;
+    if (md->dist) {
+        fsmoe_status st = dist_sum_doubles(md->dist, RT_DP, &s, 1, "loss sum (dp)", err);
+        if (st != FSMOE_OK)
+            return st;
+    }
+    md->ce = s / (double)md->N_global;
     md->loss = md->ce + c->aux_coef * md->aux;
     return rt_backend_check(be, err);
 }
@@ -253,6 +285,36 @@ fsmoe_status model_backward(rt_model *md, fsmoe_error *err)
                           bl->ln1_mean, bl->ln1_rstd, bl->ln1w, N, M);
     }
     be->embed_bwd(be, NULL, md->dwte, md->dwpe, md->dres, md->tokens, B, L, M);
+    /* the gradients of the global loss: replicated tensors summed over DP, expert shards over
+     * EDP (the ranks holding the same experts) */
+    if (md->dist) {
+        rt_params *p = &md->params;
+        rt_group dp = dist_group(md->dist, RT_DP), edp = dist_group(md->dist, RT_EDP);
+        be->allreduce_sum(be, NULL, &dp, p->g, p->dense_total, "gradient AllReduce (dp)");
+        be->allreduce_sum(be, NULL, &edp, p->g + p->dense_total, p->total - p->dense_total,
+                          "expert gradient AllReduce (edp)");
+    }
     be->stream_sync(be, NULL);
+    return rt_backend_check(be, err);
+}
+
+fsmoe_status model_clip_grads(rt_model *md, double clip, double *norm, fsmoe_error *err)
+{
+    rt_backend *be = md->be;
+    rt_params *p = &md->params;
+    /* replicated tensors are equal on every rank after the AllReduce: counted once; every EP
+     * group holds each expert once */
+    double sq[2] = {be->sumsq(be, NULL, p->g, p->dense_total),
+                    be->sumsq(be, NULL, p->g + p->dense_total, p->total - p->dense_total)};
+    if (md->dist) {
+        fsmoe_status st = dist_sum_doubles(md->dist, RT_EP, sq + 1, 1,
+                                           "expert gradient norm (ep)", err);
+        if (st != FSMOE_OK)
+            return st;
+    }
+    double n = sqrt(sq[0] + sq[1]);
+    if (clip > 0 && n > clip)
+        be->scale(be, NULL, p->g, (real)(clip / n), p->total);
+    *norm = n;
     return rt_backend_check(be, err);
 }

@@ -25,9 +25,14 @@ typedef struct {
     rt_expert_acts facts; /* dense FFN, (1, N, H) */
 } rt_block;
 
+struct rt_dist;
+
 typedef struct {
     rt_config cfg;
     rt_backend *be;
+    const struct rt_dist *dist; /* NULL: one rank */
+    long N_global;              /* tokens of the global batch (B·L·world) */
+    rt_stream *comp, *comm;     /* the MoE layers' compute and communication streams */
     rt_params params;
     long N; /* B·L */
     real *wte, *dwte, *wpe, *dwpe, *lnfw, *dlnfw, *lnfb, *dlnfb, *head, *dhead;
@@ -42,8 +47,16 @@ typedef struct {
     double ce, aux, loss;
 } rt_model;
 
-/* Builds the model on `be` with parameters initialised from cfg->seed. */
+/* Builds the model on `be` with parameters initialised from cfg->seed (one rank). */
 fsmoe_status model_init(rt_model *md, const rt_config *cfg, rt_backend *be, fsmoe_error *err);
+/* The same on one rank of a multi-rank run (dist NULL: one rank): cfg->B samples per rank,
+ * this rank's experts only. Losses are means over the global batch; after model_backward the
+ * gradients are those of the global loss (DP AllReduce of replicated tensors, EDP AllReduce of
+ * expert shards), equal to the one-rank run's up to summation order. */
+fsmoe_status model_init_dist(rt_model *md, const rt_config *cfg, rt_backend *be,
+                             const struct rt_dist *dist, fsmoe_error *err);
+/* Global gradient norm (replicated tensors counted once) and clipping to `clip` (0: none). */
+fsmoe_status model_clip_grads(rt_model *md, double clip, double *norm, fsmoe_error *err);
 void model_free(rt_model *md);
 
 /* Forward on tokens/targets (host arrays of B·L ints). training: gate noise on. step selects

@@ -1,0 +1,137 @@
+/* Implements: the runtime's groups and host-side collectives (dist.h). */
+#include "dist.h"
+
+#include <string.h>
+
+#include "mpi_check.h"
+#include "mpi_coll.h"
+
+static const char *const group_names[RT_NGROUPS] = {"dp", "ep", "edp"};
+
+static void group_single(rt_comm_group *g, const char *name)
+{
+    g->name = name;
+    g->size = 1;
+    g->rank = 0;
+    for (int s = 0; s < RT_STREAM_SLOTS; s++)
+        g->comm[s] = MPI_COMM_NULL;
+}
+
+void dist_single(rt_dist *d, const rt_layout *layout)
+{
+    memset(d, 0, sizeof *d);
+    d->layout = *layout;
+    for (int k = 0; k < RT_NGROUPS; k++)
+        group_single(&d->g[k], group_names[k]);
+}
+
+static fsmoe_status group_make(rt_comm_group *g, const char *name, int color, int key,
+                               fsmoe_error *err)
+{
+    MPI_Comm base;
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, key, &base), err);
+    MPI_Comm_size(base, &g->size);
+    MPI_Comm_rank(base, &g->rank);
+    g->name = name;
+    g->comm[0] = base;
+    for (int s = 1; s < RT_STREAM_SLOTS; s++)
+        MPI_CHECK(MPI_Comm_dup(base, &g->comm[s]), err);
+    return FSMOE_OK;
+}
+
+fsmoe_status dist_init(rt_dist *d, const rt_layout *l, fsmoe_error *err)
+{
+    dist_single(d, l);
+    if (l->world == 1)
+        return FSMOE_OK;
+    d->mpi = 1;
+    fsmoe_status st;
+    /* numbering as libfsmoe/parallel.h with mp = esp = 1: EP blocks of ep consecutive ranks,
+     * EDP strides ep */
+    if ((st = group_make(&d->g[RT_DP], "dp", 0, l->rank, err)) ||
+        (st = group_make(&d->g[RT_EP], "ep", l->rank / l->ep, l->rank % l->ep, err)) ||
+        (st = group_make(&d->g[RT_EDP], "edp", l->rank % l->ep, l->rank / l->ep, err)))
+        return st;
+    if (d->g[RT_EP].size != l->ep || d->g[RT_EDP].size != l->edp)
+        return fsmoe_fail(err, FSMOE_ERR_INTERNAL, "groups of %d/%d ranks, layout says ep=%d edp=%d",
+                          d->g[RT_EP].size, d->g[RT_EDP].size, l->ep, l->edp);
+    return FSMOE_OK;
+}
+
+void dist_free(rt_dist *d)
+{
+    for (int k = 0; k < RT_NGROUPS; k++)
+        for (int s = 0; s < RT_STREAM_SLOTS; s++)
+            if (d->g[k].comm[s] != MPI_COMM_NULL)
+                MPI_Comm_free(&d->g[k].comm[s]);
+    d->mpi = 0;
+}
+
+rt_group dist_group(const rt_dist *d, rt_group_kind k)
+{
+    rt_group g = {d->g[k].size, d->g[k].rank, (void *)&d->g[k]};
+    if (g.size == 1)
+        g.impl = NULL;
+    return g;
+}
+
+fsmoe_status dist_sum_doubles(const rt_dist *d, rt_group_kind k, double *x, int n,
+                              const char *what, fsmoe_error *err)
+{
+    if (d->g[k].size == 1)
+        return FSMOE_OK;
+    return fsmoe_mpi_allreduce(d->g[k].comm[0], x, x, n, MPI_DOUBLE, MPI_SUM, what, err);
+}
+
+fsmoe_status dist_sum_longs(const rt_dist *d, rt_group_kind k, long *x, int n, const char *what,
+                            fsmoe_error *err)
+{
+    if (d->g[k].size == 1)
+        return FSMOE_OK;
+    return fsmoe_mpi_allreduce(d->g[k].comm[0], x, x, n, MPI_LONG, MPI_SUM, what, err);
+}
+
+fsmoe_status dist_max_longs(const rt_dist *d, rt_group_kind k, long *x, int n, const char *what,
+                            fsmoe_error *err)
+{
+    if (d->g[k].size == 1)
+        return FSMOE_OK;
+    return fsmoe_mpi_allreduce(d->g[k].comm[0], x, x, n, MPI_LONG, MPI_MAX, what, err);
+}
+
+fsmoe_status dist_exscan_longs(const rt_dist *d, rt_group_kind k, const long *x, long *out, int n,
+                               const char *what, fsmoe_error *err)
+{
+    if (d->g[k].size == 1) {
+        memset(out, 0, (size_t)n * sizeof(long));
+        return FSMOE_OK;
+    }
+    return fsmoe_mpi_exscan_sum(d->g[k].comm[0], x, out, n, MPI_LONG, what, err);
+}
+
+fsmoe_status dist_alltoall_longs(const rt_dist *d, rt_group_kind k, const long *send, long *recv,
+                                 int n, const char *what, fsmoe_error *err)
+{
+    if (d->g[k].size == 1) {
+        memcpy(recv, send, (size_t)n * sizeof(long));
+        return FSMOE_OK;
+    }
+    return fsmoe_mpi_alltoall(d->g[k].comm[0], send, recv, n, MPI_LONG, what, err);
+}
+
+fsmoe_status dist_allgather_longs(const rt_dist *d, rt_group_kind k, const long *send, long *recv,
+                                  int n, const char *what, fsmoe_error *err)
+{
+    if (d->g[k].size == 1) {
+        memcpy(recv, send, (size_t)n * sizeof(long));
+        return FSMOE_OK;
+    }
+    return fsmoe_mpi_allgather(d->g[k].comm[0], send, recv, n, MPI_LONG, what, err);
+}
+
+fsmoe_status dist_barrier(const rt_dist *d, const char *what, fsmoe_error *err)
+{
+    if (d->g[RT_DP].size == 1)
+        return FSMOE_OK;
+    return fsmoe_mpi_barrier(d->g[RT_DP].comm[0], what, err);
+}

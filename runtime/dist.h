@@ -1,0 +1,68 @@
+/* Implements: the runtime's side of the communication layer (design.md §10.1): the MPI
+ * communicators of the groups a multi-rank run uses — DP (every rank: with mp = 1 all ranks
+ * hold different samples), EP (experts distributed) and EDP (ranks holding the same experts) —
+ * and the small host-side collectives the executor needs outside the backends' streams (gate
+ * statistics, loss sums, gradient norms).
+ *
+ * A group has one duplicated communicator per stream slot, so that two streams (worker threads
+ * of the host backend) never issue collectives on one communicator at once (MPI matches
+ * collectives per communicator in call order; MPI_THREAD_MULTIPLE does not order two threads).
+ * Slot 0 is the caller's thread. Every wait is the communication layer's polite, watched wait
+ * (comm/mpi_coll.h), so a dead or stalled peer ends the run with a message, not a hang.
+ *
+ * World 1 needs no MPI at all: rt_dist_single() gives groups of one rank whose collectives are
+ * no-ops, and the unit tests run that way. */
+#ifndef RT_DIST_H
+#define RT_DIST_H
+
+#include <mpi.h>
+
+#include "backend.h"
+#include "layout.h"
+#include "status.h"
+
+#define RT_STREAM_SLOTS 8
+
+typedef struct {
+    const char *name; /* "dp", "ep", "edp" */
+    int size, rank;
+    MPI_Comm comm[RT_STREAM_SLOTS]; /* MPI_COMM_NULL on one rank */
+} rt_comm_group;
+
+typedef enum { RT_DP = 0, RT_EP, RT_EDP, RT_NGROUPS } rt_group_kind;
+
+typedef struct rt_dist {
+    rt_layout layout;
+    rt_comm_group g[RT_NGROUPS];
+    int mpi; /* communicators were made (world > 1) */
+} rt_dist;
+
+/* Builds the groups of `layout` over MPI_COMM_WORLD (collective over the world). */
+fsmoe_status dist_init(rt_dist *d, const rt_layout *layout, fsmoe_error *err);
+/* World 1, no MPI. */
+void dist_single(rt_dist *d, const rt_layout *layout);
+void dist_free(rt_dist *d);
+
+/* The backend's view of a group. */
+rt_group dist_group(const rt_dist *d, rt_group_kind k);
+
+/* Host-side collectives on the caller's thread (slot 0); no-ops on a one-rank group.
+ * `what` names the operation in error messages. */
+fsmoe_status dist_sum_doubles(const rt_dist *d, rt_group_kind k, double *x, int n,
+                              const char *what, fsmoe_error *err);
+fsmoe_status dist_sum_longs(const rt_dist *d, rt_group_kind k, long *x, int n, const char *what,
+                            fsmoe_error *err);
+fsmoe_status dist_max_longs(const rt_dist *d, rt_group_kind k, long *x, int n, const char *what,
+                            fsmoe_error *err);
+/* out = Σ of x over the members before this one (zeros on the first). */
+fsmoe_status dist_exscan_longs(const rt_dist *d, rt_group_kind k, const long *x, long *out, int n,
+                               const char *what, fsmoe_error *err);
+/* AllToAll of n longs per member (send and recv hold size·n). */
+fsmoe_status dist_alltoall_longs(const rt_dist *d, rt_group_kind k, const long *send, long *recv,
+                                 int n, const char *what, fsmoe_error *err);
+/* Every member's n longs, in member order (recv holds size·n). */
+fsmoe_status dist_allgather_longs(const rt_dist *d, rt_group_kind k, const long *send, long *recv,
+                                  int n, const char *what, fsmoe_error *err);
+fsmoe_status dist_barrier(const rt_dist *d, const char *what, fsmoe_error *err);
+
+#endif
