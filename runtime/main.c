@@ -1,10 +1,14 @@
-/* Implements: fsmoe-run, part 1 (design.md §10, issue 5): trains an MoE transformer on one rank
- * with the host (or cuda) backend, optionally following a plan's per-layer pipeline degree.
+/* Implements: fsmoe-run (design.md §10, §10.1): trains an MoE transformer with the host (or cuda)
+ * backend, on one rank or on many under mpirun/srun (data parallelism over every rank, expert
+ * parallelism over EP groups of --ep ranks), optionally following a plan's layout and per-layer
+ * pipeline degrees.
  *
- *   fsmoe-run --model M [--plan P] [--data FILE] [--steps N] [--seed S] [--save DIR]
- *             [--save-every K] [--resume DIR] [--eval-every K] [training flags]
+ *   [mpirun -np P] fsmoe-run --model M [--plan P] [--ep N] [--data FILE] [--steps N] [--seed S]
+ *             [--save DIR] [--save-every K] [--resume DIR] [--eval-every K] [training flags]
  *
- * Prints the resolved configuration once, one line per step and validation lines. */
+ * Rank 0 prints the resolved configuration once, one line per step and validation lines; the
+ * other ranks print only errors, prefixed with their rank. MPI is initialised only when the
+ * program was launched by mpirun/srun (a plain start is one rank and needs no MPI). */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -12,7 +16,12 @@
 #include <string.h>
 #include <time.h>
 
+#include <mpi.h>
+#include <unistd.h>
+
 #include "checkpoint.h"
+#include "dist.h"
+#include "mpi_coll.h"
 #include "cli.h"
 #include "config.h"
 #include "data.h"
@@ -25,6 +34,18 @@
 #endif
 
 static const char *prog = "fsmoe-run";
+static char prog_rank[48];
+
+/* Launched by mpirun (Open MPI, PMIx) or srun (Slurm's PMI)? */
+static int launched_by_mpi(void)
+{
+    const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE",
+                          "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        if (getenv(vars[i]))
+            return 1;
+    return 0;
+}
 
 static void usage(const char *reason)
 {
@@ -37,6 +58,8 @@ static void usage(const char *reason)
             "                --min-lr X --warmup N --weight-decay X --clip X --aux-loss X\n"
             "                --gate-noise X --capacity-factor X|none --gate NAME --order NAME\n"
             "                --expert gpt|swiglu --chunks R --eval-batches N\n"
+            "many ranks:     --ep N (expert-parallel group size; default the plan's, else 1)\n"
+            "                --comm-timeout S (a peer silent this long ends the run; 30)\n"
             "Without --data it trains on the shipped corpus (%s);\n"
             "without --plan it runs unpipelined (r = 1) unless --chunks is given.\n",
             FSMOE_DEFAULT_DATA);
@@ -172,7 +195,8 @@ int main(int argc, char **argv)
     enum {
         O_MODEL = 256, O_PLAN, O_DATA, O_STEPS, O_SEED, O_SAVE, O_SAVE_EVERY, O_RESUME,
         O_EVAL_EVERY, O_BACKEND, O_THREADS, O_BATCH, O_SEQ, O_LR, O_MIN_LR, O_WARMUP, O_WD,
-        O_CLIP, O_AUX, O_NOISE, O_CF, O_GATE, O_ORDER, O_EXPERT, O_CHUNKS, O_EVAL_BATCHES, O_HELP
+        O_CLIP, O_AUX, O_NOISE, O_CF, O_GATE, O_ORDER, O_EXPERT, O_CHUNKS, O_EVAL_BATCHES, O_HELP,
+        O_EP, O_COMM_TIMEOUT
     };
     static const struct option opts[] = {
         {"model", 1, 0, O_MODEL},       {"plan", 1, 0, O_PLAN},
@@ -188,7 +212,8 @@ int main(int argc, char **argv)
         {"capacity-factor", 1, 0, O_CF}, {"gate", 1, 0, O_GATE},
         {"order", 1, 0, O_ORDER},       {"expert", 1, 0, O_EXPERT},
         {"chunks", 1, 0, O_CHUNKS},     {"eval-batches", 1, 0, O_EVAL_BATCHES},
-        {"help", 0, 0, O_HELP},         {0, 0, 0, 0}};
+        {"help", 0, 0, O_HELP},         {"ep", 1, 0, O_EP},
+        {"comm-timeout", 1, 0, O_COMM_TIMEOUT}, {0, 0, 0, 0}};
     static const fsmoe_cli_enum gates[] = {{"gshard", RT_GATE_GSHARD}, {"sigmoid", RT_GATE_SIGMOID},
                                            {"xmoe", RT_GATE_XMOE},
                                            {"expert_choice", RT_GATE_EXPERT_CHOICE},
@@ -198,7 +223,31 @@ int main(int argc, char **argv)
     static const fsmoe_cli_enum experts[] = {{"gpt", 0}, {"swiglu", 1}, {NULL, 0}};
     const char *model_path = NULL, *plan_path = NULL, *data_path = NULL, *save_dir = NULL,
                *resume_dir = NULL, *backend = "host";
-    int threads = 0;
+    int threads = 0, ep = 0;
+    double comm_timeout = FSMOE_COMM_TIMEOUT_DEFAULT_S;
+    int world = 1, rank = 0, mpi = launched_by_mpi();
+    if (mpi) {
+        int provided = 0;
+        if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+            fprintf(stderr, "%s: MPI_Init_thread failed\n", prog);
+            return 1;
+        }
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        MPI_Comm_size(MPI_COMM_WORLD, &world);
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        if (world > 1) {
+            snprintf(prog_rank, sizeof prog_rank, "fsmoe-run[rank %d]", rank);
+            prog = prog_rank;
+        }
+        if (provided < MPI_THREAD_MULTIPLE) {
+            fprintf(stderr, "%s: the MPI library grants thread level %d, fsmoe-run needs "
+                    "MPI_THREAD_MULTIPLE (its stream threads communicate)\n", prog, provided);
+            return 1;
+        }
+        /* only rank 0 reports; errors go to stderr on every rank */
+        if (rank > 0 && !freopen("/dev/null", "w", stdout))
+            return 1;
+    }
     /* overrides, applied after the model file */
     long steps = -1, seed = -1, save_every = -1, eval_every = -1, batch = -1, seq = -1,
          warmup = -2, chunks = -1, eval_batches = -1;
@@ -246,6 +295,10 @@ int main(int argc, char **argv)
         case O_GATE: st = fsmoe_cli_enum_parse("--gate", optarg, gates, &gate, &err); break;
         case O_ORDER: st = fsmoe_cli_enum_parse("--order", optarg, orders, &order, &err); break;
         case O_EXPERT: st = fsmoe_cli_enum_parse("--expert", optarg, experts, &expert, &err); break;
+        case O_EP: st = fsmoe_cli_int("--ep", optarg, 1, 65536, &ep, &err); break;
+        case O_COMM_TIMEOUT:
+            st = fsmoe_cli_double("--comm-timeout", optarg, 0, 1e6, &comm_timeout, &err);
+            break;
         case O_HELP: usage(NULL); break;
         default: usage("unknown option (see --help)");
         }
@@ -293,6 +346,34 @@ int main(int argc, char **argv)
         usage("--save-every needs --save DIR");
     if ((st = config_validate(&cfg, &err)) != FSMOE_OK)
         return die(&err);
+    fsmoe_comm_set_timeout(comm_timeout);
+    if (ep == 0 && plan_path) { /* the plan's expert parallelism (apply_plan checks the rest) */
+        fsmoe_plan peek;
+        memset(&peek, 0, sizeof peek);
+        if ((st = fsmoe_plan_load(plan_path, &peek, &err)) != FSMOE_OK)
+            return die(&err);
+        ep = peek.parallel.ep;
+        fsmoe_plan_free(&peek);
+    }
+    if (ep == 0)
+        ep = 1;
+    if (world % ep != 0 || cfg.E % ep != 0) {
+        fsmoe_fail(&err, FSMOE_ERR_USAGE,
+                   "--ep %d: the expert-parallel group size must divide the %d ranks and the %ld "
+                   "experts", ep, world, cfg.E);
+        return die(&err);
+    }
+    if (world > 1 && (cfg.gate == RT_GATE_EXPERT_CHOICE || cfg.gate == RT_GATE_SOFTMOE)) {
+        fsmoe_fail(&err, FSMOE_ERR_USAGE,
+                   "--gate %s: fsmoe-run runs this gate on one rank only (its routing mixes "
+                   "tokens of the whole batch, which is not distributed yet); use gshard, "
+                   "sigmoid or xmoe on %d ranks", gate_kind_name(cfg.gate), world);
+        return die(&err);
+    }
+    rt_layout layout = layout_make(world, rank, world, ep, cfg.E, cfg.B);
+    rt_dist dist;
+    if ((st = dist_init(&dist, &layout, &err)) != FSMOE_OK)
+        return die(&err);
 
     rt_data data;
     if (!data_path)
@@ -306,7 +387,8 @@ int main(int argc, char **argv)
     int rc = 0;
     if ((st = rt_backend_create(backend, threads, &be, &err)) != FSMOE_OK)
         goto fail;
-    if ((st = trainer_init(&tr, &cfg, be, &data, &err)) != FSMOE_OK)
+    if ((st = trainer_init_dist(&tr, &cfg, be, &data, world > 1 ? &dist : NULL, &err)) !=
+        FSMOE_OK)
         goto fail;
     plan_info pinfo;
     memset(&pinfo, 0, sizeof pinfo);
@@ -331,7 +413,11 @@ int main(int argc, char **argv)
     printf("# corpus: %ld bytes (train %ld), unigram entropy %.4f nats/byte\n", data.n,
            data.train_end, data_unigram_entropy(&data));
     fflush(stdout);
-    long tokens_per_step = cfg.B * cfg.L;
+    if (world > 1)
+        printf("# %d ranks: dp %d, ep %d (experts %ld-%ld on rank 0), edp %d; global batch %ld "
+               "samples, %ld per rank\n", world, layout.dp, layout.ep, layout.expert0,
+               layout.expert0 + layout.E_local - 1, layout.edp, layout.B_global, layout.B);
+    long tokens_per_step = layout.B_global * cfg.L;
     double t_all = 0;
     long n_timed = 0;
     while (tr.step < cfg.steps) {
@@ -374,5 +460,12 @@ done:
     trainer_free(&tr);
     rt_backend_destroy(&be);
     data_free(&data);
+    if (mpi) {
+        fflush(stdout);
+        if (rc != 0) /* peers may be waiting in a collective: leave, mpirun ends the job */
+            _exit(rc);
+        dist_free(&dist);
+        MPI_Finalize();
+    }
     return rc;
 }
