@@ -27,6 +27,7 @@
 #include "data.h"
 #include "transformer.h"
 #include "plan.h"
+#include "plan_check.h"
 #include "train.h"
 
 #ifndef FSMOE_DEFAULT_DATA
@@ -86,108 +87,34 @@ typedef struct {
     char rs[256]; /* "fwd r 1,1,1,1 / bwd r 1,1,1,1" */
 } plan_info;
 
-/* The plan must be for this model, this training shape and a single rank (design.md §9: the
- * runtime refuses a plan whose model, world size or group layout differs, and says which
- * field); it sets r per MoE layer. Fields are named as in the plan file. */
-static fsmoe_status apply_plan(const char *path, rt_model *md, plan_info *info, fsmoe_error *err)
+/* The plan must be for this model file, this training shape and this rank layout (design.md §9:
+ * the runtime refuses a plan whose model, world size or group layout differs, and says which
+ * field; runtime/plan_check.c); it sets r per MoE layer. */
+static fsmoe_status apply_plan(const char *path, const char *model_path, const rt_layout *lay,
+                               rt_model *md, plan_info *info, fsmoe_error *err)
 {
-    fsmoe_plan plan;
-    memset(&plan, 0, sizeof plan);
+    plan_check_result r;
     memset(info, 0, sizeof *info);
-    fsmoe_status st = fsmoe_plan_load(path, &plan, err);
+    fsmoe_status st = plan_check_file(path, model_path, &md->cfg, lay, &r, err);
     if (st != FSMOE_OK)
         return st;
-    const rt_config *c = &md->cfg;
-    long moe = 0;
-    for (long b = 0; b < c->layers; b++)
-        moe += md->blocks[b].is_moe;
-#define MISMATCH(field, have, want)                                                            \
-    do {                                                                                       \
-        st = fsmoe_fail(err, FSMOE_ERR_VALUE,                                                  \
-                        "%s: %s: the plan has %ld, fsmoe-run was started with %ld", path,      \
-                        field, (long)(have), (long)(want));                                    \
-        goto out;                                                                              \
-    } while (0)
-    if (strcmp(plan.model_name, c->name) != 0) {
-        st = fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: model.name: the plan is for '%s', not '%s'",
-                        path, plan.model_name, c->name);
-        goto out;
+    for (int i = 0; i < r.n_moe; i++) {
+        md->blocks[r.block[i]].moe.r_fwd = r.r_fwd[i];
+        md->blocks[r.block[i]].moe.r_bwd = r.r_bwd[i];
     }
-    if (plan.parallel.world != 1)
-        MISMATCH("parallel.world", plan.parallel.world, 1);
-    if (plan.parallel.dp != 1)
-        MISMATCH("parallel.dp", plan.parallel.dp, 1);
-    if (plan.parallel.ep != 1)
-        MISMATCH("parallel.ep", plan.parallel.ep, 1);
-    if (plan.parallel.esp != 1)
-        MISMATCH("parallel.esp", plan.parallel.esp, 1);
-    if (plan.parallel.mp != 1)
-        MISMATCH("parallel.mp", plan.parallel.mp, 1);
-    if (plan.parallel.pp != 1)
-        MISMATCH("parallel.pp", plan.parallel.pp, 1);
-    if (plan.M != c->M)
-        MISMATCH("model.M", plan.M, c->M);
-    if (plan.H != c->H)
-        MISMATCH("model.H", plan.H, c->H);
-    if (plan.E != c->E)
-        MISMATCH("model.E", plan.E, c->E);
-    if (plan.k != c->k)
-        MISMATCH("model.k", plan.k, c->k);
-    if (plan.B != c->B)
-        MISMATCH("model.batch", plan.B, c->B);
-    if (plan.L != c->L)
-        MISMATCH("model.seq", plan.L, c->L);
-    if ((plan.expert == FSMOE_EXPERT_SWIGLU) != (c->expert == 1)) {
-        st = fsmoe_fail(err, FSMOE_ERR_VALUE,
-                        "%s: model.expert: the plan is for %s experts, fsmoe-run was started "
-                        "with %s", path, plan.expert == FSMOE_EXPERT_SWIGLU ? "swiglu" : "gpt",
-                        c->expert ? "swiglu" : "gpt");
-        goto out;
-    }
-    if (fabs(plan.f - c->f) > 1e-9 * (1 + fabs(c->f))) {
-        st = fsmoe_fail(err, FSMOE_ERR_VALUE,
-                        "%s: model.capacity_factor: the plan has %g, fsmoe-run was started "
-                        "with %g (0 = none)", path, plan.f, c->f);
-        goto out;
-    }
-    if (plan.n_layers != moe)
-        MISMATCH("layers (MoE layers)", plan.n_layers, moe);
-    for (int i = 0; i < plan.n_layers; i++) {
-        const fsmoe_layer_plan *lp = &plan.layers[i];
-        int found = 0;
-        for (long b = 0; b < c->layers; b++)
-            if (md->blocks[b].is_moe && md->blocks[b].moe.index == lp->index) {
-                if (lp->block != b)
-                    MISMATCH("layers[].block", lp->block, b);
-                if (lp->fwd.r < 1 || lp->fwd.r > RT_MOE_MAX_CHUNKS || lp->bwd.r < 1 ||
-                    lp->bwd.r > RT_MOE_MAX_CHUNKS) {
-                    st = fsmoe_fail(err, FSMOE_ERR_VALUE,
-                                    "%s: layers[%d].forward/backward.r: %d/%d outside 1..%d",
-                                    path, i, lp->fwd.r, lp->bwd.r, RT_MOE_MAX_CHUNKS);
-                    goto out;
-                }
-                md->blocks[b].moe.r_fwd = lp->fwd.r;
-                md->blocks[b].moe.r_bwd = lp->bwd.r;
-                found = 1;
-            }
-        if (!found)
-            MISMATCH("layers[].index", lp->index, moe - 1);
-    }
-    info->iteration_s = plan.predicted.iteration_s;
-    snprintf(info->cluster, sizeof info->cluster, "%s", plan.cluster_name);
+    info->iteration_s = r.iteration_s;
+    snprintf(info->cluster, sizeof info->cluster, "%s", r.cluster);
     size_t o = 0;
     for (int dir = 0; dir < 2; dir++) {
         o += (size_t)snprintf(info->rs + o, sizeof info->rs - o, "%s", dir ? " / bwd r " : "fwd r ");
-        for (int i = 0; i < plan.n_layers && o < sizeof info->rs; i++)
+        for (int i = 0; i < r.n_moe && o < sizeof info->rs; i++)
             o += (size_t)snprintf(info->rs + o, sizeof info->rs - o, "%s%d", i ? "," : "",
-                                  dir ? plan.layers[i].bwd.r : plan.layers[i].fwd.r);
+                                  dir ? r.r_bwd[i] : r.r_fwd[i]);
         if (o >= sizeof info->rs)
             break;
     }
-out:
-#undef MISMATCH
-    fsmoe_plan_free(&plan);
-    return st;
+    plan_check_result_free(&r);
+    return FSMOE_OK;
 }
 
 int main(int argc, char **argv)
@@ -392,7 +319,8 @@ int main(int argc, char **argv)
         goto fail;
     plan_info pinfo;
     memset(&pinfo, 0, sizeof pinfo);
-    if (plan_path && (st = apply_plan(plan_path, &tr.model, &pinfo, &err)) != FSMOE_OK)
+    if (plan_path &&
+        (st = apply_plan(plan_path, model_path, &layout, &tr.model, &pinfo, &err)) != FSMOE_OK)
         goto fail;
     if (resume_dir) {
         /* single rank; a multi-rank run passes its own layout (checkpoint.h) */

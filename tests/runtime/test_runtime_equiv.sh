@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Implements: the mpi-suite equivalence runs (test_runtime_equiv.c): dp2, dp4, dp2·ep2, ep4,
+# dropless and with capacity, several pipeline degrees, both expert kinds and three gates in
+# the fp64 build; 50 steps of dp2, dp4, dp2·ep2 and ep4 in the fp32 build.
+# usage: test_runtime_equiv.sh EQUIV64 EQUIV32
+set -u
+e64=$1 e32=$2
+mpi=(mpirun --allow-run-as-root --oversubscribe --mca mpi_yield_when_idle 1)
+passed=0 failed=0
+run() { # NP BIN args...
+    local np=$1 bin=$2
+    shift 2
+    if timeout 300 "${mpi[@]}" -np "$np" "$bin" "$@"; then
+        passed=$((passed + 1))
+    else
+        echo "FAIL: -np $np $(basename "$bin") $*"
+        failed=$((failed + 1))
+    fi
+}
+#        np bin  ep rf rb cap  steps expert gate
+run 2 "$e64" 1 1 1 0   3 gpt gshard
+run 2 "$e64" 2 2 3 0   3 gpt gshard
+run 2 "$e64" 2 1 1 1.2 3 swiglu gshard
+run 4 "$e64" 1 1 1 1.2 3 gpt sigmoid
+run 4 "$e64" 2 3 2 0   3 swiglu gshard
+run 4 "$e64" 4 1 4 0   3 gpt xmoe
+run 4 "$e64" 4 2 2 1.0 3 gpt gshard
+run 2 "$e32" 1 1 1 0  50 gpt gshard
+run 4 "$e32" 1 2 2 0  50 gpt gshard
+run 4 "$e32" 2 2 1 0  50 swiglu gshard
+run 4 "$e32" 4 1 1 0  50 gpt gshard
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
