@@ -59,7 +59,7 @@ static void arch_values(const rt_config *c, long v[N_ARCH])
 
 /* Training settings (keys as in the manifest's `settings:`). steps may grow, batch_per_rank
  * follows the world size; from global_batch on every value must be equal (flag: how to set it
- * when resuming). */
+ * when resuming; NULL where fsmoe-run has no flag). */
 enum { S_STEPS = 0, S_BATCH_PER_RANK, S_FIRST_CHECKED, N_SETTINGS = 14 };
 static const struct {
     const char *key, *flag;
@@ -67,7 +67,7 @@ static const struct {
 } setting_defs[N_SETTINGS] = {
     {"steps", "--steps", 1},
     {"batch_per_rank", "--batch", 1},
-    {"global_batch", "--batch (per rank; global = batch x world)", 1},
+    {"global_batch", "--batch", 1},
     {"lr", "--lr", 0},
     {"lr_min", "--min-lr", 0},
     {"warmup", "--warmup", 1},
@@ -927,17 +927,23 @@ static fsmoe_status check_settings(const char *mpath, const rt_ckpt_manifest *m,
         if (sv[i] == m->settings[i])
             continue;
         char a[FSMOE_YW_DOUBLE_CHARS], b[FSMOE_YW_DOUBLE_CHARS];
-        fsmoe_yaml_format_double(m->settings[i], a);
-        fsmoe_yaml_format_double(sv[i], b);
-        if (setting_defs[i].flag)
-            return fsmoe_fail(err, FSMOE_ERR_VALUE,
-                              "%s: settings.%s: the checkpoint was trained with %s, this run has "
-                              "%s\nHINT: resume with the checkpoint's value (%s), or start a new "
-                              "run without --resume", mpath, setting_defs[i].key, a, b,
-                              setting_defs[i].flag);
+        if (setting_defs[i].is_int) {
+            snprintf(a, sizeof a, "%ld", (long)m->settings[i]);
+            snprintf(b, sizeof b, "%ld", (long)sv[i]);
+        } else {
+            fsmoe_yaml_format_double(m->settings[i], a);
+            fsmoe_yaml_format_double(sv[i], b);
+        }
+        char hint[160] = "";
+        if (i == S_FIRST_CHECKED) /* global_batch */
+            snprintf(hint, sizeof hint, "\nHINT: resume with --batch %s/world (%d ranks: --batch %g)",
+                     a, rk->lay->world, m->settings[i] / rk->lay->world);
+        else if (setting_defs[i].flag)
+            snprintf(hint, sizeof hint, "\nHINT: resume with %s %s to continue the same run",
+                     setting_defs[i].flag, a);
         return fsmoe_fail(err, FSMOE_ERR_VALUE,
-                          "%s: settings.%s: the checkpoint was trained with %s, this run has %s",
-                          mpath, setting_defs[i].key, a, b);
+                          "%s: settings.%s: the checkpoint was trained with %s, this run has %s%s",
+                          mpath, setting_defs[i].key, a, b, hint);
     }
     return FSMOE_OK;
 }
@@ -981,11 +987,11 @@ fsmoe_status checkpoint_load(const char *dir, const rt_ckpt_rank *rk, long *step
         goto out;
     snprintf(sdir, sizeof sdir, "%s/%s", dir, m.step_dir);
     struct stat sb;
-    if (stat(sdir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        int e = errno;
+    int rc = stat(sdir, &sb), serr = errno;
+    if (rc != 0 || !S_ISDIR(sb.st_mode)) {
         st = fsmoe_fail(err, FSMOE_ERR_IO,
                         "%s: the step directory it names, %s, is missing (%s)\n" HINT_RESAVE,
-                        mpath, sdir, S_ISDIR(sb.st_mode) ? strerror(e) : "not a directory");
+                        mpath, sdir, rc != 0 ? strerror(serr) : "not a directory");
         goto out;
     }
     /* Pass 1: every shard's index (sizes and header checksums checked). */
