@@ -274,16 +274,28 @@ int main(int argc, char **argv)
     if ((st = config_validate(&cfg, &err)) != FSMOE_OK)
         return die(&err);
     fsmoe_comm_set_timeout(comm_timeout);
+    int ep_from_plan = 0;
     if (ep == 0 && plan_path) { /* the plan's expert parallelism (apply_plan checks the rest) */
         fsmoe_plan peek;
         memset(&peek, 0, sizeof peek);
         if ((st = fsmoe_plan_load(plan_path, &peek, &err)) != FSMOE_OK)
             return die(&err);
         ep = peek.parallel.ep;
+        ep_from_plan = 1;
         fsmoe_plan_free(&peek);
     }
     if (ep == 0)
         ep = 1;
+    if (ep_from_plan && (world % ep != 0 || cfg.E % ep != 0)) {
+        /* a plan for another world: let the plan check name the field that differs */
+        rt_layout one = layout_make(world, rank, 0, 1, cfg.E, cfg.B);
+        plan_check_result pr;
+        memset(&pr, 0, sizeof pr);
+        st = plan_check_file(plan_path, model_path, &cfg, &one, &pr, &err);
+        plan_check_result_free(&pr);
+        if (st != FSMOE_OK)
+            return die(&err);
+    }
     if (world % ep != 0 || cfg.E % ep != 0) {
         fsmoe_fail(&err, FSMOE_ERR_USAGE,
                    "--ep %d: the expert-parallel group size must divide the %d ranks and the %ld "
@@ -297,7 +309,8 @@ int main(int argc, char **argv)
                    "sigmoid or xmoe on %d ranks", gate_kind_name(cfg.gate), world);
         return die(&err);
     }
-    rt_layout layout = layout_make(world, rank, world, ep, cfg.E, cfg.B);
+    /* ranks per node are not known here (0: the plan check does not compare them) */
+    rt_layout layout = layout_make(world, rank, 0, ep, cfg.E, cfg.B);
     rt_dist dist;
     if ((st = dist_init(&dist, &layout, &err)) != FSMOE_OK)
         return die(&err);
@@ -323,9 +336,8 @@ int main(int argc, char **argv)
         (st = apply_plan(plan_path, model_path, &layout, &tr.model, &pinfo, &err)) != FSMOE_OK)
         goto fail;
     if (resume_dir) {
-        /* single rank; a multi-rank run passes its own layout (checkpoint.h) */
-        rt_layout ck_lay = layout_make(1, 0, 1, 1, cfg.E, cfg.B);
-        rt_ckpt_rank ck = checkpoint_rank(&tr.model, &tr.opt, &ck_lay);
+        /* every rank reads the shards it needs itself (no MPI; reshards by tensor name) */
+        rt_ckpt_rank ck = checkpoint_rank(&tr.model, &tr.opt, &layout);
         if ((st = checkpoint_load(resume_dir, &ck, &tr.step, &err)) != FSMOE_OK)
             goto fail;
         printf("resumed from %s/%s at step %ld\n", resume_dir, RT_CKPT_MANIFEST, tr.step);
@@ -371,8 +383,10 @@ int main(int argc, char **argv)
         }
         if (save_dir && ((cfg.save_every > 0 && tr.step % cfg.save_every == 0) ||
                          tr.step == cfg.steps)) {
-            rt_layout ck_lay = layout_make(1, 0, 1, 1, cfg.E, cfg.B);
-            rt_ckpt_rank ck = checkpoint_rank(&tr.model, &tr.opt, &ck_lay);
+            /* world 1 only: on many ranks checkpoint_save refuses; the multi-rank save is
+             * checkpoint_save_shard on every rank, a gather of the shard infos on rank 0
+             * (the barrier), checkpoint_write_manifest on rank 0 (checkpoint.h) */
+            rt_ckpt_rank ck = checkpoint_rank(&tr.model, &tr.opt, &layout);
             if ((st = checkpoint_save(save_dir, tr.step, &ck, &err)) != FSMOE_OK)
                 goto fail;
         }
