@@ -143,8 +143,10 @@ int main(int argc, char **argv)
                     if (from + m > n)
                         m = n - from;
                     if (n + m <= len[i] * 2) {
+                        unsigned char piece[64];
+                        memcpy(piece, b + from, m);
                         memmove(b + at + m, b + at, n - at);
-                        memcpy(b + at, b + from + (from >= at ? m : 0), m);
+                        memcpy(b + at, piece, m);
                         n += m;
                     }
                 }
