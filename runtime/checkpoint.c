@@ -751,7 +751,7 @@ fsmoe_status checkpoint_manifest_parse(const char *path, const char *text, size_
         (st = fsmoe_yaml_int(&lay, "world", FSMOE_REQUIRED, 1, 1 << 20, &m->world, err)) ||
         (st = fsmoe_yaml_int(&lay, "ep", FSMOE_REQUIRED, 1, 1 << 20, &m->ep, err)) ||
         (st = fsmoe_yaml_long(&lay, "edp", FSMOE_REQUIRED, 1, 1 << 20, &edp, err)) ||
-        (st = fsmoe_yaml_int(&lay, "gpus_per_node", FSMOE_REQUIRED, 1, 1 << 20,
+        (st = fsmoe_yaml_int(&lay, "gpus_per_node", FSMOE_REQUIRED, 0, 1 << 20, /* 0: not known */
                              &m->gpus_per_node, err)) ||
         (st = fsmoe_yaml_mapping(&root, "model", FSMOE_REQUIRED, &model, err)) ||
         (st = fsmoe_yaml_check_keys(&model, model_keys, err)) ||

@@ -117,6 +117,56 @@ static fsmoe_status apply_plan(const char *path, const char *model_path, const r
     return FSMOE_OK;
 }
 
+/* Every rank writes its shard; once all succeeded (the gather of the shard descriptions is the
+ * barrier) rank 0 writes the manifest, and every rank learns whether it did (checkpoint.h). */
+static fsmoe_status save_checkpoint(const char *dir, long step, const rt_ckpt_rank *ck, int world,
+                                    int rank, fsmoe_error *err)
+{
+    if (world == 1)
+        return checkpoint_save(dir, step, ck, err);
+    rt_ckpt_shard_info info, *infos = NULL;
+    memset(&info, 0, sizeof info);
+    fsmoe_status st = checkpoint_save_shard(dir, step, ck, &info, err);
+    int ok = st == FSMOE_OK;
+    fsmoe_error e2 = {0};
+    fsmoe_status cs = fsmoe_mpi_allreduce(MPI_COMM_WORLD, &ok, &ok, 1, MPI_INT, MPI_LAND,
+                                          "checkpoint shard agreement (world)", &e2);
+    if (cs != FSMOE_OK) {
+        *err = e2;
+        return cs;
+    }
+    if (!ok)
+        return st != FSMOE_OK ? st
+                              : fsmoe_fail(err, FSMOE_ERR_IO, "%s: another rank could not write "
+                                           "its checkpoint shard (see its message); the previous "
+                                           "checkpoint stays", dir);
+    if (rank == 0 && !(infos = calloc((size_t)world, sizeof *infos)))
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "checkpoint: out of memory");
+    MPI_Request req;
+    MPI_Igather(&info, (int)sizeof info, MPI_BYTE, infos, (int)sizeof info, MPI_BYTE, 0,
+                MPI_COMM_WORLD, &req);
+    if ((st = fsmoe_mpi_wait(&req, 1, MPI_COMM_WORLD, "checkpoint shard gather (world)", err)) !=
+        FSMOE_OK) {
+        free(infos);
+        return st;
+    }
+    int written = 1;
+    if (rank == 0)
+        written = checkpoint_write_manifest(dir, step, ck, infos, world, err) == FSMOE_OK;
+    free(infos);
+    MPI_Ibcast(&written, 1, MPI_INT, 0, MPI_COMM_WORLD, &req);
+    if ((st = fsmoe_mpi_wait(&req, 1, MPI_COMM_WORLD, "checkpoint manifest (world)", &e2)) !=
+        FSMOE_OK) {
+        *err = e2;
+        return st;
+    }
+    if (!written)
+        return rank == 0 ? err->status
+                         : fsmoe_fail(err, FSMOE_ERR_IO, "%s: rank 0 could not write the "
+                                      "checkpoint manifest (see its message)", dir);
+    return FSMOE_OK;
+}
+
 int main(int argc, char **argv)
 {
     enum {
@@ -383,11 +433,8 @@ int main(int argc, char **argv)
         }
         if (save_dir && ((cfg.save_every > 0 && tr.step % cfg.save_every == 0) ||
                          tr.step == cfg.steps)) {
-            /* world 1 only: on many ranks checkpoint_save refuses; the multi-rank save is
-             * checkpoint_save_shard on every rank, a gather of the shard infos on rank 0
-             * (the barrier), checkpoint_write_manifest on rank 0 (checkpoint.h) */
             rt_ckpt_rank ck = checkpoint_rank(&tr.model, &tr.opt, &layout);
-            if ((st = checkpoint_save(save_dir, tr.step, &ck, &err)) != FSMOE_OK)
+            if ((st = save_checkpoint(save_dir, tr.step, &ck, world, rank, &err)) != FSMOE_OK)
                 goto fail;
         }
         fflush(stdout);
