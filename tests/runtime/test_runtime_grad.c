@@ -209,8 +209,13 @@ static void test_hooks(void **s)
     int want[64], n = 0;
     for (int bwd = 0; bwd < 2; bwd++) {
         want[n++] = RT_HOOK_BEFORE_MOE_START * 1000 + 0 + bwd;
+        /* issue order D0 D1 C0 C1 for r = 2 (moe_layer.h: the next Dispatch before this
+         * chunk's Combine) */
         for (int j = 0; j < 2; j++)
-            for (int h = RT_HOOK_BEFORE_DISPATCH; h <= RT_HOOK_AFTER_COMBINE; h++)
+            for (int h = RT_HOOK_BEFORE_DISPATCH; h <= RT_HOOK_AFTER_DISPATCH; h++)
+                want[n++] = h * 1000 + (j + 1) * 10 + bwd;
+        for (int j = 0; j < 2; j++)
+            for (int h = RT_HOOK_BEFORE_COMBINE; h <= RT_HOOK_AFTER_COMBINE; h++)
                 want[n++] = h * 1000 + (j + 1) * 10 + bwd;
         want[n++] = RT_HOOK_BEFORE_MOE_END * 1000 + 0 + bwd;
     }
