@@ -87,34 +87,25 @@ typedef struct {
     char rs[256]; /* "fwd r 1,1,1,1 / bwd r 1,1,1,1" */
 } plan_info;
 
-/* The plan must be for this model file, this training shape and this rank layout (design.md §9:
- * the runtime refuses a plan whose model, world size or group layout differs, and says which
- * field; runtime/plan_check.c); it sets r per MoE layer. */
-static fsmoe_status apply_plan(const char *path, const char *model_path, const rt_layout *lay,
-                               rt_model *md, plan_info *info, fsmoe_error *err)
+/* Sets r per MoE layer from the checked plan and keeps what the step lines report. */
+static void plan_apply(const plan_check_result *r, rt_model *md, plan_info *info)
 {
-    plan_check_result r;
     memset(info, 0, sizeof *info);
-    fsmoe_status st = plan_check_file(path, model_path, &md->cfg, lay, &r, err);
-    if (st != FSMOE_OK)
-        return st;
-    for (int i = 0; i < r.n_moe; i++) {
-        md->blocks[r.block[i]].moe.r_fwd = r.r_fwd[i];
-        md->blocks[r.block[i]].moe.r_bwd = r.r_bwd[i];
+    for (int i = 0; i < r->n_moe; i++) {
+        md->blocks[r->block[i]].moe.r_fwd = r->r_fwd[i];
+        md->blocks[r->block[i]].moe.r_bwd = r->r_bwd[i];
     }
-    info->iteration_s = r.iteration_s;
-    snprintf(info->cluster, sizeof info->cluster, "%s", r.cluster);
+    info->iteration_s = r->iteration_s;
+    snprintf(info->cluster, sizeof info->cluster, "%s", r->cluster);
     size_t o = 0;
     for (int dir = 0; dir < 2; dir++) {
         o += (size_t)snprintf(info->rs + o, sizeof info->rs - o, "%s", dir ? " / bwd r " : "fwd r ");
-        for (int i = 0; i < r.n_moe && o < sizeof info->rs; i++)
+        for (int i = 0; i < r->n_moe && o < sizeof info->rs; i++)
             o += (size_t)snprintf(info->rs + o, sizeof info->rs - o, "%s%d", i ? "," : "",
-                                  dir ? r.r_bwd[i] : r.r_fwd[i]);
+                                  dir ? r->r_bwd[i] : r->r_fwd[i]);
         if (o >= sizeof info->rs)
             break;
     }
-    plan_check_result_free(&r);
-    return FSMOE_OK;
 }
 
 /* Every rank writes its shard; once all succeeded (the gather of the shard descriptions is the
@@ -324,28 +315,16 @@ int main(int argc, char **argv)
     if ((st = config_validate(&cfg, &err)) != FSMOE_OK)
         return die(&err);
     fsmoe_comm_set_timeout(comm_timeout);
-    int ep_from_plan = 0;
-    if (ep == 0 && plan_path) { /* the plan's expert parallelism (apply_plan checks the rest) */
-        fsmoe_plan peek;
-        memset(&peek, 0, sizeof peek);
-        if ((st = fsmoe_plan_load(plan_path, &peek, &err)) != FSMOE_OK)
-            return die(&err);
-        ep = peek.parallel.ep;
-        ep_from_plan = 1;
-        fsmoe_plan_free(&peek);
-    }
+    /* The plan is read and checked once, before anything is built (design.md §9); without
+     * --ep the run takes the plan's expert parallelism. */
+    plan_check_result pcheck;
+    memset(&pcheck, 0, sizeof pcheck);
+    if (plan_path &&
+        (st = plan_check_file(plan_path, model_path, &cfg, world, rank, &ep, &pcheck, &err)) !=
+            FSMOE_OK)
+        return die(&err);
     if (ep == 0)
         ep = 1;
-    if (ep_from_plan && (world % ep != 0 || cfg.E % ep != 0)) {
-        /* a plan for another world: let the plan check name the field that differs */
-        rt_layout one = layout_make(world, rank, 0, 1, cfg.E, cfg.B);
-        plan_check_result pr;
-        memset(&pr, 0, sizeof pr);
-        st = plan_check_file(plan_path, model_path, &cfg, &one, &pr, &err);
-        plan_check_result_free(&pr);
-        if (st != FSMOE_OK)
-            return die(&err);
-    }
     if (world % ep != 0 || cfg.E % ep != 0) {
         fsmoe_fail(&err, FSMOE_ERR_USAGE,
                    "--ep %d: the expert-parallel group size must divide the %d ranks and the %ld "
@@ -381,10 +360,7 @@ int main(int argc, char **argv)
         FSMOE_OK)
         goto fail;
     plan_info pinfo;
-    memset(&pinfo, 0, sizeof pinfo);
-    if (plan_path &&
-        (st = apply_plan(plan_path, model_path, &layout, &tr.model, &pinfo, &err)) != FSMOE_OK)
-        goto fail;
+    plan_apply(&pcheck, &tr.model, &pinfo);
     if (resume_dir) {
         /* every rank reads the shards it needs itself (no MPI; reshards by tensor name) */
         rt_ckpt_rank ck = checkpoint_rank(&tr.model, &tr.opt, &layout);
@@ -449,6 +425,7 @@ done:
     trainer_free(&tr);
     rt_backend_destroy(&be);
     data_free(&data);
+    plan_check_result_free(&pcheck);
     if (mpi) {
         fflush(stdout);
         if (rc != 0) /* peers may be waiting in a collective: leave, mpirun ends the job */

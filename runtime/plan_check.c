@@ -196,7 +196,8 @@ fail:
 }
 
 fsmoe_status plan_check_file(const char *plan_path, const char *model_path, const rt_config *c,
-                             const rt_layout *lay, plan_check_result *out, fsmoe_error *err)
+                             int world, int rank, int *ep, plan_check_result *out,
+                             fsmoe_error *err)
 {
     fsmoe_plan plan;
     char sha[FSMOE_SHA256_HEX];
@@ -209,7 +210,10 @@ fsmoe_status plan_check_file(const char *plan_path, const char *model_path, cons
     fsmoe_status st = fsmoe_plan_load(plan_path, &plan, err);
     if (st != FSMOE_OK)
         return st;
-    st = plan_check(plan_path, &plan, model_path ? sha : NULL, c, lay, out, err);
+    if (*ep == 0)
+        *ep = plan.parallel.ep;
+    rt_layout lay = layout_make(world, rank, 0, *ep, c->E, c->B);
+    st = plan_check(plan_path, &plan, model_path ? sha : NULL, c, &lay, out, err);
     fsmoe_plan_free(&plan);
     return st;
 }
