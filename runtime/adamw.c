@@ -47,14 +47,6 @@ double lr_at(const rt_config *c, long s)
     return c->lr_min + 0.5 * (c->lr - c->lr_min) * (1.0 + cos(3.141592653589793 * prog));
 }
 
-double grad_clip(rt_backend *be, rt_params *p, double clip)
-{
-    double norm = sqrt(be->sumsq(be, NULL, p->g, p->total));
-    if (clip > 0 && norm > clip)
-        be->scale(be, NULL, p->g, (real)(clip / norm), p->total);
-    return norm;
-}
-
 void adamw_step(rt_adamw *o, rt_backend *be, rt_params *p, const rt_config *c, double lr)
 {
     o->t++;

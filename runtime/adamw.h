@@ -19,8 +19,7 @@ void adamw_free(rt_adamw *o, rt_backend *be);
 long config_warmup(const rt_config *c);
 /* Learning rate of 0-based step s. */
 double lr_at(const rt_config *c, long s);
-/* Global gradient norm; scales the gradients to norm `clip` when above it (clip <= 0: never). */
-double grad_clip(rt_backend *be, rt_params *p, double clip);
+/* (Gradient clipping is model_clip_grads: the norm is global over the ranks.) */
 void adamw_step(rt_adamw *o, rt_backend *be, rt_params *p, const rt_config *c, double lr);
 
 #endif

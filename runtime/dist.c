@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "mpi_check.h"
+#include "check.h"
 #include "mpi_coll.h"
 
 static const char *const group_names[RT_NGROUPS] = {"dp", "ep", "edp"};
@@ -75,28 +75,25 @@ rt_group dist_group(const rt_dist *d, rt_group_kind k)
     return g;
 }
 
-fsmoe_status dist_sum_doubles(const rt_dist *d, rt_group_kind k, double *x, int n,
-                              const char *what, fsmoe_error *err)
+/* Sum over group k, in place, on the caller's thread. */
+static fsmoe_status sum_in_place(const rt_dist *d, rt_group_kind k, void *x, int n,
+                                 MPI_Datatype t, const char *what, fsmoe_error *err)
 {
     if (d->g[k].size == 1)
         return FSMOE_OK;
-    return fsmoe_mpi_allreduce(d->g[k].comm[0], x, x, n, MPI_DOUBLE, MPI_SUM, what, err);
+    return fsmoe_mpi_allreduce(d->g[k].comm[0], x, x, n, t, MPI_SUM, what, err);
+}
+
+fsmoe_status dist_sum_doubles(const rt_dist *d, rt_group_kind k, double *x, int n,
+                              const char *what, fsmoe_error *err)
+{
+    return sum_in_place(d, k, x, n, MPI_DOUBLE, what, err);
 }
 
 fsmoe_status dist_sum_longs(const rt_dist *d, rt_group_kind k, long *x, int n, const char *what,
                             fsmoe_error *err)
 {
-    if (d->g[k].size == 1)
-        return FSMOE_OK;
-    return fsmoe_mpi_allreduce(d->g[k].comm[0], x, x, n, MPI_LONG, MPI_SUM, what, err);
-}
-
-fsmoe_status dist_max_longs(const rt_dist *d, rt_group_kind k, long *x, int n, const char *what,
-                            fsmoe_error *err)
-{
-    if (d->g[k].size == 1)
-        return FSMOE_OK;
-    return fsmoe_mpi_allreduce(d->g[k].comm[0], x, x, n, MPI_LONG, MPI_MAX, what, err);
+    return sum_in_place(d, k, x, n, MPI_LONG, what, err);
 }
 
 fsmoe_status dist_exscan_longs(const rt_dist *d, rt_group_kind k, const long *x, long *out, int n,
@@ -109,16 +106,6 @@ fsmoe_status dist_exscan_longs(const rt_dist *d, rt_group_kind k, const long *x,
     return fsmoe_mpi_exscan_sum(d->g[k].comm[0], x, out, n, MPI_LONG, what, err);
 }
 
-fsmoe_status dist_alltoall_longs(const rt_dist *d, rt_group_kind k, const long *send, long *recv,
-                                 int n, const char *what, fsmoe_error *err)
-{
-    if (d->g[k].size == 1) {
-        memcpy(recv, send, (size_t)n * sizeof(long));
-        return FSMOE_OK;
-    }
-    return fsmoe_mpi_alltoall(d->g[k].comm[0], send, recv, n, MPI_LONG, what, err);
-}
-
 fsmoe_status dist_allgather_longs(const rt_dist *d, rt_group_kind k, const long *send, long *recv,
                                   int n, const char *what, fsmoe_error *err)
 {
@@ -129,9 +116,3 @@ fsmoe_status dist_allgather_longs(const rt_dist *d, rt_group_kind k, const long 
     return fsmoe_mpi_allgather(d->g[k].comm[0], send, recv, n, MPI_LONG, what, err);
 }
 
-fsmoe_status dist_barrier(const rt_dist *d, const char *what, fsmoe_error *err)
-{
-    if (d->g[RT_DP].size == 1)
-        return FSMOE_OK;
-    return fsmoe_mpi_barrier(d->g[RT_DP].comm[0], what, err);
-}

@@ -52,17 +52,11 @@ fsmoe_status dist_sum_doubles(const rt_dist *d, rt_group_kind k, double *x, int 
                               const char *what, fsmoe_error *err);
 fsmoe_status dist_sum_longs(const rt_dist *d, rt_group_kind k, long *x, int n, const char *what,
                             fsmoe_error *err);
-fsmoe_status dist_max_longs(const rt_dist *d, rt_group_kind k, long *x, int n, const char *what,
-                            fsmoe_error *err);
 /* out = Σ of x over the members before this one (zeros on the first). */
 fsmoe_status dist_exscan_longs(const rt_dist *d, rt_group_kind k, const long *x, long *out, int n,
                                const char *what, fsmoe_error *err);
-/* AllToAll of n longs per member (send and recv hold size·n). */
-fsmoe_status dist_alltoall_longs(const rt_dist *d, rt_group_kind k, const long *send, long *recv,
-                                 int n, const char *what, fsmoe_error *err);
 /* Every member's n longs, in member order (recv holds size·n). */
 fsmoe_status dist_allgather_longs(const rt_dist *d, rt_group_kind k, const long *send, long *recv,
                                   int n, const char *what, fsmoe_error *err);
-fsmoe_status dist_barrier(const rt_dist *d, const char *what, fsmoe_error *err);
 
 #endif

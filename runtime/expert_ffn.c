@@ -28,11 +28,7 @@ void experts_register_shard(rt_experts *ex, rt_params *t, const char *prefix, in
 {
     int first = t->n;
     experts_register(ex, t, prefix, kind, E_local, M, H, std, std_out);
-    for (int i = first; i < t->n; i++) {
-        t->p[i].shard = RT_SHARD_EP;
-        t->p[i].dim0_start = e0;
-        t->p[i].dim0_total = E_total;
-    }
+    params_shard_since(t, first, e0, E_total);
 }
 
 fsmoe_status expert_acts_alloc(rt_expert_acts *a, const rt_experts *ex, rt_backend *be, long C)

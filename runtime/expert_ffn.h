@@ -26,7 +26,7 @@ typedef struct {
 void experts_register(rt_experts *ex, rt_params *t, const char *prefix, int kind, long E, long M,
                       long H, double std, double std_out);
 /* The experts [e0, e0 + E_local) of E_total, registered as EP shards of the whole tensors
- * (params_shard_last): the same names, shapes and initial values as on one rank. */
+ * (params_shard_since): the same names, shapes and initial values as on one rank. */
 void experts_register_shard(rt_experts *ex, rt_params *t, const char *prefix, int kind,
                             long E_total, long e0, long E_local, long M, long H, double std,
                             double std_out);

@@ -177,7 +177,9 @@ void gate_topk_route(rt_gate *g, rt_routing *r, const double *probs, long N, int
      * token; it is kept when its position is below the capacity */
     long kE = (long)k * E;
     long *cnt = calloc((size_t)(3 * kE), sizeof(long));
-    if (!cnt) {
+    unsigned char *kept = malloc((size_t)(N * k) + 1);
+    if (!cnt || !kept) {
+        free(cnt), free(kept);
         fsmoe_fail(&g->dist_err, FSMOE_ERR_NOMEM, "gate: out of memory");
         return;
     }
@@ -194,7 +196,7 @@ void gate_topk_route(rt_gate *g, rt_routing *r, const double *probs, long N, int
             st = dist_sum_longs(g->dist, RT_DP, tot, (int)kE, "gate load totals (dp)",
                                 &g->dist_err);
         if (st != FSMOE_OK) {
-            free(cnt);
+            free(cnt), free(kept);
             return;
         }
     }
@@ -218,13 +220,11 @@ void gate_topk_route(rt_gate *g, rt_routing *r, const double *probs, long N, int
             long pos = pre[j * E + e]++;
             for (int i = 0; i < j; i++)
                 pos += tot[i * E + e];
-            if (pos >= C) {
+            kept[n * k + j] = pos < C;
+            if (pos >= C)
                 r->dropped++;
-                r->dw[n * k + j] = -1; /* scratch mark: dropped (dw is rewritten by backward) */
-                continue;
-            }
-            r->dw[n * k + j] = 0;
-            r->load[e]++;
+            else
+                r->load[e]++;
         }
     }
     free(cnt);
@@ -239,7 +239,7 @@ void gate_topk_route(rt_gate *g, rt_routing *r, const double *probs, long N, int
     for (int j = 0; j < k; j++) {
         for (long n = 0; n < N; n++) {
             int e = r->topk[n * k + j];
-            if (r->dw[n * k + j] < 0)
+            if (!kept[n * k + j])
                 continue;
             long c = r->load[e]++;
             double s = 1;
@@ -255,6 +255,7 @@ void gate_topk_route(rt_gate *g, rt_routing *r, const double *probs, long N, int
             r->A++;
         }
     }
+    free(kept);
 }
 
 void gate_topk_weights_backward(const rt_gate *g, const rt_routing *r, const double *probs,

@@ -44,14 +44,13 @@ void params_add(rt_params *t, real **w, real **g, int init, double std, const lo
     t->total += (p->numel + 15) / 16 * 16; /* 64-byte aligned tensors */
 }
 
-void params_shard_last(rt_params *t, long start, long total)
+void params_shard_since(rt_params *t, int first, long start, long total)
 {
-    if (t->n == 0)
-        return;
-    rt_param *p = &t->p[t->n - 1];
-    p->shard = RT_SHARD_EP;
-    p->dim0_start = start;
-    p->dim0_total = total;
+    for (int i = first; i < t->n; i++) {
+        t->p[i].shard = RT_SHARD_EP;
+        t->p[i].dim0_start = start;
+        t->p[i].dim0_total = total;
+    }
 }
 
 fsmoe_status params_alloc(rt_params *t, rt_backend *be, uint64_t seed, fsmoe_error *err)

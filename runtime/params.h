@@ -42,10 +42,11 @@ typedef struct {
 /* Registers a tensor of shape[0..ndim) named by a printf format. */
 void params_add(rt_params *t, real **w, real **g, int init, double std, const long *shape,
                 int ndim, const char *fmt_name, ...) __attribute__((format(printf, 8, 9)));
-/* Marks the tensor registered last as split over EP: this rank holds global dim-0 indices
- * [start, start + shape[0]) of `total`. Initial values are those of the same elements of the
- * whole tensor, so a sharded run starts from the single-rank run's weights. */
-void params_shard_last(rt_params *t, long start, long total);
+/* Marks the tensors registered since index `first` as split over EP: this rank holds global
+ * dim-0 indices [start, start + shape[0]) of `total` of each. Initial values are those of the
+ * same elements of the whole tensor, so a sharded run starts from the single-rank run's
+ * weights. */
+void params_shard_since(rt_params *t, int first, long start, long total);
 /* Allocates both buffers, binds every registered pointer, initialises weights from seed and
  * zeroes gradients. */
 fsmoe_status params_alloc(rt_params *t, rt_backend *be, uint64_t seed, fsmoe_error *err);

@@ -58,7 +58,7 @@ static int make_checkpoint(const char *dir)
         params_add(&t[r], &w[0], &g[0], RT_INIT_NORMAL, 0.02, (const long[]){5, 3}, 2, "wte");
         params_add(&t[r], &w[1], &g[1], RT_INIT_NORMAL, 0.02, (const long[]){2, 3, 2}, 3,
                    "blocks.0.moe.experts.w1");
-        params_shard_last(&t[r], lay[r].expert0, 4);
+        params_shard_since(&t[r], t[r].n - 1, lay[r].expert0, 4);
         params_add(&t[r], &w[2], &g[2], RT_INIT_ONE, 0, (const long[]){3}, 1, "lnf.w");
         bad |= params_alloc(&t[r], be, 1, &err) != FSMOE_OK;
         bad |= adamw_init(&opt[r], &t[r], be, &err) != FSMOE_OK;

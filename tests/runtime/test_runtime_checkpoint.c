@@ -1,6 +1,6 @@
 /* Checkpoints v2 (runtime/checkpoint.h) in one process: the ranks of a layout are parameter
  * tables built side by side on the host backend (replicated tensors whole, expert tensors split
- * along dim 0 with params_shard_last, as model_init does under EP), holding values that are a
+ * along dim 0 with params_shard_since, as model_init does under EP), holding values that are a
  * known function of (tensor, global element, array, step). Checked:
  *   - resharding: saved on world 4 / ep 4 (and world 4 / ep 2, world 2 / ep 2), loaded on world
  *     1, 2 (ep 2) and 4 (ep 4, ep 2): every tensor and both AdamW moments bit-exact, step and t;
@@ -123,13 +123,13 @@ static int build(fake_rank *r, rt_backend *be, const rt_config *c, int world, in
     params_add(t, &w[1], &g[1], RT_INIT_ONE, 0, (const long[]){4}, 1, "blocks.0.ln1.w");
     params_add(t, &w[2], &g[2], RT_INIT_NORMAL, 0.02, (const long[]){el, 4, 3}, 3,
                "blocks.0.moe.experts.w1");
-    params_shard_last(t, x0, E_ALL);
+    params_shard_since(t, t->n - 1, x0, E_ALL);
     params_add(t, &w[3], &g[3], RT_INIT_ZERO, 0, (const long[]){el, 3}, 2,
                "blocks.0.moe.experts.b1");
-    params_shard_last(t, x0, E_ALL);
+    params_shard_since(t, t->n - 1, x0, E_ALL);
     params_add(t, &w[4], &g[4], RT_INIT_NORMAL, 0.02, (const long[]){el, 3, 4}, 3,
                "blocks.0.moe.experts.w2");
-    params_shard_last(t, x0, E_ALL);
+    params_shard_since(t, t->n - 1, x0, E_ALL);
     params_add(t, &w[5], &g[5], RT_INIT_NORMAL, 0.02, (const long[]){4, 6}, 2, "head");
     fsmoe_error err = {0};
     if (params_alloc(t, be, 1, &err) != FSMOE_OK || adamw_init(&r->opt, t, be, &err) != FSMOE_OK)

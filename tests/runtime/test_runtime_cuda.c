@@ -33,7 +33,9 @@ static int run(const char *backend, const rt_config *c, const int *tok, const in
             be->copy(be, NULL, *grads, md.params.g, (size_t)*n * sizeof(float), RT_D2H);
             be->stream_sync(be, NULL);
         }
-        grad_clip(be, &md.params, c->clip);
+        double norm = 0;
+        if (model_clip_grads(&md, c->clip, &norm, &err) != FSMOE_OK)
+            return fprintf(stderr, "%s\n", err.msg), 1;
         adamw_step(&opt, be, &md.params, c, lr_at(c, s));
         losses[s] = md.loss;
     }
