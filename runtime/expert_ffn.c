@@ -175,11 +175,18 @@ void experts_backward_ranges(const rt_experts *ex, rt_backend *be, rt_stream *s,
 
 #define RANGES_MAX 256
 
-/* The slot range [c0, c1) of every expert, cut at its fill. */
-static int slot_ranges(const long *fill, long E, long c0, long c1, long *r0, long *r1)
+/* The slot range [c0, c1) of every expert, cut at its fill; 0 (nothing to run, or a failure
+ * recorded on be) when there is nothing to do. */
+static int slot_ranges(rt_backend *be, const long *fill, long E, long c0, long c1, long *r0,
+                       long *r1)
 {
-    if (E > RANGES_MAX)
+    if (c1 <= c0)
         return 0;
+    if (E > RANGES_MAX) {
+        rt_backend_fail(be, FSMOE_ERR_VALUE, "experts: %ld experts per rank (at most %d)", E,
+                        RANGES_MAX);
+        return 0;
+    }
     for (long e = 0; e < E; e++) {
         r0[e] = c0;
         r1[e] = c0 + filled_rows(fill, e, c0, c1);
@@ -191,13 +198,8 @@ void experts_forward(const rt_experts *ex, rt_backend *be, rt_stream *s, const r
                      const rt_expert_acts *acts, long C, long c0, long c1, const long *fill)
 {
     long r0[RANGES_MAX], r1[RANGES_MAX];
-    if (c1 <= c0)
+    if (!slot_ranges(be, fill, ex->E, c0, c1, r0, r1))
         return;
-    if (!slot_ranges(fill, ex->E, c0, c1, r0, r1)) {
-        rt_backend_fail(be, FSMOE_ERR_VALUE, "experts: %ld experts per rank (at most %d)", ex->E,
-                        RANGES_MAX);
-        return;
-    }
     experts_forward_ranges(ex, be, s, x, y, acts, C, r0, r1);
     zero_empty(be, s, fill, ex->E, C, c0, c1, y, ex->M);
 }
@@ -207,13 +209,8 @@ void experts_backward(const rt_experts *ex, rt_backend *be, rt_stream *s, const 
                       real *dg, long C, long c0, long c1, const long *fill)
 {
     long r0[RANGES_MAX], r1[RANGES_MAX];
-    if (c1 <= c0)
+    if (!slot_ranges(be, fill, ex->E, c0, c1, r0, r1))
         return;
-    if (!slot_ranges(fill, ex->E, c0, c1, r0, r1)) {
-        rt_backend_fail(be, FSMOE_ERR_VALUE, "experts: %ld experts per rank (at most %d)", ex->E,
-                        RANGES_MAX);
-        return;
-    }
     experts_backward_ranges(ex, be, s, dy, x, dx, acts, dh, da, dg, C, r0, r1);
     zero_empty(be, s, fill, ex->E, C, c0, c1, dx, ex->M);
 }

@@ -226,28 +226,23 @@ static void xmap_build(rt_moe *m, rt_backend *be, int ph, int r)
     be->stream_sync(be, NULL);
 }
 
-/* Chunk j towards the experts: local slots of src (E, C, M) → replica rows of dst. */
-static void dispatch_chunk(rt_moe *m, rt_backend *be, const rt_xmap *x, int j, const real *src,
-                           real *dst, const char *what)
+/* Chunk j of one exchange. Towards the experts (Dispatch): local slots of src (E, C, M), in
+ * idxA order, to replica rows of dst (idxB). Back (Combine): the same exchange reversed —
+ * replica rows of src in idxB order to local slots of dst (idxA), the row counts swapped. dst
+ * was zeroed, and every row of it is written once, so the scatter-add is a copy. */
+static void exchange_chunk(rt_moe *m, rt_backend *be, const rt_xmap *x, int j, int to_experts,
+                           const real *src, real *dst, const char *what)
 {
     int P = group_size(m);
-    long M = m->M, nA = x->offA[j + 1] - x->offA[j], nB = x->offB[j + 1] - x->offB[j];
-    be->gather_rows(be, m->comm, m->send_stage, src, x->idxA + x->offA[j], nA, M);
-    be->alltoallv_rows(be, m->comm, &m->ep, m->recv_stage, m->send_stage, x->send_rows + j * P,
-                       x->recv_rows + j * P, M, what);
-    be->scatter_add_rows(be, m->comm, dst, m->recv_stage, x->idxB + x->offB[j], NULL, nB, M);
-}
-
-/* Chunk j back from the experts: replica rows of src → local slots of dst. */
-static void combine_chunk(rt_moe *m, rt_backend *be, const rt_xmap *x, int j, const real *src,
-                          real *dst, const char *what)
-{
-    int P = group_size(m);
-    long M = m->M, nA = x->offA[j + 1] - x->offA[j], nB = x->offB[j + 1] - x->offB[j];
-    be->gather_rows(be, m->comm, m->send_stage, src, x->idxB + x->offB[j], nB, M);
-    be->alltoallv_rows(be, m->comm, &m->ep, m->recv_stage, m->send_stage, x->recv_rows + j * P,
-                       x->send_rows + j * P, M, what);
-    be->scatter_add_rows(be, m->comm, dst, m->recv_stage, x->idxA + x->offA[j], NULL, nA, M);
+    const int *A = x->idxA + x->offA[j], *B = x->idxB + x->offB[j];
+    long nA = x->offA[j + 1] - x->offA[j], nB = x->offB[j + 1] - x->offB[j];
+    const int *ra = x->send_rows + j * P, *rb = x->recv_rows + j * P;
+    be->gather_rows(be, m->comm, m->send_stage, src, to_experts ? A : B, to_experts ? nA : nB,
+                    m->M);
+    be->alltoallv_rows(be, m->comm, &m->ep, m->recv_stage, m->send_stage, to_experts ? ra : rb,
+                       to_experts ? rb : ra, m->M, what);
+    be->scatter_add_rows(be, m->comm, dst, m->recv_stage, to_experts ? B : A, NULL,
+                         to_experts ? nB : nA, m->M);
 }
 
 static int chunks(int r)
@@ -280,7 +275,7 @@ static void run_chunks(rt_moe *m, rt_backend *be, int backward, const real *in, 
     for (int j = 0; j <= r; j++) {
         if (j < r) {
             hook(m, RT_HOOK_BEFORE_DISPATCH, j, backward);
-            dispatch_chunk(m, be, x, j, in, xe, d_what);
+            exchange_chunk(m, be, x, j, 1, in, xe, d_what);
             be->event_record(be, ev_d[j], m->comm);
             hook(m, RT_HOOK_AFTER_DISPATCH, j, backward);
             be->stream_wait(be, m->comp, ev_d[j]);
@@ -295,7 +290,7 @@ static void run_chunks(rt_moe *m, rt_backend *be, int backward, const real *in, 
         if (j >= 1) {
             hook(m, RT_HOOK_BEFORE_COMBINE, j - 1, backward);
             be->stream_wait(be, m->comm, ev_e[j - 1]);
-            combine_chunk(m, be, x, j - 1, ye, out, c_what);
+            exchange_chunk(m, be, x, j - 1, 0, ye, out, c_what);
             be->event_record(be, ev_c[j - 1], m->comm);
             hook(m, RT_HOOK_AFTER_COMBINE, j - 1, backward);
         }

@@ -75,7 +75,6 @@ fsmoe_status model_init_dist(rt_model *md, const rt_config *cfg, rt_backend *be,
             m->gate.dist = dist;
             m->gate.tok0 = lay->sample0 * L;
             m->gate.N_global = md->N_global;
-            m->C_max = m->gate.C_max;
             snprintf(pre, sizeof pre, "h%ld.experts", b);
             experts_register_shard(&m->ex, t, pre, c->expert, c->E, lay->expert0, lay->E_local, M,
                                    H, std, std_out);
