@@ -17,6 +17,8 @@ extern "C" {
 #include <cuda_runtime.h>
 #include <stdlib.h>
 
+#include "check.h" /* comm/: after the CUDA and cuBLAS headers */
+
 struct rt_stream {
     cudaStream_t s;
 };
@@ -29,21 +31,16 @@ typedef struct {
     double *d_acc;
 } cuda_impl;
 
-#define CUDA_OK(be, call)                                                                      \
+/* Sticky checks: the message and status (FSMOE_ERR_CUDA / FSMOE_ERR_CUBLAS) come from
+ * comm/check.h, the one place the foreign libraries' errors are turned into fsmoe's. */
+#define STICKY(be, status_of)                                                                  \
     do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        if (e_ != cudaSuccess)                                                                 \
-            rt_backend_fail(be, FSMOE_ERR_INTERNAL, "%s:%d: %s: %s", __FILE__, __LINE__, #call, \
-                            cudaGetErrorString(e_));                                           \
+        fsmoe_error e_ = {FSMOE_OK, {0}};                                                      \
+        if ((status_of) != FSMOE_OK)                                                           \
+            rt_backend_fail(be, e_.status, "%s:%d: %s", __FILE__, __LINE__, e_.msg);           \
     } while (0)
-
-#define CUBLAS_OK(be, call)                                                                    \
-    do {                                                                                       \
-        cublasStatus_t s_ = (call);                                                            \
-        if (s_ != CUBLAS_STATUS_SUCCESS)                                                       \
-            rt_backend_fail(be, FSMOE_ERR_INTERNAL, "%s:%d: %s: %s", __FILE__, __LINE__, #call, \
-                            cublasGetStatusString(s_));                                        \
-    } while (0)
+#define CUDA_OK(be, call) STICKY(be, CUDA_STATUS_OF(call, &e_))
+#define CUBLAS_OK(be, call) STICKY(be, CUBLAS_STATUS_OF(call, &e_))
 
 static cudaStream_t cs(rt_stream *s) { return s ? s->s : (cudaStream_t)0; }
 static cuda_impl *impl(rt_backend *be) { return (cuda_impl *)be->impl; }
@@ -434,13 +431,13 @@ extern "C" fsmoe_status rt_backend_cuda_create(int device, rt_backend **out, fsm
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0)
-        return fsmoe_fail(err, FSMOE_ERR_IO, "cuda backend: no usable CUDA device (%s)",
+        return fsmoe_fail(err, FSMOE_ERR_CUDA, "cuda backend: no usable CUDA device (%s)",
                           e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
     if (device >= count)
         return fsmoe_fail(err, FSMOE_ERR_USAGE, "cuda backend: device %d of %d", device, count);
-    if ((e = cudaSetDevice(device)) != cudaSuccess)
-        return fsmoe_fail(err, FSMOE_ERR_IO, "cudaSetDevice(%d): %s", device,
-                          cudaGetErrorString(e));
+    fsmoe_status st = CUDA_STATUS_OF(cudaSetDevice(device), err);
+    if (st != FSMOE_OK)
+        return st;
     rt_backend *be = (rt_backend *)calloc(1, sizeof(rt_backend));
     cuda_impl *im = (cuda_impl *)calloc(1, sizeof(cuda_impl));
     if (!be || !im) {
@@ -449,10 +446,9 @@ extern "C" fsmoe_status rt_backend_cuda_create(int device, rt_backend **out, fsm
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "cuda backend: out of memory");
     }
     be->impl = im;
-    cublasStatus_t bs = cublasCreate(&im->blas);
-    if (bs != CUBLAS_STATUS_SUCCESS) {
+    if ((st = CUBLAS_STATUS_OF(cublasCreate(&im->blas), err)) != FSMOE_OK) {
         c_destroy(be);
-        return fsmoe_fail(err, FSMOE_ERR_IO, "cublasCreate: %s", cublasGetStatusString(bs));
+        return st;
     }
     if (cudaMalloc((void **)&im->d_acc, sizeof(double)) != cudaSuccess) {
         c_destroy(be);
