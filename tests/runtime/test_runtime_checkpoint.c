@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "test_fs.h"
 
 #define E_ALL 4
 #define B_GLOBAL 8
@@ -215,28 +216,10 @@ static fsmoe_status load_layout(const char *dir, const rt_config *c, int world, 
     return st;
 }
 
-static void remove_tree(const char *path)
-{
-    DIR *d = opendir(path);
-    if (!d) {
-        remove(path);
-        return;
-    }
-    struct dirent *e;
-    char p[700];
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-            remove_tree(p);
-        }
-    closedir(d);
-    rmdir(path);
-}
-
 static void subdir(char *buf, size_t n, const char *name)
 {
     snprintf(buf, n, "%s/%s", root, name);
-    remove_tree(buf);
+    test_remove_tree(buf);
 }
 
 static void shard_path(char *buf, size_t n, const char *dir, long step, int rank, int world)
@@ -273,7 +256,7 @@ static int setup(void **s)
 static int teardown(void **s)
 {
     (void)s;
-    remove_tree(root);
+    test_remove_tree(root);
     return 0;
 }
 
@@ -376,12 +359,12 @@ static void replace_shard(const char *dir)
 {
     char other[300], a[400], b[400];
     snprintf(other, sizeof other, "%s.other", dir);
-    remove_tree(other);
+    test_remove_tree(other);
     save_layout(other, 4, 4, 7, 8);
     shard_path(a, sizeof a, other, 7, 1, 4);
     shard_path(b, sizeof b, dir, 7, 1, 4);
     assert_int_equal(rename(a, b), 0);
-    remove_tree(other);
+    test_remove_tree(other);
 }
 
 static void edit_manifest(const char *dir, const char *from, const char *to)

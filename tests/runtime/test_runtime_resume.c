@@ -17,6 +17,7 @@
 
 #include "checkpoint.h"
 #include "train.h"
+#include "test_fs.h"
 
 static char dir[128], datafile[160];
 
@@ -41,29 +42,10 @@ static int setup(void **s)
     return 0;
 }
 
-/* rm -r of a checkpoint directory (the manifest, step directories and their shards). */
-static void remove_tree(const char *path)
-{
-    DIR *d = opendir(path);
-    if (!d) {
-        remove(path);
-        return;
-    }
-    struct dirent *e;
-    char p[600];
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-            remove_tree(p);
-        }
-    closedir(d);
-    rmdir(path);
-}
-
 static int teardown(void **s)
 {
     (void)s;
-    remove_tree(dir);
+    test_remove_tree(dir);
     remove(datafile);
     return 0;
 }
@@ -170,7 +152,7 @@ static void test_resume_bit_exact(void **s)
     assert_int_equal(checkpoint_load(p, &ck, &tr.step, &err), FSMOE_ERR_VALUE);
     assert_non_null(strstr(err.msg, "version-1 checkpoint"));
     trainer_free(&tr);
-    remove_tree(p);
+    test_remove_tree(p);
     rt_backend_destroy(&be);
     data_free(&d);
 }
