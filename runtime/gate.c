@@ -85,6 +85,7 @@ fsmoe_status gate_alloc(rt_gate *g, rt_routing *r, rt_backend *be)
     long stage = N * E * C > big ? N * E * C : big;
     g->h_buf = calloc((size_t)stage + A + 1, sizeof(real));
     g->aux_grad_coef = calloc((size_t)E, sizeof(double));
+    g->h_stat = calloc((size_t)(2 * E), sizeof(double));
     r->tok = calloc((size_t)A + 1, sizeof(int));
     r->slot = calloc((size_t)A + 1, sizeof(int));
     r->w = calloc((size_t)A + 1, sizeof(real));
@@ -99,7 +100,7 @@ fsmoe_status gate_alloc(rt_gate *g, rt_routing *r, rt_backend *be)
     r->d_dw = be->alloc(be, (size_t)(A + 1) * sizeof(real));
     if (!g->d_logits || !g->d_dlogits || !g->d_tmp || !g->h_logits || !g->h_probs ||
         !g->h_dlogits || !g->h_proj || !g->h_dproj || !g->h_emb || !g->h_demb || !g->h_buf ||
-        !g->aux_grad_coef || !r->tok || !r->slot || !r->w || !r->dw || !r->topk ||
+        !g->aux_grad_coef || !g->h_stat || !r->tok || !r->slot || !r->w || !r->dw || !r->topk ||
         !r->slot_tok || !r->load || !r->d_tok || !r->d_slot || !r->d_slot_tok || !r->d_w ||
         !r->d_dw)
         return FSMOE_ERR_NOMEM;
@@ -116,7 +117,7 @@ void gate_free(rt_gate *g, rt_routing *r, rt_backend *be)
                 be->free(be, dev[i]);
     }
     free(g->h_logits), free(g->h_probs), free(g->h_dlogits), free(g->h_proj), free(g->h_dproj);
-    free(g->h_emb), free(g->h_demb), free(g->h_buf), free(g->aux_grad_coef);
+    free(g->h_emb), free(g->h_demb), free(g->h_buf), free(g->aux_grad_coef), free(g->h_stat);
     free(r->tok), free(r->slot), free(r->w), free(r->dw), free(r->topk), free(r->slot_tok);
     free(r->load);
     g->d_logits = g->d_dlogits = g->d_tmp = NULL;

@@ -82,6 +82,7 @@ typedef struct {
     long tok0, N_global;
     fsmoe_error dist_err; /* a failed collective of the last routing (status OK if none) */
     double *aux_grad_coef; /* (E) ∂aux/∂p[n,e]·N */
+    double *h_stat;        /* (2E) per-expert statistics summed over the DP group */
 } rt_gate;
 
 /* Capacity C for N tokens (GShard: ceil(k·f·N/E), at least 1, at most N; f = 0: 0 here, the

@@ -25,10 +25,7 @@ void gate_gshard_route(rt_gate *g, rt_routing *r, long N, int training, uint64_t
     /* auxiliary loss over the global batch: first-choice counts and probability sums are summed
      * over the DP group, so every rank computes the same aux and its own tokens' share of the
      * gradient (the DP AllReduce of the gate's weight gradient adds the shares) */
-    double *stat = g->h_dproj; /* scratch, 2E doubles (gate_alloc sizes it N_max·D >= 2E) */
-    double stat2[2 * 64];
-    if (E <= 64)
-        stat = stat2;
+    double *stat = g->h_stat;
     for (long e = 0; e < E; e++) {
         long cnt = 0;
         double P = 0;

@@ -160,7 +160,6 @@ int main(int argc, char **argv)
     worst_g = compare(&tr.model.params, tr.model.params.g, &one.model.params, ref, TOL_W, "gradient");
 
     /* 2. training steps: losses (rank 0) and weights (every rank) after each */
-    tr.step = one.step = 0;
     for (long s = 0; s < steps; s++) {
         double loss = 0, loss1 = 0;
         die_st(trainer_step(&tr, &loss, NULL, NULL, &err), &err);
