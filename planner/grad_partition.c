@@ -35,6 +35,7 @@
  * Relies on: pipeline_degree.h (F, f_i, t_olp,moe, pipeline_solve), cost.h, NLopt (COBYLA). */
 #include "grad_partition.h"
 
+#include <limits.h>
 #include <math.h>
 #include <nlopt.h>
 #include <stdint.h>
@@ -883,6 +884,48 @@ double grad_step2_objective(const grad_problem *p, const grad_layer_out *s1, con
 
 /* ---- baselines ---- */
 
+/* Lina's micro-ops of one tensor (*bytes unsent, cut into micro-ops of `unit` bytes, the last one
+ * smaller), launched back to back while *tau < budget_s: each adds its AllReduce time to *tau,
+ * one to *ops and its bytes to *sent (when not NULL); *bytes keeps what is left. Equal to the
+ * one-micro-op-at-a-time loop, in O(1): k whole micro-ops are launched at once, k the fewest
+ * that reach the budget (every micro-op but the last of a tensor has the same time). */
+static void lina_send(const fsmoe_line *ar, double *bytes, double unit, double budget_s,
+                      double *tau, long *ops, double *sent)
+{
+    double q = *bytes;
+    if (!(q > 0.0) || !(*tau < budget_s))
+        return;
+    double whole = isfinite(unit) ? floor(q / unit) : 0.0; /* micro-ops of `unit` bytes */
+    double rest = whole > 0.0 ? q - whole * unit : q;
+    if (rest < 0.0)
+        rest = 0.0;
+    if (whole > 0.0) {
+        double t_unit = grad_ar_time(ar, unit);
+        double k = whole;
+        if (isfinite(budget_s) && t_unit > 0.0) {
+            double need = ceil((budget_s - *tau) / t_unit);
+            if (need < k)
+                k = need < 1.0 ? 1.0 : need;
+        }
+        *tau += k * t_unit;
+        *ops = k >= (double)(LONG_MAX - *ops) ? LONG_MAX : *ops + (long)k;
+        if (sent)
+            *sent += k * unit;
+        if (k < whole) {
+            *bytes = (whole - k) * unit + rest;
+            return;
+        }
+    }
+    if (rest > 0.0 && *tau < budget_s) {
+        *tau += grad_ar_time(ar, rest);
+        *ops += *ops < LONG_MAX;
+        if (sent)
+            *sent += rest;
+        rest = 0.0;
+    }
+    *bytes = rest;
+}
+
 void grad_baseline_eval(const grad_problem *p, grad_baseline b, double micro_op_bytes,
                         grad_baseline_result *out)
 {
@@ -921,7 +964,9 @@ void grad_baseline_eval(const grad_problem *p, grad_baseline b, double micro_op_
         return;
     }
     /* Lina: a FIFO of per-layer tensors, each cut into micro-ops of at most micro_op_bytes. The
-     * queue holds, per backward position, the bytes of that layer still unsent. */
+     * queue holds, per backward position, the bytes of that layer still unsent. A tensor's
+     * micro-ops are counted in closed form (lina_send), so the work does not grow with the bytes:
+     * a plan's gradients can be any finite size. */
     double unit = micro_op_bytes > 0.0 ? micro_op_bytes : INFINITY;
     double *q = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
     if (!q) { /* cannot happen in practice; report no overlap rather than nothing */
@@ -935,10 +980,7 @@ void grad_baseline_eval(const grad_problem *p, grad_baseline b, double micro_op_
         double tau = 0.0;
         /* Launch while the window is open; the last one may run past its end. */
         while (head < tail && tau < dense) {
-            double m = q[head] < unit ? q[head] : unit;
-            tau += grad_ar_time(&p->ar, m);
-            q[head] -= m;
-            out->micro_ops++;
+            lina_send(&p->ar, &q[head], unit, dense, &tau, &out->micro_ops, NULL);
             if (!(q[head] > 0.0))
                 head++;
         }
@@ -952,11 +994,7 @@ void grad_baseline_eval(const grad_problem *p, grad_baseline b, double micro_op_
      * its end is exposed (nothing of the backward is left to delay). */
     double P = p->prefix_bwd_s > 0.0 ? p->prefix_bwd_s : 0.0, tau = 0.0;
     while (head < tail && tau < P) {
-        double m = q[head] < unit ? q[head] : unit;
-        tau += grad_ar_time(&p->ar, m);
-        q[head] -= m;
-        out->prefix_window_bytes += m;
-        out->micro_ops++;
+        lina_send(&p->ar, &q[head], unit, P, &tau, &out->micro_ops, &out->prefix_window_bytes);
         if (!(q[head] > 0.0))
             head++;
     }
@@ -966,12 +1004,7 @@ void grad_baseline_eval(const grad_problem *p, grad_baseline b, double micro_op_
     for (int j = head; j <= tail; j++) {
         double rem = j < tail ? q[j] : (p->prefix_grad_bytes > 0.0 ? p->prefix_grad_bytes : 0.0);
         out->tail_bytes += rem;
-        while (rem > 0.0) {
-            double m = rem < unit ? rem : unit;
-            out->exposed_s += grad_ar_time(&p->ar, m);
-            out->micro_ops++;
-            rem -= m;
-        }
+        lina_send(&p->ar, &rem, unit, INFINITY, &out->exposed_s, &out->micro_ops, NULL);
     }
     free(q);
 }
