@@ -117,6 +117,11 @@ int sim_add_stream(sim *s, const char *name, int resource)
 int sim_add_task(sim *s, int resource, int stream, sim_op_kind kind, double alpha_s,
                  double work_s)
 {
+    if (s->n_tasks >= SIM_MAX_TASKS) {
+        build_fail(s, FSMOE_ERR_VALUE, "simulator: more tasks in one iteration than it plays "
+                                       "(at most 1048576)");
+        return -1;
+    }
     if (!grow((void **)&s->tasks, &s->cap_tasks, s->n_tasks + 1, sizeof *s->tasks)) {
         build_fail(s, FSMOE_ERR_NOMEM, "simulator: out of memory adding a task");
         return -1;
@@ -140,6 +145,11 @@ void sim_add_dep(sim *s, int task, int pred)
         return;
     if (task < 0 || task >= s->n_tasks || pred >= s->n_tasks || task == pred) {
         build_fail(s, FSMOE_ERR_VALUE, "simulator: dependency on a task that does not exist");
+        return;
+    }
+    if (s->n_edges >= SIM_MAX_EDGES) {
+        build_fail(s, FSMOE_ERR_VALUE, "simulator: more dependencies in one iteration than it "
+                                       "plays (at most 4194304)");
         return;
     }
     if (!grow((void **)&s->edges, &s->cap_edges, s->n_edges + 1, sizeof *s->edges)) {

@@ -121,6 +121,12 @@ typedef struct {
     char build_msg[160];
 } sim;
 
+/* The most tasks (and dependency edges) one simulation holds: the builders refuse more, so a
+ * simulation's memory and time are bounded whatever the model (an iteration of the largest
+ * shipped plan has a few thousand tasks). */
+#define SIM_MAX_TASKS (1 << 20)
+#define SIM_MAX_EDGES (1 << 22)
+
 void sim_init(sim *s);
 void sim_clear(sim *s); /* forget resources, streams and tasks; keep the memory */
 void sim_free(sim *s);  /* safe on a zeroed or half-built sim */

@@ -238,7 +238,8 @@ int sim_cli_simulate(int argc, char **argv)
     sim_init(&s);
     int rc = 1;
     char model_path[1200], cluster_path[1200];
-    if (fsmoe_plan_load(plan_path, &plan, &err) != FSMOE_OK)
+    if (fsmoe_plan_load(plan_path, &plan, &err) != FSMOE_OK ||
+        sim_plan_check(&plan, plan_path, &err) != FSMOE_OK)
         goto in_err;
     resolve(plan_path, plan.model_path, model_path, sizeof model_path);
     resolve(plan_path, plan.cluster_path, cluster_path, sizeof cluster_path);

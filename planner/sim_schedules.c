@@ -7,9 +7,11 @@
 #include "grad_partition.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "locate.h"
 #include "parm_schedule.h"
 
 static const char *const sched_names[SIM_SCHED_COUNT] = {
@@ -122,9 +124,8 @@ static double dense_time(const workload_layer *wl, int n_attn, int n_ffn, int bw
            n_ffn * (bwd ? wl->ffn_bwd_s : wl->ffn_fwd_s);
 }
 
-/* Chunks of a pipelined MoE phase: r clamped to 1..SIM_MAX_CHUNKS (the size of the arrays of
- * chunk ends below). */
-#define SIM_MAX_CHUNKS (PIPELINE_R_CAP * 2)
+/* Chunks of a pipelined MoE phase. sim_model_check has refused every r past SIM_MAX_CHUNKS
+ * (the size of the arrays of chunk ends below) before the build; r < 1 means "not pipelined". */
 static int sim_chunks(int r)
 {
     return r < 1 ? 1 : r > SIM_MAX_CHUNKS ? SIM_MAX_CHUNKS : r;
@@ -335,13 +336,15 @@ static int moe_phase(gen *g, const sim_layer *L, int prev, double gar_bytes,
 static void lina_micro_ops(gen *g, double bytes, int ready)
 {
     const double mo = GRAD_LINA_MICRO_OP_BYTES;
-    while (bytes > 0.0) {
-        double n = bytes < mo ? bytes : mo;
-        int id = add_line(g, SIM_R_INTER, g->st_ar, SIM_OP_GRAD_AR, &g->m->lines.ar_dp, n,
+    /* a count, not a subtraction loop: sim_model_check bounded it (1e30 - 30e6 == 1e30) */
+    double count = ceil(bytes / mo);
+    int n = count > SIM_MAX_LINA_OPS ? SIM_MAX_LINA_OPS : (int)count;
+    for (int i = 0; i < n; i++) {
+        double size = i + 1 < n ? mo : bytes - (double)(n - 1) * mo;
+        int id = add_line(g, SIM_R_INTER, g->st_ar, SIM_OP_GRAD_AR, &g->m->lines.ar_dp, size,
                           PRIO_LINA, -1, ready);
         if (id >= 0 && id != ready)
             g->s->tasks[id].flags |= SIM_TASK_DEFER;
-        bytes -= n;
     }
 }
 
@@ -398,6 +401,14 @@ fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_bui
         return fsmoe_fail(err, FSMOE_ERR_VALUE, "simulate: unknown schedule %d", (int)k);
     if (m->n_layers < 1)
         return fsmoe_fail(err, FSMOE_ERR_VALUE, "simulate: the model has no MoE layer");
+    fsmoe_status cst = sim_model_check(m, err);
+    if (cst != FSMOE_OK)
+        return cst;
+    if (opts && (opts->r_f < 0 || opts->r_f > SIM_MAX_CHUNKS || opts->r_b < 0 ||
+                 opts->r_b > SIM_MAX_CHUNKS || opts->tutel_r < 0 || opts->tutel_r > SIM_MAX_CHUNKS))
+        return fsmoe_fail(err, FSMOE_ERR_VALUE,
+                          "simulate: degrees r_f %d, r_b %d, tutel r %d (expected 0..%d)",
+                          opts->r_f, opts->r_b, opts->tutel_r, SIM_MAX_CHUNKS);
     sim_clear(s);
     resources(s);
     gen g;
@@ -526,6 +537,125 @@ fsmoe_status sim_tutel_degree(sim *s, const sim_model *m, int *r_out, fsmoe_erro
     return FSMOE_OK;
 }
 
+/* Lina's micro-ops for `bytes` of one tensor; -1 when not a finite non-negative size. */
+static double lina_ops(double bytes)
+{
+    if (!(bytes >= 0.0) || !isfinite(bytes))
+        return -1.0;
+    return ceil(bytes / GRAD_LINA_MICRO_OP_BYTES);
+}
+
+static int bad_r(int r, int zero_ok)
+{
+    return r > SIM_MAX_CHUNKS || r < (zero_ok ? 0 : 1);
+}
+
+fsmoe_status sim_model_check(const sim_model *m, fsmoe_error *err)
+{
+    if (bad_r(m->tutel_r, 1))
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "simulate: tutel degree %d (expected 0..%d)",
+                          m->tutel_r, SIM_MAX_CHUNKS);
+    double ops = lina_ops(m->prefix_grad_bytes);
+    const double fields[] = {m->prefix_grad_bytes, m->fsmoe_prefix_window_bytes,
+                             m->fsmoe_tail_bytes};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        if (!(fields[i] >= 0.0) || !isfinite(fields[i]))
+            return fsmoe_fail(err, FSMOE_ERR_VALUE,
+                              "simulate: gradient bytes %g before the first MoE layer or after "
+                              "the backward (expected a finite size >= 0)",
+                              fields[i]);
+    for (int i = 0; i < m->n_layers; i++) {
+        const sim_layer *L = &m->layers[i];
+        if (bad_r(L->r_f, 0) || bad_r(L->r_b, 0) || bad_r(L->esp_r_f, 1) ||
+            bad_r(L->esp_r_b, 1) || bad_r(L->monta_chunks_o2, 0) || bad_r(L->monta_chunks_o3, 0))
+            return fsmoe_fail(err, FSMOE_ERR_VALUE,
+                              "simulate: layer %d: degrees r_f %d, r_b %d, ESP r_f %d, r_b %d, "
+                              "MoNTA chunks %d/%d (expected 1..%d)",
+                              i, L->r_f, L->r_b, L->esp_r_f, L->esp_r_b, L->monta_chunks_o2,
+                              L->monta_chunks_o3, SIM_MAX_CHUNKS);
+        double d = lina_ops(L->dense_grad_bytes), e = lina_ops(L->moe_grad_bytes);
+        if (d < 0.0 || e < 0.0 || !(L->gar_dense_bytes >= 0.0) || !isfinite(L->gar_dense_bytes) ||
+            !(L->gar_moe_bytes >= 0.0) || !isfinite(L->gar_moe_bytes))
+            return fsmoe_fail(err, FSMOE_ERR_VALUE,
+                              "simulate: layer %d: gradient bytes %g/%g/%g/%g (expected finite "
+                              "sizes >= 0)",
+                              i, L->dense_grad_bytes, L->moe_grad_bytes, L->gar_dense_bytes,
+                              L->gar_moe_bytes);
+        ops += d + e;
+    }
+    if (ops > SIM_MAX_LINA_OPS)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE,
+                          "simulate: %.4g bytes of gradients make %.4g Lina micro-ops of 30 MB "
+                          "(the simulator plays at most %d)",
+                          sim_model_grad_bytes(m), ops, SIM_MAX_LINA_OPS);
+    return FSMOE_OK;
+}
+
+/* Refuses a field of the plan, naming it (in the file when its path is known). */
+static fsmoe_status plan_field_fail(const char *plan_path, const char *field, fsmoe_error *err,
+                                    const char *fmt, double v, long lo, long hi)
+{
+    char text[256];
+    snprintf(text, sizeof text, fmt, v, lo, hi);
+    if (plan_path)
+        return locate_fail(plan_path, field, err, FSMOE_ERR_VALUE, "%s", text);
+    return fsmoe_fail(err, FSMOE_ERR_VALUE, "plan: %s: %s", field, text);
+}
+
+fsmoe_status sim_plan_check(const fsmoe_plan *p, const char *plan_path, fsmoe_error *err)
+{
+    char field[96];
+    static const char r_fmt[] = "%.0f chunks is more than the simulator plays (expected %ld..%ld)";
+    static const char b_fmt[] = "%g is not a gradient size the simulator plays (expected a finite "
+                                "number of bytes >= 0; at most %ld Lina micro-ops of %ld bytes in "
+                                "all)";
+    const long mo = (long)GRAD_LINA_MICRO_OP_BYTES;
+    double ops = 0.0;
+    const struct {
+        const char *field;
+        double v;
+    } top[] = {{"prefix_grad_bytes", p->prefix_grad_bytes},
+               {"prefix_window_bytes", p->prefix_window_bytes},
+               {"gradient_tail_bytes", p->gradient_tail_bytes}};
+    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++) {
+        double n = lina_ops(top[i].v);
+        if (n < 0.0 || n > SIM_MAX_LINA_OPS)
+            return plan_field_fail(plan_path, top[i].field, err, b_fmt, top[i].v,
+                                   SIM_MAX_LINA_OPS, mo);
+    }
+    ops += lina_ops(p->prefix_grad_bytes);
+    for (int i = 0; i < p->n_layers; i++) {
+        const fsmoe_layer_plan *lp = &p->layers[i];
+        const struct {
+            const char *name;
+            int r;
+        } deg[] = {{"forward.r", lp->fwd.r}, {"backward.r", lp->bwd.r}, {"a2a.chunks", lp->a2a_chunks}};
+        for (size_t j = 0; j < sizeof deg / sizeof deg[0]; j++)
+            if (bad_r(deg[j].r, 1)) {
+                snprintf(field, sizeof field, "layers[%d].%s", i, deg[j].name);
+                return plan_field_fail(plan_path, field, err, r_fmt, (double)deg[j].r, 1,
+                                       SIM_MAX_CHUNKS);
+            }
+        const struct {
+            const char *name;
+            double v;
+        } bytes[] = {{"gradients.bytes", lp->grad_bytes},
+                     {"gradients.in_window_bytes", lp->window_bytes},
+                     {"gradients.step2_bytes", lp->step2_bytes},
+                     {"gradients.carried_bytes", lp->carried_bytes}};
+        for (size_t j = 0; j < sizeof bytes / sizeof bytes[0]; j++) {
+            double n = lina_ops(bytes[j].v);
+            if (n < 0.0 || n > SIM_MAX_LINA_OPS || (j == 0 && ops + n > SIM_MAX_LINA_OPS)) {
+                snprintf(field, sizeof field, "layers[%d].%s", i, bytes[j].name);
+                return plan_field_fail(plan_path, field, err, b_fmt, bytes[j].v,
+                                       SIM_MAX_LINA_OPS, mo);
+            }
+        }
+        ops += lina_ops(lp->grad_bytes);
+    }
+    return FSMOE_OK;
+}
+
 void sim_model_free(sim_model *m)
 {
     if (!m)
@@ -540,6 +670,9 @@ fsmoe_status sim_model_from_plan(const fsmoe_plan *p, const fsmoe_model *model,
                                  sim_model *m, fsmoe_error *err)
 {
     memset(m, 0, sizeof *m);
+    fsmoe_status pst = sim_plan_check(p, NULL, err);
+    if (pst != FSMOE_OK)
+        return pst;
     long n_moe = fsmoe_model_moe_count(model);
     if (n_moe != p->n_layers || p->n_layers < 1)
         return fsmoe_fail(err, FSMOE_ERR_VALUE,

@@ -126,6 +126,18 @@ double sim_model_grad_bytes(const sim_model *m);
 /* Fills m (layers allocated, free with sim_model_free) from a plan and the model/cluster it was
  * made for: dense blocks from the model's MoE placement, r_f/r_b and the gradient partition
  * from the plan, MoNTA chunks from the plan's a2a choice (O2/O3 only; else 1). */
+/* Limits on what one simulation plays, checked before anything is built: the degrees r_f, r_b
+ * (and the ESP pipeline's, Tutel's, MoNTA's chunks) in 1..SIM_MAX_CHUNKS, and Lina's 30 MB
+ * micro-ops over the whole iteration at most SIM_MAX_LINA_OPS (about 2 TB of gradients; the
+ * largest shipped plan has a few GB). A value past a limit is refused, never clamped. */
+#define SIM_MAX_CHUNKS (PIPELINE_R_CAP * 2)
+#define SIM_MAX_LINA_OPS 65536
+/* Every count and byte total of m against those limits (finite, non-negative, in range);
+ * FSMOE_ERR_VALUE names the layer and the value. sim_build calls it. */
+fsmoe_status sim_model_check(const sim_model *m, fsmoe_error *err);
+/* The same limits on a plan's own fields, before sim_model_from_plan: the message names
+ * plan_path:line:col and the field (e.g. layers[2].forward.r); plan_path NULL: the field only. */
+fsmoe_status sim_plan_check(const fsmoe_plan *p, const char *plan_path, fsmoe_error *err);
 fsmoe_status sim_model_from_plan(const fsmoe_plan *p, const fsmoe_model *model,
                                  const fsmoe_cluster *c, const char *cluster_path,
                                  sim_model *m, fsmoe_error *err);

@@ -1,0 +1,71 @@
+/* Implements: locate.h — a field's position found again in its YAML file. */
+#include "locate.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "yaml_read.h"
+
+/* Walks one segment "name" or "name[i]" (or "[i]") from *cur; 0 when it is not there. */
+static int step(fsmoe_ynode *cur, const char *seg, size_t n)
+{
+    char name[FSMOE_YAML_FIELD_MAX];
+    const char *br = memchr(seg, '[', n);
+    size_t name_len = br ? (size_t)(br - seg) : n;
+    if (name_len >= sizeof name)
+        return 0;
+    memcpy(name, seg, name_len);
+    name[name_len] = '\0';
+    fsmoe_ynode next;
+    if (name_len > 0) {
+        if (!fsmoe_yaml_is_mapping(cur) || !fsmoe_yaml_has(cur, name) ||
+            fsmoe_yaml_get(cur, name, FSMOE_REQUIRED, &next, NULL) != FSMOE_OK || !next.node)
+            return 0;
+        *cur = next;
+    }
+    while (br && (size_t)(br - seg) < n) {
+        char *end;
+        long i = strtol(br + 1, &end, 10);
+        if (end == br + 1 || *end != ']' || i < 0 || !fsmoe_yaml_is_sequence(cur) ||
+            i >= fsmoe_yaml_seq_len(cur) ||
+            fsmoe_yaml_seq_item(cur, (int)i, &next, NULL) != FSMOE_OK)
+            return 0;
+        *cur = next;
+        br = (size_t)(end + 1 - seg) < n && end[1] == '[' ? end + 1 : NULL;
+    }
+    return 1;
+}
+
+void locate_field(const char *path, const char *field, char *buf, size_t len)
+{
+    fsmoe_yaml y;
+    fsmoe_ynode cur;
+    memset(&y, 0, sizeof y);
+    int found = fsmoe_yaml_open(&y, path, NULL) == FSMOE_OK &&
+                fsmoe_yaml_root(&y, &cur, NULL) == FSMOE_OK;
+    for (const char *s = field; found && *s;) {
+        size_t n = strcspn(s, ".");
+        found = step(&cur, s, n);
+        s += n + (s[n] == '.');
+    }
+    if (found) {
+        snprintf(buf, len, "%s:%d:%d: %s", path, cur.line, cur.col, field);
+    } else {
+        snprintf(buf, len, "%s: %s", path, field);
+    }
+    fsmoe_yaml_close(&y);
+}
+
+fsmoe_status locate_fail(const char *path, const char *field, fsmoe_error *err, fsmoe_status st,
+                         const char *fmt, ...)
+{
+    char where[FSMOE_ERROR_MAX / 2], text[FSMOE_ERROR_MAX];
+    locate_field(path, field, where, sizeof where);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    return fsmoe_fail(err, st, "%s: %s", where, text);
+}
