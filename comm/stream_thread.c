@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #ifdef __linux__
-#include <sys/prctl.h> /* PR_SET_TIMERSLACK */
 #endif
 
 #define STREAM_QUEUE 256
@@ -73,10 +72,6 @@ void stream_events_free(stream_events **pev)
 static void *stream_main(void *arg)
 {
     stream_thread *s = arg;
-#ifdef PR_SET_TIMERSLACK
-    /* Jobs that wait by napping (comm_mpi.c) nap 20 us, not the default slack's ~70 us. */
-    (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
-#endif
     pthread_mutex_lock(&s->mu);
     for (;;) {
         while (s->head == s->tail && !s->stop)

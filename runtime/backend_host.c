@@ -54,6 +54,7 @@ typedef struct {
     pthread_mutex_t mu;
     int free_ids[HOST_EVENTS], n_free;
     int streams_made;
+    int threads; /* OpenMP threads per parallel loop: the caller's, given to every stream */
 } host_impl;
 
 static host_impl *H(rt_backend *be) { return be->impl; }
@@ -146,6 +147,19 @@ static void h_zero(rt_backend *be, rt_stream *s, void *p, size_t bytes)
     h_async(be, s, copy_job, &a, sizeof a);
 }
 
+/* OpenMP's thread count is per thread: a stream thread starts with the library default (every
+ * core), not the --threads its creator set, so its first job sets it. */
+static fsmoe_status set_threads_job(void *arg, fsmoe_error *err)
+{
+    (void)err;
+#if defined(_OPENMP)
+    omp_set_num_threads(*(const int *)arg);
+#else
+    (void)arg;
+#endif
+    return FSMOE_OK;
+}
+
 static rt_stream *h_stream_create(rt_backend *be)
 {
     rt_stream *s = calloc(1, sizeof(rt_stream));
@@ -160,6 +174,7 @@ static rt_stream *h_stream_create(rt_backend *be)
     pthread_mutex_lock(&h->mu);
     s->slot = 1 + h->streams_made++ % (RT_STREAM_SLOTS - 1);
     pthread_mutex_unlock(&h->mu);
+    h_async(be, s, set_threads_job, &h->threads, sizeof h->threads);
     return s;
 }
 static void h_stream_destroy(rt_backend *be, rt_stream *s)
@@ -813,6 +828,7 @@ fsmoe_status rt_backend_host_create(int threads, rt_backend **out, fsmoe_error *
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "host backend: out of memory");
     }
     be->impl = h;
+    h->threads = h_threads(); /* after omp_set_num_threads above: --threads, else every core */
     be->destroy = h_destroy;
     pthread_mutex_init(&h->mu, NULL);
     for (int i = 0; i < HOST_EVENTS; i++)

@@ -105,6 +105,7 @@ void config_print(const rt_config *c, FILE *f, const char *backend, const char *
             "optimiser", c->lr, c->lr_min, c->warmup, c->wd, c->beta1, c->beta2, c->clip);
     fprintf(f, "| %-14s | steps=%ld seed=%llu eval-every=%ld save-every=%ld |\n", "schedule",
             c->steps, (unsigned long long)c->seed, c->eval_every, c->save_every);
-    fprintf(f, "| %-14s | %s |\n", "backend", backend);
+    fprintf(f, "| %-14s | %s%s |\n", "backend", backend,
+            c->serial ? " (no overlap: one in-order queue)" : "");
     fprintf(f, "| %-14s | %s |\n", "data", data);
 }

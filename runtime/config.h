@@ -26,6 +26,9 @@ typedef struct {
     double gate_noise, aux_coef, xmoe_tau;
     long softmoe_slots;
     int r; /* chunks per MoE layer (the plan's r; 1 = unpipelined) */
+    /* 1: no streams — compute and communication run one after the other on the caller, in
+     * issue order (what overlap buys is the difference; the results are identical) */
+    int serial;
     /* optimisation */
     long steps, warmup;
     double lr, lr_min, wd, beta1, beta2, eps, clip, init_std;

@@ -22,6 +22,7 @@
 #include "checkpoint.h"
 #include "dist.h"
 #include "mpi_coll.h"
+#include "topology.h"
 #include "cli.h"
 #include "config.h"
 #include "data.h"
@@ -48,6 +49,20 @@ static int launched_by_mpi(void)
     return 0;
 }
 
+/* Ranks per node as the MPI library places them (MPI_Comm_split_type), when every node holds
+ * the same number and ranks are numbered node-major (what a plan's layout assumes); else 0,
+ * unknown, and the plan's gpus_per_node is not compared. */
+static int ranks_per_node(void)
+{
+    comm_topology t;
+    fsmoe_error e = {0};
+    if (topology_init(&t, MPI_COMM_WORLD, 0, &e) != FSMOE_OK)
+        return 0;
+    int g = t.node_major ? t.gpus_per_node : 0;
+    topology_free(&t);
+    return g;
+}
+
 static void usage(const char *reason)
 {
     if (reason)
@@ -55,12 +70,14 @@ static void usage(const char *reason)
     fprintf(reason ? stderr : stdout,
             "usage: fsmoe-run --model M [--plan P] [--data FILE] [--steps N] [--seed S]\n"
             "                 [--save DIR] [--save-every K] [--resume DIR] [--eval-every K]\n"
+            "                 [--stop-at STEP] (stop after STEP, saving; the schedule stays --steps')\n"
             "training flags: --backend host|cuda --threads T --batch B --seq L --lr X\n"
             "                --min-lr X --warmup N --weight-decay X --clip X --aux-loss X\n"
             "                --gate-noise X --capacity-factor X|none --gate NAME --order NAME\n"
             "                --expert gpt|swiglu --chunks R --eval-batches N\n"
             "many ranks:     --ep N (expert-parallel group size; default the plan's, else 1)\n"
             "                --comm-timeout S (a peer silent this long ends the run; 30)\n"
+            "                --no-overlap (compute and communication one after the other)\n"
             "Without --data it trains on the shipped corpus (%s);\n"
             "without --plan it runs unpipelined (r = 1) unless --chunks is given.\n",
             FSMOE_DEFAULT_DATA);
@@ -164,7 +181,7 @@ int main(int argc, char **argv)
         O_MODEL = 256, O_PLAN, O_DATA, O_STEPS, O_SEED, O_SAVE, O_SAVE_EVERY, O_RESUME,
         O_EVAL_EVERY, O_BACKEND, O_THREADS, O_BATCH, O_SEQ, O_LR, O_MIN_LR, O_WARMUP, O_WD,
         O_CLIP, O_AUX, O_NOISE, O_CF, O_GATE, O_ORDER, O_EXPERT, O_CHUNKS, O_EVAL_BATCHES, O_HELP,
-        O_EP, O_COMM_TIMEOUT
+        O_EP, O_COMM_TIMEOUT, O_NO_OVERLAP, O_STOP_AT
     };
     static const struct option opts[] = {
         {"model", 1, 0, O_MODEL},       {"plan", 1, 0, O_PLAN},
@@ -181,7 +198,8 @@ int main(int argc, char **argv)
         {"order", 1, 0, O_ORDER},       {"expert", 1, 0, O_EXPERT},
         {"chunks", 1, 0, O_CHUNKS},     {"eval-batches", 1, 0, O_EVAL_BATCHES},
         {"help", 0, 0, O_HELP},         {"ep", 1, 0, O_EP},
-        {"comm-timeout", 1, 0, O_COMM_TIMEOUT}, {0, 0, 0, 0}};
+        {"comm-timeout", 1, 0, O_COMM_TIMEOUT}, {"no-overlap", 0, 0, O_NO_OVERLAP},
+        {"stop-at", 1, 0, O_STOP_AT},   {0, 0, 0, 0}};
     static const fsmoe_cli_enum gates[] = {{"gshard", RT_GATE_GSHARD}, {"sigmoid", RT_GATE_SIGMOID},
                                            {"xmoe", RT_GATE_XMOE},
                                            {"expert_choice", RT_GATE_EXPERT_CHOICE},
@@ -218,9 +236,9 @@ int main(int argc, char **argv)
     }
     /* overrides, applied after the model file */
     long steps = -1, seed = -1, save_every = -1, eval_every = -1, batch = -1, seq = -1,
-         warmup = -2, chunks = -1, eval_batches = -1;
+         warmup = -2, chunks = -1, eval_batches = -1, stop_at = -1;
     double lr = -1, min_lr = -1, wd = -1, clip = -1, aux = -1, noise = -1, cf = -2;
-    int gate = -1, order = -1, expert = -1;
+    int gate = -1, order = -1, expert = -1, no_overlap = 0;
     fsmoe_error err = {0};
     fsmoe_status st = FSMOE_OK;
     int o;
@@ -267,6 +285,8 @@ int main(int argc, char **argv)
         case O_COMM_TIMEOUT:
             st = fsmoe_cli_double("--comm-timeout", optarg, 0, 1e6, &comm_timeout, &err);
             break;
+        case O_NO_OVERLAP: no_overlap = 1; break;
+        case O_STOP_AT: st = fsmoe_cli_long("--stop-at", optarg, 1, 100000000, &stop_at, &err); break;
         case O_HELP: usage(NULL); break;
         default: usage("unknown option (see --help)");
         }
@@ -310,8 +330,12 @@ int main(int argc, char **argv)
     if (gate >= 0) cfg.gate = (rt_gate_kind)gate;
     if (order >= 0) cfg.order = (rt_order_kind)order;
     if (expert >= 0) cfg.expert = expert;
+    cfg.serial = no_overlap;
     if (cfg.save_every > 0 && !save_dir)
         usage("--save-every needs --save DIR");
+    if (stop_at > cfg.steps)
+        usage("--stop-at must not exceed --steps (the run's schedule)");
+    long last = stop_at > 0 ? stop_at : cfg.steps; /* the step this invocation ends after */
     if ((st = config_validate(&cfg, &err)) != FSMOE_OK)
         return die(&err);
     fsmoe_comm_set_timeout(comm_timeout);
@@ -319,9 +343,9 @@ int main(int argc, char **argv)
      * --ep the run takes the plan's expert parallelism. */
     plan_check_result pcheck;
     memset(&pcheck, 0, sizeof pcheck);
-    if (plan_path &&
-        (st = plan_check_file(plan_path, model_path, &cfg, world, rank, &ep, &pcheck, &err)) !=
-            FSMOE_OK)
+    int gpus_per_node = world > 1 ? ranks_per_node() : 0;
+    if (plan_path && (st = plan_check_file(plan_path, model_path, &cfg, world, rank, gpus_per_node,
+                                           &ep, &pcheck, &err)) != FSMOE_OK)
         return die(&err);
     if (ep == 0)
         ep = 1;
@@ -338,8 +362,7 @@ int main(int argc, char **argv)
                    "sigmoid or xmoe on %d ranks", gate_kind_name(cfg.gate), world);
         return die(&err);
     }
-    /* ranks per node are not known here (0: the plan check does not compare them) */
-    rt_layout layout = layout_make(world, rank, 0, ep, cfg.E, cfg.B);
+    rt_layout layout = layout_make(world, rank, gpus_per_node, ep, cfg.E, cfg.B);
     rt_dist dist;
     if ((st = dist_init(&dist, &layout, &err)) != FSMOE_OK)
         return die(&err);
@@ -386,7 +409,10 @@ int main(int argc, char **argv)
     long tokens_per_step = layout.B_global * cfg.L;
     double t_all = 0;
     long n_timed = 0;
-    while (tr.step < cfg.steps) {
+    if (tr.step >= last)
+        printf("# nothing to do: the run is at step %ld, this invocation stops at %ld\n", tr.step,
+               last);
+    while (tr.step < last) {
         double loss = 0, ce = 0, gnorm = 0, t0 = now_s();
         if ((st = trainer_step(&tr, &loss, &ce, &gnorm, &err)) != FSMOE_OK)
             goto fail;
@@ -401,14 +427,14 @@ int main(int argc, char **argv)
             snprintf(pred, sizeof pred, " | pred %.1f ms", 1e3 * pinfo.iteration_s);
         printf("step %ld/%ld | loss %.4f | %.1f ms%s | %.1fk tok/s | lr %.2e | gnorm %.3f\n",
                tr.step, cfg.steps, ce, 1e3 * dt, pred, tps / 1e3, lr_at(&cfg, tr.step - 1), gnorm);
-        if (cfg.eval_every > 0 && (tr.step % cfg.eval_every == 0 || tr.step == cfg.steps)) {
+        if (cfg.eval_every > 0 && (tr.step % cfg.eval_every == 0 || tr.step == last)) {
             double val = 0;
             if ((st = trainer_eval(&tr, &val, &err)) != FSMOE_OK)
                 goto fail;
             printf("eval step %ld | val loss %.4f\n", tr.step, val);
         }
         if (save_dir && ((cfg.save_every > 0 && tr.step % cfg.save_every == 0) ||
-                         tr.step == cfg.steps)) {
+                         tr.step == last)) {
             rt_ckpt_rank ck = checkpoint_rank(&tr.model, &tr.opt, &layout);
             if ((st = save_checkpoint(save_dir, tr.step, &ck, world, rank, &err)) != FSMOE_OK)
                 goto fail;

@@ -31,7 +31,7 @@ void plan_check_result_free(plan_check_result *r)
 static fsmoe_status differs(fsmoe_error *err, const char *path, const char *field, long have,
                             const char *run_fmt, long want)
 {
-    char run[160];
+    char run[320];
     snprintf(run, sizeof run, run_fmt, want);
     return fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: %s: the plan has %ld, fsmoe-run %s", path, field,
                       have, run);
@@ -56,7 +56,9 @@ static fsmoe_status check_layout(const char *path, const fsmoe_plan *p, const rt
                        lay->world == 1 ? "runs on %ld rank" : "runs on %ld ranks", lay->world);
     if (lay->gpus_per_node > 0 && par->gpus_per_node != lay->gpus_per_node)
         return differs(err, path, "parallel.gpus_per_node", par->gpus_per_node,
-                       "runs %ld ranks per node", lay->gpus_per_node);
+                       "runs %ld ranks per node (as the MPI library placed them: make the plan "
+                       "with that --gpus-per-node, or place the ranks as the plan assumes, e.g. "
+                       "mpirun --map-by ppr:N:node)", lay->gpus_per_node);
     if (par->mp != 1)
         return unsupported(err, path, "parallel.mp", par->mp, "model (tensor) parallelism");
     if (par->esp != 1)
@@ -196,7 +198,8 @@ fail:
 }
 
 fsmoe_status plan_check_file(const char *plan_path, const char *model_path, const rt_config *c,
-                             int world, int rank, int *ep, plan_check_result *out,
+                             int world, int rank, int gpus_per_node, int *ep,
+                             plan_check_result *out,
                              fsmoe_error *err)
 {
     fsmoe_plan plan;
@@ -212,7 +215,7 @@ fsmoe_status plan_check_file(const char *plan_path, const char *model_path, cons
         return st;
     if (*ep == 0)
         *ep = plan.parallel.ep;
-    rt_layout lay = layout_make(world, rank, 0, *ep, c->E, c->B);
+    rt_layout lay = layout_make(world, rank, gpus_per_node, *ep, c->E, c->B);
     st = plan_check(plan_path, &plan, model_path ? sha : NULL, c, &lay, out, err);
     fsmoe_plan_free(&plan);
     return st;

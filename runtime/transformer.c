@@ -31,8 +31,10 @@ fsmoe_status model_init_dist(rt_model *md, const rt_config *cfg, rt_backend *be,
     rt_layout one = layout_make(1, 0, 1, 1, c->E, c->B);
     const rt_layout *lay = dist ? &dist->layout : &one;
     md->N_global = lay->B_global * L;
+    /* serial: one stream for both, so compute and communication run in issue order on the same
+     * kind of worker as otherwise (only the overlap differs, not the threads) */
     md->comp = be->stream_create(be);
-    md->comm = be->stream_create(be);
+    md->comm = c->serial ? md->comp : be->stream_create(be);
     if (!md->comp || !md->comm)
         goto nomem;
     double std = c->init_std, std_out = c->init_std / sqrt(2.0 * (double)nl); /* GPT-2 */
@@ -153,10 +155,10 @@ void model_free(rt_model *md)
             expert_acts_free(&bl->facts, be);
     }
     free(md->blocks);
+    if (md->comm && md->comm != md->comp)
+        be->stream_destroy(be, md->comm);
     if (md->comp)
         be->stream_destroy(be, md->comp);
-    if (md->comm)
-        be->stream_destroy(be, md->comm);
     void *ps[] = {md->x_out, md->lnf, md->lnf_mean, md->lnf_rstd, md->logits, md->dlogits,
                   md->losses, md->tokens, md->targets, md->dres, md->dln, md->dh, md->da, md->dg};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)

@@ -259,22 +259,29 @@ static void test_check_file(void **state)
     rt_config c = make_config();
     plan_check_result r;
     int ep = 0; /* the plan's */
-    if (plan_check_file(path, model, &c, 4, 3, &ep, &r, &err) != FSMOE_OK)
+    if (plan_check_file(path, model, &c, 4, 3, 0, &ep, &r, &err) != FSMOE_OK)
         fail_msg("%s", err.msg);
     assert_int_equal(ep, 2);
     assert_int_equal(r.n_moe, 4);
     assert_int_equal(r.r_fwd[3], 4);
     plan_check_result_free(&r);
+    /* the run's detected ranks per node reach the check (the plan has 2) */
+    ep = 0;
+    assert_int_equal(plan_check_file(path, model, &c, 4, 3, 4, &ep, &r, &err), FSMOE_ERR_VALUE);
+    assert_non_null(strstr(err.msg, "parallel.gpus_per_node: the plan has 2, fsmoe-run runs 4"));
+    ep = 0;
+    assert_int_equal(plan_check_file(path, model, &c, 4, 3, 2, &ep, &r, &err), FSMOE_OK);
+    plan_check_result_free(&r);
 
     /* another model file (the plan names the one it was made from) */
     char other[400];
     snprintf(other, sizeof other, "%s/models/bert-base-moe.yaml", root ? root : ".");
-    assert_int_equal(plan_check_file(path, other, &c, 4, 3, &ep, &r, &err), FSMOE_ERR_VALUE);
+    assert_int_equal(plan_check_file(path, other, &c, 4, 3, 0, &ep, &r, &err), FSMOE_ERR_VALUE);
     assert_non_null(strstr(err.msg, ": provenance.model_sha256: the plan was made from "));
     assert_non_null(strstr(err.msg, "fsmoe-plan --regenerate"));
 
     unlink(path);
-    assert_int_not_equal(plan_check_file(path, model, &c, 4, 3, &ep, &r, &err), FSMOE_OK);
+    assert_int_not_equal(plan_check_file(path, model, &c, 4, 3, 0, &ep, &r, &err), FSMOE_OK);
     assert_non_null(strstr(err.msg, path));
     assert_null(r.block);
 }
