@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Implements: the mpi-suite equivalence runs (test_runtime_equiv.c): dp2, dp4, dp2·ep2, ep4,
 # dropless and with capacity, several pipeline degrees, both expert kinds and three gates in
-# the fp64 build; 50 steps of dp2, dp4, dp2·ep2 and ep4 in the fp32 build.
+# the fp64 build, once with one in-order stream (--no-overlap); 50 steps of dp2, dp4, dp2·ep2 and ep4 in the fp32 build.
 # usage: test_runtime_equiv.sh EQUIV64 EQUIV32
 set -u
 e64=$1 e32=$2
@@ -25,6 +25,7 @@ run 4 "$e64" 1 1 1 1.2 3 gpt sigmoid
 run 4 "$e64" 2 3 2 0   3 swiglu gshard
 run 4 "$e64" 4 1 4 0   3 gpt xmoe
 run 4 "$e64" 4 2 2 1.0 3 gpt gshard
+run 4 "$e64" 2 3 2 0   3 swiglu gshard serial
 run 2 "$e32" 1 1 1 0  50 gpt gshard
 run 4 "$e32" 1 2 2 0  50 gpt gshard
 run 4 "$e32" 2 2 1 0  50 swiglu gshard
