@@ -11,15 +11,19 @@
  * (mp = esp = G, ep = dp = nodes), replaced by the model file's `parallel` section when present,
  * then by command-line overrides. Every override given is recorded in the plan, normalised and in
  * a fixed order, so `--regenerate` can replay it. */
-#include <getopt.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "atomic_file.h"
 #include "cli.h"
+#include "cli_parse.h"
 #include "cluster.h"
 #include "diff.h"
 #include "explain.h"
+#include "locate.h"
 #include "sim_cli.h"
 #include "model.h"
 #include "parallel.h"
@@ -35,34 +39,11 @@
 
 static const char *prog = "fsmoe-plan";
 
-static const char usage_text[] =
-    "usage: fsmoe-plan --model MODEL.yaml --cluster CLUSTER.yaml [-o PLAN.yaml]\n"
-    "                  [--method auto|fsmoe|fsmoe-paper|parm|monta]\n"
-    "                  [--batch N] [--seq N] [--world N] [--gpus-per-node N]\n"
-    "                  [--dp N] [--mp N] [--ep N] [--esp N] [--capacity-factor F|none]\n"
-    "                  [--quiet]\n"
-    "       fsmoe-plan --regenerate PLAN.yaml [-o OUT.yaml] [--quiet]\n"
-    "       fsmoe-plan explain PLAN.yaml\n"
-    "       fsmoe-plan diff A.yaml B.yaml [--rtol X] [--strict]\n"
-    "       fsmoe-plan simulate PLAN.yaml [--schedule NAME|all] [--svg FILE] [--trace FILE]\n"
-    "                  [--refine]\n"
-    "       fsmoe-plan sweep --cluster CLUSTER.yaml --grid fsmoe-table4|parm-table3\n"
-    "                  [--csv FILE] [--regret]\n"
-    "       fsmoe-plan --help | --version\n"
-    "\n"
-    "Plans an MoE model on a cluster profile (FSMoE pipeline degrees and gradient partition,\n"
-    "Parm S1/S2 schedule, MoNTA AllToAll strategy) and writes a YAML plan; without -o the plan\n"
-    "goes to stdout. Overrides replace the model's training shape and the parallel layout\n"
-    "(default: mp = esp = GPUs per node, ep = dp = nodes). diff exits 0 when the plans agree,\n"
-    "1 when they differ, 2 on bad input. simulate plays one iteration of the plan (or of a\n"
-    "baseline schedule) on the discrete-event simulator; sweep compares every schedule on a\n"
-    "paper's grid of configurations.\n";
-
-static int usage(const char *reason)
+static int usage(const char *text, const char *reason)
 {
     if (reason)
         fprintf(stderr, "%s: %s\n", prog, reason);
-    fputs(usage_text, stderr);
+    fputs(text, stderr);
     return 2;
 }
 
@@ -72,98 +53,6 @@ static int input_error(const fsmoe_error *err)
 {
     fsmoe_error_print(prog, err);
     return err->status == FSMOE_ERR_IO ? 2 : fsmoe_exit_code(err->status);
-}
-
-/* ---- overrides ---------------------------------------------------------------------------- */
-
-/* The override flags in the fixed order they are recorded in a plan. */
-enum {
-    OV_BATCH = 0,
-    OV_SEQ,
-    OV_WORLD,
-    OV_GPN,
-    OV_DP,
-    OV_MP,
-    OV_EP,
-    OV_ESP,
-    OV_CAPACITY,
-    OV_COUNT
-};
-static const char *const ov_flags[OV_COUNT] = {"batch", "seq", "world", "gpus-per-node", "dp",
-                                                "mp",    "ep",  "esp",   "capacity-factor"};
-
-typedef struct {
-    const char *model_path, *cluster_path, *out_path, *regenerate;
-    const char *method;
-    int quiet;
-    const char *ov[OV_COUNT]; /* text as given; NULL when not given */
-} plan_args;
-
-typedef struct {
-    long batch, seq;
-    int world, gpn, dp, mp, ep, esp;
-    double f;
-} ov_values;
-
-static const fsmoe_cli_enum method_table[] = {
-    {"auto", PLAN_METHOD_AUTO},   {"fsmoe", PLAN_METHOD_FSMOE}, {"fsmoe-paper", PLAN_METHOD_FSMOE_PAPER},
-    {"parm", PLAN_METHOD_PARM},   {"monta", PLAN_METHOD_MONTA}, {NULL, 0}};
-
-/* Parses every given override; values are range-checked here, combinations later. */
-static fsmoe_status parse_overrides(const plan_args *a, ov_values *v, fsmoe_error *err)
-{
-    fsmoe_status st = FSMOE_OK;
-    const int big = 1 << 20;
-    if (a->ov[OV_BATCH] &&
-        (st = fsmoe_cli_long("--batch", a->ov[OV_BATCH], 1, 1000000, &v->batch, err)))
-        return st;
-    if (a->ov[OV_SEQ] && (st = fsmoe_cli_long("--seq", a->ov[OV_SEQ], 1, 10000000, &v->seq, err)))
-        return st;
-    if (a->ov[OV_WORLD] && (st = fsmoe_cli_int("--world", a->ov[OV_WORLD], 1, big, &v->world, err)))
-        return st;
-    if (a->ov[OV_GPN] &&
-        (st = fsmoe_cli_int("--gpus-per-node", a->ov[OV_GPN], 1, 1024, &v->gpn, err)))
-        return st;
-    if (a->ov[OV_DP] && (st = fsmoe_cli_int("--dp", a->ov[OV_DP], 1, big, &v->dp, err)))
-        return st;
-    if (a->ov[OV_MP] && (st = fsmoe_cli_int("--mp", a->ov[OV_MP], 1, big, &v->mp, err)))
-        return st;
-    if (a->ov[OV_EP] && (st = fsmoe_cli_int("--ep", a->ov[OV_EP], 1, big, &v->ep, err)))
-        return st;
-    if (a->ov[OV_ESP] && (st = fsmoe_cli_int("--esp", a->ov[OV_ESP], 1, big, &v->esp, err)))
-        return st;
-    if (a->ov[OV_CAPACITY]) {
-        if (strcmp(a->ov[OV_CAPACITY], "none") == 0)
-            v->f = 0;
-        else if ((st = fsmoe_cli_double("--capacity-factor", a->ov[OV_CAPACITY], 1e-3, 1e3, &v->f,
-                                        err))) {
-            char msg[FSMOE_ERROR_MAX];
-            snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
-            return fsmoe_fail(err, st, "%.900s, or none", msg);
-        }
-    }
-    return FSMOE_OK;
-}
-
-/* The canonical text of an override as recorded in the plan (so "08" and "8" give one plan). */
-static void ov_canonical(int i, const ov_values *v, char *buf, size_t len)
-{
-    switch (i) {
-    case OV_BATCH: snprintf(buf, len, "%ld", v->batch); break;
-    case OV_SEQ: snprintf(buf, len, "%ld", v->seq); break;
-    case OV_WORLD: snprintf(buf, len, "%d", v->world); break;
-    case OV_GPN: snprintf(buf, len, "%d", v->gpn); break;
-    case OV_DP: snprintf(buf, len, "%d", v->dp); break;
-    case OV_MP: snprintf(buf, len, "%d", v->mp); break;
-    case OV_EP: snprintf(buf, len, "%d", v->ep); break;
-    case OV_ESP: snprintf(buf, len, "%d", v->esp); break;
-    case OV_CAPACITY: {
-        char d[FSMOE_YW_DOUBLE_CHARS];
-        snprintf(buf, len, "%s", v->f == 0 ? "none" : fsmoe_yaml_format_double(v->f, d));
-        break;
-    }
-    default: buf[0] = '\0';
-    }
 }
 
 /* ---- planning ------------------------------------------------------------------------------ */
@@ -212,31 +101,217 @@ static void print_summary(const fsmoe_plan *p, const char *dest)
         fprintf(stderr, "  wrote %s\n", dest);
 }
 
-static int run_plan(const plan_args *a)
+/* ---- outputs ------------------------------------------------------------------------------ */
+
+/* -o before any work: writable, and not one of the inputs (device and inode, so another spelling
+ * or a symbolic link of the model is caught). */
+static int check_output(const plan_cli *a)
+{
+    fsmoe_error err = {0};
+    if (!a->out_path)
+        return 0;
+    const char *ins[] = {a->model_path, a->cluster_path, a->regenerate};
+    for (size_t i = 0; i < sizeof ins / sizeof ins[0]; i++)
+        if (ins[i] && fsmoe_same_file(a->out_path, ins[i])) {
+            fprintf(stderr, "%s: -o %s: is the input %s (an output never replaces an input)\n",
+                    prog, a->out_path, ins[i]);
+            return 2;
+        }
+    if (fsmoe_atomic_check("-o", a->out_path, &err) != FSMOE_OK) {
+        fsmoe_error_print(prog, &err);
+        return 2;
+    }
+    return 0;
+}
+
+/* The cost entry of the cluster profile that most plausibly made a time out of range: the
+ * largest alpha_s (against 1 s) or beta (against 1 µs per byte or MAC), as "ops[i].key". */
+static int cluster_culprit(const char *cluster_path, char *field, size_t len)
+{
+    fsmoe_yaml y;
+    fsmoe_ynode root, ops, item;
+    memset(&y, 0, sizeof y);
+    double worst = 1.0;
+    int found = 0;
+    if (fsmoe_yaml_open(&y, cluster_path, NULL) == FSMOE_OK &&
+        fsmoe_yaml_root(&y, &root, NULL) == FSMOE_OK &&
+        fsmoe_yaml_sequence(&root, "ops", FSMOE_REQUIRED, &ops, NULL) == FSMOE_OK) {
+        for (int i = 0; i < fsmoe_yaml_seq_len(&ops); i++) {
+            if (fsmoe_yaml_seq_item(&ops, i, &item, NULL) != FSMOE_OK)
+                continue;
+            static const struct {
+                const char *key;
+                double unit;
+            } keys[] = {{"alpha_s", 1.0}, {"beta_s_per_byte", 1e-6}, {"beta_s_per_mac", 1e-6}};
+            for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+                double v = 0.0;
+                if (fsmoe_yaml_double(&item, keys[k].key, FSMOE_OPTIONAL, -1e308, 1e308, &v,
+                                      NULL) == FSMOE_OK &&
+                    v / keys[k].unit > worst) {
+                    worst = v / keys[k].unit;
+                    snprintf(field, len, "ops[%d].%s", i, keys[k].key);
+                    found = 1;
+                }
+            }
+        }
+    }
+    fsmoe_yaml_close(&y);
+    return found;
+}
+
+/* A plan its own reader refuses names the input that caused it: the plan field in the reader's
+ * message (after "TMP:line:col: ") is mapped back to the model or cluster field, or to the
+ * override (on the command line, or recorded in the plan being regenerated). */
+static void blame_input(const plan_cli *a, const int ov_src[OV_COUNT], const char *tmp,
+                        const fsmoe_error *reader, fsmoe_error *err)
+{
+    const char *msg = reader->msg;
+    size_t tl = strlen(tmp);
+    if (strncmp(msg, tmp, tl) == 0) {
+        msg += tl;
+        int skip = 0;
+        if (sscanf(msg, ":%*d:%*d: %n", &skip) >= 0 && skip > 0)
+            msg += skip;
+    }
+    char field[128];
+    snprintf(field, sizeof field, "%.*s", (int)strcspn(msg, ":"), msg);
+    static const struct {
+        const char *plan, *model;
+        int ov;
+    } map[] = {
+        {"model.capacity_factor", "moe.capacity_factor", OV_CAPACITY},
+        {"model.M", "architecture.hidden", -1},
+        {"model.H", "architecture.ffn_hidden", -1},
+        {"model.E", "moe.experts", -1},
+        {"model.k", "moe.top_k", -1},
+        {"model.batch", "training.batch", OV_BATCH},
+        {"model.global_batch", "training.batch", OV_BATCH},
+        {"model.seq", "training.seq", OV_SEQ},
+        {"model.name", "name", -1},
+    };
+    char where[FSMOE_ERROR_MAX / 2];
+    where[0] = '\0';
+    for (size_t i = 0; i < sizeof map / sizeof map[0] && !where[0]; i++) {
+        if (strcmp(field, map[i].plan) != 0)
+            continue;
+        int o = map[i].ov;
+        if (o >= 0 && a->ov[o] && a->regenerate && ov_src[o] >= 0) {
+            char f[64];
+            snprintf(f, sizeof f, "provenance.overrides[%d].value", ov_src[o]);
+            locate_field(a->regenerate, f, where, sizeof where);
+        } else if (o >= 0 && a->ov[o]) {
+            snprintf(where, sizeof where, "--%s %s", plan_cli_ov_flags[o], a->ov[o]);
+        } else {
+            locate_field(a->model_path, map[i].model, where, sizeof where);
+        }
+    }
+    if (!where[0] && strncmp(field, "parallel.", 9) == 0) {
+        int any = 0;
+        for (int i = OV_WORLD; i <= OV_ESP; i++)
+            any |= a->ov[i] != NULL;
+        if (any)
+            snprintf(where, sizeof where, "the layout overrides (--world .. --esp)");
+        else
+            locate_field(a->model_path, field, where, sizeof where);
+    }
+    if (!where[0] && strcmp(field, "cluster.name") == 0)
+        locate_field(a->cluster_path, "name", where, sizeof where);
+    if (!where[0]) {
+        /* times and bytes: the cost lines, or the model's sizes when no line is out of scale */
+        char f[64];
+        if (cluster_culprit(a->cluster_path, f, sizeof f))
+            locate_field(a->cluster_path, f, where, sizeof where);
+        else
+            snprintf(where, sizeof where, "%s and %s: the model's sizes on this profile",
+                     a->model_path, a->cluster_path);
+    }
+    fsmoe_fail(err, FSMOE_ERR_VALUE,
+               "%s: gives a plan that fsmoe-plan's plan reader refuses (%.400s); nothing written",
+               where, msg);
+}
+
+/* Writes the plan to -o (or stdout) only after the plan reader accepted it: the plan goes to a
+ * temporary (next to -o, or in $TMPDIR for stdout), is read back with fsmoe_plan_load, then
+ * renamed (or copied to stdout). A refusal names the input that caused it and exits 2. */
+static int write_checked(const plan_cli *a, const int ov_src[OV_COUNT], const fsmoe_plan *p)
+{
+    fsmoe_error err = {0};
+    fsmoe_atomic_file af;
+    char stdout_path[1024];
+    const char *path = a->out_path;
+    if (!path) {
+        const char *dir = getenv("TMPDIR");
+        snprintf(stdout_path, sizeof stdout_path, "%s/fsmoe-plan-stdout.yaml",
+                 dir && dir[0] ? dir : "/tmp");
+        path = stdout_path;
+    }
+    if (fsmoe_atomic_open(&af, path, &err) != FSMOE_OK) {
+        fsmoe_error_print(prog, &err);
+        return a->out_path ? 2 : 1;
+    }
+    if (fsmoe_plan_emit(p, af.f, &err) != FSMOE_OK || fflush(af.f) != 0) {
+        if (err.status == FSMOE_OK)
+            fsmoe_fail(&err, FSMOE_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+        fsmoe_atomic_abort(&af);
+        fsmoe_error_print(prog, &err);
+        return 1;
+    }
+    fsmoe_plan back;
+    memset(&back, 0, sizeof back);
+    fsmoe_error rerr = {0};
+    if (fsmoe_plan_load(af.tmp, &back, &rerr) != FSMOE_OK) {
+        blame_input(a, ov_src, af.tmp, &rerr, &err);
+        fsmoe_atomic_abort(&af);
+        fsmoe_error_print(prog, &err);
+        return 2;
+    }
+    fsmoe_plan_free(&back);
+    if (a->out_path) {
+        if (fsmoe_atomic_commit(&af, &err) != FSMOE_OK) {
+            fsmoe_error_print(prog, &err);
+            return 1;
+        }
+        return 0;
+    }
+    /* stdout: copy the checked text, then drop the temporary */
+    int rc = 0;
+    rewind(af.f);
+    FILE *in = fopen(af.tmp, "r");
+    char buf[8192];
+    size_t n;
+    if (!in)
+        rc = 1;
+    while (in && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, n, stdout) != n)
+            rc = 1;
+    if (in)
+        fclose(in);
+    fsmoe_atomic_abort(&af);
+    if (rc != 0 || fflush(stdout) != 0) {
+        fprintf(stderr, "%s: writing the plan to stdout failed\n", prog);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- planning ------------------------------------------------------------------------------ */
+
+/* ov_src[i]: the index of override i among the regenerated plan's recorded overrides (-1 when
+ * it came from the command line). */
+static int run_plan(const plan_cli *a, const int ov_src[OV_COUNT])
 {
     fsmoe_error err = {0};
     fsmoe_model m;
     fsmoe_cluster c;
     fsmoe_plan p;
-    ov_values v = {0};
-    int method = PLAN_METHOD_AUTO;
+    const plan_cli_ov_values v = a->v;
     int rc = 0;
     memset(&m, 0, sizeof m);
     memset(&c, 0, sizeof c);
     memset(&p, 0, sizeof p);
 
-    /* Command-line problems first, before any file is read. */
-    if (a->method && fsmoe_cli_enum_parse("--method", a->method, method_table, &method, &err))
-        return usage(err.msg);
-    if (parse_overrides(a, &v, &err))
-        return usage(err.msg);
-    if (a->ov[OV_WORLD] && a->ov[OV_GPN] && v.world % v.gpn != 0) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "--world %d is not a multiple of --gpus-per-node %d", v.world,
-                 v.gpn);
-        return usage(msg);
-    }
-
+    if ((rc = check_output(a)) != 0)
+        return rc;
     if (fsmoe_model_load(a->model_path, &m, &err))
         return input_error(&err);
     if (fsmoe_cluster_load(a->cluster_path, &c, &err)) {
@@ -260,7 +335,7 @@ static int run_plan(const plan_args *a)
             char msg[200];
             snprintf(msg, sizeof msg, "--world %d is not a multiple of %d GPUs per node", world,
                      gpn);
-            rc = usage(msg);
+            rc = usage(plan_cli_usage, msg);
             goto done;
         }
         par = fsmoe_parallel_common(world / gpn, gpn);
@@ -284,13 +359,22 @@ static int run_plan(const plan_args *a)
         m.L = v.seq;
     if (a->ov[OV_CAPACITY])
         m.f = v.f;
+    /* The experts must split evenly over the EP ranks: the model's `experts` field is named
+     * (the layout only says which ep it met). */
+    if (!m.experts_is_ep && par.ep > 0 && m.E % par.ep != 0) {
+        locate_fail(a->model_path, "moe.experts", &err, FSMOE_ERR_VALUE,
+                    "%ld is not divisible by ep=%d (each EP rank needs E/ep experts; ep from %s)",
+                    m.E, par.ep, where);
+        rc = input_error(&err);
+        goto done;
+    }
     /* After every override: the layout, E = ep for `experts: ep`, top_k <= E, capacity >= 1. */
     if (fsmoe_model_resolve(&m, &par, where, &err)) {
         rc = input_error(&err);
         goto done;
     }
 
-    plan_options opt = {.method = (plan_method)method};
+    plan_options opt = {.method = (plan_method)a->method};
     if (plan_model(&m, &c, a->cluster_path, &par, &opt, &p, &err)) {
         rc = input_error(&err);
         goto done;
@@ -305,7 +389,7 @@ static int run_plan(const plan_args *a)
         goto done;
     }
     snprintf(p.planner_version, sizeof p.planner_version, "%s", FSMOE_VERSION);
-    snprintf(p.method, sizeof p.method, "%s", method_table[method].name);
+    snprintf(p.method, sizeof p.method, "%s", plan_cli_method_name(a->method));
     if (p.model_name[0] == '\0')
         snprintf(p.model_name, sizeof p.model_name, "%s", m.name);
     if (p.cluster_name[0] == '\0')
@@ -315,25 +399,12 @@ static int run_plan(const plan_args *a)
         if (!a->ov[i])
             continue;
         fsmoe_override *o = &p.overrides[p.n_overrides++];
-        snprintf(o->flag, sizeof o->flag, "%s", ov_flags[i]);
-        ov_canonical(i, &v, o->value, sizeof o->value);
+        snprintf(o->flag, sizeof o->flag, "%s", plan_cli_ov_flags[i]);
+        plan_cli_ov_canonical(i, &v, o->value, sizeof o->value);
     }
 
-    if (a->out_path) {
-        if (fsmoe_plan_write(&p, a->out_path, &err)) {
-            fsmoe_error_print(prog, &err);
-            rc = fsmoe_exit_code(err.status);
-            goto done;
-        }
-    } else {
-        if (fsmoe_plan_emit(&p, stdout, &err) || fflush(stdout) != 0) {
-            if (err.status == FSMOE_OK)
-                fsmoe_fail(&err, FSMOE_ERR_IO, "writing the plan to stdout failed");
-            fsmoe_error_print(prog, &err);
-            rc = 1;
-            goto done;
-        }
-    }
+    if ((rc = write_checked(a, ov_src, &p)) != 0)
+        goto done;
     if (!a->quiet)
         print_summary(&p, a->out_path);
 done:
@@ -343,218 +414,116 @@ done:
 }
 
 /* Replays a plan's recorded inputs: its model, cluster, method and overrides. Only the
- * provenance is read, so a plan of an older schema version can be regenerated too. */
-static int run_regenerate(plan_args *a)
+ * provenance is read, so a plan of an older schema version can be regenerated too. A recorded
+ * value that this fsmoe-plan refuses is an error in the plan file, named at its line. */
+static int run_regenerate(plan_cli *a)
 {
     fsmoe_error err = {0};
     fsmoe_plan old; /* a holds pointers into it until run_plan returns */
+    int ov_src[OV_COUNT];
+    for (int j = 0; j < OV_COUNT; j++)
+        ov_src[j] = -1;
     if (fsmoe_plan_load_provenance(a->regenerate, &old, &err))
         return input_error(&err);
     a->model_path = old.model_path;
     a->cluster_path = old.cluster_path;
-    a->method = old.method;
+    int method = -1;
+    for (int k = 0; k < PLAN_METHOD_COUNT; k++)
+        if (strcmp(old.method, plan_cli_method_name(k)) == 0)
+            method = k;
+    if (method < 0) {
+        locate_fail(a->regenerate, "provenance.method", &err, FSMOE_ERR_VALUE,
+                    "'%s' is not a method of this fsmoe-plan (expected auto, fsmoe, fsmoe-paper, "
+                    "parm or monta)",
+                    old.method);
+        fsmoe_plan_free(&old);
+        return input_error(&err);
+    }
+    a->method = method;
     for (int i = 0; i < old.n_overrides; i++) {
         int found = 0;
         for (int j = 0; j < OV_COUNT; j++)
-            if (strcmp(old.overrides[i].flag, ov_flags[j]) == 0) {
+            if (strcmp(old.overrides[i].flag, plan_cli_ov_flags[j]) == 0) {
                 a->ov[j] = old.overrides[i].value;
+                ov_src[j] = i;
                 found = 1;
             }
         if (!found) {
-            fsmoe_fail(&err, FSMOE_ERR_VALUE,
-                       "%s: provenance.overrides[%d]: unknown flag '%s' (this fsmoe-plan records "
-                       "only batch, seq, world, gpus-per-node, dp, mp, ep, esp, capacity-factor)",
-                       a->regenerate, i, old.overrides[i].flag);
+            char f[64];
+            snprintf(f, sizeof f, "provenance.overrides[%d].flag", i);
+            locate_fail(a->regenerate, f, &err, FSMOE_ERR_VALUE,
+                        "unknown flag '%s' (this fsmoe-plan records only batch, seq, world, "
+                        "gpus-per-node, dp, mp, ep, esp, capacity-factor)",
+                        old.overrides[i].flag);
             fsmoe_plan_free(&old);
             return input_error(&err);
         }
     }
-    int rc = run_plan(a);
+    int bad = -1;
+    if (plan_cli_overrides(a->ov, &a->v, &bad, &err) != FSMOE_OK) {
+        char f[64], text[FSMOE_ERROR_MAX];
+        snprintf(text, sizeof text, "%s", err.msg);
+        snprintf(f, sizeof f, "provenance.overrides[%d].value", bad >= 0 ? ov_src[bad] : 0);
+        locate_fail(a->regenerate, f, &err, FSMOE_ERR_VALUE, "recorded override %.800s", text);
+        fsmoe_plan_free(&old);
+        return input_error(&err);
+    }
+    int rc = run_plan(a, ov_src);
     fsmoe_plan_free(&old);
     return rc;
 }
 
-/* Suggests the closest long option for a misspelt one ("--bach" -> "--batch"). */
-static void unknown_option(const char *arg, const struct option *opts)
+static int cmd_explain(const plan_cli *a)
 {
-    const char *name = arg;
-    while (*name == '-')
-        name++;
-    char word[64];
-    snprintf(word, sizeof word, "%.*s", (int)strcspn(name, "="), name);
-    const char *best = NULL;
-    int best_d = 3;
-    for (const struct option *o = opts; o->name; o++) {
-        int d = fsmoe_edit_distance(word, o->name);
-        if (d < best_d) {
-            best_d = d;
-            best = o->name;
-        }
-    }
-    char msg[256];
-    if (best)
-        snprintf(msg, sizeof msg, "unknown option '%s' (did you mean --%s?)", arg, best);
-    else
-        snprintf(msg, sizeof msg, "unknown option '%s'", arg);
-    usage(msg);
-}
-
-static int cmd_plan(int argc, char **argv)
-{
-    enum { O_MODEL = 256, O_CLUSTER, O_METHOD, O_REGEN, O_QUIET, O_HELP, O_VERSION, O_OV };
-    static const struct option opts[] = {
-        {"model", required_argument, NULL, O_MODEL},
-        {"cluster", required_argument, NULL, O_CLUSTER},
-        {"output", required_argument, NULL, 'o'},
-        {"method", required_argument, NULL, O_METHOD},
-        {"regenerate", required_argument, NULL, O_REGEN},
-        {"quiet", no_argument, NULL, O_QUIET},
-        {"help", no_argument, NULL, O_HELP},
-        {"version", no_argument, NULL, O_VERSION},
-        {"batch", required_argument, NULL, O_OV + OV_BATCH},
-        {"seq", required_argument, NULL, O_OV + OV_SEQ},
-        {"world", required_argument, NULL, O_OV + OV_WORLD},
-        {"gpus-per-node", required_argument, NULL, O_OV + OV_GPN},
-        {"dp", required_argument, NULL, O_OV + OV_DP},
-        {"mp", required_argument, NULL, O_OV + OV_MP},
-        {"ep", required_argument, NULL, O_OV + OV_EP},
-        {"esp", required_argument, NULL, O_OV + OV_ESP},
-        {"capacity-factor", required_argument, NULL, O_OV + OV_CAPACITY},
-        {NULL, 0, NULL, 0},
-    };
-    plan_args a;
-    memset(&a, 0, sizeof a);
-    int c;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":o:hqV", opts, NULL)) != -1) {
-        switch (c) {
-        case O_MODEL: a.model_path = optarg; break;
-        case O_CLUSTER: a.cluster_path = optarg; break;
-        case 'o': a.out_path = optarg; break;
-        case O_METHOD: a.method = optarg; break;
-        case O_REGEN: a.regenerate = optarg; break;
-        case 'q':
-        case O_QUIET: a.quiet = 1; break;
-        case 'h':
-        case O_HELP: fputs(usage_text, stdout); return 0;
-        case 'V':
-        case O_VERSION: printf("fsmoe-plan %s\n", FSMOE_VERSION); return 0;
-        case ':': {
-            char msg[128];
-            snprintf(msg, sizeof msg, "option '%s' needs a value", argv[optind - 1]);
-            return usage(msg);
-        }
-        case '?':
-            unknown_option(argv[optind - 1], opts);
-            return 2;
-        default:
-            if (c >= O_OV && c < O_OV + OV_COUNT) {
-                a.ov[c - O_OV] = optarg;
-                break;
-            }
-            return usage("internal: unhandled option");
-        }
-    }
-    if (optind < argc) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "unexpected argument '%s'", argv[optind]);
-        return usage(msg);
-    }
-    if (a.regenerate) {
-        if (a.model_path || a.cluster_path || a.method)
-            return usage("--regenerate takes the model, cluster and method from the plan; "
-                         "do not give --model, --cluster or --method with it");
-        for (int i = 0; i < OV_COUNT; i++)
-            if (a.ov[i]) {
-                char msg[128];
-                snprintf(msg, sizeof msg,
-                         "--regenerate replays the plan's own overrides; --%s is not allowed "
-                         "with it",
-                         ov_flags[i]);
-                return usage(msg);
-            }
-        return run_regenerate(&a);
-    }
-    if (!a.model_path)
-        return usage("--model is required");
-    if (!a.cluster_path)
-        return usage("--cluster is required");
-    return run_plan(&a);
-}
-
-static int cmd_explain(int argc, char **argv)
-{
-    if (argc != 2)
-        return usage("explain takes exactly one plan file");
-    if (strcmp(argv[1], "--help") == 0) {
-        fputs(usage_text, stdout);
-        return 0;
-    }
     fsmoe_error err = {0};
     fsmoe_plan p;
-    if (fsmoe_plan_load(argv[1], &p, &err))
+    if (fsmoe_plan_load(a->inputs[0], &p, &err))
         return input_error(&err);
-    explain_plan(&p, argv[1], stdout);
+    explain_plan(&p, a->inputs[0], stdout);
     fsmoe_plan_free(&p);
     return fflush(stdout) == 0 ? 0 : 1;
 }
 
-static int cmd_diff(int argc, char **argv)
+static int cmd_diff(const plan_cli *a)
 {
-    enum { O_RTOL = 256, O_STRICT, O_HELP };
-    static const struct option opts[] = {
-        {"rtol", required_argument, NULL, O_RTOL},
-        {"strict", no_argument, NULL, O_STRICT},
-        {"help", no_argument, NULL, O_HELP},
-        {NULL, 0, NULL, 0},
-    };
-    diff_options opt = {.rtol = DIFF_DEFAULT_RTOL, .strict = 0};
     fsmoe_error err = {0};
-    int c;
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-        switch (c) {
-        case O_RTOL:
-            if (fsmoe_cli_double("--rtol", optarg, 0, 1, &opt.rtol, &err))
-                return usage(err.msg);
-            break;
-        case O_STRICT: opt.strict = 1; break;
-        case O_HELP: fputs(usage_text, stdout); return 0;
-        case ':': return usage("--rtol needs a value");
-        default: unknown_option(argv[optind - 1], opts); return 2;
-        }
-    }
-    if (argc - optind != 2)
-        return usage("diff takes exactly two plan files");
-    fsmoe_plan a, b;
-    if (fsmoe_plan_load(argv[optind], &a, &err))
+    diff_options opt = {.rtol = a->rtol, .strict = a->strict};
+    fsmoe_plan x, y;
+    if (fsmoe_plan_load(a->inputs[0], &x, &err))
         return input_error(&err);
-    if (fsmoe_plan_load(argv[optind + 1], &b, &err)) {
-        fsmoe_plan_free(&a);
+    if (fsmoe_plan_load(a->inputs[1], &y, &err)) {
+        fsmoe_plan_free(&x);
         return input_error(&err);
     }
-    int n = diff_plans(&a, &b, &opt, stdout);
+    int n = diff_plans(&x, &y, &opt, stdout);
     if (n > 0)
-        printf("%d difference%s between %s and %s\n", n, n == 1 ? "" : "s", argv[optind],
-               argv[optind + 1]);
-    fsmoe_plan_free(&a);
-    fsmoe_plan_free(&b);
+        printf("%d difference%s between %s and %s\n", n, n == 1 ? "" : "s", a->inputs[0],
+               a->inputs[1]);
+    fsmoe_plan_free(&x);
+    fsmoe_plan_free(&y);
     fflush(stdout);
     return n > 0 ? 1 : 0;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc >= 2 && strcmp(argv[1], "explain") == 0)
-        return cmd_explain(argc - 1, argv + 1);
-    if (argc >= 2 && strcmp(argv[1], "diff") == 0)
-        return cmd_diff(argc - 1, argv + 1);
-    if (argc >= 2 && strcmp(argv[1], "simulate") == 0)
-        return sim_cli_simulate(argc - 1, argv + 1);
-    if (argc >= 2 && strcmp(argv[1], "sweep") == 0)
-        return sim_cli_sweep(argc - 1, argv + 1);
-    if (argc == 1)
-        return usage("nothing to do: give --model and --cluster, or a subcommand");
-    return cmd_plan(argc, argv);
+    plan_cli cli;
+    fsmoe_error err = {0};
+    if (plan_cli_parse(argc, argv, &cli, &err) != FSMOE_OK)
+        return usage(cli.usage, err.msg);
+    fsmoe_atomic_on_signals();
+    int no_ov[OV_COUNT];
+    for (int i = 0; i < OV_COUNT; i++)
+        no_ov[i] = -1;
+    switch (cli.cmd) {
+    case PLAN_CMD_HELP: fputs(cli.usage, stdout); return 0;
+    case PLAN_CMD_VERSION: printf("fsmoe-plan %s\n", FSMOE_VERSION); return 0;
+    case PLAN_CMD_EXPLAIN: return cmd_explain(&cli);
+    case PLAN_CMD_DIFF: return cmd_diff(&cli);
+    case PLAN_CMD_SIMULATE: return sim_cli_simulate(&cli);
+    case PLAN_CMD_SWEEP: return sim_cli_sweep(&cli);
+    case PLAN_CMD_REGENERATE: return run_regenerate(&cli);
+    case PLAN_CMD_PLAN: return run_plan(&cli, no_ov);
+    }
+    return usage(plan_cli_usage, "internal: unknown subcommand");
 }

@@ -6,7 +6,6 @@
  * Relies on: sim.h, sim_schedules.h, sim_out.h, sweep.h, libfsmoe (plan, model, cluster, cli). */
 #include "sim_cli.h"
 
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,35 +20,6 @@
 #include "sim_out.h"
 #include "sim_schedules.h"
 #include "sweep.h"
-
-static const char simulate_usage[] =
-    "usage: fsmoe-plan simulate PLAN.yaml [--schedule NAME|all] [--svg FILE] [--trace FILE]\n"
-    "                           [--window FROM_MS:TO_MS] [--refine]\n"
-    "Simulates one training iteration of the plan (default schedule: fsmoe) on the cost model\n"
-    "of its cluster profile and prints the iteration time, each resource's busy time and\n"
-    "utilisation, and the critical path. --schedule all compares every schedule. --svg draws a\n"
-    "Gantt chart (--window zooms it to a time range, in ms), --trace writes Chrome\n"
-    "trace-event JSON (open it in ui.perfetto.dev).\n"
-    "--refine re-chooses every layer's r_f, r_b with the simulator first.\n"
-    "Schedules: deepspeed tutel tutel-improved pipemoe-lina fsmoe-no-iio fsmoe fsmoe-esp\n"
-    "           parm-s1 parm-s2 monta-o1 monta-o2 monta-o3\n"
-    "(fsmoe plays each layer's chosen schedule; fsmoe-esp the ESP pipeline everywhere)\n";
-
-static const char sweep_usage[] =
-    "usage: fsmoe-plan sweep --cluster CLUSTER.yaml --grid fsmoe-table4|parm-table3\n"
-    "                        [--csv FILE] [--regret] [--testbed a|b]\n"
-    "Simulates every configuration of the grid with every schedule and prints the mean, min and\n"
-    "max speedup of each schedule over tutel and over deepspeed. --regret also compares the\n"
-    "planner's closed-form r_f, r_b (fsmoe-table4) with the best r found by simulation.\n"
-    "--testbed picks Table 4's L range (default: from the profile's name).\n";
-
-static int usage(const char *text, const char *reason)
-{
-    if (reason)
-        fprintf(stderr, "fsmoe-plan: %s\n", reason);
-    fputs(text, stderr);
-    return 2;
-}
 
 static int fail(const fsmoe_error *err)
 {
@@ -170,65 +140,41 @@ static void print_report(const sim *s, const sim_model *m, const char *sched)
     }
 }
 
-int sim_cli_simulate(int argc, char **argv)
+/* Outputs: checked before any work (writable, not an input, not each other). */
+static int check_outputs(const char *const *flags, const char *const *outs, int n_out,
+                         const char *const *ins, int n_in)
 {
-    static const struct option opts[] = {
-        {"schedule", required_argument, NULL, 's'}, {"svg", required_argument, NULL, 'g'},
-        {"trace", required_argument, NULL, 't'},    {"refine", no_argument, NULL, 'r'},
-        {"window", required_argument, NULL, 'w'},
-        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
-    };
-    const char *sched_name = "fsmoe", *svg = NULL, *trace = NULL;
-    int refine = 0, c;
-    double win_from_s = 0.0, win_to_s = 0.0;
-    optind = 0;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 's': sched_name = optarg; break;
-        case 'g': svg = optarg; break;
-        case 't': trace = optarg; break;
-        case 'r': refine = 1; break;
-        case 'w': {
-            char spec[128];
-            snprintf(spec, sizeof spec, "%s", optarg); /* argv stays untouched */
-            char *colon = strchr(spec, ':');
-            double a, b;
-            fsmoe_error werr = {0};
-            if (!colon)
-                return usage(simulate_usage, "--window: expected FROM_MS:TO_MS, e.g. 100:250");
-            *colon = '\0';
-            if (fsmoe_cli_double("--window FROM_MS", spec, 0.0, 1e12, &a, &werr) ||
-                fsmoe_cli_double("--window TO_MS", colon + 1, 0.0, 1e12, &b, &werr))
-                return usage(simulate_usage, werr.msg);
-            if (b <= a)
-                return usage(simulate_usage, "--window: TO_MS must be larger than FROM_MS");
-            win_from_s = a * 1e-3;
-            win_to_s = b * 1e-3;
-            break;
-        }
-        case 'h': fputs(simulate_usage, stdout); return 0;
-        default: {
-            char why[128];
-            snprintf(why, sizeof why, "simulate: unknown or incomplete option '%s'",
-                     argv[optind - 1]);
-            return usage(simulate_usage, why);
-        }
+    fsmoe_error err = {0};
+    for (int i = 0; i < n_out; i++) {
+        if (!outs[i])
+            continue;
+        for (int j = 0; j < n_in; j++)
+            if (ins[j] && fsmoe_same_file(outs[i], ins[j])) {
+                fsmoe_fail(&err, FSMOE_ERR_USAGE,
+                           "%s %s: is the input %s (an output never replaces an input)", flags[i],
+                           outs[i], ins[j]);
+                return fail(&err);
+            }
+        for (int j = 0; j < i; j++)
+            if (outs[j] && (strcmp(outs[i], outs[j]) == 0 || fsmoe_same_file(outs[i], outs[j]))) {
+                fsmoe_fail(&err, FSMOE_ERR_USAGE, "%s %s: is also the %s output", flags[i],
+                           outs[i], flags[j]);
+                return fail(&err);
+            }
+        if (fsmoe_atomic_check(flags[i], outs[i], &err) != FSMOE_OK) {
+            fsmoe_error_print("fsmoe-plan", &err);
+            return 2;
         }
     }
-    if (optind != argc - 1)
-        return usage(simulate_usage, optind >= argc ? "simulate: PLAN.yaml is missing"
-                                                    : "simulate: exactly one PLAN.yaml");
-    int all = strcmp(sched_name, "all") == 0;
-    int sched = all ? SIM_SCHED_FSMOE : sim_schedule_from_name(sched_name);
-    if (sched < 0) {
-        char why[160];
-        snprintf(why, sizeof why, "--schedule: '%s' is not a schedule (or 'all')", sched_name);
-        return usage(simulate_usage, why);
-    }
-    if (all && (svg || trace))
-        return usage(simulate_usage, "--svg/--trace draw one schedule, not --schedule all");
-    const char *plan_path = argv[optind];
+    return 0;
+}
+
+int sim_cli_simulate(const plan_cli *cli)
+{
+    const char *svg = cli->svg, *trace = cli->trace;
+    int refine = cli->refine, all = cli->all, sched = cli->schedule;
+    double win_from_s = cli->win_from_s, win_to_s = cli->win_to_s;
+    const char *plan_path = cli->inputs[0];
     fsmoe_error err = {0};
     fsmoe_plan plan = {0};
     fsmoe_model model = {0};
@@ -243,6 +189,14 @@ int sim_cli_simulate(int argc, char **argv)
         goto in_err;
     resolve(plan_path, plan.model_path, model_path, sizeof model_path);
     resolve(plan_path, plan.cluster_path, cluster_path, sizeof cluster_path);
+    {
+        static const char *const flags[] = {"--svg", "--trace"};
+        const char *const outs[] = {svg, trace};
+        const char *const ins[] = {plan_path, model_path, cluster_path};
+        if ((rc = check_outputs(flags, outs, 2, ins, 3)) != 0)
+            goto out;
+        rc = 1;
+    }
     if (fsmoe_model_load(model_path, &model, &err) != FSMOE_OK ||
         fsmoe_cluster_load(cluster_path, &cl, &err) != FSMOE_OK)
         goto in_err;
@@ -397,48 +351,19 @@ static fsmoe_status write_csv(const char *path, sweep_grid g, char testbed,
     return fsmoe_atomic_commit(&af, err);
 }
 
-int sim_cli_sweep(int argc, char **argv)
+int sim_cli_sweep(const plan_cli *cli)
 {
-    static const struct option opts[] = {
-        {"cluster", required_argument, NULL, 'c'}, {"grid", required_argument, NULL, 'g'},
-        {"csv", required_argument, NULL, 'o'},     {"regret", no_argument, NULL, 'r'},
-        {"testbed", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    static const fsmoe_cli_enum grids[] = {
-        {"fsmoe-table4", SWEEP_FSMOE_TABLE4}, {"parm-table3", SWEEP_PARM_TABLE3}, {NULL, 0}};
-    static const fsmoe_cli_enum testbeds[] = {{"a", 'a'}, {"b", 'b'}, {NULL, 0}};
-    const char *cluster_path = NULL, *csv = NULL;
-    int grid = -1, regret = 0, testbed = 0, c;
+    const char *cluster_path = cli->cluster_path, *csv = cli->csv;
+    int grid = cli->grid, regret = cli->regret, testbed = cli->testbed;
     fsmoe_error err = {0};
-    optind = 0;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'c': cluster_path = optarg; break;
-        case 'g':
-            if (fsmoe_cli_enum_parse("--grid", optarg, grids, &grid, &err) != FSMOE_OK)
-                return usage(sweep_usage, err.msg);
-            break;
-        case 'o': csv = optarg; break;
-        case 'r': regret = 1; break;
-        case 't':
-            if (fsmoe_cli_enum_parse("--testbed", optarg, testbeds, &testbed, &err) != FSMOE_OK)
-                return usage(sweep_usage, err.msg);
-            break;
-        case 'h': fputs(sweep_usage, stdout); return 0;
-        default: {
-            char why[128];
-            snprintf(why, sizeof why, "sweep: unknown or incomplete option '%s'",
-                     argv[optind - 1]);
-            return usage(sweep_usage, why);
-        }
-        }
+    {
+        static const char *const flags[] = {"--csv"};
+        const char *const outs[] = {csv};
+        const char *const ins[] = {cluster_path};
+        int rc = check_outputs(flags, outs, 1, ins, 1);
+        if (rc != 0)
+            return rc;
     }
-    if (optind != argc)
-        return usage(sweep_usage, "sweep: unexpected argument");
-    if (!cluster_path || grid < 0)
-        return usage(sweep_usage, "sweep: --cluster and --grid are required");
     fsmoe_cluster cl = {0};
     if (fsmoe_cluster_load(cluster_path, &cl, &err) != FSMOE_OK)
         return input_fail(&err);

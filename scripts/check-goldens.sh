@@ -111,8 +111,8 @@ expect_exit 2 "$tmp/absent.yaml" "$exe" explain "$tmp/absent.yaml"
 expect_exit 2 "exactly two plan files" "$exe" diff "$tmp/absent.yaml"
 # E = 4 experts cannot be spread over ep = 8 ranks: an input error naming the problem.
 expect_exit 2 "ep" "$exe" --model $m --cluster $c --world 32 --quiet
-# Writing to a directory that does not exist fails without leaving anything behind.
-expect_exit 1 "$tmp/no/dir/plan.yaml" "$exe" --model $m --cluster $c --world 16 \
+# Writing to a directory that does not exist is refused before any work (exit 2, naming -o).
+expect_exit 2 "-o $tmp/no/dir/plan.yaml" "$exe" --model $m --cluster $c --world 16 \
     -o "$tmp/no/dir/plan.yaml" --quiet
 if [ -n "$first" ] && [ -n "$second" ] && [ -f "$first" ] && [ -f "$second" ]; then
     expect_exit 1 "difference" "$exe" diff "$first" "$second"

@@ -46,13 +46,21 @@ static int teardown(void **state)
     return 0;
 }
 
-static int call(int (*fn)(int, char **), int argc, const char **argv)
+/* What fsmoe-plan's main does with `fsmoe-plan ARGV...`: parse (usage errors exit 2, --help 0),
+ * then run the subcommand. */
+static int call(int (*fn)(const plan_cli *), int argc, const char **argv)
 {
-    char *copy[16];
+    char *copy[17] = {"fsmoe-plan"};
     for (int i = 0; i < argc && i < 16; i++)
-        copy[i] = (char *)argv[i];
+        copy[i + 1] = (char *)argv[i];
     fflush(stdout);
-    return fn(argc, copy);
+    plan_cli cli;
+    fsmoe_error err = {0};
+    if (plan_cli_parse(argc + 1, copy, &cli, &err) != FSMOE_OK)
+        return 2;
+    if (cli.cmd == PLAN_CMD_HELP)
+        return 0;
+    return fn(&cli);
 }
 
 static char *slurp(const char *path, long *len)
