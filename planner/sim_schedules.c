@@ -241,11 +241,12 @@ static int monta_a2a(gen *g, int strategy, int N, double I, int prev)
         prev = add_line(g, SIM_R_INTER, st, SIM_OP_A2A, &w->a2a_ep, I / t, 1, -1, prev);
         return add_line(g, SIM_R_INTRA, st, SIM_OP_AG, &w->ag_mp, I, 1, -1, prev);
     }
+    /* sim_model_check refused N past SIM_MAX_A2A_CHUNKS before the build */
     if (N < 1)
         N = 1;
-    if (N > PIPELINE_R_CAP * 2)
-        N = PIPELINE_R_CAP * 2;
-    int ends[PIPELINE_R_CAP * 2];
+    if (N > SIM_MAX_A2A_CHUNKS)
+        N = SIM_MAX_A2A_CHUNKS;
+    int ends[SIM_MAX_A2A_CHUNKS];
     int prev_ag = -1, prev_d = -1;
     for (int j = 0; j < N; j++) {
         int a = add_line(g, SIM_R_INTER, g->st_inter, SIM_OP_A2A, &w->a2a_ep, I / ((double)N * t),
@@ -550,6 +551,11 @@ static int bad_r(int r, int zero_ok)
     return r > SIM_MAX_CHUNKS || r < (zero_ok ? 0 : 1);
 }
 
+static int bad_chunks(int n)
+{
+    return n > SIM_MAX_A2A_CHUNKS || n < 1;
+}
+
 fsmoe_status sim_model_check(const sim_model *m, fsmoe_error *err)
 {
     if (bad_r(m->tutel_r, 1))
@@ -567,12 +573,13 @@ fsmoe_status sim_model_check(const sim_model *m, fsmoe_error *err)
     for (int i = 0; i < m->n_layers; i++) {
         const sim_layer *L = &m->layers[i];
         if (bad_r(L->r_f, 0) || bad_r(L->r_b, 0) || bad_r(L->esp_r_f, 1) ||
-            bad_r(L->esp_r_b, 1) || bad_r(L->monta_chunks_o2, 0) || bad_r(L->monta_chunks_o3, 0))
+            bad_r(L->esp_r_b, 1) || bad_chunks(L->monta_chunks_o2) ||
+            bad_chunks(L->monta_chunks_o3))
             return fsmoe_fail(err, FSMOE_ERR_VALUE,
                               "simulate: layer %d: degrees r_f %d, r_b %d, ESP r_f %d, r_b %d, "
-                              "MoNTA chunks %d/%d (expected 1..%d)",
+                              "MoNTA chunks %d/%d (expected 1..%d, chunks 1..%d)",
                               i, L->r_f, L->r_b, L->esp_r_f, L->esp_r_b, L->monta_chunks_o2,
-                              L->monta_chunks_o3, SIM_MAX_CHUNKS);
+                              L->monta_chunks_o3, SIM_MAX_CHUNKS, SIM_MAX_A2A_CHUNKS);
         double d = lina_ops(L->dense_grad_bytes), e = lina_ops(L->moe_grad_bytes);
         if (d < 0.0 || e < 0.0 || !(L->gar_dense_bytes >= 0.0) || !isfinite(L->gar_dense_bytes) ||
             !(L->gar_moe_bytes >= 0.0) || !isfinite(L->gar_moe_bytes))
@@ -629,12 +636,15 @@ fsmoe_status sim_plan_check(const fsmoe_plan *p, const char *plan_path, fsmoe_er
         const struct {
             const char *name;
             int r;
-        } deg[] = {{"forward.r", lp->fwd.r}, {"backward.r", lp->bwd.r}, {"a2a.chunks", lp->a2a_chunks}};
+            int max;
+        } deg[] = {{"forward.r", lp->fwd.r, SIM_MAX_CHUNKS},
+                   {"backward.r", lp->bwd.r, SIM_MAX_CHUNKS},
+                   {"a2a.chunks", lp->a2a_chunks, SIM_MAX_A2A_CHUNKS}};
         for (size_t j = 0; j < sizeof deg / sizeof deg[0]; j++)
-            if (bad_r(deg[j].r, 1)) {
+            if (deg[j].r < 1 || deg[j].r > deg[j].max) {
                 snprintf(field, sizeof field, "layers[%d].%s", i, deg[j].name);
                 return plan_field_fail(plan_path, field, err, r_fmt, (double)deg[j].r, 1,
-                                       SIM_MAX_CHUNKS);
+                                       deg[j].max);
             }
         const struct {
             const char *name;

@@ -127,10 +127,12 @@ double sim_model_grad_bytes(const sim_model *m);
  * made for: dense blocks from the model's MoE placement, r_f/r_b and the gradient partition
  * from the plan, MoNTA chunks from the plan's a2a choice (O2/O3 only; else 1). */
 /* Limits on what one simulation plays, checked before anything is built: the degrees r_f, r_b
- * (and the ESP pipeline's, Tutel's, MoNTA's chunks) in 1..SIM_MAX_CHUNKS, and Lina's 30 MB
+ * (and the ESP pipeline's, Tutel's) in 1..SIM_MAX_CHUNKS, MoNTA's chunks in
+ * 1..SIM_MAX_A2A_CHUNKS, and Lina's 30 MB
  * micro-ops over the whole iteration at most SIM_MAX_LINA_OPS (about 2 TB of gradients; the
  * largest shipped plan has a few GB). A value past a limit is refused, never clamped. */
 #define SIM_MAX_CHUNKS (PIPELINE_R_CAP * 2)
+#define SIM_MAX_A2A_CHUNKS 1024 /* MoNTA's chunks (planner/monta_a2a.c searches up to 1024) */
 #define SIM_MAX_LINA_OPS 65536
 /* Every count and byte total of m against those limits (finite, non-negative, in range);
  * FSMOE_ERR_VALUE names the layer and the value. sim_build calls it. */
