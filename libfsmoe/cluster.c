@@ -70,6 +70,9 @@ static int op_is_local(int op)
 static fsmoe_status load_points(const fsmoe_ynode *seq, fsmoe_cost_entry *e, fsmoe_error *err)
 {
     int n = fsmoe_yaml_seq_len(seq);
+    if (n > FSMOE_LIMIT_POINTS)
+        return fsmoe_yaml_fail(seq, err, FSMOE_ERR_VALUE, "%d points (expected at most %ld)", n,
+                               FSMOE_LIMIT_POINTS);
     if (n < 2)
         return fsmoe_yaml_fail(seq, err, FSMOE_ERR_VALUE,
                                "%d point%s (expected at least 2 [bytes, seconds] pairs, or no "
@@ -87,9 +90,10 @@ static fsmoe_status load_points(const fsmoe_ynode *seq, fsmoe_cost_entry *e, fsm
             return fsmoe_yaml_fail(&item, err, FSMOE_ERR_SCHEMA,
                                    "expected a pair [bytes, seconds]");
         if ((st = fsmoe_yaml_seq_item(&item, 0, &x, err)) ||
-            (st = fsmoe_yaml_node_double(&x, 0.0, HUGE_VAL, &e->points[i].n, err)) ||
+            (st = fsmoe_yaml_node_double(&x, 0.0, FSMOE_LIMIT_POINT_N, &e->points[i].n, err)) ||
             (st = fsmoe_yaml_seq_item(&item, 1, &x, err)) ||
-            (st = fsmoe_yaml_node_double(&x, 0.0, HUGE_VAL, &e->points[i].seconds, err)))
+            (st = fsmoe_yaml_node_double(&x, 0.0, FSMOE_LIMIT_POINT_S, &e->points[i].seconds,
+                                         err)))
             return st;
         if (i > 0 && !(e->points[i].n > e->points[i - 1].n))
             return fsmoe_yaml_fail(&item, err, FSMOE_ERR_VALUE,
@@ -160,8 +164,10 @@ static fsmoe_status load_entry(const fsmoe_ynode *en, fsmoe_cluster *c, fsmoe_er
                                    ? "a GEMM line is seconds per multiply-accumulate"
                                    : "a transfer line is seconds per byte");
     }
-    if ((st = fsmoe_yaml_double(en, "alpha_s", FSMOE_REQUIRED, 0.0, HUGE_VAL, &e->alpha_s, err)) ||
-        (st = fsmoe_yaml_double(en, beta_key, FSMOE_REQUIRED, 0.0, HUGE_VAL, &e->beta_s, err)) ||
+    if ((st = fsmoe_yaml_double(en, "alpha_s", FSMOE_REQUIRED, 0.0, FSMOE_LIMIT_ALPHA_S,
+                                &e->alpha_s, err)) ||
+        (st = fsmoe_yaml_double(en, beta_key, FSMOE_REQUIRED, 0.0, FSMOE_LIMIT_BETA_S, &e->beta_s,
+                                err)) ||
         (st = fsmoe_yaml_double(en, "r2", FSMOE_REQUIRED, 0.0, 1.0, &e->r2, err)) ||
         (st = fsmoe_yaml_string(en, "derived", FSMOE_OPTIONAL, e->derived, sizeof e->derived,
                                 err)))
@@ -194,10 +200,19 @@ static fsmoe_status load_doc(fsmoe_yaml *y, fsmoe_cluster *c, fsmoe_error *err)
                                 err)) ||
         (st = fsmoe_yaml_string(&root, "device", FSMOE_OPTIONAL, c->device, sizeof c->device,
                                 err)) ||
-        (st = fsmoe_yaml_int(&root, "nodes", FSMOE_REQUIRED, 1, 1 << 20, &c->nodes, err)) ||
-        (st = fsmoe_yaml_int(&root, "gpus_per_node", FSMOE_REQUIRED, 1, 1 << 12,
-                             &c->gpus_per_node, err)))
+        (st = fsmoe_yaml_int(&root, "nodes", FSMOE_REQUIRED, 1, (int)FSMOE_LIMIT_WORLD, &c->nodes,
+                             err)) ||
+        (st = fsmoe_yaml_int(&root, "gpus_per_node", FSMOE_REQUIRED, 1,
+                             (int)FSMOE_LIMIT_GPUS_PER_NODE, &c->gpus_per_node, err)))
         return st;
+    if ((long)c->nodes * c->gpus_per_node > FSMOE_LIMIT_WORLD) {
+        fsmoe_ynode gn;
+        fsmoe_yaml_get(&root, "gpus_per_node", FSMOE_REQUIRED, &gn, NULL);
+        return fsmoe_yaml_fail(&gn, err, FSMOE_ERR_VALUE,
+                               "nodes·gpus_per_node = %d·%d = %ld GPUs (expected at most %ld)",
+                               c->nodes, c->gpus_per_node, (long)c->nodes * c->gpus_per_node,
+                               FSMOE_LIMIT_WORLD);
+    }
     c->r2_threshold = 0.99;
     if ((st = fsmoe_yaml_double(&root, "r2_threshold", FSMOE_OPTIONAL, 0.0, 1.0, &c->r2_threshold,
                                 err)))

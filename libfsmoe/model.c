@@ -12,7 +12,6 @@
 
 #include "yaml_read.h"
 
-#define BIG_INT 0x7fffffff
 
 static const char *const top_keys[] = {"fsmoe_model", "name",     "source",   "architecture",
                                        "moe",         "training", "parallel", NULL};
@@ -59,7 +58,7 @@ long fsmoe_model_moe_count(const fsmoe_model *m)
 
 /* Capacity below one token per expert drops every token: T = k·f·B·L/E must be >= 1. */
 static fsmoe_status check_capacity(const fsmoe_model *m, long E, const char *where,
-                                   fsmoe_error *err)
+                                   const char *layout, fsmoe_error *err)
 {
     if (m->f <= 0.0 || E <= 0)
         return FSMOE_OK;
@@ -67,9 +66,10 @@ static fsmoe_status check_capacity(const fsmoe_model *m, long E, const char *whe
     if (T < 1.0)
         return fsmoe_fail(err, FSMOE_ERR_VALUE,
                           "%s: capacity rounds to 0 tokens: k·f·B·L/E = %d·%g·%ld·%ld/%ld = %g "
-                          "< 1 token per expert (expected capacity_factor >= %g, or none)",
+                          "< 1 token per expert (expected capacity_factor >= %g, or none%s%s)",
                           where, m->k, m->f, m->B, m->L, E, T,
-                          (double)E / ((double)m->k * (double)m->B * (double)m->L));
+                          (double)E / ((double)m->k * (double)m->B * (double)m->L),
+                          layout ? "; E = ep of the layout at " : "", layout ? layout : "");
     return FSMOE_OK;
 }
 
@@ -77,14 +77,22 @@ fsmoe_status fsmoe_model_resolve(fsmoe_model *m, const fsmoe_parallel *p, const 
                                  fsmoe_error *err)
 {
     long E = m->experts_is_ep ? p->ep : m->E;
-    fsmoe_status st = fsmoe_parallel_validate(p, m->experts_is_ep ? 0 : E, where, err);
+    fsmoe_status st = fsmoe_parallel_validate(p, 0, where, err);
     if (st)
         return st;
+    if (!m->experts_is_ep && E % p->ep != 0)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE,
+                          "%s: %ld is not divisible by ep=%d of the layout at %s (each EP rank "
+                          "needs E/ep experts)",
+                          fsmoe_mark_where(&m->at.experts, where), E, p->ep, where);
     if (m->k > E)
         return fsmoe_fail(err, FSMOE_ERR_VALUE,
-                          "%s: top_k=%d exceeds experts=%ld (expected top_k <= experts)", where,
-                          m->k, E);
-    st = check_capacity(m, E, where, err);
+                          "%s: top_k=%d exceeds experts=%ld%s%s (expected top_k <= experts)",
+                          fsmoe_mark_where(&m->at.top_k, where), m->k, E,
+                          m->experts_is_ep ? ", one per EP rank of the layout at " : "",
+                          m->experts_is_ep ? where : "");
+    st = check_capacity(m, E, fsmoe_mark_where(&m->at.capacity_factor, where),
+                        m->experts_is_ep ? where : NULL, err);
     if (st)
         return st;
     m->E = E;
@@ -108,16 +116,17 @@ static void got_text(const fsmoe_ynode *n, char *buf, size_t len)
 static fsmoe_status load_parallel(const fsmoe_ynode *pn, fsmoe_parallel *p, fsmoe_error *err)
 {
     fsmoe_status st;
+    const int W = (int)FSMOE_LIMIT_WORLD;
     p->pp = 1;
     if ((st = fsmoe_yaml_check_keys(pn, parallel_keys, err)) ||
-        (st = fsmoe_yaml_int(pn, "world", FSMOE_REQUIRED, 1, BIG_INT, &p->world, err)) ||
-        (st = fsmoe_yaml_int(pn, "gpus_per_node", FSMOE_REQUIRED, 1, BIG_INT, &p->gpus_per_node,
-                             err)) ||
-        (st = fsmoe_yaml_int(pn, "dp", FSMOE_REQUIRED, 1, BIG_INT, &p->dp, err)) ||
-        (st = fsmoe_yaml_int(pn, "mp", FSMOE_REQUIRED, 1, BIG_INT, &p->mp, err)) ||
-        (st = fsmoe_yaml_int(pn, "ep", FSMOE_REQUIRED, 1, BIG_INT, &p->ep, err)) ||
-        (st = fsmoe_yaml_int(pn, "esp", FSMOE_REQUIRED, 1, BIG_INT, &p->esp, err)) ||
-        (st = fsmoe_yaml_int(pn, "pp", FSMOE_OPTIONAL, 1, BIG_INT, &p->pp, err)))
+        (st = fsmoe_yaml_int(pn, "world", FSMOE_REQUIRED, 1, W, &p->world, err)) ||
+        (st = fsmoe_yaml_int(pn, "gpus_per_node", FSMOE_REQUIRED, 1,
+                             (int)FSMOE_LIMIT_GPUS_PER_NODE, &p->gpus_per_node, err)) ||
+        (st = fsmoe_yaml_int(pn, "dp", FSMOE_REQUIRED, 1, W, &p->dp, err)) ||
+        (st = fsmoe_yaml_int(pn, "mp", FSMOE_REQUIRED, 1, W, &p->mp, err)) ||
+        (st = fsmoe_yaml_int(pn, "ep", FSMOE_REQUIRED, 1, W, &p->ep, err)) ||
+        (st = fsmoe_yaml_int(pn, "esp", FSMOE_REQUIRED, 1, W, &p->esp, err)) ||
+        (st = fsmoe_yaml_int(pn, "pp", FSMOE_OPTIONAL, 1, W, &p->pp, err)))
         return st;
     return FSMOE_OK;
 }
@@ -139,14 +148,19 @@ static fsmoe_status load_doc(fsmoe_yaml *y, fsmoe_model *m, fsmoe_error *err)
     /* architecture */
     if ((st = fsmoe_yaml_mapping(&root, "architecture", FSMOE_REQUIRED, &arch, err)) ||
         (st = fsmoe_yaml_check_keys(&arch, arch_keys, err)) ||
-        (st = fsmoe_yaml_long(&arch, "hidden", FSMOE_REQUIRED, 1, BIG_INT, &m->M, err)) ||
-        (st = fsmoe_yaml_long(&arch, "ffn_hidden", FSMOE_REQUIRED, 1, BIG_INT, &m->H, err)) ||
-        (st = fsmoe_yaml_long(&arch, "heads", FSMOE_REQUIRED, 1, BIG_INT, &m->heads, err)))
+        (st = fsmoe_yaml_long(&arch, "hidden", FSMOE_REQUIRED, 1, FSMOE_LIMIT_HIDDEN, &m->M, err)) ||
+        (st = fsmoe_yaml_long(&arch, "ffn_hidden", FSMOE_REQUIRED, 1, FSMOE_LIMIT_FFN_HIDDEN,
+                              &m->H, err)) ||
+        (st = fsmoe_yaml_long(&arch, "heads", FSMOE_REQUIRED, 1, FSMOE_LIMIT_HEADS, &m->heads,
+                              err)))
         return st;
     m->kv_heads = m->heads;
-    if ((st = fsmoe_yaml_long(&arch, "kv_heads", FSMOE_OPTIONAL, 1, BIG_INT, &m->kv_heads, err)) ||
-        (st = fsmoe_yaml_long(&arch, "layers", FSMOE_REQUIRED, 1, BIG_INT, &m->layers, err)) ||
-        (st = fsmoe_yaml_long(&arch, "vocab", FSMOE_REQUIRED, 1, BIG_INT, &m->vocab, err)))
+    if ((st = fsmoe_yaml_long(&arch, "kv_heads", FSMOE_OPTIONAL, 1, FSMOE_LIMIT_HEADS,
+                              &m->kv_heads, err)) ||
+        (st = fsmoe_yaml_long(&arch, "layers", FSMOE_REQUIRED, 1, FSMOE_LIMIT_LAYERS, &m->layers,
+                              err)) ||
+        (st = fsmoe_yaml_long(&arch, "vocab", FSMOE_REQUIRED, 1, FSMOE_LIMIT_VOCAB, &m->vocab,
+                              err)))
         return st;
     if (m->M % m->heads != 0) {
         fsmoe_yaml_get(&arch, "heads", FSMOE_REQUIRED, &n, NULL);
@@ -168,10 +182,11 @@ static fsmoe_status load_doc(fsmoe_yaml *y, fsmoe_model *m, fsmoe_error *err)
         (st = fsmoe_yaml_check_keys(&moe, moe_keys, err)) ||
         (st = fsmoe_yaml_get(&moe, "experts", FSMOE_REQUIRED, &n, err)))
         return st;
+    fsmoe_mark_set(&m->at.experts, &n);
     if (fsmoe_yaml_is_word(&n, "ep")) {
         m->experts_is_ep = 1;
         m->E = 0; /* resolved from the layout (fsmoe_model_resolve) */
-    } else if ((st = fsmoe_yaml_node_long(&n, 1, BIG_INT, &m->E, err))) {
+    } else if ((st = fsmoe_yaml_node_long(&n, 1, FSMOE_LIMIT_EXPERTS, &m->E, err))) {
         if (st == FSMOE_ERR_SCHEMA) {
             char got[96];
             got_text(&n, got, sizeof got);
@@ -182,14 +197,20 @@ static fsmoe_status load_doc(fsmoe_yaml *y, fsmoe_model *m, fsmoe_error *err)
         }
         return st;
     }
-    if ((st = fsmoe_yaml_int(&moe, "top_k", FSMOE_REQUIRED, 1, 1024, &m->k, err)) ||
+    if ((st = fsmoe_yaml_get(&moe, "top_k", FSMOE_REQUIRED, &n, err)))
+        return st;
+    fsmoe_mark_set(&m->at.top_k, &n);
+    if ((st = fsmoe_yaml_int(&moe, "top_k", FSMOE_REQUIRED, 1, (int)FSMOE_LIMIT_TOP_K, &m->k,
+                             err)) ||
         (st = fsmoe_yaml_enum_get(&moe, "expert", FSMOE_REQUIRED, expert_table, &v, err)))
         return st;
     m->expert = (fsmoe_expert_kind)v;
     m->moe_every = 1;
     m->moe_first = 0;
-    if ((st = fsmoe_yaml_int(&moe, "every", FSMOE_OPTIONAL, 1, BIG_INT, &m->moe_every, err)) ||
-        (st = fsmoe_yaml_int(&moe, "first", FSMOE_OPTIONAL, 0, BIG_INT, &m->moe_first, err)))
+    if ((st = fsmoe_yaml_int(&moe, "every", FSMOE_OPTIONAL, 1, (int)FSMOE_LIMIT_LAYERS,
+                             &m->moe_every, err)) ||
+        (st = fsmoe_yaml_int(&moe, "first", FSMOE_OPTIONAL, 0, (int)FSMOE_LIMIT_LAYERS,
+                             &m->moe_first, err)))
         return st;
     if (m->moe_first >= m->layers) {
         fsmoe_yaml_get(&moe, "first", FSMOE_REQUIRED, &n, NULL);
@@ -207,6 +228,7 @@ static fsmoe_status load_doc(fsmoe_yaml *y, fsmoe_model *m, fsmoe_error *err)
     fsmoe_ynode cf;
     if ((st = fsmoe_yaml_get(&moe, "capacity_factor", FSMOE_REQUIRED, &cf, err)))
         return st;
+    fsmoe_mark_set(&m->at.capacity_factor, &cf);
     if (fsmoe_yaml_is_none(&cf)) {
         m->f = 0.0;
     } else {
@@ -222,6 +244,11 @@ static fsmoe_status load_doc(fsmoe_yaml *y, fsmoe_model *m, fsmoe_error *err)
                                    "%g is not a capacity factor (expected a number > 0, or `none` "
                                    "for no token dropping)",
                                    m->f);
+        if (m->f > FSMOE_LIMIT_CAPACITY_FACTOR)
+            return fsmoe_yaml_fail(&cf, err, FSMOE_ERR_VALUE,
+                                   "%g is out of range (expected a number in (0, %g], or `none`: "
+                                   "from f = E/k on no token is dropped)",
+                                   m->f, FSMOE_LIMIT_CAPACITY_FACTOR);
     }
     int gate = 0, order = 1, dispatch = 0;
     if ((st = fsmoe_yaml_enum_get(&moe, "gate", FSMOE_OPTIONAL, gate_table, &gate, err)) ||
@@ -236,17 +263,21 @@ static fsmoe_status load_doc(fsmoe_yaml *y, fsmoe_model *m, fsmoe_error *err)
     /* training */
     if ((st = fsmoe_yaml_mapping(&root, "training", FSMOE_REQUIRED, &tr, err)) ||
         (st = fsmoe_yaml_check_keys(&tr, training_keys, err)) ||
-        (st = fsmoe_yaml_long(&tr, "batch", FSMOE_REQUIRED, 1, BIG_INT, &m->B, err)) ||
-        (st = fsmoe_yaml_long(&tr, "seq", FSMOE_REQUIRED, 1, BIG_INT, &m->L, err)) ||
+        (st = fsmoe_yaml_long(&tr, "batch", FSMOE_REQUIRED, 1, FSMOE_LIMIT_BATCH, &m->B, err)) ||
+        (st = fsmoe_yaml_long(&tr, "seq", FSMOE_REQUIRED, 1, FSMOE_LIMIT_SEQ, &m->L, err)) ||
         (st = fsmoe_yaml_enum_get(&tr, "dtype", FSMOE_REQUIRED, dtype_table,
                                   &m->bytes_per_element, err)))
         return st;
-    if (!m->experts_is_ep) {
-        char where[FSMOE_ERROR_MAX];
-        fsmoe_yaml_where(&cf, where, sizeof where);
-        if ((st = check_capacity(m, m->E, where, err)))
-            return st;
+    if (m->B * m->L > FSMOE_LIMIT_TOKENS) {
+        fsmoe_yaml_get(&tr, "seq", FSMOE_REQUIRED, &n, NULL);
+        return fsmoe_yaml_fail(&n, err, FSMOE_ERR_VALUE,
+                               "batch·seq = %ld·%ld = %ld tokens per GPU and step (expected at "
+                               "most %ld)",
+                               m->B, m->L, m->B * m->L, FSMOE_LIMIT_TOKENS);
     }
+    if (!m->experts_is_ep && (st = check_capacity(m, m->E, m->at.capacity_factor.where, NULL,
+                                                  err)))
+        return st;
 
     /* parallel (optional default layout) */
     if ((st = fsmoe_yaml_mapping(&root, "parallel", FSMOE_OPTIONAL, &par, err)))
@@ -255,6 +286,9 @@ static fsmoe_status load_doc(fsmoe_yaml *y, fsmoe_model *m, fsmoe_error *err)
         if ((st = load_parallel(&par, &m->parallel, err)))
             return st;
         m->has_parallel = 1;
+        /* the layout at the key that breaks it, then what it means for the MoE fields */
+        if ((st = fsmoe_yaml_check_layout(&par, &m->parallel, 0, err)))
+            return st;
         char where[FSMOE_ERROR_MAX];
         fsmoe_yaml_where(&par, where, sizeof where);
         if ((st = fsmoe_model_resolve(m, &m->parallel, where, err)))

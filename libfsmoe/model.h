@@ -36,6 +36,10 @@ typedef struct {
     /* optional default layout; has_parallel = 0 when the file has none */
     int has_parallel;
     fsmoe_parallel parallel;
+    /* where the fields that later checks combine were read (fsmoe_model_resolve names them) */
+    struct {
+        fsmoe_mark experts, top_k, capacity_factor;
+    } at;
 } fsmoe_model;
 
 /* Loads and validates path. On failure err->msg names file:line:col, the field and what was
@@ -43,9 +47,11 @@ typedef struct {
 fsmoe_status fsmoe_model_load(const char *path, fsmoe_model *out, fsmoe_error *err);
 
 /* Applies a resolved layout p (the model's own, the cluster's common one or command-line
- * overrides): checks p with fsmoe_parallel_validate (E divisible by ep unless `experts: ep`),
- * sets E = ep when experts_is_ep, and checks top_k <= E and capacity k·f·B·L/E >= 1 token.
- * `where` prefixes messages (e.g. "command line"). Call it after any override of B, L, f. */
+ * overrides): checks p with fsmoe_parallel_validate, sets E = ep when experts_is_ep, and checks
+ * E divisible by ep, top_k <= E and capacity k·f·B·L/E >= 1 token. `where` says where the layout
+ * comes from (e.g. "command line"): it prefixes the layout's own messages; a failure that
+ * involves a model field is placed at that field's file:line:col and names `where` as the
+ * layout's origin. Call it after any override of B, L, f. */
 fsmoe_status fsmoe_model_resolve(fsmoe_model *m, const fsmoe_parallel *p, const char *where,
                                  fsmoe_error *err);
 

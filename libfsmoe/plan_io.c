@@ -331,7 +331,8 @@ fsmoe_status fsmoe_plan_write(const fsmoe_plan *p, const char *path, fsmoe_error
 
 /* ---- reading ---------------------------------------------------------------------------- */
 
-#define PLAN_BIG 1e30 /* upper bound for times and bytes: finite, far beyond anything real */
+#define PLAN_BIG FSMOE_LIMIT_PLAN_VALUE /* times and bytes (yaml_read.h) */
+#define PLAN_WORLD ((int)FSMOE_LIMIT_WORLD)
 
 static const fsmoe_yaml_enum plan_sched_table[] = {
     {"esp-pipeline", FSMOE_SCHED_ESP_PIPELINE},
@@ -404,17 +405,17 @@ static fsmoe_status plan_read_model(const fsmoe_ynode *root, fsmoe_plan *p, fsmo
                                        "k",        "expert", "capacity",    "capacity_factor",
                                        "batch",    "global_batch", "seq",   "bytes_per_element",
                                        NULL};
-    fsmoe_ynode m, cf;
+    fsmoe_ynode m, cf, v;
     fsmoe_status st;
     int expert = 0, capacity = 0;
     if ((st = fsmoe_yaml_mapping(root, "model", FSMOE_REQUIRED, &m, err)) ||
         (st = fsmoe_yaml_check_keys(&m, keys, err)) ||
         (st = fsmoe_yaml_string(&m, "name", FSMOE_REQUIRED, p->model_name, sizeof p->model_name,
                                 err)) ||
-        (st = fsmoe_yaml_long(&m, "M", FSMOE_REQUIRED, 1, 1L << 30, &p->M, err)) ||
-        (st = fsmoe_yaml_long(&m, "H", FSMOE_REQUIRED, 1, 1L << 30, &p->H, err)) ||
-        (st = fsmoe_yaml_long(&m, "E", FSMOE_REQUIRED, 1, 1L << 20, &p->E, err)) ||
-        (st = fsmoe_yaml_int(&m, "k", FSMOE_REQUIRED, 1, 1 << 20, &p->k, err)) ||
+        (st = fsmoe_yaml_long(&m, "M", FSMOE_REQUIRED, 1, FSMOE_LIMIT_HIDDEN, &p->M, err)) ||
+        (st = fsmoe_yaml_long(&m, "H", FSMOE_REQUIRED, 1, FSMOE_LIMIT_FFN_HIDDEN, &p->H, err)) ||
+        (st = fsmoe_yaml_long(&m, "E", FSMOE_REQUIRED, 1, FSMOE_LIMIT_EXPERTS, &p->E, err)) ||
+        (st = fsmoe_yaml_int(&m, "k", FSMOE_REQUIRED, 1, (int)FSMOE_LIMIT_TOP_K, &p->k, err)) ||
         (st = fsmoe_yaml_enum_get(&m, "expert", FSMOE_REQUIRED, plan_expert_table, &expert,
                                   err)) ||
         (st = fsmoe_yaml_enum_get(&m, "capacity", FSMOE_REQUIRED, plan_capacity_table, &capacity,
@@ -423,9 +424,16 @@ static fsmoe_status plan_read_model(const fsmoe_ynode *root, fsmoe_plan *p, fsmo
         return st;
     p->expert = (fsmoe_expert_kind)expert;
     p->capacity = (fsmoe_capacity_mode)capacity;
+    if (p->k > p->E) {
+        fsmoe_yaml_get(&m, "k", FSMOE_REQUIRED, &v, NULL);
+        return fsmoe_yaml_fail(&v, err, FSMOE_ERR_VALUE,
+                               "k=%d exceeds E=%ld (expected each token routed to at most E "
+                               "experts)",
+                               p->k, p->E);
+    }
     if (fsmoe_yaml_is_none(&cf))
         p->f = 0;
-    else if ((st = fsmoe_yaml_node_double(&cf, 1e-9, 1e9, &p->f, err)))
+    else if ((st = fsmoe_yaml_node_double(&cf, 1e-9, FSMOE_LIMIT_CAPACITY_FACTOR, &p->f, err)))
         return st;
     if ((p->f == 0) != (p->capacity == FSMOE_CAPACITY_DROPLESS))
         return fsmoe_yaml_fail(&cf, err, FSMOE_ERR_VALUE,
@@ -433,13 +441,20 @@ static fsmoe_status plan_read_model(const fsmoe_ynode *root, fsmoe_plan *p, fsmo
                                "none with `capacity: dropless`)",
                                p->f == 0 ? "none" : "a factor",
                                fsmoe_capacity_mode_name(p->capacity));
-    if ((st = fsmoe_yaml_long(&m, "batch", FSMOE_REQUIRED, 1, 1L << 30, &p->B, err)) ||
-        (st = fsmoe_yaml_long(&m, "global_batch", FSMOE_REQUIRED, 1, 1L << 50, &p->B_global,
-                              err)) ||
-        (st = fsmoe_yaml_long(&m, "seq", FSMOE_REQUIRED, 1, 1L << 30, &p->L, err)) ||
+    if ((st = fsmoe_yaml_long(&m, "batch", FSMOE_REQUIRED, 1, FSMOE_LIMIT_BATCH, &p->B, err)) ||
+        (st = fsmoe_yaml_long(&m, "global_batch", FSMOE_REQUIRED, 1,
+                              FSMOE_LIMIT_BATCH * FSMOE_LIMIT_WORLD, &p->B_global, err)) ||
+        (st = fsmoe_yaml_long(&m, "seq", FSMOE_REQUIRED, 1, FSMOE_LIMIT_SEQ, &p->L, err)) ||
         (st = fsmoe_yaml_int(&m, "bytes_per_element", FSMOE_REQUIRED, 1, 16,
                              &p->bytes_per_element, err)))
         return st;
+    if (p->B * p->L > FSMOE_LIMIT_TOKENS) {
+        fsmoe_yaml_get(&m, "seq", FSMOE_REQUIRED, &v, NULL);
+        return fsmoe_yaml_fail(&v, err, FSMOE_ERR_VALUE,
+                               "batch·seq = %ld·%ld = %ld tokens per DP rank and step (expected "
+                               "at most %ld)",
+                               p->B, p->L, p->B * p->L, FSMOE_LIMIT_TOKENS);
+    }
     return FSMOE_OK;
 }
 
@@ -459,23 +474,21 @@ static fsmoe_status plan_read_parallel(const fsmoe_ynode *root, fsmoe_plan *p, f
                                 sizeof p->cluster_name, err)) ||
         (st = fsmoe_yaml_mapping(root, "parallel", FSMOE_REQUIRED, &n, err)) ||
         (st = fsmoe_yaml_check_keys(&n, keys, err)) ||
-        (st = fsmoe_yaml_int(&n, "world", FSMOE_REQUIRED, 1, 1 << 24, &par->world, err)) ||
-        (st = fsmoe_yaml_int(&n, "gpus_per_node", FSMOE_REQUIRED, 1, 1 << 24,
-                             &par->gpus_per_node, err)) ||
+        (st = fsmoe_yaml_int(&n, "world", FSMOE_REQUIRED, 1, PLAN_WORLD, &par->world, err)) ||
+        (st = fsmoe_yaml_int(&n, "gpus_per_node", FSMOE_REQUIRED, 1,
+                             (int)FSMOE_LIMIT_GPUS_PER_NODE, &par->gpus_per_node, err)) ||
         (st = fsmoe_yaml_enum_get(&n, "ranks", FSMOE_REQUIRED, plan_ranks_table, &ranks, err)) ||
-        (st = fsmoe_yaml_int(&n, "dp", FSMOE_REQUIRED, 1, 1 << 24, &par->dp, err)) ||
-        (st = fsmoe_yaml_int(&n, "mp", FSMOE_REQUIRED, 1, 1 << 24, &par->mp, err)) ||
-        (st = fsmoe_yaml_int(&n, "ep", FSMOE_REQUIRED, 1, 1 << 24, &par->ep, err)) ||
-        (st = fsmoe_yaml_int(&n, "esp", FSMOE_REQUIRED, 1, 1 << 24, &par->esp, err)) ||
-        (st = fsmoe_yaml_int(&n, "edp", FSMOE_REQUIRED, 1, 1 << 24, &p->edp, err)) ||
-        (st = fsmoe_yaml_int(&n, "pp", FSMOE_REQUIRED, 1, 1 << 24, &par->pp, err)))
+        (st = fsmoe_yaml_int(&n, "dp", FSMOE_REQUIRED, 1, PLAN_WORLD, &par->dp, err)) ||
+        (st = fsmoe_yaml_int(&n, "mp", FSMOE_REQUIRED, 1, PLAN_WORLD, &par->mp, err)) ||
+        (st = fsmoe_yaml_int(&n, "ep", FSMOE_REQUIRED, 1, PLAN_WORLD, &par->ep, err)) ||
+        (st = fsmoe_yaml_int(&n, "esp", FSMOE_REQUIRED, 1, PLAN_WORLD, &par->esp, err)) ||
+        (st = fsmoe_yaml_int(&n, "edp", FSMOE_REQUIRED, 1, PLAN_WORLD, &p->edp, err)) ||
+        (st = fsmoe_yaml_int(&n, "pp", FSMOE_REQUIRED, 1, PLAN_WORLD, &par->pp, err)))
         return st;
     p->ranks = (fsmoe_rank_order)ranks;
-    /* The layout as a whole (world = dp·mp·pp, ep·esp divides world, E % ep, ...), then the
-     * facts derived from it, each at its own line. */
-    char where[FSMOE_YAML_PATH_MAX + FSMOE_YAML_FIELD_MAX + 32];
-    fsmoe_yaml_where(&n, where, sizeof where);
-    if ((st = fsmoe_parallel_validate(par, p->E, where, err)))
+    /* The layout as a whole (world = dp·mp·pp, ep·esp divides world, E % ep, ...) at the key
+     * that breaks it, then the facts derived from it, each at its own line. */
+    if ((st = fsmoe_yaml_check_layout(&n, par, p->E, err)))
         return st;
     int edp = fsmoe_group_size(par, FSMOE_GROUP_EDP);
     if (p->edp != edp && fsmoe_yaml_get(&n, "edp", FSMOE_REQUIRED, &v, err) == FSMOE_OK)
@@ -505,7 +518,8 @@ static fsmoe_status plan_read_phase(const fsmoe_ynode *layer, const char *key, f
     fsmoe_status st;
     if ((st = fsmoe_yaml_mapping(layer, key, FSMOE_REQUIRED, &n, err)) ||
         (st = fsmoe_yaml_check_keys(&n, keys, err)) ||
-        (st = fsmoe_yaml_int(&n, "r", FSMOE_REQUIRED, 1, 1 << 24, &ph->r, err)) ||
+        (st = fsmoe_yaml_int(&n, "r", FSMOE_REQUIRED, 1, (int)FSMOE_LIMIT_PIPELINE_DEGREE, &ph->r,
+                             err)) ||
         (st = fsmoe_yaml_int(&n, "case", FSMOE_REQUIRED, 1, 4, &ph->binding_case, err)) ||
         (st = fsmoe_yaml_sequence(&n, "q", FSMOE_REQUIRED, &q, err)) ||
         (st = fsmoe_yaml_double(&n, "t_gar_s", FSMOE_REQUIRED, 0, PLAN_BIG, &ph->t_gar_s, err)) ||
@@ -555,8 +569,10 @@ static fsmoe_status plan_read_layer(const fsmoe_ynode *item, fsmoe_layer_plan *l
     int sched = 0, strat = 0;
     if ((st = fsmoe_yaml_node_expect_mapping(item, err)) ||
         (st = fsmoe_yaml_check_keys(item, keys, err)) ||
-        (st = fsmoe_yaml_int(item, "index", FSMOE_REQUIRED, 0, 1 << 24, &l->index, err)) ||
-        (st = fsmoe_yaml_int(item, "block", FSMOE_REQUIRED, 0, 1 << 24, &l->block, err)) ||
+        (st = fsmoe_yaml_int(item, "index", FSMOE_REQUIRED, 0, (int)FSMOE_LIMIT_LAYERS - 1,
+                             &l->index, err)) ||
+        (st = fsmoe_yaml_int(item, "block", FSMOE_REQUIRED, 0, (int)FSMOE_LIMIT_LAYERS - 1,
+                             &l->block, err)) ||
         (st = fsmoe_yaml_enum_get(item, "schedule", FSMOE_REQUIRED, plan_sched_table, &sched,
                                   err)) ||
         (st = fsmoe_yaml_mapping(item, "schedule_s", FSMOE_REQUIRED, &sc, err)) ||
@@ -572,7 +588,8 @@ static fsmoe_status plan_read_layer(const fsmoe_ynode *item, fsmoe_layer_plan *l
         (st = fsmoe_yaml_mapping(item, "a2a", FSMOE_REQUIRED, &a, err)) ||
         (st = fsmoe_yaml_check_keys(&a, a2a_keys, err)) ||
         (st = fsmoe_yaml_enum_get(&a, "strategy", FSMOE_REQUIRED, plan_a2a_table, &strat, err)) ||
-        (st = fsmoe_yaml_int(&a, "chunks", FSMOE_REQUIRED, 1, 1 << 24, &l->a2a_chunks, err)) ||
+        (st = fsmoe_yaml_int(&a, "chunks", FSMOE_REQUIRED, 1, (int)FSMOE_LIMIT_A2A_CHUNKS,
+                             &l->a2a_chunks, err)) ||
         (st = fsmoe_yaml_string(&a, "algorithm", FSMOE_REQUIRED, l->a2a_algorithm,
                                 sizeof l->a2a_algorithm, err)) ||
         (st = fsmoe_yaml_double(&a, "base_s", FSMOE_REQUIRED, 0, PLAN_BIG, &l->a2a_s[0], err)) ||
@@ -597,6 +614,22 @@ static fsmoe_status plan_read_layer(const fsmoe_ynode *item, fsmoe_layer_plan *l
         return st;
     l->schedule = (fsmoe_schedule)sched;
     l->a2a = (fsmoe_a2a_strategy)strat;
+    fsmoe_ynode v, fw;
+    /* MoNTA §4: only O2 and O3 split the AllToAll into chunks */
+    if (l->a2a_chunks != 1 && l->a2a != FSMOE_A2A_O2 && l->a2a != FSMOE_A2A_O3 &&
+        fsmoe_yaml_get(&a, "chunks", FSMOE_REQUIRED, &v, err) == FSMOE_OK)
+        return fsmoe_yaml_fail(&v, err, FSMOE_ERR_VALUE,
+                               "%d chunks with strategy %s (expected 1: only O2 and O3 split the "
+                               "AllToAll)",
+                               l->a2a_chunks, fsmoe_a2a_strategy_name(l->a2a));
+    /* The Gradient-AllReduce runs during the backward only (FSMoE §5). */
+    if (l->fwd.t_gar_s != 0.0 &&
+        fsmoe_yaml_get(item, "forward", FSMOE_REQUIRED, &fw, err) == FSMOE_OK &&
+        fsmoe_yaml_get(&fw, "t_gar_s", FSMOE_REQUIRED, &v, err) == FSMOE_OK)
+        return fsmoe_yaml_fail(&v, err, FSMOE_ERR_VALUE,
+                               "%g (expected 0: gradients are all-reduced during the backward "
+                               "only)",
+                               l->fwd.t_gar_s);
     return FSMOE_OK;
 }
 
@@ -732,10 +765,15 @@ fsmoe_status fsmoe_plan_load(const char *path, fsmoe_plan *out, fsmoe_error *err
         (st = fsmoe_yaml_sequence(&root, "layers", FSMOE_REQUIRED, &layers, err)))
         goto fail;
     int n = fsmoe_yaml_seq_len(&layers);
+    if (n > FSMOE_LIMIT_LAYERS) {
+        st = fsmoe_yaml_fail(&layers, err, FSMOE_ERR_VALUE, "%d MoE layers (expected at most %ld)",
+                             n, FSMOE_LIMIT_LAYERS);
+        goto fail;
+    }
     if (n > 0) {
         out->layers = calloc((size_t)n, sizeof *out->layers);
         if (!out->layers) {
-            st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "%s: no memory for %d layers", path, n);
+            st = fsmoe_yaml_fail(&layers, err, FSMOE_ERR_NOMEM, "no memory for %d layers", n);
             goto fail;
         }
     }
@@ -749,6 +787,15 @@ fsmoe_status fsmoe_plan_load(const char *path, fsmoe_plan *out, fsmoe_error *err
                                  "index %d out of order (expected %d: layers are listed in "
                                  "forward order)",
                                  out->layers[i].index, i);
+            goto fail;
+        }
+        if (i > 0 && out->layers[i].block <= out->layers[i - 1].block) {
+            fsmoe_ynode b;
+            fsmoe_yaml_get(&item, "block", FSMOE_REQUIRED, &b, NULL);
+            st = fsmoe_yaml_fail(&b, err, FSMOE_ERR_VALUE,
+                                 "block %d after block %d (expected increasing blocks: one MoE "
+                                 "layer per block, in forward order)",
+                                 out->layers[i].block, out->layers[i - 1].block);
             goto fail;
         }
     }

@@ -68,3 +68,8 @@ void fsmoe_error_print(const char *prog, const fsmoe_error *err)
     else
         fprintf(stderr, "%s: %s\n", prog, err->msg);
 }
+
+const char *fsmoe_mark_where(const fsmoe_mark *m, const char *fallback)
+{
+    return m && m->where[0] ? m->where : fallback;
+}

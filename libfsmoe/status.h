@@ -50,6 +50,14 @@ fsmoe_status fsmoe_fail(fsmoe_error *err, fsmoe_status st, const char *fmt, ...)
 fsmoe_status fsmoe_vfail(fsmoe_error *err, fsmoe_status st, const char *fmt, va_list ap)
     __attribute__((format(printf, 3, 0)));
 
+/* Where a field of an input file was read ("path:line:col: field"), kept in parsed structs so
+ * that a check made after parsing (a combination of fields, a model with a cluster) still names
+ * file:line:col. Empty when the field was absent; fsmoe_mark_where then gives `fallback`. */
+typedef struct {
+    char where[600];
+} fsmoe_mark;
+const char *fsmoe_mark_where(const fsmoe_mark *m, const char *fallback);
+
 /* Prints "prog: message" (or "prog: <strerror>" when the message is empty) to stderr. */
 void fsmoe_error_print(const char *prog, const fsmoe_error *err);
 

@@ -16,7 +16,9 @@
 #include <string.h>
 
 /* Deeper nesting than this is not a schema we write; the limit also stops alias cycles. */
-#define YAML_MAX_DEPTH 64
+#define YAML_MAX_DEPTH FSMOE_LIMIT_YAML_DEPTH
+
+static yaml_node_t *lookup(const fsmoe_ynode *map, const char *key);
 
 static void node_init(fsmoe_ynode *n, const fsmoe_yaml *y, yaml_node_t *node, const char *field,
                       int line, int col)
@@ -69,6 +71,49 @@ void fsmoe_yaml_where(const fsmoe_ynode *n, char *buf, size_t buf_len)
         snprintf(buf, buf_len, "%s:%d:%d: %s", n->y->path, n->line, n->col, n->field);
 }
 
+static int tiles(long size, long G)
+{
+    return size <= G ? G % size == 0 : size % G == 0;
+}
+
+/* Mirrors the order of fsmoe_parallel_validate's rules to find the key to point at; the
+ * message itself is fsmoe_parallel_validate's. */
+fsmoe_status fsmoe_yaml_check_layout(const fsmoe_ynode *par, const fsmoe_parallel *p,
+                                     long experts, fsmoe_error *err)
+{
+    const char *key = NULL;
+    long epesp = (long)p->ep * p->esp, G = p->gpus_per_node;
+    if (p->world < 1 || G < 1 || p->dp < 1 || p->mp < 1 || p->ep < 1 || p->esp < 1 || p->pp < 1)
+        key = NULL; /* the readers' ranges keep every size >= 1 */
+    else if ((long)p->dp * p->mp * p->pp != p->world)
+        key = "world";
+    else if (p->world % G != 0)
+        key = "gpus_per_node";
+    else if (epesp > p->world || p->world % epesp != 0)
+        key = "ep";
+    else if (!tiles(p->esp, G))
+        key = "esp";
+    else if (!tiles(p->mp, G))
+        key = "mp";
+    else if (!tiles(epesp, G))
+        key = "ep";
+    else if (!tiles((long)p->mp * p->dp, G))
+        key = "dp";
+    else if (experts > 0 && experts % p->ep != 0)
+        key = "ep";
+    fsmoe_ynode at = *par;
+    if (key && lookup(par, key))
+        fsmoe_yaml_get(par, key, FSMOE_REQUIRED, &at, NULL);
+    char where[FSMOE_YAML_PATH_MAX + FSMOE_YAML_FIELD_MAX + 32];
+    fsmoe_yaml_where(&at, where, sizeof where);
+    return fsmoe_parallel_validate(p, experts, where, err);
+}
+
+void fsmoe_mark_set(fsmoe_mark *m, const fsmoe_ynode *n)
+{
+    fsmoe_yaml_where(n, m->where, sizeof m->where);
+}
+
 /* Optimal-string-alignment distance: Levenshtein plus adjacent transpositions, so that the
  * typical typo `fp23` is one edit from `fp32` (and not tied with `fp16`). */
 int fsmoe_edit_distance(const char *a, const char *b)
@@ -98,17 +143,92 @@ int fsmoe_edit_distance(const char *a, const char *b)
 
 /* ---- opening -------------------------------------------------------------------------- */
 
-static fsmoe_status check_duplicates(const fsmoe_yaml *y, yaml_node_t *node, const char *field,
-                                     int depth, fsmoe_error *err)
+/* State of the walk over the composed document: aliases make it a graph, so the walk counts
+ * every node it reaches (through aliases as often as they are named) against a budget. */
+typedef struct {
+    const fsmoe_yaml *y;
+    long reached, budget, nodes;
+} dup_walk;
+
+typedef struct {
+    const char *key;
+    int index;
+} key_ref;
+
+static int key_ref_cmp(const void *a, const void *b)
 {
+    const key_ref *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+/* The first pair (in document order) whose key an earlier pair already has: *dup and *first
+ * are pair indices, -1 when every key is unique. Sorting keeps this O(n log n): a mapping of a
+ * million keys must not cost 10^12 comparisons. */
+static int find_duplicate(yaml_document_t *doc, yaml_node_t *node, int *dup, int *first)
+{
+    yaml_node_pair_t *pairs = node->data.mapping.pairs.start;
+    int n = (int)(node->data.mapping.pairs.top - pairs);
+    *dup = *first = -1;
+    if (n < 2)
+        return 0;
+    key_ref *refs = malloc((size_t)n * sizeof *refs);
+    if (!refs)
+        return -1;
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        yaml_node_t *k = yaml_document_get_node(doc, pairs[i].key);
+        if (k && k->type == YAML_SCALAR_NODE)
+            refs[m++] = (key_ref){(const char *)k->data.scalar.value, i};
+    }
+    qsort(refs, (size_t)m, sizeof *refs, key_ref_cmp);
+    for (int i = 0; i < m;) {
+        int j = i + 1;
+        while (j < m && strcmp(refs[j].key, refs[i].key) == 0)
+            j++;
+        if (j - i > 1 && (*dup < 0 || refs[i + 1].index < *dup)) {
+            *dup = refs[i + 1].index;
+            *first = refs[i].index;
+        }
+        i = j;
+    }
+    free(refs);
+    return 0;
+}
+
+static fsmoe_status check_duplicates(dup_walk *w, yaml_node_t *node, const char *field, int depth,
+                                     fsmoe_error *err)
+{
+    const fsmoe_yaml *y = w->y;
+    int line = (int)node->start_mark.line + 1, col = (int)node->start_mark.column + 1;
     if (depth > YAML_MAX_DEPTH)
-        return fsmoe_fail(err, FSMOE_ERR_SCHEMA, "%s:%d:%d: %s: nesting deeper than %d levels",
-                          y->path, (int)node->start_mark.line + 1,
-                          (int)node->start_mark.column + 1, field[0] ? field : "(root)",
-                          YAML_MAX_DEPTH);
+        return fsmoe_fail(err, FSMOE_ERR_SCHEMA,
+                          "%s:%d:%d: %s: nesting deeper than %d levels (the limit for any input "
+                          "file)",
+                          y->path, line, col, field[0] ? field : "(root)", YAML_MAX_DEPTH);
+    if (++w->reached > w->budget)
+        return fsmoe_fail(err, FSMOE_ERR_SCHEMA,
+                          "%s:%d:%d: %s: aliases expand the document past %ld nodes (it has %ld; "
+                          "expected aliases to reach at most %d times the nodes written)",
+                          y->path, line, col, field[0] ? field : "(root)", w->budget, w->nodes,
+                          FSMOE_LIMIT_YAML_ALIAS_RATIO);
     yaml_document_t *doc = (yaml_document_t *)&y->doc;
     char sub[FSMOE_YAML_FIELD_MAX];
     if (node->type == YAML_MAPPING_NODE) {
+        int dup, first;
+        if (find_duplicate(doc, node, &dup, &first) != 0)
+            return fsmoe_fail(err, FSMOE_ERR_NOMEM, "%s: out of memory", y->path);
+        if (dup >= 0) {
+            yaml_node_t *k = yaml_document_get_node(doc, node->data.mapping.pairs.start[dup].key);
+            yaml_node_t *k0 =
+                yaml_document_get_node(doc, node->data.mapping.pairs.start[first].key);
+            child_field(sub, sizeof sub, field, (const char *)k->data.scalar.value);
+            return fsmoe_fail(err, FSMOE_ERR_SCHEMA,
+                              "%s:%d:%d: %s: duplicate key (first given at line %d; expected each "
+                              "key once)",
+                              y->path, (int)k->start_mark.line + 1, (int)k->start_mark.column + 1,
+                              sub, (int)k0->start_mark.line + 1);
+        }
         for (yaml_node_pair_t *p = node->data.mapping.pairs.start; p < node->data.mapping.pairs.top;
              p++) {
             yaml_node_t *k = yaml_document_get_node(doc, p->key);
@@ -116,23 +236,8 @@ static fsmoe_status check_duplicates(const fsmoe_yaml *y, yaml_node_t *node, con
             if (!k || !v)
                 continue;
             const char *ks = k->type == YAML_SCALAR_NODE ? (const char *)k->data.scalar.value : "?";
-            if (k->type == YAML_SCALAR_NODE) {
-                for (yaml_node_pair_t *q = node->data.mapping.pairs.start; q < p; q++) {
-                    yaml_node_t *k0 = yaml_document_get_node(doc, q->key);
-                    if (k0 && k0->type == YAML_SCALAR_NODE &&
-                        strcmp((const char *)k0->data.scalar.value, ks) == 0) {
-                        child_field(sub, sizeof sub, field, ks);
-                        return fsmoe_fail(err, FSMOE_ERR_SCHEMA,
-                                          "%s:%d:%d: %s: duplicate key (first given at line %d; "
-                                          "expected each key once)",
-                                          y->path, (int)k->start_mark.line + 1,
-                                          (int)k->start_mark.column + 1, sub,
-                                          (int)k0->start_mark.line + 1);
-                    }
-                }
-            }
             child_field(sub, sizeof sub, field, ks);
-            fsmoe_status st = check_duplicates(y, v, sub, depth + 1, err);
+            fsmoe_status st = check_duplicates(w, v, sub, depth + 1, err);
             if (st)
                 return st;
         }
@@ -143,8 +248,8 @@ static fsmoe_status check_duplicates(const fsmoe_yaml *y, yaml_node_t *node, con
             yaml_node_t *v = yaml_document_get_node(doc, *it);
             if (!v)
                 continue;
-            snprintf(sub, sizeof sub, "%s[%d]", field, i);
-            fsmoe_status st = check_duplicates(y, v, sub, depth + 1, err);
+            snprintf(sub, sizeof sub, "%.170s[%d]", field, i);
+            fsmoe_status st = check_duplicates(w, v, sub, depth + 1, err);
             if (st)
                 return st;
         }
@@ -152,15 +257,41 @@ static fsmoe_status check_duplicates(const fsmoe_yaml *y, yaml_node_t *node, con
     return FSMOE_OK;
 }
 
-static fsmoe_status parse_error(const fsmoe_yaml *y, const yaml_parser_t *parser, fsmoe_error *err)
+/* 1-based line and column of byte `off` of the text, counted the way libyaml counts its marks
+ * (a column is a character: UTF-8 continuation bytes do not count; CR LF is one break). For
+ * reader errors (bad UTF-8, control characters), where libyaml gives only a byte offset. */
+static void offset_to_line_col(const char *text, size_t len, size_t off, int *line, int *col)
+{
+    *line = 1;
+    *col = 1;
+    for (size_t i = 0; i < off && i < len; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (c == '\n' || (c == '\r' && !(i + 1 < len && text[i + 1] == '\n'))) {
+            (*line)++;
+            *col = 1;
+        } else if (c != '\r' && (c & 0xC0) != 0x80) {
+            (*col)++;
+        }
+    }
+}
+
+static fsmoe_status parse_error(const fsmoe_yaml *y, const yaml_parser_t *parser, const char *text,
+                                size_t len, fsmoe_error *err)
 {
     const char *problem = parser->problem ? parser->problem : "unknown libyaml error";
     if (parser->error == YAML_MEMORY_ERROR)
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "%s: out of memory while parsing YAML", y->path);
-    if (parser->error == YAML_READER_ERROR)
+    if (parser->error == YAML_READER_ERROR) {
+        int line, col;
+        offset_to_line_col(text, len, parser->problem_offset, &line, &col);
+        char value[24] = "";
+        if (parser->problem_value >= 0)
+            snprintf(value, sizeof value, " 0x%02X", (unsigned)parser->problem_value & 0xFFFFu);
         return fsmoe_fail(err, FSMOE_ERR_PARSE,
-                          "%s: not valid YAML: %s (at byte %zu; expected UTF-8 text)", y->path,
-                          problem, parser->problem_offset);
+                          "%s:%d:%d: not valid YAML: %s%s (byte offset %zu; expected UTF-8 text "
+                          "without control characters)",
+                          y->path, line, col, problem, value, parser->problem_offset);
+    }
     int line = (int)parser->problem_mark.line + 1, col = (int)parser->problem_mark.column + 1;
     if (parser->context)
         return fsmoe_fail(err, FSMOE_ERR_PARSE, "%s:%d:%d: not valid YAML: %s %s (started at %d:%d)",
@@ -170,18 +301,77 @@ static fsmoe_status parse_error(const fsmoe_yaml *y, const yaml_parser_t *parser
                       problem);
 }
 
+/* A first pass over libyaml's events, before it composes the document: refuses nesting deeper
+ * than FSMOE_LIMIT_YAML_DEPTH where it is reached and more than FSMOE_LIMIT_YAML_NODES nodes.
+ * Composing first would not do: libyaml's scanner keeps a simple-key slot per flow level and
+ * scans them all for every token, so 100,000 nested `[` cost it tens of seconds. Syntax errors
+ * found here are reported like those of the second pass. */
+static fsmoe_status prescan(const fsmoe_yaml *y, const char *text, size_t len, fsmoe_error *err)
+{
+    yaml_parser_t parser;
+    yaml_event_t ev;
+    if (!yaml_parser_initialize(&parser))
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "%s: cannot initialise the YAML parser", y->path);
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    fsmoe_status st = FSMOE_OK;
+    long depth = 0, nodes = 0;
+    for (;;) {
+        if (!yaml_parser_parse(&parser, &ev)) {
+            st = parse_error(y, &parser, text, len, err);
+            break;
+        }
+        yaml_event_type_t type = ev.type;
+        int line = (int)ev.start_mark.line + 1, col = (int)ev.start_mark.column + 1;
+        if (type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT) {
+            depth++;
+            nodes++;
+        } else if (type == YAML_SEQUENCE_END_EVENT || type == YAML_MAPPING_END_EVENT) {
+            depth--;
+        } else if (type == YAML_SCALAR_EVENT || type == YAML_ALIAS_EVENT) {
+            nodes++;
+        } else if (type == YAML_DOCUMENT_START_EVENT) {
+            depth = 0;
+        }
+        yaml_event_delete(&ev);
+        if (depth > FSMOE_LIMIT_YAML_DEPTH) {
+            st = fsmoe_fail(err, FSMOE_ERR_SCHEMA,
+                            "%s:%d:%d: nesting deeper than %d levels (the limit for any input "
+                            "file)",
+                            y->path, line, col, FSMOE_LIMIT_YAML_DEPTH);
+            break;
+        }
+        if (nodes > FSMOE_LIMIT_YAML_NODES) {
+            st = fsmoe_fail(err, FSMOE_ERR_SCHEMA,
+                            "%s:%d:%d: more than %ld YAML nodes (the limit for any input file)",
+                            y->path, line, col, FSMOE_LIMIT_YAML_NODES);
+            break;
+        }
+        if (type == YAML_STREAM_END_EVENT)
+            break;
+    }
+    yaml_parser_delete(&parser);
+    return st;
+}
+
 fsmoe_status fsmoe_yaml_open_string(fsmoe_yaml *y, const char *name, const char *text, size_t len,
                                     fsmoe_error *err)
 {
     memset(y, 0, sizeof *y);
     snprintf(y->path, sizeof y->path, "%s", name);
+    if (len > (size_t)FSMOE_LIMIT_YAML_BYTES)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE,
+                          "%s:1:1: file of %zu bytes (expected at most %ld bytes: the limit for "
+                          "any input file)",
+                          name, len, FSMOE_LIMIT_YAML_BYTES);
+    fsmoe_status st = prescan(y, text, len, err);
+    if (st)
+        return st;
     yaml_parser_t parser;
     if (!yaml_parser_initialize(&parser))
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "%s: cannot initialise the YAML parser", name);
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    fsmoe_status st = FSMOE_OK;
     if (!yaml_parser_load(&parser, &y->doc)) {
-        st = parse_error(y, &parser, err);
+        st = parse_error(y, &parser, text, len, err);
         yaml_parser_delete(&parser);
         return st;
     }
@@ -189,7 +379,7 @@ fsmoe_status fsmoe_yaml_open_string(fsmoe_yaml *y, const char *name, const char 
     /* A second document would be silently ignored by a reader that takes the first; say so. */
     yaml_document_t extra;
     if (!yaml_parser_load(&parser, &extra)) {
-        st = parse_error(y, &parser, err);
+        st = parse_error(y, &parser, text, len, err);
     } else {
         yaml_node_t *r = yaml_document_get_root_node(&extra);
         if (r)
@@ -201,8 +391,10 @@ fsmoe_status fsmoe_yaml_open_string(fsmoe_yaml *y, const char *name, const char 
     yaml_parser_delete(&parser);
     if (st == FSMOE_OK) {
         yaml_node_t *root = yaml_document_get_root_node(&y->doc);
+        long nodes = (long)(y->doc.nodes.top - y->doc.nodes.start);
+        dup_walk w = {y, 0, FSMOE_LIMIT_YAML_ALIAS_RATIO * (nodes > 0 ? nodes : 1), nodes};
         if (root)
-            st = check_duplicates(y, root, "", 0, err);
+            st = check_duplicates(&w, root, "", 0, err);
     }
     if (st)
         fsmoe_yaml_close(y);
@@ -236,6 +428,8 @@ fsmoe_status fsmoe_yaml_open(fsmoe_yaml *y, const char *path, fsmoe_error *err)
         len += got;
         if (got == 0)
             break;
+        if (len > (size_t)FSMOE_LIMIT_YAML_BYTES)
+            break; /* refused by fsmoe_yaml_open_string; a pipe may never end */
     }
     int read_failed = ferror(fp);
     int saved = errno;

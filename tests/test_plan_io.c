@@ -96,7 +96,7 @@ static void make_plan(fsmoe_plan *p, double f, int n_layers)
         l->t_d1_s = 0.1 / (i + 3);          /* not exactly representable */
         l->t_d2_s = 1e-300 * (i + 1);       /* tiny */
         l->a2a = (fsmoe_a2a_strategy)(i % 4);
-        l->a2a_chunks = 1 + i;
+        l->a2a_chunks = l->a2a >= FSMOE_A2A_O2 ? 1 + i : 1; /* only O2 and O3 chunk */
         snprintf(l->a2a_algorithm, sizeof l->a2a_algorithm, i % 2 ? "2dh" : "nccl");
         for (int j = 0; j < 4; j++)
             l->a2a_s[j] = (j + 1) * 1.234567890123456789e-3 / (i + 1);
@@ -382,6 +382,44 @@ static void test_bad_plans(void **state)
         {"  iteration_s: 0.91", "  iteration_s: [0.91]", FSMOE_ERR_SCHEMA, "iteration_s"},
         {"fsmoe_plan: 3\n", "fsmoe_plan: [3\n", FSMOE_ERR_PARSE, ""},
         {"  - index: 1\n", "  - index: 1\n    color: red\n", FSMOE_ERR_SCHEMA, "unknown key"},
+        /* hand-edited plans, every value in range but the plan inconsistent: the field named */
+        {"world: 32", "world: 64", FSMOE_ERR_VALUE,
+         ":29:19: parallel.world: world=64 but dp·mp·pp = 8·4·1 = 32"},
+        {"  k: 2\n", "  k: 200\n", FSMOE_ERR_VALUE,
+         ":20:6: model.k: k=200 exceeds E=8 (expected each token routed to at most E experts)"},
+        {"  E: 8\n", "  E: 12\n", FSMOE_ERR_VALUE,
+         "parallel.ep: experts: 12 is not divisible by ep=8"},
+        {"    block: 3\n", "    block: 1\n", FSMOE_ERR_VALUE,
+         "layers[1].block: block 1 after block 1 (expected increasing blocks"},
+        {"strategy: O1, chunks: 1,", "strategy: O1, chunks: 3,", FSMOE_ERR_VALUE,
+         "layers[1].a2a.chunks: 3 chunks with strategy O1 (expected 1: only O2 and O3 split"},
+        {"t_gar_s: 0,", "t_gar_s: 0.5,", FSMOE_ERR_VALUE,
+         "layers[0].forward.t_gar_s: 0.5 (expected 0: gradients are all-reduced during the "
+         "backward only)"},
+        /* sizes past the limits of yaml_read.h */
+        {"world: 32", "world: 16777216", FSMOE_ERR_VALUE,
+         ":29:19: parallel.world: 16777216 is out of range (expected an integer in [1, 262144])"},
+        {"  k: 2\n", "  k: 1000\n", FSMOE_ERR_VALUE,
+         ":20:6: model.k: 1000 is out of range (expected an integer in [1, 256])"},
+        {"  M: 4096\n", "  M: 1000000000\n", FSMOE_ERR_VALUE,
+         "model.M: 1000000000 is out of range (expected an integer in [1, 131072])"},
+        {"{r: 4,", "{r: 16777216,", FSMOE_ERR_VALUE,
+         "layers[0].forward.r: 16777216 is out of range (expected an integer in [1, 1024])"},
+        {"  batch: 8\n", "  batch: 65536\n", FSMOE_ERR_VALUE,
+         "model.seq: batch·seq = 65536·1024 = 67108864 tokens per DP rank and step (expected at "
+         "most 16777216)"},
+        /* nothing non-finite, negative or absurd */
+        {"  capacity_factor: 1.2\n", "  capacity_factor: 1e30\n", FSMOE_ERR_VALUE,
+         "model.capacity_factor: 1e30 is out of range (expected a number in [1e-09, 65536])"},
+        {"  capacity_factor: 1.2\n", "  capacity_factor: .nan\n", FSMOE_ERR_SCHEMA,
+         "model.capacity_factor: expected a number in [1e-09, 65536], got `.nan`"},
+        {"  iteration_s: 0.91", "  iteration_s: .inf", FSMOE_ERR_SCHEMA,
+         "predicted.iteration_s: expected a number in [0, 1e+30], got `.inf`"},
+        {"  iteration_s: 0.91", "  iteration_s: 1e31", FSMOE_ERR_VALUE,
+         "predicted.iteration_s: 1e31 is out of range"},
+        {"{r: 4,", "{r: -1,", FSMOE_ERR_VALUE, "layers[0].forward.r: -1 is out of range"},
+        {"name: mixtral-8x7b", "name: mixtral\xff", FSMOE_ERR_PARSE,
+         "not valid YAML: invalid leading UTF-8 octet 0xFF"},
     };
     fsmoe_plan p;
     make_plan(&p, 1.2, 3);
@@ -392,6 +430,7 @@ static void test_bad_plans(void **state)
     assert_int_equal(fsmoe_plan_write(&p, good, &err), FSMOE_OK);
     fsmoe_plan_free(&p);
     char *text = slurp(good);
+    int failures = 0;
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         char *at = strstr(text, rows[i].from);
         if (!at)
@@ -418,10 +457,16 @@ static void test_bad_plans(void **state)
             fail_msg("row %zu: message lacks line:col: %s", i, err.msg);
         if (getenv("FSMOE_TEST_VERBOSE"))
             printf("row %zu: %s\n", i, err.msg);
-        if (!strstr(err.msg, rows[i].fragment))
-            fail_msg("row %zu: message lacks '%s': %s", i, rows[i].fragment, err.msg);
+        if (!strstr(err.msg, rows[i].fragment)) {
+            print_error("row %zu: message lacks '%s': %s\n", i, rows[i].fragment, err.msg);
+            failures++;
+        }
+        if (fsmoe_exit_code(st) != 2)
+            fail_msg("row %zu: exit code %d (expected 2 for an input error)", i,
+                     fsmoe_exit_code(st));
         assert_null(q.layers);
     }
+    assert_int_equal(failures, 0);
     free(text);
     fsmoe_plan q;
     assert_int_equal(fsmoe_plan_load("/nonexistent/plan.yaml", &q, &err), FSMOE_ERR_IO);

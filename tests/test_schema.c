@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cluster.h"
@@ -89,9 +90,9 @@ static const bad_row bad_rows[] = {
     {MODEL, "name: t\n", "", FSMOE_ERR_SCHEMA,
      ":1:1: name: missing required key (expected `name:` at the top level)"},
     {MODEL, "  batch: 8\n", "  batch: eight\n", FSMOE_ERR_SCHEMA,
-     ":15:10: training.batch: expected an integer >= 1, got `eight`"},
+     ":15:10: training.batch: expected an integer in [1, 65536], got `eight`"},
     {MODEL, "  batch: 8\n", "  batch: \"8\"\n", FSMOE_ERR_SCHEMA,
-     ":15:10: training.batch: expected an integer >= 1, got the quoted string \"8\""},
+     ":15:10: training.batch: expected an integer in [1, 65536], got the quoted string \"8\""},
     {MODEL, "training:\n  batch: 8\n  seq: 128\n  dtype: fp32\n", "training: [8, 128]\n",
      FSMOE_ERR_SCHEMA, ":14:11: training: expected a mapping (key: value lines), got a sequence"},
     {MODEL, "  dtype: fp32\n", "  dtype: [fp32]\n", FSMOE_ERR_SCHEMA,
@@ -127,7 +128,7 @@ static const bad_row bad_rows[] = {
      ":19:1: a second YAML document (expected one document per file)"},
     /* ---- model: impossible values ---- */
     {MODEL, "  layers: 4\n", "  layers: 0\n", FSMOE_ERR_VALUE,
-     ":7:11: architecture.layers: 0 is out of range (expected an integer >= 1)"},
+     ":7:11: architecture.layers: 0 is out of range (expected an integer in [1, 4096])"},
     {MODEL, "  heads: 4\n", "  heads: 5\n", FSMOE_ERR_VALUE,
      ":6:10: architecture.heads: heads=5 does not divide hidden=64"},
     {MODEL, "  heads: 4\n", "  heads: 4\n  kv_heads: 3\n", FSMOE_ERR_VALUE,
@@ -143,31 +144,31 @@ static const bad_row bad_rows[] = {
      ":13:20: moe.capacity_factor: -1 is not a capacity factor"},
     {MODEL, "  dtype: fp32\n", "  dtype: fp32\n" PAR("world: 8, gpus_per_node: 4, dp: 2, mp: 4, ep: 8, esp: 1"),
      FSMOE_ERR_VALUE,
-     ":18:11: parallel: experts: 4 is not divisible by ep=8 (each EP rank needs E/ep experts)"},
+     ":10:12: moe.experts: 4 is not divisible by ep=8 of the layout at "},
     {MODEL, "  dtype: fp32\n",
      "  dtype: fp32\n" PAR("world: 32, gpus_per_node: 4, dp: 8, mp: 2, ep: 4, esp: 1"),
      FSMOE_ERR_VALUE,
-     ":18:11: parallel: world=32 but dp·mp·pp = 8·2·1 = 16 (world must equal dp·mp·pp)"},
+     ":18:19: parallel.world: world=32 but dp·mp·pp = 8·2·1 = 16 (world must equal dp·mp·pp)"},
     {MODEL, "  dtype: fp32\n",
      "  dtype: fp32\n" PAR("world: 6, gpus_per_node: 4, dp: 3, mp: 2, ep: 2, esp: 1"),
-     FSMOE_ERR_VALUE, ":18:11: parallel: gpus_per_node=4 does not divide world=6"},
+     FSMOE_ERR_VALUE, ":18:37: parallel.gpus_per_node: gpus_per_node=4 does not divide world=6"},
     {MODEL, "  dtype: fp32\n",
      "  dtype: fp32\n" PAR("world: 8, gpus_per_node: 4, dp: 2, mp: 4, ep: 4, esp: 4"),
-     FSMOE_ERR_VALUE, ":18:11: parallel: ep·esp = 4·4 = 16 does not divide world=8"},
+     FSMOE_ERR_VALUE, ":18:58: parallel.ep: ep·esp = 4·4 = 16 does not divide world=8"},
     {MODEL, "  dtype: fp32\n",
      "  dtype: fp32\n" PAR("world: 24, gpus_per_node: 4, dp: 6, mp: 4, ep: 2, esp: 6"),
-     FSMOE_ERR_VALUE, ":18:11: parallel: esp=6 with gpus_per_node=4 (expected esp to divide"},
+     FSMOE_ERR_VALUE, ":18:67: parallel.esp: esp=6 with gpus_per_node=4 (expected esp to divide"},
     {MODEL, "  dtype: fp32\n",
      "  dtype: fp32\n" PAR("world: 8, gpus_per_node: 4, dp: 2, mp: 4, ep: 2, esp: 0"),
-     FSMOE_ERR_VALUE, ":18:66: parallel.esp: 0 is out of range (expected an integer >= 1)"},
+     FSMOE_ERR_VALUE, ":18:66: parallel.esp: 0 is out of range (expected an integer in [1, 262144])"},
     {MODEL, "  dtype: fp32\n", "  dtype: fp32\n" PAR("world: 8, gpus_per_node: 4, dp: 2, mp: 4"),
      FSMOE_ERR_SCHEMA, ":18:11: parallel.ep: missing required key"},
     /* ---- cluster ---- */
     {CLUSTER, "    alpha_s: 1.0e-4\n", "    alpha_s: -1.0e-4\n", FSMOE_ERR_VALUE,
-     ":10:14: ops[0].alpha_s: -1.0e-4 is out of range (expected a number >= 0)"},
+     ":10:14: ops[0].alpha_s: -1.0e-4 is out of range (expected a number in [0, 10])"},
     {CLUSTER, "    beta_s_per_byte: 1.0e-10\n", "    beta_s_per_byte: -1.0e-10\n",
      FSMOE_ERR_VALUE,
-     ":11:22: ops[0].beta_s_per_byte: -1.0e-10 is out of range (expected a number >= 0)"},
+     ":11:22: ops[0].beta_s_per_byte: -1.0e-10 is out of range (expected a number in [0, 0.001])"},
     {CLUSTER, "    r2: 0.999\n", "", FSMOE_ERR_SCHEMA,
      ":7:5: ops[0].r2: missing required key (expected `r2:` in `ops[0]`)"},
     {CLUSTER, "    r2: 0.999\n", "    r2: 1.5\n", FSMOE_ERR_VALUE,
@@ -211,7 +212,7 @@ static const bad_row bad_rows[] = {
      ":18:5: ops[2]: second entry for alltoall on tier inter (first at line 7; expected one "
      "entry per op and tier)"},
     {CLUSTER, "nodes: 2\n", "nodes: [2]\n", FSMOE_ERR_SCHEMA,
-     ":4:8: nodes: expected an integer in [1, 1048576], got a sequence"},
+     ":4:8: nodes: expected an integer in [1, 262144], got a sequence"},
     {CLUSTER, "gpus_per_node: 4\n", "gpus_per_node: 0\n", FSMOE_ERR_VALUE,
      ":5:16: gpus_per_node: 0 is out of range (expected an integer in [1, 4096])"},
     {CLUSTER, "fsmoe_cluster: 1\n", "fsmoe_cluster: 3\n", FSMOE_ERR_SCHEMA,
@@ -231,8 +232,93 @@ static const bad_row bad_rows[] = {
      ":13:5: ops[1]: expected a mapping (key: value lines), got `gemm`"},
     {MODEL, "  dtype: fp32\n",
      "  dtype: fp32\n" PAR("world: 6, gpus_per_node: 3, dp: 6, mp: 1, ep: 2, esp: 1"),
-     FSMOE_ERR_VALUE, ":18:11: parallel: ep·esp = 2·1 = 2 with gpus_per_node=3 (expected ep·esp "
+     FSMOE_ERR_VALUE, ":18:58: parallel.ep: ep·esp = 2·1 = 2 with gpus_per_node=3 (expected ep·esp "
      "to divide gpus_per_node or be a multiple of it"},
+    /* ---- resource limits (yaml_read.h): every size refused at the reader, with the limit ---- */
+    {MODEL, "  hidden: 64\n", "  hidden: 1000000000\n", FSMOE_ERR_VALUE,
+     ":4:11: architecture.hidden: 1000000000 is out of range (expected an integer in [1, 131072])"},
+    {MODEL, "  ffn_hidden: 256\n", "  ffn_hidden: 1048576\n", FSMOE_ERR_VALUE,
+     ":5:15: architecture.ffn_hidden: 1048576 is out of range (expected an integer in [1, "
+     "524288])"},
+    {MODEL, "  vocab: 256\n", "  vocab: 1000000000\n", FSMOE_ERR_VALUE,
+     ":8:10: architecture.vocab: 1000000000 is out of range (expected an integer in [1, 4194304])"},
+    {MODEL, "  layers: 4\n", "  layers: 100000\n", FSMOE_ERR_VALUE,
+     ":7:11: architecture.layers: 100000 is out of range (expected an integer in [1, 4096])"},
+    {MODEL, "  heads: 4\n", "  heads: 8192\n", FSMOE_ERR_VALUE,
+     ":6:10: architecture.heads: 8192 is out of range (expected an integer in [1, 4096])"},
+    {MODEL, "  experts: 4\n", "  experts: 16777216\n", FSMOE_ERR_VALUE,
+     ":10:12: moe.experts: 16777216 is out of range (expected an integer in [1, 65536])"},
+    {MODEL, "  top_k: 2\n", "  top_k: 1000\n", FSMOE_ERR_VALUE,
+     ":11:10: moe.top_k: 1000 is out of range (expected an integer in [1, 256])"},
+    {MODEL, "  top_k: 2\n", "  top_k: 200\n", FSMOE_ERR_VALUE,
+     ":11:10: moe.top_k: top_k=200 exceeds experts=4 (expected top_k <= experts)"},
+    {MODEL, "  seq: 128\n", "  seq: 16777216\n", FSMOE_ERR_VALUE,
+     ":16:8: training.seq: 16777216 is out of range (expected an integer in [1, 2097152])"},
+    {MODEL, "  batch: 8\n  seq: 128\n", "  batch: 65536\n  seq: 4096\n", FSMOE_ERR_VALUE,
+     ":16:8: training.seq: batch·seq = 65536·4096 = 268435456 tokens per GPU and step (expected "
+     "at most 16777216)"},
+    {MODEL, "  dtype: fp32\n",
+     "  dtype: fp32\n" PAR("world: 16777216, gpus_per_node: 4, dp: 2, mp: 4, ep: 2, esp: 1"),
+     FSMOE_ERR_VALUE,
+     ":18:19: parallel.world: 16777216 is out of range (expected an integer in [1, 262144])"},
+    {MODEL, "  dtype: fp32\n",
+     "  dtype: fp32\n" PAR("world: 8, gpus_per_node: 8192, dp: 2, mp: 4, ep: 2, esp: 1"),
+     FSMOE_ERR_VALUE,
+     ":18:37: parallel.gpus_per_node: 8192 is out of range (expected an integer in [1, 4096])"},
+    /* ---- finiteness: nothing non-finite passes a reader ---- */
+    {MODEL, "  capacity_factor: 1.2\n", "  capacity_factor: 1e30\n", FSMOE_ERR_VALUE,
+     ":13:20: moe.capacity_factor: 1e+30 is out of range (expected a number in (0, 65536], or "
+     "`none`"},
+    {MODEL, "  capacity_factor: 1.2\n", "  capacity_factor: .nan\n", FSMOE_ERR_SCHEMA,
+     ":13:20: moe.capacity_factor: expected a number > 0 or `none` (no token dropping), got "
+     "`.nan`"},
+    {MODEL, "  capacity_factor: 1.2\n", "  capacity_factor: NaN\n", FSMOE_ERR_SCHEMA,
+     ":13:20: moe.capacity_factor: expected a number > 0 or `none` (no token dropping), got "
+     "`NaN`"},
+    {MODEL, "  capacity_factor: 1.2\n", "  capacity_factor: inf\n", FSMOE_ERR_SCHEMA,
+     ":13:20: moe.capacity_factor: expected a number > 0 or `none` (no token dropping), got "
+     "`inf`"},
+    {MODEL, "  batch: 8\n", "  batch: -1\n", FSMOE_ERR_VALUE,
+     ":15:10: training.batch: -1 is out of range (expected an integer in [1, 65536])"},
+    {CLUSTER, "    alpha_s: 1.0e-4\n", "    alpha_s: 1e30\n", FSMOE_ERR_VALUE,
+     ":10:14: ops[0].alpha_s: 1e30 is out of range (expected a number in [0, 10])"},
+    {CLUSTER, "    alpha_s: 1.0e-4\n", "    alpha_s: .inf\n", FSMOE_ERR_SCHEMA,
+     ":10:14: ops[0].alpha_s: expected a number in [0, 10], got `.inf`"},
+    {CLUSTER, "    beta_s_per_byte: 1.0e-10\n", "    beta_s_per_byte: 1e30\n", FSMOE_ERR_VALUE,
+     ":11:22: ops[0].beta_s_per_byte: 1e30 is out of range (expected a number in [0, 0.001])"},
+    {CLUSTER, "    beta_s_per_byte: 1.0e-10\n", "    beta_s_per_byte: nan\n", FSMOE_ERR_SCHEMA,
+     ":11:22: ops[0].beta_s_per_byte: expected a number in [0, 0.001], got `nan`"},
+    {CLUSTER, "    r2: 0.999\n", "    r2: -.inf\n", FSMOE_ERR_SCHEMA,
+     ":12:9: ops[0].r2: expected a number in [0, 1], got `-.inf`"},
+    {CLUSTER, "    r2: 0.999\n", "    r2: 0.999\n    points: [[1.0e6, 1e30], [2.0e6, 1.0e-3]]\n",
+     FSMOE_ERR_VALUE, ":13:22: ops[0].points[0][1]: 1e30 is out of range (expected a number in [0, "
+     "10000])"},
+    {CLUSTER, "nodes: 2\n", "nodes: 16777216\n", FSMOE_ERR_VALUE,
+     ":4:8: nodes: 16777216 is out of range (expected an integer in [1, 262144])"},
+    {CLUSTER, "nodes: 2\n", "nodes: 262144\n", FSMOE_ERR_VALUE,
+     ":5:16: gpus_per_node: nodes·gpus_per_node = 262144·4 = 1048576 GPUs (expected at most "
+     "262144)"},
+    /* ---- not UTF-8: line:col of the byte, counted in characters ---- */
+    {MODEL, "name: t\n", "name: t\xff\n", FSMOE_ERR_PARSE,
+     ":2:8: not valid YAML: invalid leading UTF-8 octet 0xFF (byte offset 22;"},
+    {MODEL, "name: t\n", "name: \xc3\xa9\xc3\n", FSMOE_ERR_PARSE,
+     ":2:9: not valid YAML: invalid trailing UTF-8 octet 0x0A (byte offset 24;"},
+    {CLUSTER, "    r2: 0.99\n", "    r2: 0.99\x01\n", FSMOE_ERR_PARSE,
+     ":17:13: not valid YAML: control characters are not allowed"},
+    /* ---- aliases: a 352-byte document naming 10^9 nodes ---- */
+    {MODEL, NULL,
+     "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+     "b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+     "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n"
+     "d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+     "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n"
+     "f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
+     "g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]\n"
+     "h: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g, *g]\n"
+     "i: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h, *h]\n",
+     FSMOE_ERR_SCHEMA, ":1:23: c[3][0][5]: aliases expand the document past 464 nodes (it has 29; "
+     "expected aliases to reach at most 16 times the nodes written)"},
+    {MODEL, NULL, "a: &a [*a]\n", FSMOE_ERR_SCHEMA, ":1:4: a[0][0][0][0]"},
 };
 
 static char tmp_dir[256];
@@ -293,6 +379,83 @@ static void test_bad_inputs(void **state)
         }
     }
     assert_int_equal(failures, 0);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Inputs too large to write out: made here, each refused with its message within a second
+ * (before the bounds: 100,000 nested `[` took 27 s, the alias document above hung). */
+static void test_reader_bounds(void **state)
+{
+    (void)state;
+    enum { DEEP, KEYS, NODES, BYTES, N_CASES };
+    static const struct {
+        const char *what;
+        fsmoe_status status;
+        const char *fragment;
+    } rows[N_CASES] = {
+        [DEEP] = {"100000 nested [", FSMOE_ERR_SCHEMA,
+                  ":2:70: nesting deeper than 64 levels (the limit for any input file)"},
+        [KEYS] = {"a mapping of 300000 keys, the last one twice", FSMOE_ERR_SCHEMA,
+                  ":300002:1: k299999: duplicate key (first given at line 300001"},
+        [NODES] = {"a sequence of 1100000 items", FSMOE_ERR_SCHEMA,
+                   ":3:2097143: more than 1048576 YAML nodes (the limit for any input file)"},
+        [BYTES] = {"17 MiB of comment", FSMOE_ERR_VALUE,
+                   ":1:1: file of 17825793 bytes (expected at most 16777216 bytes"},
+    };
+    size_t cap = 18u << 20;
+    char *text = malloc(cap);
+    assert_non_null(text);
+    for (int c = 0; c < N_CASES; c++) {
+        size_t n = 0;
+        n += (size_t)snprintf(text, cap, "fsmoe_model: 1\n");
+        if (c == DEEP) {
+            n += (size_t)snprintf(text + n, cap - n, "name: ");
+            for (int i = 0; i < 100000; i++)
+                text[n++] = '[';
+            for (int i = 0; i < 100000; i++)
+                text[n++] = ']';
+        } else if (c == KEYS) {
+            for (int i = 0; i < 300000; i++)
+                n += (size_t)snprintf(text + n, cap - n, "k%d: 1\n", i);
+            n += (size_t)snprintf(text + n, cap - n, "k299999: 2\n");
+        } else if (c == NODES) {
+            n += (size_t)snprintf(text + n, cap - n, "name: t\nx: [");
+            for (int i = 0; i < 1100000; i++)
+                n += (size_t)snprintf(text + n, cap - n, "1,");
+            text[n++] = ']';
+        } else {
+            memset(text, '#', 17u << 20);
+            n = 17u << 20;
+        }
+        text[n++] = '\n';
+        text[n] = '\0';
+        char path[320];
+        snprintf(path, sizeof path, "%s/big.yaml", tmp_dir);
+        FILE *fp = fopen(path, "wb");
+        assert_non_null(fp);
+        assert_int_equal(fwrite(text, 1, n, fp), n);
+        assert_int_equal(fclose(fp), 0);
+        fsmoe_error err = {0};
+        fsmoe_model m;
+        double t0 = now_s();
+        fsmoe_status st = fsmoe_model_load(path, &m, &err);
+        double dt = now_s() - t0;
+        char expect[600];
+        snprintf(expect, sizeof expect, "%s%s", path, rows[c].fragment);
+        if (st != rows[c].status || strncmp(err.msg, expect, strlen(expect)) != 0)
+            fail_msg("%s: status %d (want %d)\n  got:  %.300s\n  want: %s", rows[c].what, (int)st,
+                     (int)rows[c].status, err.msg, expect);
+        if (dt > 1.0)
+            fail_msg("%s: refused after %.2f s (expected within 1 s)", rows[c].what, dt);
+        unlink(path);
+    }
+    free(text);
 }
 
 static void test_missing_file(void **state)
@@ -478,8 +641,26 @@ static void test_models_match_design(void **state)
     load_model("mixtral-8x7b", &m);
     p = fsmoe_parallel_common(6, 8);
     assert_int_equal(fsmoe_model_resolve(&m, &p, "command line", &err), FSMOE_ERR_VALUE);
-    assert_string_equal(err.msg, "command line: experts: 8 is not divisible by ep=6 (each EP rank "
-                                 "needs E/ep experts)");
+    /* A check that combines the model with a layout from elsewhere names the model's field at
+     * file:line:col, and where the layout came from. */
+    char want[1200], mpath[1024];
+    repo_path(mpath, sizeof mpath, "models/mixtral-8x7b.yaml");
+    snprintf(want, sizeof want,
+             "%s:13:12: moe.experts: 8 is not divisible by ep=6 of the layout at command line "
+             "(each EP rank needs E/ep experts)",
+             mpath);
+    assert_string_equal(err.msg, want);
+    /* top_k against `experts: ep` with ep = 1 of a cluster's common layout */
+    load_model("gpt2-xl-moe", &m);
+    assert_true(m.experts_is_ep);
+    p = fsmoe_parallel_common(1, 8);
+    assert_int_equal(fsmoe_model_resolve(&m, &p, "clusters/x.yaml: common layout", &err),
+                     FSMOE_ERR_VALUE);
+    repo_path(mpath, sizeof mpath, "models/gpt2-xl-moe.yaml");
+    snprintf(want, sizeof want, "%s:", mpath);
+    assert_int_equal(strncmp(err.msg, want, strlen(want)), 0);
+    assert_non_null(strstr(err.msg, ": moe.top_k: top_k=2 exceeds experts=1, one per EP rank of "
+                                    "the layout at clusters/x.yaml: common layout"));
     load_model("tiny-moe", &m);
     assert_int_equal(m.M, 64);
     assert_int_equal(m.H, 256);
@@ -938,6 +1119,7 @@ int main(void)
         cmocka_unit_test(test_base_texts_valid),
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_missing_file),
+        cmocka_unit_test(test_reader_bounds),
         cmocka_unit_test(test_yaml_reader_api),
         cmocka_unit_test(test_shipped_files_load),
         cmocka_unit_test(test_models_match_design),
