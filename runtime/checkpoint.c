@@ -152,9 +152,37 @@ static void sync_dir(const char *path)
     }
 }
 
+/* Opens a file of the checkpoint for reading, refusing anything but a regular file before it
+ * can block (a FIFO in place of a shard or the manifest would wait for a writer forever):
+ * NULL with errno set, EINVAL for another kind of file. */
+static FILE *open_regular(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    struct stat sb;
+    int fl;
+    FILE *f = NULL;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || (fl = fcntl(fd, F_GETFL)) < 0 ||
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0 || !(f = fdopen(fd, "rb"))) {
+        int e = errno;
+        if (fstat(fd, &sb) == 0 && !S_ISREG(sb.st_mode))
+            e = EINVAL;
+        close(fd);
+        errno = e;
+        return NULL;
+    }
+    return f;
+}
+
+static const char *open_error(int e)
+{
+    return e == EINVAL ? "not a regular file" : strerror(e);
+}
+
 static int read_file(const char *path, long max, char **text, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
+    FILE *f = open_regular(path);
     if (!f)
         return -1;
     size_t cap = 4096, n = 0;
@@ -382,6 +410,80 @@ static void clean(const char *dir, const char *live, const rt_ckpt_shard_info *s
             rmdir(path);
     }
     closedir(d);
+}
+
+/* Removes temporaries (names with ".tmp.") left in dir and in its step directories by a writer
+ * that was killed; used when no manifest can be read (nothing else is known to be stale). */
+static void clean_temporaries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    char path[1200], fpath[1600];
+    while ((e = readdir(d))) {
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (strncmp(e->d_name, RT_CKPT_MANIFEST ".tmp.", sizeof RT_CKPT_MANIFEST + 4) == 0) {
+            unlink(path);
+            continue;
+        }
+        if (strncmp(e->d_name, "step-", 5) != 0)
+            continue;
+        DIR *sd = opendir(path);
+        if (!sd)
+            continue;
+        struct dirent *f;
+        while ((f = readdir(sd)))
+            if (strncmp(f->d_name, "shard-", 6) == 0 && strstr(f->d_name, ".tmp.")) {
+                snprintf(fpath, sizeof fpath, "%s/%s", path, f->d_name);
+                unlink(fpath);
+            }
+        closedir(sd);
+        rmdir(path); /* only when it is empty now */
+    }
+    closedir(d);
+}
+
+fsmoe_status checkpoint_prepare_dir(const char *flag, const char *dir, int rank,
+                                    fsmoe_error *err)
+{
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return fsmoe_fail(err, FSMOE_ERR_IO, "%s %s: cannot create the checkpoint directory: %s",
+                          flag, dir, strerror(errno));
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return fsmoe_fail(err, FSMOE_ERR_IO, "%s %s: not a directory (checkpoints are a "
+                          "directory of a manifest and shards)", flag, dir);
+    /* a file is created in it and removed: the same test as the saves will meet */
+    char probe[1100];
+    snprintf(probe, sizeof probe, "%s/.fsmoe-probe.%ld.%d", dir, (long)getpid(), rank);
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return fsmoe_fail(err, FSMOE_ERR_IO, "%s %s: cannot write in the checkpoint directory "
+                          "(%s)", flag, dir, strerror(errno));
+    int bad = write(fd, "x", 1) != 1 ? (errno ? errno : EIO) : 0;
+    if (close(fd) != 0 && !bad)
+        bad = errno;
+    unlink(probe);
+    if (bad)
+        return fsmoe_fail(err, FSMOE_ERR_IO, "%s %s: cannot write in the checkpoint directory "
+                          "(%s)", flag, dir, strerror(bad));
+    if (rank != 0)
+        return FSMOE_OK;
+    /* what an earlier run left when it was killed in the middle of a save */
+    char mpath[1100], *text = NULL;
+    size_t len = 0;
+    snprintf(mpath, sizeof mpath, "%s/%s", dir, RT_CKPT_MANIFEST);
+    rt_ckpt_manifest m;
+    if (read_file(mpath, MANIFEST_MAX_BYTES, &text, &len) == 0 &&
+        checkpoint_manifest_parse(mpath, text, len, &m, NULL) == FSMOE_OK) {
+        clean(dir, m.step_dir, m.shards, m.n);
+        checkpoint_manifest_free(&m);
+    } else {
+        clean_temporaries(dir);
+    }
+    free(text);
+    return FSMOE_OK;
 }
 
 fsmoe_status checkpoint_write_manifest(const char *dir, long step, const rt_ckpt_rank *rk,
@@ -966,7 +1068,7 @@ fsmoe_status checkpoint_load(const char *dir, const rt_ckpt_rank *rk, long *step
                               "%d (a manifest and one shard per rank)\nHINT: train again with "
                               "--save %s", path, RT_CKPT_MANIFEST, RT_CKPT_VERSION, dir);
         return fsmoe_fail(err, FSMOE_ERR_IO, "%s: cannot read checkpoint manifest: %s", mpath,
-                          strerror(e));
+                          open_error(e));
     }
     rt_ckpt_manifest m;
     fsmoe_status st = checkpoint_manifest_parse(mpath, text, len, &m, err);
@@ -997,9 +1099,9 @@ fsmoe_status checkpoint_load(const char *dir, const rt_ckpt_rank *rk, long *step
     /* Pass 1: every shard's index (sizes and header checksums checked). */
     for (int s = 0; s < m.n; s++) {
         snprintf(path, sizeof path, "%s/%s", sdir, m.shards[s].file);
-        if (!(f = fopen(path, "rb"))) {
+        if (!(f = open_regular(path))) {
             st = fsmoe_fail(err, FSMOE_ERR_IO, "%s: cannot open shard %d of %d listed in %s: %s",
-                            path, s, m.n, mpath, strerror(errno));
+                            path, s, m.n, mpath, open_error(errno));
             goto out;
         }
         if (fstat(fileno(f), &sb) != 0 || (long)sb.st_size != m.shards[s].bytes) {
@@ -1119,9 +1221,9 @@ fsmoe_status checkpoint_load(const char *dir, const rt_ckpt_rank *rk, long *step
         if (!needed)
             continue;
         snprintf(path, sizeof path, "%s/%s", sdir, m.shards[s].file);
-        if (!(f = fopen(path, "rb"))) {
+        if (!(f = open_regular(path))) {
             st = fsmoe_fail(err, FSMOE_ERR_IO, "%s: cannot open shard: %s", path,
-                            strerror(errno));
+                            open_error(errno));
             goto out;
         }
         tc.shard = s;

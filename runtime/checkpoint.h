@@ -98,6 +98,12 @@ fsmoe_status checkpoint_write_manifest(const char *dir, long step, const rt_ckpt
 /* Single rank (world 1): save_shard then write_manifest. */
 fsmoe_status checkpoint_save(const char *dir, long step, const rt_ckpt_rank *rk,
                              fsmoe_error *err);
+/* Before the first step, on every rank: creates dir if it is missing (its parent must exist),
+ * checks that a file can be created in it (FSMOE_ERR_IO naming `flag`, e.g. "--save", and
+ * dir), and on rank 0 removes what a save that was killed left there (temporaries; step
+ * directories the manifest does not name). The live checkpoint is never touched. */
+fsmoe_status checkpoint_prepare_dir(const char *flag, const char *dir, int rank,
+                                    fsmoe_error *err);
 /* Reads dir/manifest.yaml, refuses another model or settings that matter (naming them), checks
  * the shards this rank needs against their SHA-256s and fills this rank's tensors and moments
  * from whichever shards hold their global rows; sets opt->t and *step (the next step to run).

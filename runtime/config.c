@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "yaml_read.h"
+
 void config_defaults(rt_config *c)
 {
     memset(c, 0, sizeof(*c));
@@ -20,9 +22,58 @@ void config_defaults(rt_config *c)
     c->eval_every = 50, c->eval_batches = 4, c->save_every = 0;
 }
 
+/* "path:line:col: field" of a field of the model file (found again in the file), or
+ * "path: field" when it is not there (a default) or the file cannot be read again. */
+static void locate(const char *path, const char *field, char *buf, size_t len)
+{
+    fsmoe_yaml y;
+    fsmoe_ynode cur, next;
+    memset(&y, 0, sizeof y);
+    int found = fsmoe_yaml_open(&y, path, NULL) == FSMOE_OK &&
+                fsmoe_yaml_root(&y, &cur, NULL) == FSMOE_OK;
+    char seg[64];
+    for (const char *s = field; found && *s;) {
+        size_t n = strcspn(s, ".");
+        if (n >= sizeof seg) {
+            found = 0;
+            break;
+        }
+        memcpy(seg, s, n);
+        seg[n] = '\0';
+        found = fsmoe_yaml_is_mapping(&cur) && fsmoe_yaml_has(&cur, seg) &&
+                fsmoe_yaml_get(&cur, seg, FSMOE_REQUIRED, &next, NULL) == FSMOE_OK && next.node;
+        if (found)
+            cur = next;
+        s += n + (s[n] == '.');
+    }
+    if (found)
+        snprintf(buf, len, "%s:%d:%d: %s", path, cur.line, cur.col, field);
+    else
+        snprintf(buf, len, "%s: %s", path, field);
+    fsmoe_yaml_close(&y);
+}
+
+/* Where a value came from: the flag that set it, else the model file's field, else the bare
+ * field name (no origin known). */
+static const char *origin_of(const rt_config_origin *o, const char *flag, const char *field,
+                             char *buf, size_t len)
+{
+    if (flag)
+        snprintf(buf, len, "%s", flag);
+    else if (o && o->model_path)
+        locate(o->model_path, field, buf, len);
+    else
+        snprintf(buf, len, "%s", field);
+    return buf;
+}
+
+#define FLAG(o, f) ((o) ? (o)->f : NULL)
+
 fsmoe_status config_from_model(rt_config *c, const fsmoe_model *m, const char *path,
                                fsmoe_error *err)
 {
+    char w[700];
+    rt_config_origin o = {.model_path = path};
     snprintf(c->name, sizeof c->name, "%s", m->name);
     c->V = m->vocab, c->M = m->M, c->H = m->H, c->heads = m->heads, c->layers = m->layers;
     c->L = m->L, c->B = m->B, c->E = m->E, c->k = m->k;
@@ -32,49 +83,89 @@ fsmoe_status config_from_model(rt_config *c, const fsmoe_model *m, const char *p
     int g = gate_kind_from_name(m->gate);
     if (g < 0)
         return fsmoe_fail(err, FSMOE_ERR_VALUE,
-                          "%s: gate: '%s' is not one of gshard, sigmoid, xmoe, expert_choice, "
-                          "softmoe", path, m->gate);
-    int o = order_kind_from_name(m->order);
-    if (o < 0)
-        return fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: order: '%s' is not one of gshard, tutel",
-                          path, m->order);
+                          "%s: '%s' is not one of gshard, sigmoid, xmoe, expert_choice, softmoe",
+                          origin_of(&o, NULL, "moe.gate", w, sizeof w), m->gate);
+    int ord = order_kind_from_name(m->order);
+    if (ord < 0)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: '%s' is not one of gshard, tutel",
+                          origin_of(&o, NULL, "moe.order", w, sizeof w), m->order);
     c->gate = (rt_gate_kind)g;
-    c->order = (rt_order_kind)o;
+    c->order = (rt_order_kind)ord;
     c->kv_heads = m->kv_heads;
     if (c->kv_heads < 1 || c->kv_heads > c->heads || c->heads % c->kv_heads)
         return fsmoe_fail(err, FSMOE_ERR_VALUE,
-                          "%s: kv_heads: %ld does not divide heads = %ld (grouped-query attention "
-                          "gives each key/value head heads/kv_heads query heads)", path,
-                          m->kv_heads, m->heads);
+                          "%s: %ld does not divide heads = %ld (grouped-query attention gives "
+                          "each key/value head heads/kv_heads query heads)",
+                          origin_of(&o, NULL, "architecture.kv_heads", w, sizeof w), m->kv_heads,
+                          m->heads);
     return FSMOE_OK;
 }
 
 fsmoe_status config_validate(const rt_config *c, fsmoe_error *err)
 {
+    return config_check(c, NULL, err);
+}
+
+fsmoe_status config_check(const rt_config *c, const rt_config_origin *o, fsmoe_error *err)
+{
+    char w[700];
+#define AT(flag, field) origin_of(o, FLAG(o, flag), field, w, sizeof w)
+#define AT_FILE(field) origin_of(o, NULL, field, w, sizeof w) /* no flag sets it */
     if (c->V < 2 || c->V > 65536)
-        return fsmoe_fail(err, FSMOE_ERR_VALUE, "vocab: %ld outside 2..65536", c->V);
-    if (c->M < 1 || c->H < 1 || c->heads < 1 || c->layers < 1 || c->L < 1 || c->B < 1)
-        return fsmoe_fail(err, FSMOE_ERR_VALUE, "M, H, heads, layers, L and B must be >= 1");
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: %ld outside 2..65536",
+                          AT_FILE("architecture.vocab"), c->V);
+    if (c->M < 1)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: must be >= 1",
+                          AT_FILE("architecture.hidden"));
+    if (c->H < 1)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: must be >= 1",
+                          AT_FILE("architecture.ffn_hidden"));
+    if (c->heads < 1)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: must be >= 1",
+                          AT_FILE("architecture.heads"));
+    if (c->layers < 1)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: must be >= 1",
+                          AT_FILE("architecture.layers"));
+    if (c->L < 1)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: must be >= 1", AT(L, "training.seq"));
+    if (c->B < 1)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: must be >= 1", AT(B, "training.batch"));
     if (c->M % c->heads)
-        return fsmoe_fail(err, FSMOE_ERR_VALUE, "M = %ld is not divisible by heads = %ld", c->M,
-                          c->heads);
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: %ld is not divisible by heads = %ld",
+                          AT_FILE("architecture.hidden"), c->M, c->heads);
     if (c->kv_heads < 0 || (c->kv_heads > 0 && (c->kv_heads > c->heads || c->heads % c->kv_heads)))
-        return fsmoe_fail(err, FSMOE_ERR_VALUE, "kv_heads = %ld does not divide heads = %ld",
-                          c->kv_heads, c->heads);
-    if (c->E < 1 || c->k < 1 || c->k > c->E)
-        return fsmoe_fail(err, FSMOE_ERR_VALUE, "need 1 <= k (%d) <= E (%ld)", c->k, c->E);
-    if (c->gate == RT_GATE_SOFTMOE && c->order != RT_ORDER_GSHARD)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: %ld does not divide heads = %ld",
+                          AT_FILE("architecture.kv_heads"), c->kv_heads, c->heads);
+    if (c->E < 1)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: %ld experts, need at least 1",
+                          AT(E, "moe.experts"), c->E);
+    if (c->k < 1 || c->k > c->E)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: need 1 <= top_k (%d) <= experts (%ld)",
+                          AT(k, "moe.top_k"), c->k, c->E);
+    if (c->gate == RT_GATE_SOFTMOE && c->order != RT_ORDER_GSHARD) {
+        char w2[700];
         return fsmoe_fail(err, FSMOE_ERR_VALUE,
-                          "gate softmoe needs order gshard (its dispatch is a dense mixture of "
-                          "tokens, which the sparse Tutel order cannot express)");
+                          "%s: gate softmoe needs order gshard (%s is tutel; its dispatch is a "
+                          "dense mixture of tokens, which the sparse Tutel order cannot express)",
+                          AT(gate, "moe.gate"), origin_of(o, FLAG(o, order), "moe.order", w2,
+                                                          sizeof w2));
+    }
     if (c->gate == RT_GATE_XMOE && c->E > 64)
-        return fsmoe_fail(err, FSMOE_ERR_VALUE, "gate xmoe: at most 64 experts (E = %ld)", c->E);
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: gate xmoe takes at most 64 experts (E = %ld)",
+                          AT(gate, "moe.gate"), c->E);
     if (c->r < 1 || c->r > 64)
-        return fsmoe_fail(err, FSMOE_ERR_VALUE, "r = %d outside 1..64", c->r);
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: r = %d outside 1..64",
+                          FLAG(o, r) ? FLAG(o, r) : "r", c->r);
     if (c->steps < 1)
         return fsmoe_fail(err, FSMOE_ERR_VALUE, "--steps must be >= 1");
-    if (c->moe_every < 1 || c->moe_first < 0)
-        return fsmoe_fail(err, FSMOE_ERR_VALUE, "moe_every must be >= 1, moe_first >= 0");
+    if (c->moe_every < 1)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: must be >= 1",
+                          AT_FILE("moe.every"));
+    if (c->moe_first < 0)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: must be >= 0",
+                          AT_FILE("moe.first"));
+#undef AT
+#undef AT_FILE
     return FSMOE_OK;
 }
 

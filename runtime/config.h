@@ -42,7 +42,19 @@ void config_defaults(rt_config *c);
 /* Takes architecture and training shape from a loaded model file. `path` names it in errors. */
 fsmoe_status config_from_model(rt_config *c, const fsmoe_model *m, const char *path,
                                fsmoe_error *err);
-/* Checks combinations (divisibility, supported gate/order pairs, ...). */
+/* Where the values of a configuration came from, for messages: the model file, and for each
+ * field a command-line flag overrides, that flag ("--batch"); NULL where the flag was not
+ * given (the value is the model file's, or a default). */
+typedef struct {
+    const char *model_path;
+    const char *B, *L, *E, *k, *f, *gate, *order, *expert, *r, *steps;
+} rt_config_origin;
+
+/* Checks combinations (divisibility, supported gate/order pairs, ...). A failure names where
+ * the offending value came from: the flag, or the model file's field at file:line:col (found
+ * again in the file), or the model file alone for a default. */
+fsmoe_status config_check(const rt_config *c, const rt_config_origin *o, fsmoe_error *err);
+/* config_check without an origin (the message names the field only). */
 fsmoe_status config_validate(const rt_config *c, fsmoe_error *err);
 int config_is_moe_block(const rt_config *c, long b);
 void config_print(const rt_config *c, FILE *f, const char *backend, const char *data,

@@ -15,8 +15,16 @@ typedef struct {
     char path[512];
 } rt_data;
 
-/* Loads path; every byte must be < vocab; each split must hold at least one window of L+1. */
+/* Loads path; every byte must be < vocab; each split must hold at least one window of L+1.
+ * Anything but a regular file (a FIFO, a device, a directory) is refused before it is read, so
+ * that the run never waits on it. */
 fsmoe_status data_load(rt_data *d, const char *path, long vocab, long L, fsmoe_error *err);
+/* The same, refusing a file of more than max_bytes (what the memory limit leaves for it) before
+ * allocating. */
+fsmoe_status data_load_limited(rt_data *d, const char *path, long vocab, long L, long max_bytes,
+                               fsmoe_error *err);
+/* The checks of data_load on d->bytes[0, d->n) (d->path names it); sets d->train_end. */
+fsmoe_status data_check(rt_data *d, long vocab, long L, fsmoe_error *err);
 void data_free(rt_data *d);
 /* split 0 = train, 1 = validation; tok/tgt (B·L). */
 void data_batch(const rt_data *d, int split, uint64_t seed, long step, long B, long L, int *tok,

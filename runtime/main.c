@@ -9,8 +9,13 @@
  * Rank 0 prints the resolved configuration once, one line per step and validation lines; the
  * other ranks print only errors, prefixed with their rank. MPI is initialised only when the
  * program was launched by mpirun/srun (a plain start is one rank and needs no MPI). */
-#include <getopt.h>
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,9 +28,10 @@
 #include "dist.h"
 #include "mpi_coll.h"
 #include "topology.h"
-#include "cli.h"
+#include "atomic_file.h"
 #include "config.h"
 #include "data.h"
+#include "options.h"
 #include "transformer.h"
 #include "plan.h"
 #include "plan_check.h"
@@ -78,6 +84,10 @@ static void usage(const char *reason)
             "many ranks:     --ep N (expert-parallel group size; default the plan's, else 1)\n"
             "                --comm-timeout S (a peer silent this long ends the run; 30)\n"
             "                --no-overlap (compute and communication one after the other)\n"
+            "limits:         --mem-limit SIZE (K/M/G; default the physical memory): a run that\n"
+            "                needs more per rank is refused before it starts\n"
+            "SIGINT/SIGTERM stop the run after the step in progress (exit 128+signal; the last\n"
+            "checkpoint stays); a second one stops it at once.\n"
             "Without --data it trains on the shipped corpus (%s);\n"
             "without --plan it runs unpipelined (r = 1) unless --chunks is given.\n",
             FSMOE_DEFAULT_DATA);
@@ -175,42 +185,50 @@ static fsmoe_status save_checkpoint(const char *dir, long step, const rt_ckpt_ra
     return FSMOE_OK;
 }
 
+/* The first SIGINT/SIGTERM/SIGHUP asks the run to stop after the step in progress (checked
+ * between steps, agreed by every rank); a second one ends it at once, removing the temporaries of
+ * a save in progress (libfsmoe/atomic_file.h), so a stuck step can still be interrupted. */
+static volatile sig_atomic_t stop_signal = 0;
+
+static void on_stop(int sig)
+{
+    stop_signal = sig;
+    fsmoe_atomic_on_signals(); /* async-signal-safe: sigaction */
+}
+
+static void stop_on_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+/* The signal every rank stops for (0: none): one rank's signal stops all at the same step. */
+static int stop_agreed(int world, fsmoe_error *err, fsmoe_status *st)
+{
+    int sig = stop_signal;
+    if (world > 1)
+        *st = fsmoe_mpi_allreduce(MPI_COMM_WORLD, &sig, &sig, 1, MPI_INT, MPI_MAX,
+                                  "interruption agreement (world)", err);
+    return sig;
+}
+
+/* An input the run cannot use (a flag, the model, the plan, the data, a checkpoint to resume,
+ * an output location): exit 2, I/O errors included (a missing or unreadable input file is the
+ * user's to fix). Out of memory, MPI and internal failures keep their code. */
+static int die_input(const fsmoe_error *err)
+{
+    fsmoe_error_print(prog, err);
+    return err->status == FSMOE_ERR_IO ? 2 : fsmoe_exit_code(err->status);
+}
+
 int main(int argc, char **argv)
 {
-    enum {
-        O_MODEL = 256, O_PLAN, O_DATA, O_STEPS, O_SEED, O_SAVE, O_SAVE_EVERY, O_RESUME,
-        O_EVAL_EVERY, O_BACKEND, O_THREADS, O_BATCH, O_SEQ, O_LR, O_MIN_LR, O_WARMUP, O_WD,
-        O_CLIP, O_AUX, O_NOISE, O_CF, O_GATE, O_ORDER, O_EXPERT, O_CHUNKS, O_EVAL_BATCHES, O_HELP,
-        O_EP, O_COMM_TIMEOUT, O_NO_OVERLAP, O_STOP_AT
-    };
-    static const struct option opts[] = {
-        {"model", 1, 0, O_MODEL},       {"plan", 1, 0, O_PLAN},
-        {"data", 1, 0, O_DATA},         {"steps", 1, 0, O_STEPS},
-        {"seed", 1, 0, O_SEED},         {"save", 1, 0, O_SAVE},
-        {"save-every", 1, 0, O_SAVE_EVERY}, {"resume", 1, 0, O_RESUME},
-        {"eval-every", 1, 0, O_EVAL_EVERY}, {"backend", 1, 0, O_BACKEND},
-        {"threads", 1, 0, O_THREADS},   {"batch", 1, 0, O_BATCH},
-        {"seq", 1, 0, O_SEQ},           {"lr", 1, 0, O_LR},
-        {"min-lr", 1, 0, O_MIN_LR},     {"warmup", 1, 0, O_WARMUP},
-        {"weight-decay", 1, 0, O_WD},   {"clip", 1, 0, O_CLIP},
-        {"aux-loss", 1, 0, O_AUX},      {"gate-noise", 1, 0, O_NOISE},
-        {"capacity-factor", 1, 0, O_CF}, {"gate", 1, 0, O_GATE},
-        {"order", 1, 0, O_ORDER},       {"expert", 1, 0, O_EXPERT},
-        {"chunks", 1, 0, O_CHUNKS},     {"eval-batches", 1, 0, O_EVAL_BATCHES},
-        {"help", 0, 0, O_HELP},         {"ep", 1, 0, O_EP},
-        {"comm-timeout", 1, 0, O_COMM_TIMEOUT}, {"no-overlap", 0, 0, O_NO_OVERLAP},
-        {"stop-at", 1, 0, O_STOP_AT},   {0, 0, 0, 0}};
-    static const fsmoe_cli_enum gates[] = {{"gshard", RT_GATE_GSHARD}, {"sigmoid", RT_GATE_SIGMOID},
-                                           {"xmoe", RT_GATE_XMOE},
-                                           {"expert_choice", RT_GATE_EXPERT_CHOICE},
-                                           {"softmoe", RT_GATE_SOFTMOE}, {NULL, 0}};
-    static const fsmoe_cli_enum orders[] = {{"gshard", RT_ORDER_GSHARD},
-                                            {"tutel", RT_ORDER_TUTEL}, {NULL, 0}};
-    static const fsmoe_cli_enum experts[] = {{"gpt", 0}, {"swiglu", 1}, {NULL, 0}};
-    const char *model_path = NULL, *plan_path = NULL, *data_path = NULL, *save_dir = NULL,
-               *resume_dir = NULL, *backend = "host";
-    int threads = 0, ep = 0;
-    double comm_timeout = FSMOE_COMM_TIMEOUT_DEFAULT_S;
     int world = 1, rank = 0, mpi = launched_by_mpi();
     if (mpi) {
         int provided = 0;
@@ -234,111 +252,32 @@ int main(int argc, char **argv)
         if (rank > 0 && !freopen("/dev/null", "w", stdout))
             return 1;
     }
-    /* overrides, applied after the model file */
-    long steps = -1, seed = -1, save_every = -1, eval_every = -1, batch = -1, seq = -1,
-         warmup = -2, chunks = -1, eval_batches = -1, stop_at = -1;
-    double lr = -1, min_lr = -1, wd = -1, clip = -1, aux = -1, noise = -1, cf = -2;
-    int gate = -1, order = -1, expert = -1, no_overlap = 0;
+    stop_on_signals();
     fsmoe_error err = {0};
     fsmoe_status st = FSMOE_OK;
-    int o;
-    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (o) {
-        case O_MODEL: model_path = optarg; break;
-        case O_PLAN: plan_path = optarg; break;
-        case O_DATA: data_path = optarg; break;
-        case O_SAVE: save_dir = optarg; break;
-        case O_RESUME: resume_dir = optarg; break;
-        case O_BACKEND: backend = optarg; break;
-        case O_STEPS: st = fsmoe_cli_long("--steps", optarg, 1, 100000000, &steps, &err); break;
-        case O_SEED: st = fsmoe_cli_long("--seed", optarg, 0, 2147483647L, &seed, &err); break;
-        case O_SAVE_EVERY:
-            st = fsmoe_cli_long("--save-every", optarg, 0, 100000000, &save_every, &err);
-            break;
-        case O_EVAL_EVERY:
-            st = fsmoe_cli_long("--eval-every", optarg, 0, 100000000, &eval_every, &err);
-            break;
-        case O_EVAL_BATCHES:
-            st = fsmoe_cli_long("--eval-batches", optarg, 1, 100000, &eval_batches, &err);
-            break;
-        case O_THREADS: st = fsmoe_cli_int("--threads", optarg, 1, 1024, &threads, &err); break;
-        case O_BATCH: st = fsmoe_cli_long("--batch", optarg, 1, 1000000, &batch, &err); break;
-        case O_SEQ: st = fsmoe_cli_long("--seq", optarg, 1, 1000000, &seq, &err); break;
-        case O_WARMUP: st = fsmoe_cli_long("--warmup", optarg, 0, 100000000, &warmup, &err); break;
-        case O_CHUNKS: st = fsmoe_cli_long("--chunks", optarg, 1, 64, &chunks, &err); break;
-        case O_LR: st = fsmoe_cli_double("--lr", optarg, 0, 10, &lr, &err); break;
-        case O_MIN_LR: st = fsmoe_cli_double("--min-lr", optarg, 0, 10, &min_lr, &err); break;
-        case O_WD: st = fsmoe_cli_double("--weight-decay", optarg, 0, 10, &wd, &err); break;
-        case O_CLIP: st = fsmoe_cli_double("--clip", optarg, 0, 1e9, &clip, &err); break;
-        case O_AUX: st = fsmoe_cli_double("--aux-loss", optarg, 0, 100, &aux, &err); break;
-        case O_NOISE: st = fsmoe_cli_double("--gate-noise", optarg, 0, 100, &noise, &err); break;
-        case O_CF:
-            if (strcmp(optarg, "none") == 0)
-                cf = 0;
-            else
-                st = fsmoe_cli_double("--capacity-factor", optarg, 0, 1000, &cf, &err);
-            break;
-        case O_GATE: st = fsmoe_cli_enum_parse("--gate", optarg, gates, &gate, &err); break;
-        case O_ORDER: st = fsmoe_cli_enum_parse("--order", optarg, orders, &order, &err); break;
-        case O_EXPERT: st = fsmoe_cli_enum_parse("--expert", optarg, experts, &expert, &err); break;
-        case O_EP: st = fsmoe_cli_int("--ep", optarg, 1, 65536, &ep, &err); break;
-        case O_COMM_TIMEOUT:
-            st = fsmoe_cli_double("--comm-timeout", optarg, 0, 1e6, &comm_timeout, &err);
-            break;
-        case O_NO_OVERLAP: no_overlap = 1; break;
-        case O_STOP_AT: st = fsmoe_cli_long("--stop-at", optarg, 1, 100000000, &stop_at, &err); break;
-        case O_HELP: usage(NULL); break;
-        default: usage("unknown option (see --help)");
-        }
-        if (st != FSMOE_OK) {
-            fsmoe_error_print(prog, &err);
-            return 2;
-        }
-    }
-    if (optind < argc)
-        usage("unexpected argument");
-    if (!model_path)
-        usage("--model is required");
-    if (plan_path && chunks > 0)
-        usage("--plan and --chunks both set r; give one");
+    rt_options opt;
+    if ((st = options_parse(&opt, argc, argv, &err)) != FSMOE_OK)
+        usage(err.msg);
+    if (opt.help)
+        usage(NULL);
+    const char *model_path = opt.model_path, *plan_path = opt.plan_path,
+               *data_path = opt.data_path ? opt.data_path : FSMOE_DEFAULT_DATA,
+               *save_dir = opt.save_dir, *resume_dir = opt.resume_dir;
+    int ep = opt.ep;
 
     rt_config cfg;
     config_defaults(&cfg);
     fsmoe_model mf;
     memset(&mf, 0, sizeof mf);
-    if ((st = fsmoe_model_load(model_path, &mf, &err)) != FSMOE_OK)
-        return die(&err);
-    if ((st = config_from_model(&cfg, &mf, model_path, &err)) != FSMOE_OK)
-        return die(&err);
-    if (steps > 0) cfg.steps = steps;
-    if (seed >= 0) cfg.seed = (uint64_t)seed;
-    if (save_every >= 0) cfg.save_every = save_every;
-    if (eval_every >= 0) cfg.eval_every = eval_every;
-    if (eval_batches > 0) cfg.eval_batches = eval_batches;
-    if (batch > 0) cfg.B = batch;
-    if (seq > 0) cfg.L = seq;
-    if (warmup >= 0) cfg.warmup = warmup;
-    if (chunks > 0) cfg.r = (int)chunks;
-    if (lr >= 0) cfg.lr = lr;
-    if (min_lr >= 0) cfg.lr_min = min_lr;
-    else if (lr >= 0) cfg.lr_min = lr / 10;
-    if (wd >= 0) cfg.wd = wd;
-    if (clip >= 0) cfg.clip = clip;
-    if (aux >= 0) cfg.aux_coef = aux;
-    if (noise >= 0) cfg.gate_noise = noise;
-    if (cf >= 0) cfg.f = cf;
-    if (gate >= 0) cfg.gate = (rt_gate_kind)gate;
-    if (order >= 0) cfg.order = (rt_order_kind)order;
-    if (expert >= 0) cfg.expert = expert;
-    cfg.serial = no_overlap;
-    if (cfg.save_every > 0 && !save_dir)
-        usage("--save-every needs --save DIR");
-    if (stop_at > cfg.steps)
-        usage("--stop-at must not exceed --steps (the run's schedule)");
-    long last = stop_at > 0 ? stop_at : cfg.steps; /* the step this invocation ends after */
-    if ((st = config_validate(&cfg, &err)) != FSMOE_OK)
-        return die(&err);
-    fsmoe_comm_set_timeout(comm_timeout);
+    rt_config_origin origin;
+    if ((st = fsmoe_model_load(model_path, &mf, &err)) != FSMOE_OK ||
+        (st = config_from_model(&cfg, &mf, model_path, &err)) != FSMOE_OK ||
+        (st = options_apply(&opt, &cfg, &origin, &err)) != FSMOE_OK ||
+        (st = config_check(&cfg, &origin, &err)) != FSMOE_OK)
+        return die_input(&err);
+    long last = opt.stop_at > 0 ? opt.stop_at : cfg.steps; /* the step this invocation ends after */
+    fsmoe_comm_set_timeout(opt.comm_timeout >= 0 ? opt.comm_timeout
+                                                 : FSMOE_COMM_TIMEOUT_DEFAULT_S);
     /* The plan is read and checked once, before anything is built (design.md §9); without
      * --ep the run takes the plan's expert parallelism. */
     plan_check_result pcheck;
@@ -346,39 +285,51 @@ int main(int argc, char **argv)
     int gpus_per_node = world > 1 ? ranks_per_node() : 0;
     if (plan_path && (st = plan_check_file(plan_path, model_path, &cfg, world, rank, gpus_per_node,
                                            &ep, &pcheck, &err)) != FSMOE_OK)
-        return die(&err);
+        return die_input(&err);
     if (ep == 0)
         ep = 1;
     if (world % ep != 0 || cfg.E % ep != 0) {
         fsmoe_fail(&err, FSMOE_ERR_USAGE,
                    "--ep %d: the expert-parallel group size must divide the %d ranks and the %ld "
                    "experts", ep, world, cfg.E);
-        return die(&err);
+        return die_input(&err);
     }
     if (world > 1 && (cfg.gate == RT_GATE_EXPERT_CHOICE || cfg.gate == RT_GATE_SOFTMOE)) {
         fsmoe_fail(&err, FSMOE_ERR_USAGE,
                    "--gate %s: fsmoe-run runs this gate on one rank only (its routing mixes "
                    "tokens of the whole batch, which is not distributed yet); use gshard, "
                    "sigmoid or xmoe on %d ranks", gate_kind_name(cfg.gate), world);
-        return die(&err);
+        return die_input(&err);
     }
     rt_layout layout = layout_make(world, rank, gpus_per_node, ep, cfg.E, cfg.B);
+    /* What the run needs, before anything of its size is allocated; the data gets what is
+     * left. */
+    const char *limit_what = "";
+    double limit = options_memory_limit(&opt, &limit_what);
+    rt_memory_need need = options_memory_need(&cfg, layout.B, layout.E_local, 0);
+    if ((st = options_check_memory(&opt, &cfg, need, limit, limit_what, &err)) != FSMOE_OK)
+        return die_input(&err);
+    double room = limit - need.total;
     rt_dist dist;
     if ((st = dist_init(&dist, &layout, &err)) != FSMOE_OK)
         return die(&err);
 
     rt_data data;
-    if (!data_path)
-        data_path = FSMOE_DEFAULT_DATA;
-    if ((st = data_load(&data, data_path, cfg.V, cfg.L, &err)) != FSMOE_OK)
-        return die(&err);
+    if ((st = data_load_limited(&data, data_path, cfg.V, cfg.L,
+                                room < 9e18 ? (long)room : LONG_MAX, &err)) != FSMOE_OK)
+        return die_input(&err);
 
     rt_backend *be = NULL;
     rt_trainer tr;
     memset(&tr, 0, sizeof tr);
-    int rc = 0;
-    if ((st = rt_backend_create(backend, threads, &be, &err)) != FSMOE_OK)
+    int rc = 0, input_phase = 1;
+    long saved = -1; /* the step of the last checkpoint this run wrote */
+    /* outputs are checked before the work that produces them (every rank writes a shard) */
+    if (save_dir && (st = checkpoint_prepare_dir("--save", save_dir, rank, &err)) != FSMOE_OK)
         goto fail;
+    if ((st = rt_backend_create(opt.backend, opt.threads, &be, &err)) != FSMOE_OK)
+        goto fail;
+    input_phase = 0; /* from here a failure is the run's (memory, MPI, the backend) */
     if ((st = trainer_init_dist(&tr, &cfg, be, &data, world > 1 ? &dist : NULL, &err)) !=
         FSMOE_OK)
         goto fail;
@@ -387,8 +338,10 @@ int main(int argc, char **argv)
     if (resume_dir) {
         /* every rank reads the shards it needs itself (no MPI; reshards by tensor name) */
         rt_ckpt_rank ck = checkpoint_rank(&tr.model, &tr.opt, &layout);
+        input_phase = 1;
         if ((st = checkpoint_load(resume_dir, &ck, &tr.step, &err)) != FSMOE_OK)
             goto fail;
+        input_phase = 0;
         printf("resumed from %s/%s at step %ld\n", resume_dir, RT_CKPT_MANIFEST, tr.step);
     }
     char bdesc[64];
@@ -409,10 +362,13 @@ int main(int argc, char **argv)
     long tokens_per_step = layout.B_global * cfg.L;
     double t_all = 0;
     long n_timed = 0;
+    int sig = 0;
     if (tr.step >= last)
         printf("# nothing to do: the run is at step %ld, this invocation stops at %ld\n", tr.step,
                last);
     while (tr.step < last) {
+        if ((sig = stop_agreed(world, &err, &st)) != 0 || st != FSMOE_OK)
+            break;
         double loss = 0, ce = 0, gnorm = 0, t0 = now_s();
         if ((st = trainer_step(&tr, &loss, &ce, &gnorm, &err)) != FSMOE_OK)
             goto fail;
@@ -438,15 +394,34 @@ int main(int argc, char **argv)
             rt_ckpt_rank ck = checkpoint_rank(&tr.model, &tr.opt, &layout);
             if ((st = save_checkpoint(save_dir, tr.step, &ck, world, rank, &err)) != FSMOE_OK)
                 goto fail;
+            saved = tr.step;
         }
         fflush(stdout);
+    }
+    if (st == FSMOE_OK && sig == 0)
+        sig = stop_agreed(world, &err, &st); /* a signal during the last step */
+    if (st != FSMOE_OK)
+        goto fail;
+    if (sig != 0) {
+        /* No checkpoint at the interruption: the step in progress was finished, but a save now
+         * would be one the schedule did not ask for; the last one written stays the
+         * checkpoint. */
+        char last_ck[1200] = "no checkpoint was written by this run";
+        if (saved >= 0)
+            snprintf(last_ck, sizeof last_ck, "the checkpoint in %s is at step %ld", save_dir,
+                     saved);
+        fprintf(stderr, "%s: interrupted by signal %d (%s) after step %ld of %ld; %s\n", prog,
+                sig, sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM"
+                     : sig == SIGHUP ? "SIGHUP" : "?", tr.step, cfg.steps, last_ck);
+        rc = 128 + sig;
+        goto done;
     }
     if (n_timed > 0)
         printf("# mean step %.2f ms, %.1f tok/s over %ld steps\n", 1e3 * t_all / (double)n_timed,
                (double)tokens_per_step * (double)n_timed / t_all, n_timed);
     goto done;
 fail:
-    rc = die(&err);
+    rc = input_phase ? die_input(&err) : die(&err);
 done:
     trainer_free(&tr);
     rt_backend_destroy(&be);
