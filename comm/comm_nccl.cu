@@ -2,7 +2,7 @@
  * bootstrapped over MPI (rank 0 of each group makes the unique id, MPI_Bcast shares it,
  * toolchain.md), cuBLAS sgemm, cudaMemcpyAsync, CUDA streams and events. AllToAll is built
  * from ncclSend/ncclRecv in one group call (nccl-tests' alltoall). Each rank uses device
- * (local rank mod device count). AllToAllv likewise, with each peer's own counts. Only this file is CUDA C++; the rest of
+ * (local rank mod device count, topology_local_rank). AllToAllv likewise, with each peer's own counts. Only this file is CUDA C++; the rest of
  * the layer is C11.
  *
  * Without a usable device, comm_nccl_init fails with FSMOE_ERR_USAGE and says why (the gpu
@@ -19,7 +19,10 @@
 
 extern "C" {
 #include "comm_backend.h"
+#include "mpi_coll.h"
+#include "topology.h"
 }
+#include "nccl_boot.h"
 #include "check.h" /* after the CUDA, cuBLAS, NCCL and MPI headers: their check macros */
 
 struct comm_group {
@@ -100,22 +103,36 @@ static fsmoe_status nccl_download(comm_backend *b, void *host, const void *src, 
     return FSMOE_OK;
 }
 
-static fsmoe_status nccl_group_init(comm_backend *b, MPI_Comm group, comm_group **out,
-                                   fsmoe_error *err)
+fsmoe_status fsmoe_nccl_comm_init(MPI_Comm group, ncclComm_t *out, const char *what,
+                                  fsmoe_error *err)
 {
-    (void)b;
     int rank = 0, size = 1;
     MPI_Comm_rank(group, &rank);
     MPI_Comm_size(group, &size);
     ncclUniqueId id;
+    memset(&id, 0, sizeof id);
     if (rank == 0)
         NCCL_CHECK(ncclGetUniqueId(&id), (ncclComm_t)NULL, err);
-    MPI_CHECK(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, group), err);
+    MPI_Request req;
+    MPI_CHECK(MPI_Ibcast(&id, (int)sizeof id, MPI_BYTE, 0, group, &req), err);
+    fsmoe_status st = fsmoe_mpi_wait(&req, 1, group, what, err);
+    if (st != FSMOE_OK)
+        return st;
+    return NCCL_STATUS_OF(ncclCommInitRank(out, size, id, rank), NULL, err);
+}
+
+static fsmoe_status nccl_group_init(comm_backend *b, MPI_Comm group, comm_group **out,
+                                   fsmoe_error *err)
+{
+    (void)b;
+    int size = 1;
+    MPI_Comm_size(group, &size);
     comm_group *c = (comm_group *)calloc(1, sizeof *c);
     if (!c)
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for a group");
     c->size = size;
-    fsmoe_status st = NCCL_STATUS_OF(ncclCommInitRank(&c->comm, size, id, rank), NULL, err);
+    fsmoe_status st = fsmoe_nccl_comm_init(group, &c->comm, "NCCL bootstrap (unique id broadcast)",
+                                           err);
     if (st) {
         free(c);
         return st;
@@ -325,12 +342,7 @@ static fsmoe_status nccl_setup(comm_backend *b, MPI_Comm world, fsmoe_error *err
     if (rc != cudaSuccess || count == 0)
         return fsmoe_fail(err, FSMOE_ERR_USAGE, "--backend nccl: no usable CUDA device (%s)",
                           rc != cudaSuccess ? cudaGetErrorString(rc) : "0 devices");
-    MPI_Comm shared;
-    int local = 0;
-    MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shared);
-    MPI_Comm_rank(shared, &local);
-    MPI_Comm_free(&shared);
-    im->device = local % count;
+    im->device = topology_local_rank(world) % count;
     CUDA_CHECK(cudaSetDevice(im->device), err);
     for (int s = 0; s < COMM_STREAMS; s++)
         CUDA_CHECK(cudaStreamCreateWithFlags(&im->streams[s], cudaStreamNonBlocking), err);

@@ -125,3 +125,19 @@ fsmoe_status topology_group_comm(const comm_topology *t, MPI_Comm world, const f
     MPI_CHECK(MPI_Comm_split(world, color, key, out), err);
     return FSMOE_OK;
 }
+
+int topology_local_rank(MPI_Comm world)
+{
+    int init = 0, fin = 0, local = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (!init || fin)
+        return 0;
+    MPI_Comm shared;
+    if (MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shared) !=
+        MPI_SUCCESS)
+        return 0;
+    MPI_Comm_rank(shared, &local);
+    MPI_Comm_free(&shared);
+    return local;
+}

@@ -33,6 +33,10 @@ void topology_free(comm_topology *t); /* safe on a zeroed or half-built topology
 
 int topology_has_tier(const comm_topology *t, fsmoe_tier tier);
 
+/* This rank's index among the ranks of its node (MPI_Comm_split_type SHARED over world; 0
+ * when MPI is not initialised): the GPU a rank uses is this modulo the node's devices. */
+int topology_local_rank(MPI_Comm world);
+
 /* The communicator of this rank's logical group g under layout p (libfsmoe/parallel.h
  * numbering: ESP consecutive, EP stride esp inside an EP&ESP block, MP consecutive, DP stride
  * mp). Collective over world; the caller frees *out. */

@@ -8,6 +8,7 @@
 #include "backend_host.h"
 #if defined(FSMOE_HAVE_CUDA)
 #include "backend_cuda.h"
+#include "topology.h" /* comm/: the local rank picks the device */
 #endif
 
 int rt_backend_have_cuda(void)
@@ -26,7 +27,8 @@ fsmoe_status rt_backend_create(const char *name, int threads, rt_backend **out, 
         return rt_backend_host_create(threads, out, err);
     if (strcmp(name, "cuda") == 0) {
 #if defined(FSMOE_HAVE_CUDA) && !REAL_IS_DOUBLE
-        return rt_backend_cuda_create(0, out, err);
+        /* one device per rank of a node: the local rank modulo the node's devices */
+        return rt_backend_cuda_create(topology_local_rank(MPI_COMM_WORLD), out, err);
 #else
         return fsmoe_fail(err, FSMOE_ERR_USAGE,
                           "--backend cuda: this build has no CUDA backend (configure with nvcc "

@@ -4,12 +4,21 @@
  *
  * Differences from the host backend, on purpose: embedding and scatter-add gradients use
  * atomicAdd (order of accumulation not fixed, so not bit-reproducible run to run); sumsq
- * accumulates in double with atomics. Collectives: single rank (P = 1) only in this issue;
- * NCCL comes with the distributed runtime. Errors are recorded in be->err (sticky) with the
- * CUDA/cuBLAS message. */
+ * accumulates in double with atomics. Errors are recorded in be->err (sticky) with the
+ * CUDA/cuBLAS/NCCL message.
+ *
+ * Many ranks: each rank uses the device (local rank mod devices); collectives are NCCL on the
+ * group's members, one NCCL communicator per (group, stream slot) like the host backend's MPI
+ * communicators (runtime/dist.h): two streams never share a communicator, so their collectives
+ * cannot be matched across each other. A communicator is made on its first collective (every
+ * member reaches it in the same program order), bootstrapped over the group's MPI communicator
+ * of that slot (comm/nccl_boot.h). AllToAllv is ncclSend/ncclRecv per member in one group call.
+ * Without NCCL in the build, groups of more than one rank fail with a message. */
+#define OMPI_SKIP_MPICXX 1
 extern "C" {
 #include "backend.h"
 #include "backend_cuda.h"
+#include "dist.h"
 }
 #include "kernels.h"
 
@@ -17,18 +26,38 @@ extern "C" {
 #include <cuda_runtime.h>
 #include <stdlib.h>
 
-#include "check.h" /* comm/: after the CUDA and cuBLAS headers */
+#if defined(FSMOE_HAVE_NCCL)
+#include <nccl.h>
+
+#include "nccl_boot.h"
+#endif
+#include "check.h" /* comm/: after the CUDA, cuBLAS and NCCL headers */
 
 struct rt_stream {
     cudaStream_t s;
+    int slot; /* which of a group's communicators this stream uses (dist.h) */
 };
 struct rt_event {
     cudaEvent_t e;
 };
 
+#if defined(FSMOE_HAVE_NCCL)
+enum { NCCL_COMMS = RT_NGROUPS * RT_STREAM_SLOTS * 2 };
+typedef struct {
+    const rt_comm_group *group;
+    int slot;
+    ncclComm_t comm;
+} nccl_entry;
+#endif
+
 typedef struct {
     cublasHandle_t blas;
     double *d_acc;
+    int streams_made;
+#if defined(FSMOE_HAVE_NCCL)
+    nccl_entry nccl[NCCL_COMMS];
+    int n_nccl;
+#endif
 } cuda_impl;
 
 /* Sticky checks: the message and status (FSMOE_ERR_CUDA / FSMOE_ERR_CUBLAS) come from
@@ -231,8 +260,10 @@ static void c_zero(rt_backend *be, rt_stream *s, void *p, size_t bytes)
 static rt_stream *c_stream_create(rt_backend *be)
 {
     rt_stream *s = (rt_stream *)calloc(1, sizeof(rt_stream));
-    if (s)
+    if (s) {
         CUDA_OK(be, cudaStreamCreateWithFlags(&s->s, cudaStreamNonBlocking));
+        s->slot = 1 + impl(be)->streams_made++ % (RT_STREAM_SLOTS - 1); /* 0: default stream */
+    }
     return s;
 }
 static void c_stream_destroy(rt_backend *be, rt_stream *s)
@@ -380,43 +411,105 @@ static void c_row_dot(rt_backend *be, rt_stream *s, real *out, const real *a, co
 {
     LAUNCH(be, s, n, g_row_dot, n, out, a, ia, b, ib, M);
 }
-/* Multi-rank CUDA runs need NCCL communicators per group and stream (bootstrapped over MPI);
- * they are not built yet, so a group of more than one rank fails here with a message. */
+#if defined(FSMOE_HAVE_NCCL)
+/* The NCCL communicator of group g for stream s, made on first use (see the top). */
+static ncclComm_t nccl_comm(rt_backend *be, const rt_group *g, rt_stream *s, const char *what)
+{
+    cuda_impl *im = impl(be);
+    const rt_comm_group *cg = (const rt_comm_group *)g->impl;
+    int slot = s ? s->slot : 0;
+    for (int i = 0; i < im->n_nccl; i++)
+        if (im->nccl[i].group == cg && im->nccl[i].slot == slot)
+            return im->nccl[i].comm;
+    if (im->n_nccl == NCCL_COMMS) {
+        rt_backend_fail(be, FSMOE_ERR_INTERNAL, "cuda backend: %s: more than %d NCCL "
+                        "communicators", what, NCCL_COMMS);
+        return NULL;
+    }
+    fsmoe_error e = {FSMOE_OK, {0}};
+    ncclComm_t c = NULL;
+    if (fsmoe_nccl_comm_init(cg->comm[slot], &c, what, &e) != FSMOE_OK) {
+        rt_backend_fail(be, e.status, "cuda backend: NCCL communicator for %s: %s", what, e.msg);
+        return NULL;
+    }
+    im->nccl[im->n_nccl].group = cg;
+    im->nccl[im->n_nccl].slot = slot;
+    im->nccl[im->n_nccl++].comm = c;
+    return c;
+}
+#define NCCL_OK(be, call, comm) STICKY(be, NCCL_STATUS_OF(call, comm, &e_))
+#else
+/* Without NCCL in the build a group of more than one rank cannot communicate. */
+static void *nccl_comm(rt_backend *be, const rt_group *g, rt_stream *s, const char *what)
+{
+    (void)s;
+    rt_backend_fail(be, FSMOE_ERR_USAGE,
+                    "cuda backend: %s on %d ranks needs NCCL, which this build lacks (configure "
+                    "with NCCL under -Dgpu_root, or use --backend host)", what, g->size);
+    return NULL;
+}
+#endif
+
 static void c_allreduce_sum(rt_backend *be, rt_stream *s, const rt_group *g, real *buf, long n,
                             const char *what)
 {
-    (void)s, (void)buf, (void)n;
-    if (g->size != 1)
-        rt_backend_fail(be, FSMOE_ERR_USAGE,
-                        "cuda backend: %s on %d ranks needs NCCL communicators, which fsmoe-run "
-                        "does not build yet (use --backend host for multi-rank runs)", what,
-                        g->size);
+    if (g->size == 1 || n == 0)
+        return;
+#if defined(FSMOE_HAVE_NCCL)
+    ncclComm_t c = nccl_comm(be, g, s, what);
+    if (c)
+        NCCL_OK(be, ncclAllReduce(buf, buf, (size_t)n, ncclFloat, ncclSum, c, cs(s)), c);
+#else
+    (void)buf;
+    nccl_comm(be, g, s, what);
+#endif
 }
+
 static void c_alltoallv_rows(rt_backend *be, rt_stream *s, const rt_group *g, real *dst,
                              const real *src, const int *send_rows, const int *recv_rows, long M,
                              const char *what)
 {
-    if (g->size != 1) {
-        rt_backend_fail(be, FSMOE_ERR_USAGE,
-                        "cuda backend: %s on %d ranks needs NCCL communicators, which fsmoe-run "
-                        "does not build yet (use --backend host for multi-rank runs)", what,
-                        g->size);
+    if (g->size == 1) {
+        if (send_rows[0] != recv_rows[0]) {
+            rt_backend_fail(be, FSMOE_ERR_INTERNAL, "%s: sends %d rows to itself, receives %d",
+                            what, send_rows[0], recv_rows[0]);
+            return;
+        }
+        if (send_rows[0] > 0)
+            CUDA_OK(be, cudaMemcpyAsync(dst, src, (size_t)send_rows[0] * (size_t)M * sizeof(real),
+                                        cudaMemcpyDeviceToDevice, cs(s)));
         return;
     }
-    if (send_rows[0] != recv_rows[0]) {
-        rt_backend_fail(be, FSMOE_ERR_INTERNAL, "%s: sends %d rows to itself, receives %d", what,
-                        send_rows[0], recv_rows[0]);
+#if defined(FSMOE_HAVE_NCCL)
+    ncclComm_t c = nccl_comm(be, g, s, what);
+    if (!c)
         return;
+    /* the counts are host arrays read now, at issue time; the data moves on s */
+    NCCL_OK(be, ncclGroupStart(), c);
+    size_t so = 0, ro = 0;
+    for (int p = 0; p < g->size; p++) {
+        size_t ns = (size_t)send_rows[p] * (size_t)M, nr = (size_t)recv_rows[p] * (size_t)M;
+        if (ns)
+            NCCL_OK(be, ncclSend(src + so, ns, ncclFloat, p, c, cs(s)), c);
+        if (nr)
+            NCCL_OK(be, ncclRecv(dst + ro, nr, ncclFloat, p, c, cs(s)), c);
+        so += ns, ro += nr;
     }
-    if (send_rows[0] > 0)
-        CUDA_OK(be, cudaMemcpyAsync(dst, src, (size_t)send_rows[0] * (size_t)M * sizeof(real),
-                                    cudaMemcpyDeviceToDevice, cs(s)));
+    NCCL_OK(be, ncclGroupEnd(), c);
+#else
+    (void)dst, (void)src, (void)M;
+    nccl_comm(be, g, s, what);
+#endif
 }
 
 static void c_destroy(rt_backend *be)
 {
     cuda_impl *im = impl(be);
     if (im) {
+#if defined(FSMOE_HAVE_NCCL)
+        for (int i = 0; i < im->n_nccl; i++)
+            ncclCommDestroy(im->nccl[i].comm);
+#endif
         if (im->blas)
             cublasDestroy(im->blas);
         if (im->d_acc)
@@ -426,15 +519,15 @@ static void c_destroy(rt_backend *be)
     free(be);
 }
 
-extern "C" fsmoe_status rt_backend_cuda_create(int device, rt_backend **out, fsmoe_error *err)
+extern "C" fsmoe_status rt_backend_cuda_create(int local_rank, rt_backend **out,
+                                               fsmoe_error *err)
 {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0)
         return fsmoe_fail(err, FSMOE_ERR_CUDA, "cuda backend: no usable CUDA device (%s)",
                           e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
-    if (device >= count)
-        return fsmoe_fail(err, FSMOE_ERR_USAGE, "cuda backend: device %d of %d", device, count);
+    int device = (local_rank > 0 ? local_rank : 0) % count;
     fsmoe_status st = CUDA_STATUS_OF(cudaSetDevice(device), err);
     if (st != FSMOE_OK)
         return st;

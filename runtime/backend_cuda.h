@@ -8,8 +8,9 @@
 extern "C" {
 #endif
 
-/* Fails with a message (and FSMOE_ERR_IO) when no CUDA device is usable. */
-fsmoe_status rt_backend_cuda_create(int device, rt_backend **out, fsmoe_error *err);
+/* Uses device local_rank modulo the devices present (one per rank of a node). Fails with a
+ * message (FSMOE_ERR_CUDA) when no CUDA device is usable. */
+fsmoe_status rt_backend_cuda_create(int local_rank, rt_backend **out, fsmoe_error *err);
 
 #ifdef __cplusplus
 }
