@@ -39,6 +39,9 @@
 #define MAX_DIM (1L << 40)
 #define BYTE_ORDER_MARK 0x01020304u
 #define MANIFEST_MAX_BYTES (64L << 20)
+/* The manifest's last line: the SHA-256 of every byte before it (an edited step, AdamW t or
+ * setting is refused like a corrupted shard). */
+#define MANIFEST_SHA_KEY "manifest_sha256: "
 #define HINT_RESAVE "HINT: resume from another copy of the checkpoint, or train again with --save"
 
 /* ---- what a resumed run must share with the saved one ---------------------------------- */
@@ -517,8 +520,16 @@ fsmoe_status checkpoint_write_manifest(const char *dir, long step, const rt_ckpt
     fsmoe_atomic_file af;
     if ((st = fsmoe_atomic_open(&af, path, err)) != FSMOE_OK)
         return st;
+    /* the text is composed in memory: its last line is the SHA-256 of every byte before it */
+    char *text = NULL;
+    size_t text_len = 0;
+    FILE *mf = open_memstream(&text, &text_len);
+    if (!mf) {
+        fsmoe_atomic_abort(&af);
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "checkpoint: out of memory");
+    }
     fsmoe_yaml_writer w;
-    fsmoe_yw_init(&w, af.f);
+    fsmoe_yw_init(&w, mf);
     fsmoe_yw_comment(&w, "fsmoe-run checkpoint (runtime/checkpoint.h). Written last and atomically:");
     fsmoe_yw_comment(&w, "the checkpoint is step_dir's shards; anything else here is stale.");
     fsmoe_yw_long(&w, 0, "fsmoe_checkpoint", RT_CKPT_VERSION);
@@ -563,8 +574,19 @@ fsmoe_status checkpoint_write_manifest(const char *dir, long step, const rt_ckpt
         fsmoe_yw_str(&w, 0, "sha256", shards[i].sha256);
         fsmoe_yw_flow_end(&w);
     }
-    if (w.error) {
-        st = fsmoe_fail(err, FSMOE_ERR_IO, "%s: write failed: %s", path, strerror(w.error));
+    int bad = w.error;
+    if (fclose(mf) != 0 && !bad)
+        bad = errno ? errno : ENOMEM;
+    if (!bad) {
+        char hex[FSMOE_SHA256_HEX];
+        fsmoe_sha256_hex(text, text_len, hex);
+        if (fwrite(text, 1, text_len, af.f) != text_len ||
+            fprintf(af.f, "%s%s\n", MANIFEST_SHA_KEY, hex) < 0)
+            bad = errno ? errno : EIO;
+    }
+    free(text);
+    if (bad) {
+        st = fsmoe_fail(err, FSMOE_ERR_IO, "%s: write failed: %s", path, strerror(bad));
         fsmoe_atomic_abort(&af);
         return st;
     }
@@ -819,7 +841,8 @@ fsmoe_status checkpoint_manifest_parse(const char *path, const char *text, size_
                                        rt_ckpt_manifest *m, fsmoe_error *err)
 {
     static const char *const top[] = {"fsmoe_checkpoint", "step", "adamw_t", "rng", "layout",
-                                      "model", "settings", "step_dir", "shards", NULL};
+                                      "model", "settings", "step_dir", "shards",
+                                      "manifest_sha256", NULL};
     static const char *const rng_keys[] = {"seed", "step", NULL};
     static const char *const layout_keys[] = {"world", "ep", "edp", "gpus_per_node", NULL};
     static const char *const shard_keys[] = {"file", "rank", "bytes", "sha256", NULL};
@@ -1050,6 +1073,31 @@ static fsmoe_status check_settings(const char *mpath, const rt_ckpt_manifest *m,
     return FSMOE_OK;
 }
 
+/* The manifest's own checksum: its last line, MANIFEST_SHA_KEY and the SHA-256 of the bytes
+ * before that line. */
+static fsmoe_status manifest_verify(const char *mpath, const char *text, size_t len,
+                                    fsmoe_error *err)
+{
+    const size_t kl = sizeof MANIFEST_SHA_KEY - 1, line = kl + 64 + 1;
+    size_t at = len >= line ? len - line : 0;
+    if (len < line || (at > 0 && text[at - 1] != '\n') ||
+        memcmp(text + at, MANIFEST_SHA_KEY, kl) != 0 || text[len - 1] != '\n')
+        return fsmoe_fail(err, FSMOE_ERR_VALUE,
+                          "%s: no '%s<64 hex digits>' last line (a truncated or edited manifest, "
+                          "or one written by another fsmoe-run)\n" HINT_RESAVE, mpath,
+                          MANIFEST_SHA_KEY);
+    char want[FSMOE_SHA256_HEX], got[FSMOE_SHA256_HEX];
+    memcpy(want, text + at + kl, 64);
+    want[64] = '\0';
+    fsmoe_sha256_hex(text, at, got);
+    if (strcmp(want, got) != 0)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE,
+                          "%s: checksum mismatch: its text gives sha256 %.16s..., its last line "
+                          "says %.16s... (an edited or corrupted manifest)\n" HINT_RESAVE, mpath,
+                          got, want);
+    return FSMOE_OK;
+}
+
 fsmoe_status checkpoint_load(const char *dir, const rt_ckpt_rank *rk, long *step,
                              fsmoe_error *err)
 {
@@ -1071,7 +1119,9 @@ fsmoe_status checkpoint_load(const char *dir, const rt_ckpt_rank *rk, long *step
                           open_error(e));
     }
     rt_ckpt_manifest m;
-    fsmoe_status st = checkpoint_manifest_parse(mpath, text, len, &m, err);
+    fsmoe_status st = manifest_verify(mpath, text, len, err);
+    if (st == FSMOE_OK)
+        st = checkpoint_manifest_parse(mpath, text, len, &m, err);
     free(text);
     if (st != FSMOE_OK)
         return st;

@@ -7,7 +7,8 @@
  *   DIR/step-00000200/shard-00001-of-00004.bin    one per rank of the saving run
  * The manifest names the step directory and lists its shards with their sizes and SHA-256s, the
  * layout that saved them, the model (architecture + fingerprint), step, AdamW t, seed and every
- * setting a resumed run depends on. Anything else under DIR (older step directories, temporaries
+ * setting a resumed run depends on; its last line, `manifest_sha256: HEX`, is the SHA-256 of every
+ * byte before it, so an edited or damaged manifest is refused too. Anything else under DIR (older step directories, temporaries
  * of an interrupted save) is ignored by checkpoint_load and removed by the next
  * checkpoint_write_manifest.
  *

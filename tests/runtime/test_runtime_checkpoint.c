@@ -367,7 +367,9 @@ static void replace_shard(const char *dir)
     test_remove_tree(other);
 }
 
-static void edit_manifest(const char *dir, const char *from, const char *to)
+/* Replaces `from` by `to` in the manifest; reseal: recompute its checksum line, so that the
+ * check behind the manifest's own checksum is what refuses it. */
+static void edit_manifest_as(const char *dir, const char *from, const char *to, int reseal)
 {
     char p[400], text[8192], out[8300];
     snprintf(p, sizeof p, "%s/manifest.yaml", dir);
@@ -378,9 +380,26 @@ static void edit_manifest(const char *dir, const char *from, const char *to)
     char *at = strstr(text, from);
     assert_non_null(at);
     snprintf(out, sizeof out, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+    if (reseal) {
+        char *last = strstr(out, "manifest_sha256: ");
+        assert_non_null(last);
+        char hex[FSMOE_SHA256_HEX];
+        fsmoe_sha256_hex(out, (size_t)(last - out), hex);
+        snprintf(last, sizeof out - (size_t)(last - out), "manifest_sha256: %s\n", hex);
+    }
     f = fopen(p, "w");
     fputs(out, f);
     fclose(f);
+}
+
+static void edit_manifest(const char *dir, const char *from, const char *to)
+{
+    edit_manifest_as(dir, from, to, 1);
+}
+
+static void manifest_edit_unsealed(const char *dir)
+{
+    edit_manifest_as(dir, "adamw_t: ", "adamw_t: 1", 0);
 }
 
 static void manifest_version(const char *dir)
@@ -412,6 +431,8 @@ static void test_refusals(void **s)
          "step-00000007, is missing"},
         {"manifest version", manifest_version, "manifest.yaml", "fsmoe_checkpoint"},
         {"manifest size", manifest_sha, "shard-00002-of-00004.bin: ", "the manifest records 1"},
+        {"manifest adamw_t", manifest_edit_unsealed, "manifest.yaml: checksum mismatch",
+         "an edited or corrupted manifest"},
     };
     rt_config c = config();
     fsmoe_error err = {0};
