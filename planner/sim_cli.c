@@ -15,6 +15,7 @@
 #include "cluster.h"
 #include "model.h"
 #include "plan.h"
+#include "locate.h"
 #include "sim.h"
 #include "atomic_file.h"
 #include "sim_out.h"
@@ -202,8 +203,18 @@ int sim_cli_simulate(const plan_cli *cli)
         goto in_err;
     if (model.experts_is_ep)
         model.E = plan.parallel.ep;
-    if (sim_model_from_plan(&plan, &model, &cl, cluster_path, &m, &err) != FSMOE_OK)
+    if (sim_model_from_plan(&plan, &model, &cl, cluster_path, &m, &err) != FSMOE_OK) {
+        /* the plan and its model disagree (or a value of the plan cannot be played): name the
+         * files, the message names the field */
+        if (strncmp(err.msg, "simulate: ", 10) == 0) {
+            char msg[FSMOE_ERROR_MAX];
+            snprintf(msg, sizeof msg, "%s", err.msg + 10);
+            char where[FSMOE_ERROR_MAX / 2];
+            locate_field(plan_path, "layers", where, sizeof where);
+            fsmoe_fail(&err, err.status, "%s (model %s): %.600s", where, model_path, msg);
+        }
         goto out_err;
+    }
     printf("# fsmoe-plan simulate %s\n# model %s (%s), cluster %s (%s), %d MoE layers\n",
            plan_path, plan.model_name, model_path, plan.cluster_name, cluster_path, m.n_layers);
     if (refine) {

@@ -314,7 +314,13 @@ static void test_locations(void **state)
            "{flag: batch, value: \"abc\"}");
     mutate("plans/tiny-moe@testbed-b.yaml", "rg2.yaml", "{flag: world, value: \"16\"}",
            "{flag: color, value: \"16\"}");
+    /* a plan whose model changed under it: simulate names the plan's layers and the model */
+    char to[1200];
+    mutate("models/tiny-moe.yaml", "m5.yaml", "layers: 4\n", "layers: 5\n");
+    snprintf(to, sizeof to, "model: %s/m5.yaml", dir);
+    mutate("plans/tiny-moe@testbed-b.yaml", "p5.yaml", "model: models/tiny-moe.yaml", to);
     const row rows[] = {
+        {{"simulate", "@/p5.yaml"}, 2, "@/p5.yaml:30:3: layers (model "},
         {{"--model", "models/tiny-moe.yaml", "--cluster", "clusters/testbed-b.yaml"}, 2,
          "models/tiny-moe.yaml:13:12: moe.experts: 4 is not divisible by ep=8"},
         {{"--regenerate", "@/rg.yaml"}, 2,
