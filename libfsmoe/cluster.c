@@ -237,6 +237,21 @@ static fsmoe_status load_doc(fsmoe_yaml *y, fsmoe_cluster *c, fsmoe_error *err)
     return FSMOE_OK;
 }
 
+fsmoe_status fsmoe_cluster_parse(const char *name, const char *text, size_t len,
+                                 fsmoe_cluster *out, fsmoe_error *err)
+{
+    fsmoe_yaml y;
+    memset(out, 0, sizeof *out);
+    fsmoe_status st = fsmoe_yaml_open_string(&y, name, text, len, err);
+    if (st)
+        return st;
+    st = load_doc(&y, out, err);
+    fsmoe_yaml_close(&y);
+    if (st)
+        fsmoe_cluster_free(out);
+    return st;
+}
+
 fsmoe_status fsmoe_cluster_load(const char *path, fsmoe_cluster *out, fsmoe_error *err)
 {
     fsmoe_yaml y;

@@ -9,6 +9,8 @@
 #ifndef FSMOE_CLUSTER_H
 #define FSMOE_CLUSTER_H
 
+#include <stddef.h>
+
 #include "parallel.h"
 #include "status.h"
 
@@ -57,6 +59,9 @@ const char *fsmoe_op_name(fsmoe_op op); /* "alltoall", "allgather", ..., "saa", 
 int fsmoe_op_from_name(const char *s);  /* -1 when unknown */
 
 fsmoe_status fsmoe_cluster_load(const char *path, fsmoe_cluster *out, fsmoe_error *err);
+/* The same on a document in memory; `name` stands for the path in messages. */
+fsmoe_status fsmoe_cluster_parse(const char *name, const char *text, size_t len,
+                                 fsmoe_cluster *out, fsmoe_error *err);
 void fsmoe_cluster_free(fsmoe_cluster *c); /* frees points; safe on a zeroed struct */
 
 #endif

@@ -308,3 +308,16 @@ fsmoe_status fsmoe_model_load(const char *path, fsmoe_model *out, fsmoe_error *e
     fsmoe_yaml_close(&y);
     return st;
 }
+
+fsmoe_status fsmoe_model_parse(const char *name, const char *text, size_t len, fsmoe_model *out,
+                               fsmoe_error *err)
+{
+    fsmoe_yaml y;
+    memset(out, 0, sizeof *out);
+    fsmoe_status st = fsmoe_yaml_open_string(&y, name, text, len, err);
+    if (st)
+        return st;
+    st = load_doc(&y, out, err);
+    fsmoe_yaml_close(&y);
+    return st;
+}

@@ -3,6 +3,8 @@
 #ifndef FSMOE_MODEL_H
 #define FSMOE_MODEL_H
 
+#include <stddef.h>
+
 #include "parallel.h"
 #include "status.h"
 
@@ -45,6 +47,9 @@ typedef struct {
 /* Loads and validates path. On failure err->msg names file:line:col, the field and what was
  * expected; the status is FSMOE_ERR_IO, _PARSE, _SCHEMA or _VALUE. */
 fsmoe_status fsmoe_model_load(const char *path, fsmoe_model *out, fsmoe_error *err);
+/* The same on a document in memory; `name` stands for the path in messages. */
+fsmoe_status fsmoe_model_parse(const char *name, const char *text, size_t len, fsmoe_model *out,
+                               fsmoe_error *err);
 
 /* Applies a resolved layout p (the model's own, the cluster's common one or command-line
  * overrides): checks p with fsmoe_parallel_validate, sets E = ep when experts_is_ep, and checks

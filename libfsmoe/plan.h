@@ -136,6 +136,9 @@ fsmoe_status fsmoe_plan_emit(const fsmoe_plan *p, void *FILE_stream, fsmoe_error
 /* Reads and validates a plan of this version. A plan of an older version fails with
  * FSMOE_ERR_SCHEMA and a message giving the command that regenerates it. */
 fsmoe_status fsmoe_plan_load(const char *path, fsmoe_plan *out, fsmoe_error *err);
+/* The same on a document in memory; `name` stands for the path in messages. */
+fsmoe_status fsmoe_plan_parse(const char *name, const char *text, size_t len, fsmoe_plan *out,
+                              fsmoe_error *err);
 /* Reads only the provenance (model, cluster, method, overrides: the same keys since version 2)
  * of a plan of any version from 2 on, so `fsmoe-plan --regenerate` can replay an old plan. */
 fsmoe_status fsmoe_plan_load_provenance(const char *path, fsmoe_plan *out, fsmoe_error *err);

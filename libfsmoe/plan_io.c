@@ -746,18 +746,42 @@ out:
     return st;
 }
 
+/* The whole plan from an opened document (`path` names it in messages and in the regenerate
+ * command of an old version); closes y. */
+static fsmoe_status plan_load_doc(fsmoe_yaml *y, const char *path, fsmoe_plan *out,
+                                  fsmoe_error *err);
+
 fsmoe_status fsmoe_plan_load(const char *path, fsmoe_plan *out, fsmoe_error *err)
+{
+    fsmoe_yaml y;
+    memset(out, 0, sizeof *out);
+    fsmoe_status st = fsmoe_yaml_open(&y, path, err);
+    if (st)
+        return st;
+    return plan_load_doc(&y, path, out, err);
+}
+
+fsmoe_status fsmoe_plan_parse(const char *name, const char *text, size_t len, fsmoe_plan *out,
+                              fsmoe_error *err)
+{
+    fsmoe_yaml y;
+    memset(out, 0, sizeof *out);
+    fsmoe_status st = fsmoe_yaml_open_string(&y, name, text, len, err);
+    if (st)
+        return st;
+    return plan_load_doc(&y, name, out, err);
+}
+
+static fsmoe_status plan_load_doc(fsmoe_yaml *y, const char *path, fsmoe_plan *out,
+                                  fsmoe_error *err)
 {
     static const char *const top_keys[] = {"fsmoe_plan", "provenance", "model", "cluster",
                                            "parallel", "alltoall", "layers", "gradient_tail_bytes",
                                            "prefix_grad_bytes", "prefix_window_bytes",
                                            "predicted", "notes", NULL};
-    fsmoe_yaml y;
     fsmoe_ynode root, layers, item;
     fsmoe_status st;
-    memset(out, 0, sizeof *out);
-    memset(&y, 0, sizeof y);
-    if ((st = fsmoe_yaml_open(&y, path, err)) || (st = fsmoe_yaml_root(&y, &root, err)) ||
+    if ((st = fsmoe_yaml_root(y, &root, err)) ||
         (st = plan_check_version(&root, path, err)) ||
         (st = fsmoe_yaml_check_keys(&root, top_keys, err)) ||
         (st = plan_read_provenance(&root, out, err)) || (st = plan_read_model(&root, out, err)) ||
@@ -807,10 +831,10 @@ fsmoe_status fsmoe_plan_load(const char *path, fsmoe_plan *out, fsmoe_error *err
                                 &out->prefix_window_bytes, err)) ||
         (st = plan_read_predicted(&root, out, err)) || (st = plan_read_notes(&root, out, err)))
         goto fail;
-    fsmoe_yaml_close(&y);
+    fsmoe_yaml_close(y);
     return FSMOE_OK;
 fail:
-    fsmoe_yaml_close(&y);
+    fsmoe_yaml_close(y);
     fsmoe_plan_free(out);
     return st;
 }

@@ -3,8 +3,11 @@
 # Needs root (or sudo). Skips the package manager when everything is already present.
 set -euo pipefail
 
+# clang + libclang-rt-dev: scripts/fuzz.sh (the fuzz suite) builds the libFuzzer harnesses with
+# clang -fsanitize=fuzzer,address,undefined; Debian's clang only recommends its runtime
+# (libclang_rt.fuzzer/asan/ubsan in libclang-rt-14-dev), so it is named here.
 pkgs=(meson ninja-build pkg-config gcc libgsl-dev libnlopt-dev libyaml-dev libcmocka-dev iproute2
-      libopenblas-dev libopenmpi-dev openmpi-bin python3-torch)
+      libopenblas-dev libopenmpi-dev openmpi-bin python3-torch clang libclang-rt-dev)
 
 missing=()
 for p in "${pkgs[@]}"; do

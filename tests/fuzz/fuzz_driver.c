@@ -8,7 +8,15 @@
  *
  * A SEED is a file or a directory (its regular files, not recursive). DICT is a libFuzzer
  * dictionary (lines `"token"`, `#` comments); its tokens are inserted by one mutation kind.
- * The coverage-guided run of the same harnesses is scripts/fuzz.sh. */
+ * The coverage-guided run of the same harnesses is scripts/fuzz.sh, which finds every
+ * fuzz_*.c under tests/ whose first comment block holds these lines:
+ *   fuzz-sources: libfsmoe/yaml_read.c ...   (repo-relative .c files it needs, besides itself)
+ *   fuzz-libs: -lyaml -lm
+ *   fuzz-seeds: models/*.yaml                 (repo-relative globs; and/or:)
+ *   fuzz-seed-cmd: {build}/PROGRAM ARGS {corpus}   (a built program that writes seeds)
+ *   fuzz-dict: tests/fuzz/model.dict          (optional libFuzzer dictionary)
+ * In meson each harness is built with this driver and registered in the unit suite:
+ *   test('fuzz_NAME', exe, args: ['-n', '2000', '-d', DICT, SEEDS...], suite: 'unit'). */
 #include <dirent.h>
 #include <errno.h>
 #include <stdint.h>

@@ -1,7 +1,13 @@
 /* libFuzzer harness: the checkpoint shard reader (runtime/checkpoint.c: the header and index,
  * then the whole-file pass with its checksums). Any input must give FSMOE_OK or a message,
- * never a crash, a hang or an allocation beyond the input's size. Built by
- * fuzz_checkpoint.sh (clang -fsanitize=fuzzer) and, as a smoke test, by fuzz_checkpoint_main.c. */
+ * never a crash, a hang or an allocation beyond the input's size. Run by
+ * scripts/fuzz.sh (clang -fsanitize=fuzzer; seeds from a real checkpoint written by the gcc
+ * build of this harness with fuzz_checkpoint_main.c, which is also its smoke test in the unit
+ * suite).
+ * fuzz-sources: runtime/checkpoint.c runtime/params.c runtime/adamw.c libfsmoe/yaml_read.c libfsmoe/yaml_write.c libfsmoe/sha256.c libfsmoe/status.c libfsmoe/atomic_file.c libfsmoe/parallel.c libfsmoe/names.c
+ * fuzz-libs: -lyaml -lm
+ * fuzz-seed-cmd: {build}/tests/runtime/fuzz_checkpoint_shard shard {corpus}
+ */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
