@@ -6,16 +6,22 @@
  * Relies on: options.c (command line), topology.c (groups), comm_mpi.c / comm_nccl.cu
  * (backends), suite.c (measuring loops), results.c + fit.c (fits), report.c (table, JSON),
  * profile_write.c (profile), plot_svg.c (figure). Exit codes: 0 ok, 1 wrong results or a
- * failure while measuring, 2 bad command line or impossible configuration. */
+ * failure while measuring (a lost or stalled rank: the watchdog of comm/mpi_coll.h, limit
+ * --comm-timeout), 2 bad command line, impossible configuration or an output that cannot be
+ * written (checked before measuring), 128+N when signal N (INT, TERM) ends the run. */
+#define _POSIX_C_SOURCE 200809L
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "atomic_file.h"
 #include "comm_backend.h"
+#include "mpi_coll.h"
 #include "op_gemm.h"
 #include "options.h"
 #include "plot_svg.h"
@@ -59,20 +65,97 @@ static void bench_profile_name(const bench_options *o, char *buf, size_t len)
         *dot = '\0';
 }
 
-/* Rank 0 makes sure every output can be written before minutes of measuring. */
+/* SIGINT and SIGTERM end the run with the signal's own status (128+N to a shell). Outputs are
+ * only ever renamed into place whole (atomic_file.h), so an interrupted measurement leaves none;
+ * while rank 0 creates temporaries (the writability check, the final writes) the signal waits
+ * until they are renamed or removed, so that no temporary is left behind either. */
+static volatile sig_atomic_t bench_hold_signals, bench_pending_signal;
+
+static void bench_on_signal(int sig)
+{
+    if (bench_hold_signals) {
+        bench_pending_signal = sig;
+        return;
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void bench_signals_install(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = bench_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+static void bench_signals_hold(int hold)
+{
+    bench_hold_signals = hold;
+    if (!hold && bench_pending_signal) {
+        int sig = bench_pending_signal;
+        signal(sig, SIG_DFL);
+        raise(sig);
+    }
+}
+
+/* Rank 0 makes sure every output can be written before minutes of measuring: the file is not
+ * a directory (the rename at the end would fail) and a temporary can be created beside it.
+ * Failures are the command line's (exit 2), naming the flag. */
 static fsmoe_status bench_outputs_writable(const bench_options *o, fsmoe_error *err)
 {
+    const char *flags[3] = {"-o", "--json", "--plot"};
     const char *paths[3] = {o->output, o->json, o->plot};
-    for (int i = 0; i < 3; i++) {
+    fsmoe_status st = FSMOE_OK;
+    bench_signals_hold(1);
+    for (int i = 0; i < 3 && !st; i++) {
         if (!paths[i])
             continue;
+        struct stat sb;
+        if (stat(paths[i], &sb) == 0 && !S_ISREG(sb.st_mode)) {
+            st = fsmoe_fail(err, FSMOE_ERR_USAGE, "%s %s: expected a file, found a %s", flags[i],
+                            paths[i], S_ISDIR(sb.st_mode) ? "directory" : "special file");
+            break;
+        }
         fsmoe_atomic_file af;
-        fsmoe_status st = fsmoe_atomic_open(&af, paths[i], err);
-        if (st)
-            return st;
+        fsmoe_error e = {0};
+        if (fsmoe_atomic_open(&af, paths[i], &e)) {
+            st = fsmoe_fail(err, FSMOE_ERR_USAGE, "%s: cannot be written: %s", flags[i], e.msg);
+            break;
+        }
         fsmoe_atomic_abort(&af);
     }
-    return FSMOE_OK;
+    bench_signals_hold(0);
+    return st;
+}
+
+/* The buffers the measurement will allocate against the memory of this machine, before any is
+ * allocated: the same on every rank of a machine, the worst machine decides. */
+static fsmoe_status bench_memory_check(const bench_options *o, const comm_topology *topo,
+                                       const gemm_shape *shapes, int n_shapes, fsmoe_error *err)
+{
+    MPI_Comm machine;
+    int local = 1;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
+                            &machine) == MPI_SUCCESS) {
+        MPI_Comm_size(machine, &local);
+        MPI_Comm_free(&machine);
+    }
+    double need = options_rank_bytes(o, topo->gpus_per_node, shapes, n_shapes);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double have = pages > 0 && page > 0 ? (double)pages * (double)page : 0.0;
+    int bad = have > 0.0 && need * local > have, any = 0;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (!any)
+        return FSMOE_OK;
+    return fsmoe_fail(err, FSMOE_ERR_USAGE,
+                      "-e %lld --rotate %lld%s: the buffers need about %.1f GB per rank, %d "
+                      "ranks on a machine with %.1f GB (lower -e, --rotate or the GEMM shapes)",
+                      o->max_bytes, o->rotate_bytes,
+                      o->ops[FSMOE_OP_GEMM] ? " and the GEMM shapes" : "", need / 1e9, local,
+                      have / 1e9);
 }
 
 int main(int argc, char **argv)
@@ -87,6 +170,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (gethostname(host, sizeof host - 1) != 0)
         strcpy(host, "unknown");
+    bench_signals_install();
 
     bench_options o;
     fsmoe_error err = {0};
@@ -104,6 +188,7 @@ int main(int argc, char **argv)
             options_usage(stdout);
         return bench_finish(0);
     }
+    fsmoe_comm_set_timeout(o.comm_timeout_s);
     if (provided < MPI_THREAD_MULTIPLE) {
         fsmoe_fail(&err, FSMOE_ERR_MPI, "this MPI grants thread level %d, not "
                    "MPI_THREAD_MULTIPLE: the SAA measurement needs one thread per stream",
@@ -131,6 +216,19 @@ int main(int argc, char **argv)
     int code = 0;
     if ((st = topology_init(&topo, MPI_COMM_WORLD, o.gpus_per_node, &err))) {
         /* Same outcome on every rank: one message. */
+        if (world_rank == 0)
+            bench_error(&err);
+        topology_free(&topo);
+        return bench_finish(fsmoe_exit_code(st));
+    }
+    if (o.n_shapes > 0) {
+        memcpy(s.shapes, o.shapes, sizeof o.shapes);
+        s.n_shapes = o.n_shapes;
+    } else {
+        s.n_shapes = gemm_default_shapes(o.backend, topo.gpus_per_node, s.shapes,
+                                         BENCH_MAX_SHAPES);
+    }
+    if ((st = bench_memory_check(&o, &topo, s.shapes, s.n_shapes, &err))) {
         if (world_rank == 0)
             bench_error(&err);
         topology_free(&topo);
@@ -183,13 +281,6 @@ int main(int argc, char **argv)
     }
     s.mcfg = (measure_cfg){.warmup = o.warmup, .iters = o.iters, .average = o.average,
                            .min_sample_s = o.min_sample_s, .world = MPI_COMM_WORLD, .cpu = -1};
-    if (o.n_shapes > 0) {
-        memcpy(s.shapes, o.shapes, sizeof o.shapes);
-        s.n_shapes = o.n_shapes;
-    } else {
-        s.n_shapes = gemm_default_shapes(o.backend, topo.gpus_per_node, s.shapes,
-                                         BENCH_MAX_SHAPES);
-    }
     report rep = {stdout, world_rank == 0};
     progress prog;
     int show = o.progress < 0 ? isatty(STDERR_FILENO) : o.progress;
@@ -245,6 +336,7 @@ int main(int argc, char **argv)
         profile_meta meta = {name, source, b.device, topo.nodes, topo.gpus_per_node,
                              o.r2_threshold, notes};
         fsmoe_error e = {0};
+        bench_signals_hold(1);
         if (o.output) {
             if ((st = profile_write(o.output, &meta, &res, &e))) {
                 bench_error(&e);
@@ -261,6 +353,7 @@ int main(int argc, char **argv)
             bench_error(&e);
             code = code ? code : 1;
         }
+        bench_signals_hold(0);
     }
     MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);
 done:

@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -97,6 +98,31 @@ double measure_median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* The barrier that starts the timed runs: it spins like MPI_Barrier (the ranks must leave it
+ * together, a nap would add its length to the skew) but under the communication layer's
+ * watchdog (mpi_coll.h), so that a rank that died or stalled ends the run instead of hanging
+ * every other rank here. */
+static fsmoe_status measure_spin_barrier(MPI_Comm comm, const char *what, fsmoe_error *err)
+{
+    MPI_Request r;
+    MPI_CHECK(MPI_Ibarrier(comm, &r), err);
+    double limit = fsmoe_comm_timeout(), start = measure_now();
+    for (unsigned i = 1;; i++) {
+        int done = 0;
+        MPI_CHECK(MPI_Test(&r, &done, MPI_STATUS_IGNORE), err);
+        if (done)
+            return FSMOE_OK;
+        if (limit > 0 && (i & 1023) == 0 && measure_now() - start > limit) {
+            int me = 0;
+            MPI_Comm_rank(MPI_COMM_WORLD, &me);
+            return fsmoe_fail(err, FSMOE_ERR_TIMEOUT,
+                              "rank %d: %s made no progress for %.3g s: a peer rank died, "
+                              "stalled or cannot be reached (--comm-timeout sets the limit)",
+                              me, what, limit);
+        }
+    }
+}
+
 fsmoe_status measure_sleep_barrier(MPI_Comm comm, fsmoe_error *err)
 {
     /* Naps doubling to 1 ms (mpi_coll.h): the ranks waiting for another round to finish
@@ -109,8 +135,7 @@ static fsmoe_status measure_round_barrier(const measure_cfg *cfg, fsmoe_error *e
 {
     if (cfg->sleep)
         return measure_sleep_barrier(cfg->world, err);
-    MPI_CHECK(MPI_Barrier(cfg->world), err);
-    return FSMOE_OK;
+    return measure_spin_barrier(cfg->world, "the barrier between measuring rounds", err);
 }
 
 static int measure_rounds(const measure_cfg *cfg)
@@ -149,7 +174,9 @@ fsmoe_status measure_warm(const measure_cfg *cfg, measure_fn fn, void *ctx, int 
     if ((cfg->rounds > 1 || cfg->sleep) && (st = measure_round_barrier(cfg, err)))
         return st;
     double slowest = tw;
-    MPI_CHECK(MPI_Allreduce(&tw, &slowest, 1, MPI_DOUBLE, MPI_MAX, cfg->world), err);
+    if ((st = fsmoe_mpi_allreduce(cfg->world, &tw, &slowest, 1, MPI_DOUBLE, MPI_MAX,
+                                  "the slowest warm-up run (MPI_Allreduce)", err)))
+        return st;
     if (slowest < cfg->min_sample_s)
         *reps = slowest > 0.0 ? (int)(cfg->min_sample_s / slowest) + 1 : 100;
     if (*reps > 100)
@@ -162,7 +189,8 @@ fsmoe_status measure_sample(const measure_cfg *cfg, measure_fn fn, void *ctx, in
 {
     fsmoe_status st;
     if (cfg->rounds <= 1 && !cfg->sleep) {
-        MPI_CHECK(MPI_Barrier(cfg->world), err);
+        if ((st = measure_spin_barrier(cfg->world, "the barrier before a timed run", err)))
+            return st;
     } else {
         for (int r = 0; r < measure_rounds(cfg); r++) {
             if ((st = measure_round_barrier(cfg, err)))
@@ -171,8 +199,9 @@ fsmoe_status measure_sample(const measure_cfg *cfg, measure_fn fn, void *ctx, in
                 break;
         }
         /* The measured ranks start together: a (short) spinning barrier among them only. */
-        if (cfg->group != MPI_COMM_NULL && cfg->group != MPI_COMM_SELF)
-            MPI_CHECK(MPI_Barrier(cfg->group), err);
+        if (cfg->group != MPI_COMM_NULL && cfg->group != MPI_COMM_SELF &&
+            (st = measure_spin_barrier(cfg->group, "the barrier before a timed run", err)))
+            return st;
     }
     double t0 = measure_now();
     for (int r = 0; r < reps; r++)
@@ -194,21 +223,27 @@ fsmoe_status measure_combine(const measure_cfg *cfg, double *t, int n, double *s
     int size = 1;
     MPI_Comm_size(cfg->world, &size);
     double mine = measure_median(t, n), combined = mine;
+    const char *what = "combining the ranks' times (MPI_Allreduce)";
+    fsmoe_status st = FSMOE_OK;
+    MPI_Request r;
     switch (cfg->average) {
     case MEASURE_RANK0:
-        MPI_CHECK(MPI_Bcast(&combined, 1, MPI_DOUBLE, 0, cfg->world), err);
+        MPI_CHECK(MPI_Ibcast(&combined, 1, MPI_DOUBLE, 0, cfg->world, &r), err);
+        st = fsmoe_mpi_wait(&r, 1, cfg->world, "rank 0's time (MPI_Bcast)", err);
         break;
     case MEASURE_AVG:
-        MPI_CHECK(MPI_Allreduce(&mine, &combined, 1, MPI_DOUBLE, MPI_SUM, cfg->world), err);
+        st = fsmoe_mpi_allreduce(cfg->world, &mine, &combined, 1, MPI_DOUBLE, MPI_SUM, what, err);
         combined /= size;
         break;
     case MEASURE_MIN:
-        MPI_CHECK(MPI_Allreduce(&mine, &combined, 1, MPI_DOUBLE, MPI_MIN, cfg->world), err);
+        st = fsmoe_mpi_allreduce(cfg->world, &mine, &combined, 1, MPI_DOUBLE, MPI_MIN, what, err);
         break;
     case MEASURE_MAX:
-        MPI_CHECK(MPI_Allreduce(&mine, &combined, 1, MPI_DOUBLE, MPI_MAX, cfg->world), err);
+        st = fsmoe_mpi_allreduce(cfg->world, &mine, &combined, 1, MPI_DOUBLE, MPI_MAX, what, err);
         break;
     }
+    if (st)
+        return st;
     *seconds = combined;
     return FSMOE_OK;
 }

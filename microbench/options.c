@@ -2,9 +2,11 @@
 #include "options.h"
 
 #include <getopt.h>
+#include <limits.h>
 #include <string.h>
 
 #include "cli.h"
+#include "mpi_coll.h"
 
 void options_defaults(bench_options *o)
 {
@@ -40,6 +42,7 @@ void options_defaults(bench_options *o)
     o->r2_threshold = 0.99;
     o->backend = BACKEND_MPI;
     o->progress = -1;
+    o->comm_timeout_s = FSMOE_COMM_TIMEOUT_DEFAULT_S; /* as fsmoe-run */
 }
 
 void options_usage(FILE *f)
@@ -88,6 +91,8 @@ void options_usage(FILE *f)
         "      --r2-threshold X     flag fits with r^2 below X (default 0.99)\n"
         "      --backend mpi|nccl   (default mpi)\n"
         "      --progress | --no-progress   progress bar on stderr (default: when a terminal)\n"
+        "      --comm-timeout S     a collective that makes no progress for S seconds ends the\n"
+        "                           run with a message naming the ranks (default 30; 0 = never)\n"
         "  -h, --help\n",
         f);
 }
@@ -113,6 +118,40 @@ static fsmoe_status options_list(const char *opt, const char *text, const fsmoe_
     }
     if (!any)
         return fsmoe_fail(err, FSMOE_ERR_USAGE, "%s: empty list", opt);
+    return FSMOE_OK;
+}
+
+/* Output flags: a usable name each, and no file written twice (the later would replace the
+ * earlier without a word). Whether the files can be written is main's check (file I/O). */
+static fsmoe_status options_outputs(const bench_options *o, fsmoe_error *err)
+{
+    const char *flag[3] = {"-o", "--json", "--plot"};
+    const char *path[3] = {o->output, o->json, o->plot};
+    for (int i = 0; i < 3; i++) {
+        if (!path[i])
+            continue;
+        size_t n = strlen(path[i]);
+        if (n == 0)
+            return fsmoe_fail(err, FSMOE_ERR_USAGE, "%s: expected a file name, got ''", flag[i]);
+        if (path[i][n - 1] == '/')
+            return fsmoe_fail(err, FSMOE_ERR_USAGE,
+                              "%s %s: expected a file name, got a directory", flag[i], path[i]);
+        if (n > BENCH_PATH_MAX)
+            return fsmoe_fail(err, FSMOE_ERR_USAGE, "%s: a path of %zu bytes (at most %d)",
+                              flag[i], n, BENCH_PATH_MAX);
+        for (int j = 0; j < i; j++)
+            if (path[j] && strcmp(path[i], path[j]) == 0)
+                return fsmoe_fail(err, FSMOE_ERR_USAGE,
+                                  "%s and %s name the same file %s (expected different files)",
+                                  flag[j], flag[i], path[i]);
+    }
+    if (o->name) {
+        size_t n = strlen(o->name);
+        if (n == 0 || n > BENCH_NAME_MAX)
+            return fsmoe_fail(err, FSMOE_ERR_USAGE,
+                              "--name: expected 1 to %d characters, got %zu",
+                              BENCH_NAME_MAX, n);
+    }
     return FSMOE_OK;
 }
 
@@ -149,6 +188,7 @@ enum {
     OPT_JSON = 256, OPT_PLOT, OPT_NAME, OPT_OP, OPT_GEMM_MIN, OPT_GEMM_MAX, OPT_GEMM_STEP,
     OPT_GEMM_SHAPES, OPT_OPS, OPT_TIERS, OPT_BLAS_THREADS, OPT_R2, OPT_BACKEND,
     OPT_PROGRESS, OPT_NO_PROGRESS, OPT_ALL_TIERS, OPT_MIN_SAMPLE, OPT_GPN, OPT_GROUP_ROUNDS, OPT_HUGE_PAGES, OPT_ROTATE, OPT_DP, OPT_MP, OPT_EP, OPT_ESP,
+    OPT_COMM_TIMEOUT,
 };
 
 static const fsmoe_cli_enum op_names[] = {
@@ -202,6 +242,7 @@ fsmoe_status options_parse(int argc, char **argv, bench_options *o, fsmoe_error 
         {"backend", required_argument, NULL, OPT_BACKEND},
         {"progress", no_argument, NULL, OPT_PROGRESS},
         {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
+        {"comm-timeout", required_argument, NULL, OPT_COMM_TIMEOUT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -295,6 +336,9 @@ fsmoe_status options_parse(int argc, char **argv, bench_options *o, fsmoe_error 
             break;
         case OPT_PROGRESS: o->progress = 1; break;
         case OPT_NO_PROGRESS: o->progress = 0; break;
+        case OPT_COMM_TIMEOUT:
+            st = fsmoe_cli_double("--comm-timeout", optarg, 0.0, 1e6, &o->comm_timeout_s, err);
+            break;
         case 'h': o->help = 1; return FSMOE_OK;
         case ':':
             return fsmoe_fail(err, FSMOE_ERR_USAGE, "%s needs a value", argv[optind - 1]);
@@ -309,6 +353,8 @@ fsmoe_status options_parse(int argc, char **argv, bench_options *o, fsmoe_error 
     if (optind < argc)
         return fsmoe_fail(err, FSMOE_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
     /* Combinations. */
+    if ((st = options_outputs(o, err)))
+        return st;
     if (step_bytes_given && step_factor_given)
         return fsmoe_fail(err, FSMOE_ERR_USAGE, "-i and -f exclude each other (add or multiply)");
     if (o->min_bytes > o->max_bytes)
@@ -320,12 +366,56 @@ fsmoe_status options_parse(int argc, char **argv, bench_options *o, fsmoe_error 
     if (options_comm_sizes(o, NULL, 0) > BENCH_MAX_SIZES)
         return fsmoe_fail(err, FSMOE_ERR_USAGE, "-b %lld -e %lld gives more than %d sizes",
                           o->min_bytes, o->max_bytes, BENCH_MAX_SIZES);
+    /* MPI counts are ints: the largest message in elements of the datatype must be one. */
+    size_t elem = comm_dtype_size(o->dtype);
+    if (elem && (unsigned long long)o->max_bytes / elem > (unsigned long long)INT_MAX)
+        return fsmoe_fail(err, FSMOE_ERR_USAGE,
+                          "-e %lld: %lld %s elements exceed MPI's largest count %d "
+                          "(expected at most %lld bytes)",
+                          o->max_bytes, o->max_bytes / (long long)elem, comm_dtype_name(o->dtype),
+                          INT_MAX, (long long)INT_MAX * (long long)elem);
+    /* GEMM operands are indexed with BLAS ints: A (T x max(M, H)) and B (M x H). */
+    for (int i = 0; i < o->n_shapes; i++) {
+        long long M = o->shapes[i].M, H = o->shapes[i].H, K = M > H ? M : H;
+        if (M * H > INT_MAX || (o->gemm_max / M) * K > INT_MAX)
+            return fsmoe_fail(err, FSMOE_ERR_USAGE,
+                              "--gemm-shapes %lld:%lld with --gemm-max %lld: a matrix of more "
+                              "than %d elements (expected M*H and --gemm-max/M*max(M,H) at "
+                              "most that)",
+                              M, H, o->gemm_max, INT_MAX);
+    }
     if (o->output && (options_comm_sizes(o, NULL, 0) < 2 || (o->ops[FSMOE_OP_GEMM] &&
         (o->gemm_max - o->gemm_min) / o->gemm_step < 1)))
         return fsmoe_fail(err, FSMOE_ERR_USAGE,
                           "-o needs at least two sizes per operation to fit a line "
                           "(check -b/-e/-i/-f and --gemm-min/--gemm-max/--gemm-step)");
     return FSMOE_OK;
+}
+
+double options_rank_bytes(const bench_options *o, int group_ranks, const gemm_shape *shapes,
+                          int n_shapes)
+{
+    /* suite.c: two pools of max(-e, --rotate) and two host copies of -e for the collectives
+     * and copy; SAA adds three pools of max(-e x MP group, --rotate) and host copies of -e and
+     * -e x MP group while those exist; a GEMM shape holds A and C (T_max x max(M, H)), B and
+     * B2 (M x H) in fp32 on the backend and on the host. */
+    double e = (double)o->max_bytes, rot = (double)o->rotate_bytes;
+    double g = group_ranks > 1 ? (double)group_ranks : 1.0;
+    double pool = e > rot ? e : rot, saa_pool = e * g > rot ? e * g : rot;
+    double bytes = 2 * pool + 2 * e;
+    if (o->ops[FSMOE_OP_SAA])
+        bytes += 3 * saa_pool + e + e * g;
+    double gemm = 0.0;
+    if (o->ops[FSMOE_OP_GEMM]) {
+        for (int i = 0; i < n_shapes; i++) {
+            double M = shapes[i].M, H = shapes[i].H, K = M > H ? M : H;
+            double T = (double)(o->gemm_max / shapes[i].M);
+            double one = 2.0 * 4.0 * (2.0 * (T > 1 ? T : 1) * K + 2.0 * M * H);
+            if (one > gemm)
+                gemm = one; /* one shape at a time */
+        }
+    }
+    return bytes + gemm;
 }
 
 int options_comm_sizes(const bench_options *o, long long *out, int max)

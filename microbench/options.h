@@ -13,6 +13,10 @@
 
 #define BENCH_MAX_SHAPES 16
 #define BENCH_MAX_SIZES 4096
+/* The profile's name field (libfsmoe cluster.h: char name[64]) and the atomic writer's path
+ * (atomic_file.h: char path[1024]). */
+#define BENCH_NAME_MAX 63
+#define BENCH_PATH_MAX 1000
 
 typedef enum { BACKEND_MPI = 0, BACKEND_NCCL } bench_backend_kind;
 
@@ -54,6 +58,7 @@ typedef struct {
     const char *plot;
     const char *name;      /* profile name; default: from the output file name */
     int progress;          /* -1 auto (stderr is a terminal), 0 off, 1 on */
+    double comm_timeout_s; /* a collective without progress this long fails (0 = never) */
     int help;
 } bench_options;
 
@@ -64,5 +69,12 @@ void options_usage(FILE *f);
 /* The communication sizes in bytes, in order; returns how many (fills at most max; out may be
  * NULL to count). Stops counting past BENCH_MAX_SIZES. */
 int options_comm_sizes(const bench_options *o, long long *out, int max);
+
+/* The bytes one rank allocates for the measurement (communication pools and host copies, SAA's
+ * pools, GEMM matrices of the given shapes) when ranks_per_node ranks share a node and the
+ * largest group has group_ranks members; main compares it with the machine's memory before
+ * anything is allocated. */
+double options_rank_bytes(const bench_options *o, int group_ranks, const gemm_shape *shapes,
+                          int n_shapes);
 
 #endif

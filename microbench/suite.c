@@ -9,6 +9,7 @@
 
 #include "check.h"
 #include "cost.h"
+#include "mpi_coll.h"
 #include "op_collective.h"
 #include "op_gemm.h"
 #include "op_saa.h"
@@ -199,7 +200,10 @@ fsmoe_status suite_machine_init(bench_suite *s, fsmoe_error *err)
     if (cores < 1)
         cores = 1;
     int over = (int)((ranks + cores - 1) / cores), worst = over;
-    MPI_CHECK(MPI_Allreduce(&over, &worst, 1, MPI_INT, MPI_MAX, s->mcfg.world), err);
+    fsmoe_status st = fsmoe_mpi_allreduce(s->mcfg.world, &over, &worst, 1, MPI_INT, MPI_MAX,
+                                          "the machines' oversubscription (MPI_Allreduce)", err);
+    if (st)
+        return st;
     s->machine_ranks = ranks;
     s->machine_cores = (int)cores;
     s->oversubscription = worst;
@@ -222,27 +226,35 @@ static fsmoe_status suite_rounds(bench_suite *s, MPI_Comm group, measure_cfg *cf
     cfg->cpu = -1;
     cfg->sleep = s->oversubscription > 1;
     note[0] = '\0';
-    MPI_CHECK(MPI_Allreduce(&wrank, &leader, 1, MPI_INT, MPI_MIN, group), err);
+    fsmoe_status st = fsmoe_mpi_allreduce(group, &wrank, &leader, 1, MPI_INT, MPI_MIN,
+                                          "the group's leader (MPI_Allreduce)", err);
+    if (st)
+        return st;
     int *leaders = malloc((size_t)wsize * sizeof *leaders);
     if (!leaders)
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for %d ranks", wsize);
-    int rc = MPI_Allgather(&leader, 1, MPI_INT, leaders, 1, MPI_INT, s->mcfg.world);
+    st = fsmoe_mpi_allgather(s->mcfg.world, &leader, leaders, 1, MPI_INT,
+                             "the groups' leaders (MPI_Allgather)", err);
     int n_groups = 0, ordinal = 0;
-    for (int r = 0; r < wsize && rc == MPI_SUCCESS; r++) {
+    for (int r = 0; r < wsize && !st; r++) {
         if (leaders[r] != r)
             continue; /* count each group once, at its leader */
         n_groups++;
         ordinal += r < leader;
     }
     free(leaders);
-    MPI_CHECK(rc, err);
+    if (st)
+        return st;
     /* The CPU of this rank while the sweep lasts, where ranks outnumber cores (measure_pin
      * explains why): a group over several nodes runs each rank on its node's CPU; the members
      * of groups inside one node (or alone) measured in rounds get one CPU each, in the order
      * of the round's groups and their ranks. */
     int node_lo = s->topo->node, node_hi = s->topo->node, grank = 0, gsize = 1;
-    MPI_CHECK(MPI_Allreduce(&s->topo->node, &node_lo, 1, MPI_INT, MPI_MIN, group), err);
-    MPI_CHECK(MPI_Allreduce(&s->topo->node, &node_hi, 1, MPI_INT, MPI_MAX, group), err);
+    if ((st = fsmoe_mpi_allreduce(group, &s->topo->node, &node_lo, 1, MPI_INT, MPI_MIN,
+                                  "the group's nodes (MPI_Allreduce)", err)) ||
+        (st = fsmoe_mpi_allreduce(group, &s->topo->node, &node_hi, 1, MPI_INT, MPI_MAX,
+                                  "the group's nodes (MPI_Allreduce)", err)))
+        return st;
     MPI_Comm_rank(group, &grank);
     MPI_Comm_size(group, &gsize);
     int spans_nodes = node_lo != node_hi;
@@ -391,7 +403,9 @@ static fsmoe_status suite_sweep_run(bench_suite *s, const suite_sweep *sw, void 
         if ((st = measure_combine(m, &t[(size_t)i * iters], iters, &row->seconds, err)))
             goto fail;
         long long w = (long long)wrong[i];
-        MPI_CHECK(MPI_Allreduce(&w, &row->wrong, 1, MPI_LONG_LONG, MPI_SUM, m->world), err);
+        if ((st = fsmoe_mpi_allreduce(m->world, &w, &row->wrong, 1, MPI_LONG_LONG, MPI_SUM,
+                                      "summing the wrong values (MPI_Allreduce)", err)))
+            goto fail;
         double work = sw->flops_per_n > 0 ? sw->flops_per_n * row->n : row->n;
         row->algbw = row->seconds > 0 ? work / row->seconds / 1e9 : 0.0;
         row->busbw = row->algbw * factor[i];
@@ -602,8 +616,8 @@ static fsmoe_status suite_saa(bench_suite *s, fsmoe_tier tier, MPI_Comm a2a_mpi,
     a2a_rank_of = calloc((size_t)c.g.P_ag, sizeof *a2a_rank_of);
     if (!a2a_rank_of)
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory");
-    fsmoe_status st0 = MPI_STATUS_OF(MPI_Allgather(&c.g.rank_a2a, 1, MPI_INT, a2a_rank_of, 1,
-                                                   MPI_INT, ag_mpi), err);
+    fsmoe_status st0 = fsmoe_mpi_allgather(ag_mpi, &c.g.rank_a2a, a2a_rank_of, 1, MPI_INT,
+                                           "the SAA groups' ranks (MPI_Allgather)", err);
     if (st0) {
         free(a2a_rank_of);
         return st0;

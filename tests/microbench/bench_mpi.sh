@@ -71,8 +71,8 @@ rc=$?
 start=$(date +%s)
 "${mpi[@]}" -np 2 "$bench" -o /nonexistent-dir/x.yaml > "$tmp/bad4.txt" 2>&1
 rc=$?
-[ $rc -ne 0 ] || fail "an unwritable -o succeeded"
-grep -q "fsmoe-bench: .*:0: /nonexistent-dir/x.yaml: cannot create" "$tmp/bad4.txt" \
+[ $rc -eq 2 ] || fail "an unwritable -o exited $rc, expected 2"
+grep -q "fsmoe-bench: .*:0: -o: cannot be written: /nonexistent-dir/x.yaml: cannot create" "$tmp/bad4.txt" \
     || { cat "$tmp/bad4.txt"; fail "unwritable -o: no host:rank-prefixed message"; }
 [ $(( $(date +%s) - start )) -lt 30 ] || fail "an unwritable -o was found only after measuring"
 
