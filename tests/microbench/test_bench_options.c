@@ -43,6 +43,15 @@ static const option_case cases[] = {
     {{"--huge-pages", "2"}, FSMOE_ERR_USAGE, "--huge-pages"},
     {{"--rotate", "lots"}, FSMOE_ERR_USAGE, "--rotate"},
     {{"--rotate", "0", "--group-rounds", "2", "--huge-pages", "0"}, FSMOE_OK, NULL},
+    {{"--comm-timeout", "-1"}, FSMOE_ERR_USAGE, "--comm-timeout"},
+    {{"--comm-timeout", "0"}, FSMOE_OK, NULL},
+    {{"--name", ""}, FSMOE_ERR_USAGE, "--name: expected 1 to 63"},
+    {{"-o", ""}, FSMOE_ERR_USAGE, "-o: expected a file name"},
+    {{"--plot", "out/"}, FSMOE_ERR_USAGE, "got a directory"},
+    {{"-o", "a", "--plot", "a"}, FSMOE_ERR_USAGE, "-o and --plot name the same file"},
+    {{"-b", "16G", "-e", "16G"}, FSMOE_ERR_USAGE, "exceed MPI's largest count"},
+    {{"-b", "2G", "-e", "2G", "-d", "int64"}, FSMOE_OK, NULL},
+    {{"--gemm-shapes", "65536:65536"}, FSMOE_ERR_USAGE, "--gemm-shapes 65536:65536"},
     {{"--bogus"}, FSMOE_ERR_USAGE, "unknown option --bogus"},
     {{"-x"}, FSMOE_ERR_USAGE, "unknown option -x"},
     {{"-o"}, FSMOE_ERR_USAGE, "needs a value"},
@@ -87,6 +96,7 @@ static void test_defaults_follow_fsmoe(void **state)
     assert_int_equal(o.gemm_min, 1 << 19);
     assert_int_equal(o.gemm_max, 12 << 19);
     assert_int_equal(o.average, MEASURE_AVG); /* nccl-tests' default */
+    assert_true(o.comm_timeout_s == 30.0);    /* fsmoe-run's default */
     char *argv[] = {"fsmoe-bench", "-b", "1K", "-e", "64K", "-f", "2", "--op", "max", "-a", "3"};
     fsmoe_error err = {0};
     assert_int_equal(options_parse(11, argv, &o, &err), FSMOE_OK);
