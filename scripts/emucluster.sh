@@ -10,7 +10,11 @@
 # namespaces this script creates; nothing outside them is touched. The emulated nodes share the
 # real cores, so ranks yield when idle (mpi_yield_when_idle: the hostfile's slots would make
 # Open MPI busy-poll). Everything (processes,
-# namespaces, temporary files) is removed on exit, error, Ctrl-C or TERM.
+# namespaces, temporary files) is removed on exit, error, Ctrl-C or TERM; further Ctrl-C or TERM
+# during that cleanup are ignored until it is done. Names are derived from the script's PID
+# (namespaces fsmoe<PID>sw and fsmoe<PID>n<I>, temporary directory emucluster.<PID>), so a run
+# that was killed outright (SIGKILL) is cleaned up by the next one: it removes the namespaces,
+# processes and directories of every earlier run whose script no longer exists.
 #
 # usage: scripts/emucluster.sh [--nodes N] [--ranks-per-node G] [--rate RATE] [--burst B]
 #                              [--mpirun-args "ARGS"] [--check] [--] PROGRAM [ARGS...]
@@ -70,31 +74,94 @@ done
 
 tag="fsmoe$$"
 sw="${tag}sw"
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/emucluster.XXXXXX") || exit 1
-created=()
+tmpbase=${TMPDIR:-/tmp}
+tmp="$tmpbase/emucluster.$$"
 launcher_pid=""
+cleaned=0
+
+# The namespaces of the run with script PID $1 (made or half made).
+run_namespaces() {
+    ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^fsmoe$1(sw|n[0-9]+)\$"
+}
+
+# Removes what the run with script PID $1 made: first every process inside its namespaces
+# (mpirun, its daemons, the ranks; TERM, then KILL after up to 3 s), then the namespaces (which
+# takes their veths and the bridge with them), then its temporary directory. Each step may be
+# repeated and may find its work already done.
+remove_run() {
+    local pid=$1 nss ns p left
+    nss=$(run_namespaces "$pid")
+    if [ -n "$nss" ]; then
+        for ns in $nss; do
+            for p in $(ip netns pids "$ns" 2>/dev/null); do kill -TERM "$p" 2>/dev/null; done
+        done
+        for _ in $(seq 1 30); do
+            left=""
+            for ns in $nss; do left="$left$(ip netns pids "$ns" 2>/dev/null)"; done
+            [ -z "$left" ] && break
+            sleep 0.1
+        done
+        for ns in $nss; do
+            for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+        done
+        for ns in $nss; do
+            # a process may still hold the namespace for a moment after KILL
+            for _ in 1 2 3 4 5; do
+                ip netns del "$ns" 2>/dev/null && break
+                [ -e "/run/netns/$ns" ] || break
+                sleep 0.1
+            done
+        done
+    fi
+    rm -rf "$tmpbase/emucluster.$pid"
+}
+
+# Runs of this script that died without cleaning up (killed with SIGKILL, machine hang): their
+# script process is gone, their namespaces, processes and temporary directory are not.
+remove_stale_runs() {
+    local pids p
+    pids=$( { ip netns list 2>/dev/null | awk '{print $1}' |
+              sed -n -E 's/^fsmoe([0-9]+)(sw|n[0-9]+)$/\1/p'
+              for d in "$tmpbase"/emucluster.*; do
+                  [ -d "$d" ] && echo "${d##*.}"
+              done; } | grep -E '^[0-9]+$' | sort -u)
+    for p in $pids; do
+        [ "$p" = "$$" ] && continue
+        if [ -r "/proc/$p/cmdline" ] && tr '\0' ' ' < "/proc/$p/cmdline" | grep -q emucluster; then
+            continue # a live run: not ours to touch
+        fi
+        echo "emucluster: removing what an earlier run (pid $p) left behind" >&2
+        remove_run "$p"
+    done
+}
 
 cleanup() {
-    trap - EXIT INT TERM
+    # Further Ctrl-C or TERM must not cut the cleanup short (the commands it starts inherit the
+    # ignored signals too); a second call (EXIT after INT) finds nothing left to do.
+    trap '' INT TERM
+    [ "$cleaned" -eq 1 ] && return
     if [ -n "$launcher_pid" ]; then
+        # The launcher's own process group (setsid): mpirun and whatever it started there.
         kill -TERM -- "-$launcher_pid" 2>/dev/null || kill -TERM "$launcher_pid" 2>/dev/null
     fi
-    # Whatever still runs inside our namespaces was started by this script.
-    for ns in "${created[@]}"; do
-        for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
-    done
-    for ns in "${created[@]}"; do ip netns del "$ns" 2>/dev/null; done
-    rm -rf "$tmp"
+    remove_run "$$"
+    if [ -n "$launcher_pid" ]; then
+        kill -KILL -- "-$launcher_pid" 2>/dev/null
+        wait "$launcher_pid" 2>/dev/null
+    fi
+    cleaned=1
 }
 trap cleanup EXIT
 trap 'cleanup; exit 130' INT
 trap 'cleanup; exit 143' TERM
 
+remove_stale_runs
+mkdir -p "$tmp" || exit 1
+
 mkns() {
     if ! err=$(ip netns add "$1" 2>&1); then
         skip "cannot create network namespace $1: $err"
     fi
-    created+=("$1")
 }
 
 # The bucket: 128 KB (two 64 KB GSO packets), or 100 us of traffic where that is more. tbf's
