@@ -205,9 +205,12 @@ static fsmoe_status load_doc(fsmoe_yaml *y, fsmoe_cluster *c, fsmoe_error *err)
         (st = fsmoe_yaml_int(&root, "gpus_per_node", FSMOE_REQUIRED, 1,
                              (int)FSMOE_LIMIT_GPUS_PER_NODE, &c->gpus_per_node, err)))
         return st;
+    fsmoe_ynode gn, nodes_n;
+    fsmoe_yaml_get(&root, "nodes", FSMOE_REQUIRED, &nodes_n, NULL);
+    fsmoe_yaml_get(&root, "gpus_per_node", FSMOE_REQUIRED, &gn, NULL);
+    fsmoe_mark_set(&c->at.nodes, &nodes_n);
+    fsmoe_mark_set(&c->at.gpus_per_node, &gn);
     if ((long)c->nodes * c->gpus_per_node > FSMOE_LIMIT_WORLD) {
-        fsmoe_ynode gn;
-        fsmoe_yaml_get(&root, "gpus_per_node", FSMOE_REQUIRED, &gn, NULL);
         return fsmoe_yaml_fail(&gn, err, FSMOE_ERR_VALUE,
                                "nodes·gpus_per_node = %d·%d = %ld GPUs (expected at most %ld)",
                                c->nodes, c->gpus_per_node, (long)c->nodes * c->gpus_per_node,

@@ -53,6 +53,11 @@ typedef struct {
     int gpus_per_node;
     double r2_threshold;
     fsmoe_cost_entry ops[FSMOE_OP_COUNT][FSMOE_TIER_COUNT];
+    /* where the sizes a layout is derived from were read (for messages made after loading,
+     * e.g. the common layout's ep = nodes not dividing a model's experts) */
+    struct {
+        fsmoe_mark nodes, gpus_per_node;
+    } at;
 } fsmoe_cluster;
 
 const char *fsmoe_op_name(fsmoe_op op); /* "alltoall", "allgather", ..., "saa", "gemm", "copy" */

@@ -9,7 +9,7 @@
 # (the convention, also described in tests/fuzz/fuzz_driver.c):
 #   fuzz-sources:  repo-relative .c files it needs besides itself
 #   fuzz-libs:     link flags (-lyaml -lm ...)
-#   fuzz-seeds:    repo-relative globs of seed files
+#   fuzz-seeds:    repo-relative globs of seed files, or folders (their files)
 #   fuzz-seed-cmd: PROGRAM ARGS that writes seeds; {build} = BUILD_DIR, {corpus} = the corpus dir
 #   fuzz-dict:     a libFuzzer dictionary (optional)
 # Each is built with clang -fsanitize=fuzzer,address,undefined over its sources (so they are
@@ -57,6 +57,8 @@ for h in $harnesses; do
     src=$root/$h
     sources=$(field "$src" sources)
     [ -n "$sources" ] || continue
+    # a harness defines LLVMFuzzerTestOneInput and no main (drivers such as fuzz_driver.c do)
+    grep -Eq '^int LLVMFuzzerTestOneInput\(' "$src" && ! grep -Eq '^int main\(' "$src" || continue
     name=$(basename "$h" .c)
     n=$((n + 1))
     libs=$(field "$src" libs)
@@ -79,7 +81,13 @@ for h in $harnesses; do
     (
         cd "$root" || exit 1
         for g in $seeds; do
-            for f in $g; do [ -f "$f" ] && cp "$f" "$hw/corpus/"; done
+            for f in $g; do
+                if [ -d "$f" ]; then
+                    find "$f" -maxdepth 1 -type f -exec cp {} "$hw/corpus/" \;
+                elif [ -f "$f" ]; then
+                    cp "$f" "$hw/corpus/"
+                fi
+            done
         done
     )
     if [ -n "$seed_cmd" ]; then

@@ -12,7 +12,7 @@
  * fuzz_*.c under tests/ whose first comment block holds these lines:
  *   fuzz-sources: libfsmoe/yaml_read.c ...   (repo-relative .c files it needs, besides itself)
  *   fuzz-libs: -lyaml -lm
- *   fuzz-seeds: models/*.yaml                 (repo-relative globs; and/or:)
+ *   fuzz-seeds: models                        (repo-relative folders or globs; and/or:)
  *   fuzz-seed-cmd: {build}/PROGRAM ARGS {corpus}   (a built program that writes seeds)
  *   fuzz-dict: tests/fuzz/model.dict          (optional libFuzzer dictionary)
  * In meson each harness is built with this driver and registered in the unit suite:

@@ -3,7 +3,7 @@
  * input must give FSMOE_OK or one message, never a crash, a leak or a slow input.
  * fuzz-sources: libfsmoe/yaml_read.c libfsmoe/model.c libfsmoe/parallel.c libfsmoe/names.c libfsmoe/status.c
  * fuzz-libs: -lyaml -lm
- * fuzz-seeds: models/*.yaml
+ * fuzz-seeds: models
  * fuzz-dict: tests/fuzz/model.dict
  */
 #include <stddef.h>

@@ -4,7 +4,7 @@
  * one message, never a crash, a leak or a slow input.
  * fuzz-sources: libfsmoe/yaml_read.c libfsmoe/yaml_write.c libfsmoe/plan_io.c libfsmoe/model.c libfsmoe/parallel.c libfsmoe/names.c libfsmoe/status.c libfsmoe/atomic_file.c
  * fuzz-libs: -lyaml -lm
- * fuzz-seeds: plans/*.yaml
+ * fuzz-seeds: plans
  * fuzz-dict: tests/fuzz/plan.dict
  */
 #include <stddef.h>
