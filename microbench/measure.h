@@ -30,9 +30,9 @@
 #include <mpi.h>
 #include <stddef.h>
 
+#include "options.h" /* measure_average: the values of -a */
 #include "status.h"
 
-typedef enum { MEASURE_RANK0 = 0, MEASURE_AVG, MEASURE_MIN, MEASURE_MAX } measure_average;
 
 typedef struct {
     int warmup, iters;

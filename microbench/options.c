@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "mpi_coll.h"
 
 void options_defaults(bench_options *o)
 {
@@ -42,7 +41,7 @@ void options_defaults(bench_options *o)
     o->r2_threshold = 0.99;
     o->backend = BACKEND_MPI;
     o->progress = -1;
-    o->comm_timeout_s = FSMOE_COMM_TIMEOUT_DEFAULT_S; /* as fsmoe-run */
+    o->comm_timeout_s = BENCH_COMM_TIMEOUT_DEFAULT_S;
 }
 
 void options_usage(FILE *f)
@@ -252,7 +251,8 @@ fsmoe_status options_parse(int argc, char **argv, bench_options *o, fsmoe_error 
     fsmoe_status st = FSMOE_OK;
     int step_bytes_given = 0, step_factor_given = 0;
     opterr = 0; /* we word the messages ourselves */
-    optind = 1;
+    optind = 0; /* 0, not 1: glibc then also forgets a half-read cluster of short options (-xyz)
+                   left by an earlier parse, whose argv may be gone */
     while ((c = getopt_long(argc, argv, ":o:b:e:i:f:n:w:d:a:c:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'o': o->output = optarg; break;

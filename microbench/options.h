@@ -8,7 +8,6 @@
 
 #include "cluster.h"
 #include "comm_dtype.h"
-#include "measure.h"
 #include "status.h"
 
 #define BENCH_MAX_SHAPES 16
@@ -17,6 +16,13 @@
  * (atomic_file.h: char path[1024]). */
 #define BENCH_NAME_MAX 63
 #define BENCH_PATH_MAX 1000
+
+/* How -a combines the ranks' medians (measure.h). */
+typedef enum { MEASURE_RANK0 = 0, MEASURE_AVG, MEASURE_MIN, MEASURE_MAX } measure_average;
+
+/* --comm-timeout's default: fsmoe-run's (FSMOE_COMM_TIMEOUT_DEFAULT_S, comm/mpi_coll.h; the
+ * parser stays free of MPI headers so that it builds for the fuzzer alone). */
+#define BENCH_COMM_TIMEOUT_DEFAULT_S 30.0
 
 typedef enum { BACKEND_MPI = 0, BACKEND_NCCL } bench_backend_kind;
 

@@ -12,6 +12,8 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir "$tmp/dir" "$tmp/ro"
+# a special file (never /dev/null: a broken build would rename its output over it)
+mkfifo "$tmp/fifo"
 chmod 555 "$tmp/ro"
 passed=0 failed=0
 
@@ -58,7 +60,7 @@ rows=$(cat <<ROWS
 2|-o $tmp/dir: expected a file, found a directory|-o	$tmp/dir
 2|--json $tmp/dir: expected a file, found a directory|-o	$tmp/p.yaml	--json	$tmp/dir
 2|--plot $tmp/dir: expected a file, found a directory|--plot	$tmp/dir
-2|--plot /dev/null: expected a file, found a special file|--plot	/dev/null
+2|--plot $tmp/fifo: expected a file, found a special file|--plot	$tmp/fifo
 2|-o: cannot be written: $tmp/ro/p.yaml|-o	$tmp/ro/p.yaml
 2|world must equal dp|--dp	3
 ROWS

@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "options.h"
@@ -107,11 +108,34 @@ static void test_defaults_follow_fsmoe(void **state)
     assert_int_equal(o.average, MEASURE_MAX);
 }
 
+/* A parse that stops inside a cluster of short options (-jx: -j is unknown, x unread) must not
+ * leave getopt's position in that argv for the next parse, whose argv is another one (the first
+ * may be freed by then: the fuzzer found a use after free). */
+static void test_reparse_after_short_cluster(void **state)
+{
+    (void)state;
+    char *bad = strdup("-jx");
+    char *argv1[] = {"fsmoe-bench", bad, NULL};
+    bench_options o;
+    fsmoe_error err = {0};
+    options_defaults(&o);
+    assert_int_equal(options_parse(2, argv1, &o, &err), FSMOE_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "unknown option -j"));
+    free(bad);
+    char *argv2[] = {"fsmoe-bench", "-n", "3", NULL};
+    options_defaults(&o);
+    memset(&err, 0, sizeof err);
+    if (options_parse(3, argv2, &o, &err) != FSMOE_OK)
+        fail_msg("second parse: %s", err.msg);
+    assert_int_equal(o.iters, 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_defaults_follow_fsmoe),
+        cmocka_unit_test(test_reparse_after_short_cluster),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
