@@ -69,3 +69,13 @@ fsmoe_status locate_fail(const char *path, const char *field, fsmoe_error *err, 
     va_end(ap);
     return fsmoe_fail(err, st, "%s: %s", where, text);
 }
+
+fsmoe_status locate_named_by(const char *path, const char *field, fsmoe_error *err)
+{
+    if (err->status != FSMOE_ERR_IO)
+        return err->status;
+    char msg[FSMOE_ERROR_MAX];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    return locate_fail(path, field, err, FSMOE_ERR_IO, "names a file that cannot be read: %.700s",
+                       msg);
+}

@@ -18,4 +18,9 @@ void locate_field(const char *path, const char *field, char *buf, size_t len);
 fsmoe_status locate_fail(const char *path, const char *field, fsmoe_error *err, fsmoe_status st,
                          const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
+/* A file named by a field of another (a plan's provenance.model) could not be read: when err is
+ * FSMOE_ERR_IO, it becomes "path:line:col: field: <err's message>" (the file that named it, and
+ * where); other failures already name their own file and are kept. Returns err->status. */
+fsmoe_status locate_named_by(const char *path, const char *field, fsmoe_error *err);
+
 #endif

@@ -312,9 +312,14 @@ static int run_plan(const plan_cli *a, const int ov_src[OV_COUNT])
 
     if ((rc = check_output(a)) != 0)
         return rc;
-    if (fsmoe_model_load(a->model_path, &m, &err))
+    if (fsmoe_model_load(a->model_path, &m, &err)) {
+        if (a->regenerate)
+            locate_named_by(a->regenerate, "provenance.model", &err);
         return input_error(&err);
+    }
     if (fsmoe_cluster_load(a->cluster_path, &c, &err)) {
+        if (a->regenerate)
+            locate_named_by(a->regenerate, "provenance.cluster", &err);
         rc = input_error(&err);
         goto done;
     }

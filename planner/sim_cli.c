@@ -198,9 +198,14 @@ int sim_cli_simulate(const plan_cli *cli)
             goto out;
         rc = 1;
     }
-    if (fsmoe_model_load(model_path, &model, &err) != FSMOE_OK ||
-        fsmoe_cluster_load(cluster_path, &cl, &err) != FSMOE_OK)
+    if (fsmoe_model_load(model_path, &model, &err) != FSMOE_OK) {
+        locate_named_by(plan_path, "provenance.model", &err);
         goto in_err;
+    }
+    if (fsmoe_cluster_load(cluster_path, &cl, &err) != FSMOE_OK) {
+        locate_named_by(plan_path, "provenance.cluster", &err);
+        goto in_err;
+    }
     if (model.experts_is_ep)
         model.E = plan.parallel.ep;
     if (sim_model_from_plan(&plan, &model, &cl, cluster_path, &m, &err) != FSMOE_OK) {

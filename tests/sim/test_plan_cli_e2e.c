@@ -202,7 +202,14 @@ static void test_bounded(void **state)
                             "  vocab: 4194304\nmoe:\n  experts: 65536\n  top_k: 256\n"
                             "  expert: gpt\n  every: 1\n  first: 0\n  capacity_factor: 65536\n"
                             "training:\n  batch: 8\n  seq: 2097152\n  dtype: fp32\n");
+    mutate("plans/tiny-moe@testbed-b.yaml", "nomodel.yaml", "  model: models/tiny-moe.yaml",
+           "  model: .inf");
     const row rows[] = {
+        /* a plan naming a model file that cannot be read: the plan's field is named */
+        {{"simulate", "@/nomodel.yaml"}, 2,
+         "@/nomodel.yaml:4:10: provenance.model: names a file that cannot be read: .inf"},
+        {{"--regenerate", "@/nomodel.yaml", "-q", "-o", "@/nomodel2.yaml"}, 2,
+         "@/nomodel.yaml:4:10: provenance.model: names a file that cannot be read: .inf"},
         {{"simulate", "@/g.yaml", "--schedule", "all"}, 2,
          "@/g.yaml:41:24: layers[0].gradients.bytes: 1e+30 is not a gradient size"},
         {{"simulate", "@/r.yaml"}, 2,
