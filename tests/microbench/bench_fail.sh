@@ -36,10 +36,13 @@ rank_pid() {
     done
 }
 
-# wait until rank 0 has printed a measured row
+# wait until rank 0 has started measuring (a section header), and a little longer
 wait_rows() {
     for _ in $(seq 1 600); do
-        grep -qE '^ +[0-9]+ +[0-9]+ ' "$1" 2>/dev/null && return 0
+        if grep -qE '^# [a-z]+ on tier ' "$1" 2>/dev/null; then
+            sleep 2
+            return 0
+        fi
         sleep 0.1
     done
     return 1
