@@ -126,9 +126,10 @@ remove_stale_runs() {
                   [ -d "$d" ] && echo "${d##*.}"
               done; } | grep -E '^[0-9]+$' | sort -u)
     for p in $pids; do
-        [ "$p" = "$$" ] && continue
-        if [ -r "/proc/$p/cmdline" ] && tr '\0' ' ' < "/proc/$p/cmdline" | grep -q emucluster; then
-            continue # a live run: not ours to touch
+        # a live run is not ours to touch; our own PID can only be a dead run's (PID reuse)
+        if [ "$p" != "$$" ] && [ -r "/proc/$p/cmdline" ] &&
+            tr '\0' ' ' < "/proc/$p/cmdline" | grep -q 'emucluster\.sh'; then
+            continue
         fi
         echo "emucluster: removing what an earlier run (pid $p) left behind" >&2
         remove_run "$p"
