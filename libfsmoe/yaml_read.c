@@ -4,7 +4,11 @@
  * Relies on libyaml's document API: the whole file is composed into a yaml_document_t whose
  * nodes keep their start marks, so every message can point at the offending line and column
  * (libyaml marks are 0-based; we add 1). Duplicate keys, which libyaml accepts silently, are
- * rejected once when the document is opened so that no loader can forget to check them. */
+ * rejected once when the document is opened so that no loader can forget to check them.
+ * Before composing, one pass over libyaml's events bounds nesting and node count (the limits of
+ * yaml_read.h), and the duplicate-key walk bounds what aliases expand to: no input, however
+ * small, makes a reader allocate or walk more than those limits allow. Reader errors (invalid
+ * UTF-8, control characters), for which libyaml gives only a byte offset, get line:col too. */
 #include "yaml_read.h"
 
 #include <errno.h>

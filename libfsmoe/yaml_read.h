@@ -11,7 +11,8 @@
  *       (st = fsmoe_yaml_check_version(&root, "fsmoe_model", 1, err)) ||
  *       (st = fsmoe_yaml_check_keys(&root, top_keys, err)) ||
  *       (st = fsmoe_yaml_mapping(&root, "moe", FSMOE_REQUIRED, &moe, err)) ||
- *       (st = fsmoe_yaml_long(&moe, "top_k", FSMOE_REQUIRED, 1, 1024, &k, err))) goto fail;
+ *       (st = fsmoe_yaml_long(&moe, "top_k", FSMOE_REQUIRED, 1, FSMOE_LIMIT_TOP_K, &k, err)))
+ *       goto fail;
  *   ...
  *   fail: fsmoe_yaml_close(&y);
  *
