@@ -2,7 +2,7 @@
  * real checkpoint (2 ranks, ep 2: replicated and expert tensors), feeds its shards or its
  * manifest to LLVMFuzzerTestOneInput, then deterministic mutations of them (bytes flipped or
  * set, truncations, splices). With a directory argument it also writes the seeds there, as the
- * starting corpus of fuzz_checkpoint.sh.
+ * starting corpus of scripts/fuzz.sh (fuzz-seed-cmd).
  *   fuzz_checkpoint_main shard|manifest [CORPUS_DIR] */
 #include <stdint.h>
 #include <stdio.h>
