@@ -13,6 +13,8 @@
 #define _POSIX_C_SOURCE 200809L
 #endif
 
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -22,6 +24,7 @@
 #include <time.h>
 
 #include <mpi.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "checkpoint.h"
@@ -218,6 +221,27 @@ static int stop_agreed(int world, fsmoe_error *err, fsmoe_status *st)
     return sig;
 }
 
+/* An input file must be a regular file, checked before its reader opens it: a FIFO or a
+ * device would block the reader or feed it without end. The open does not block (O_NONBLOCK)
+ * and reads nothing. */
+static fsmoe_status input_regular(const char *flag, const char *path, fsmoe_error *err)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return fsmoe_fail(err, FSMOE_ERR_IO, "%s %s: cannot open: %s", flag, path,
+                          strerror(errno));
+    struct stat sb;
+    int rc = fstat(fd, &sb), e = errno;
+    close(fd);
+    if (rc != 0)
+        return fsmoe_fail(err, FSMOE_ERR_IO, "%s %s: cannot read: %s", flag, path, strerror(e));
+    if (!S_ISREG(sb.st_mode))
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "%s %s: not a regular file (a %s)", flag, path,
+                          S_ISDIR(sb.st_mode) ? "directory" : S_ISFIFO(sb.st_mode) ? "FIFO"
+                          : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "device" : "special file");
+    return FSMOE_OK;
+}
+
 /* An input the run cannot use (a flag, the model, the plan, the data, a checkpoint to resume,
  * an output location): exit 2, I/O errors included (a missing or unreadable input file is the
  * user's to fix). Out of memory, MPI and internal failures keep their code. */
@@ -252,7 +276,9 @@ int main(int argc, char **argv)
         if (rank > 0 && !freopen("/dev/null", "w", stdout))
             return 1;
     }
-    stop_on_signals();
+    /* until the first step a signal ends the run at once (nothing is written yet; a read that
+     * blocks must not make it wait) */
+    fsmoe_atomic_on_signals();
     fsmoe_error err = {0};
     fsmoe_status st = FSMOE_OK;
     rt_options opt;
@@ -265,6 +291,9 @@ int main(int argc, char **argv)
                *save_dir = opt.save_dir, *resume_dir = opt.resume_dir;
     int ep = opt.ep;
 
+    if ((st = input_regular("--model", model_path, &err)) != FSMOE_OK ||
+        (plan_path && (st = input_regular("--plan", plan_path, &err)) != FSMOE_OK))
+        return die_input(&err);
     rt_config cfg;
     config_defaults(&cfg);
     fsmoe_model mf;
@@ -366,6 +395,7 @@ int main(int argc, char **argv)
     if (tr.step >= last)
         printf("# nothing to do: the run is at step %ld, this invocation stops at %ld\n", tr.step,
                last);
+    stop_on_signals(); /* from here a signal stops the run after the step in progress */
     while (tr.step < last) {
         if ((sig = stop_agreed(world, &err, &st)) != 0 || st != FSMOE_OK)
             break;

@@ -76,6 +76,8 @@ row 2 "$root/models/mixtral-8x7b.yaml: the model's parameters (mixtral-8x7b)" \
 row 2 "$tmp/missing.yaml: cannot open" --model "$tmp/missing.yaml"
 row 2 "$tmp/adir" --model "$tmp/adir"
 row 2 "$tmp/broken.yaml:" --model "$tmp/broken.yaml"
+row 2 "--model $tmp/fifo: not a regular file (a FIFO)" --model "$tmp/fifo"
+row 2 "--model /dev/zero: not a regular file (a device)" --model /dev/zero
 # configuration errors name the flag, or the model file's field at file:line:col
 row 2 "--gate: gate softmoe needs order gshard ($model:20:10: moe.order is tutel" $ok --gate softmoe
 row 2 "$tmp/softmoe.yaml:19:9: moe.gate: gate softmoe needs order gshard (--order is tutel" \
@@ -96,6 +98,7 @@ fi
 # the plan
 row 2 "$tmp/missing-plan.yaml" $ok --plan "$tmp/missing-plan.yaml"
 row 2 "$tmp/broken.yaml" $ok --plan "$tmp/broken.yaml"
+row 2 "--plan $tmp/fifo: not a regular file (a FIFO)" $ok --plan "$tmp/fifo"
 # the checkpoint to resume
 row 2 "$tmp/nothing/manifest.yaml: cannot read checkpoint manifest" $ok --resume "$tmp/nothing"
 row 2 "$tmp/ck_empty/manifest.yaml: cannot read checkpoint manifest" $ok --resume "$tmp/ck_empty"
