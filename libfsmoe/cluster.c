@@ -229,6 +229,7 @@ static fsmoe_status load_doc(fsmoe_yaml *y, fsmoe_cluster *c, fsmoe_error *err)
     }
     if ((st = fsmoe_yaml_sequence(&root, "ops", FSMOE_REQUIRED, &ops, err)))
         return st;
+    fsmoe_mark_set(&c->at.ops, &ops);
     int n = fsmoe_yaml_seq_len(&ops);
     if (n == 0)
         return fsmoe_yaml_fail(&ops, err, FSMOE_ERR_VALUE,

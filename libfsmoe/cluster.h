@@ -56,7 +56,7 @@ typedef struct {
     /* where the sizes a layout is derived from were read (for messages made after loading,
      * e.g. the common layout's ep = nodes not dividing a model's experts) */
     struct {
-        fsmoe_mark nodes, gpus_per_node;
+        fsmoe_mark nodes, gpus_per_node, ops;
     } at;
 } fsmoe_cluster;
 

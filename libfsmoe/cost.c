@@ -150,9 +150,14 @@ fsmoe_status fsmoe_cost_line(const fsmoe_cluster *c, const char *cluster_path, f
         tried = "; also tried reducescatter + allgather on that tier";
     else if (op == FSMOE_OP_SAA)
         tried = "; also tried alltoall on that tier + allgather intra";
+    /* at the profile's `ops` list when it was read from a file ("path:line:col: ops") */
+    char where[700];
+    snprintf(where, sizeof where, "%s", cluster_path ? cluster_path : c->name);
+    if (c->at.ops.where[0])
+        snprintf(where, sizeof where, "%s", c->at.ops.where);
     return fsmoe_fail(err, FSMOE_ERR_VALUE,
                       "%s: no %s entry for tier %s (expected an `ops` entry with op: %s, tier: %s%s%s)",
-                      cluster_path ? cluster_path : c->name, fsmoe_op_name(op),
+                      where, fsmoe_op_name(op),
                       fsmoe_tier_name(tier), fsmoe_op_name(op), fsmoe_tier_name(tier),
                       tier == FSMOE_TIER_WORLD ? "; the inter tier was tried too" : "", tried);
 }

@@ -1034,6 +1034,22 @@ static void test_cost_derivations(void **state)
                                      &err),
                      FSMOE_ERR_VALUE);
     assert_non_null(strstr(err.msg, "no copy entry for tier local"));
+    /* read from a file, the missing entry is named at the profile's `ops` list */
+    {
+        static const char prof[] = "fsmoe_cluster: 1\nname: one\nsource: test\nnodes: 1\n"
+                                   "gpus_per_node: 1\nops:\n  - op: gemm\n    tier: local\n"
+                                   "    ranks: 1\n    alpha_s: 1e-5\n    beta_s_per_mac: 1e-12\n"
+                                   "    r2: 1\n";
+        fsmoe_cluster one;
+        fsmoe_status pst = fsmoe_cluster_parse("one.yaml", prof, sizeof prof - 1, &one, &err);
+        if (pst != FSMOE_OK)
+            fail_msg("%s", err.msg);
+        assert_int_equal(fsmoe_cost_line(&one, "one.yaml", FSMOE_OP_COPY, FSMOE_TIER_LOCAL, &l,
+                                         NULL, 0, &err),
+                         FSMOE_ERR_VALUE);
+        assert_non_null(strstr(err.msg, "one.yaml:7:3: ops: no copy entry for tier local"));
+        fsmoe_cluster_free(&one);
+    }
     fsmoe_line z = fsmoe_line_zero();
     assert_true(fsmoe_line_time(&z, 1e9) == 0.0);
 
