@@ -22,6 +22,16 @@ void config_defaults(rt_config *c)
     c->eval_every = 50, c->eval_batches = 4, c->save_every = 0;
 }
 
+/* The spelled names of the configuration's enums, in the model file and on the command line
+ * (the gate and order modules use the same spellings). */
+const fsmoe_name config_gate_names[] = {{"gshard", RT_GATE_GSHARD}, {"sigmoid", RT_GATE_SIGMOID},
+                                        {"xmoe", RT_GATE_XMOE},
+                                        {"expert_choice", RT_GATE_EXPERT_CHOICE},
+                                        {"softmoe", RT_GATE_SOFTMOE}, {NULL, 0}};
+const fsmoe_name config_order_names[] = {{"gshard", RT_ORDER_GSHARD}, {"tutel", RT_ORDER_TUTEL},
+                                         {NULL, 0}};
+const fsmoe_name config_expert_names[] = {{"gpt", 0}, {"swiglu", 1}, {NULL, 0}};
+
 /* "path:line:col: field" of a field of the model file (found again in the file), or
  * "path: field" when it is not there (a default) or the file cannot be read again. */
 static void locate(const char *path, const char *field, char *buf, size_t len)
@@ -80,13 +90,12 @@ fsmoe_status config_from_model(rt_config *c, const fsmoe_model *m, const char *p
     c->expert = m->expert == FSMOE_EXPERT_SWIGLU;
     c->f = m->f;
     c->moe_every = m->moe_every, c->moe_first = m->moe_first;
-    int g = gate_kind_from_name(m->gate);
-    if (g < 0)
+    int g = -1, ord = -1;
+    if (!fsmoe_name_lookup(config_gate_names, m->gate, &g))
         return fsmoe_fail(err, FSMOE_ERR_VALUE,
                           "%s: '%s' is not one of gshard, sigmoid, xmoe, expert_choice, softmoe",
                           origin_of(&o, NULL, "moe.gate", w, sizeof w), m->gate);
-    int ord = order_kind_from_name(m->order);
-    if (ord < 0)
+    if (!fsmoe_name_lookup(config_order_names, m->order, &ord))
         return fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: '%s' is not one of gshard, tutel",
                           origin_of(&o, NULL, "moe.order", w, sizeof w), m->order);
     c->gate = (rt_gate_kind)g;
@@ -189,7 +198,8 @@ void config_print(const rt_config *c, FILE *f, const char *backend, const char *
     fprintf(f, "| %-14s | E=%ld k=%d expert=%s f=%s%.3g |\n", "moe", c->E, c->k,
             c->expert ? "swiglu" : "gpt", c->f > 0 ? "" : "none/", c->f);
     fprintf(f, "| %-14s | gate=%s order=%s r=%d noise=%.3g aux=%.3g |\n", "routing",
-            gate_kind_name(c->gate), order_kind_name(c->order), c->r, c->gate_noise, c->aux_coef);
+            fsmoe_name_of(config_gate_names, (int)c->gate),
+            fsmoe_name_of(config_order_names, (int)c->order), c->r, c->gate_noise, c->aux_coef);
     fprintf(f, "| %-14s | B=%ld L=%ld (%ld tokens/step) |\n", "batch", c->B, c->L, c->B * c->L);
     fprintf(f, "| %-14s | %ld |\n", "parameters", param_count);
     fprintf(f, "| %-14s | AdamW lr=%.3g->%.3g warmup=%ld cosine, wd=%.3g b=(%.3g,%.3g) clip=%.3g |\n",

@@ -9,6 +9,7 @@
 
 #include "gate.h"
 #include "model.h" /* libfsmoe: the model file */
+#include "names.h"
 #include "order.h"
 
 typedef struct {
@@ -36,6 +37,10 @@ typedef struct {
     /* evaluation and checkpoints */
     long eval_every, eval_batches, save_every;
 } rt_config;
+
+/* {name, value} tables of the gates, orders and experts (libfsmoe/names.h), as spelled in
+ * model files and flags. */
+extern const fsmoe_name config_gate_names[], config_order_names[], config_expert_names[];
 
 /* Defaults for everything the model file does not set. */
 void config_defaults(rt_config *c);

@@ -43,14 +43,6 @@ static const struct option opts[] = {
     {"stop-at", 1, 0, O_STOP_AT},   {"mem-limit", 1, 0, O_MEM_LIMIT},
     {0, 0, 0, 0}};
 
-static const fsmoe_cli_enum gates[] = {{"gshard", RT_GATE_GSHARD}, {"sigmoid", RT_GATE_SIGMOID},
-                                       {"xmoe", RT_GATE_XMOE},
-                                       {"expert_choice", RT_GATE_EXPERT_CHOICE},
-                                       {"softmoe", RT_GATE_SOFTMOE}, {NULL, 0}};
-static const fsmoe_cli_enum orders[] = {{"gshard", RT_ORDER_GSHARD}, {"tutel", RT_ORDER_TUTEL},
-                                        {NULL, 0}};
-static const fsmoe_cli_enum experts[] = {{"gpt", 0}, {"swiglu", 1}, {NULL, 0}};
-
 /* A path flag's value: not empty (an empty name would open "" or the current directory). */
 static fsmoe_status path_arg(const char *flag, const char *text, const char **out,
                              fsmoe_error *err)
@@ -113,9 +105,9 @@ fsmoe_status options_parse(rt_options *o, int argc, char **argv, fsmoe_error *er
             else
                 st = fsmoe_cli_double("--capacity-factor", a, 0, 1000, &o->cf, err);
             break;
-        case O_GATE: st = fsmoe_cli_enum_parse("--gate", a, gates, &o->gate, err); break;
-        case O_ORDER: st = fsmoe_cli_enum_parse("--order", a, orders, &o->order, err); break;
-        case O_EXPERT: st = fsmoe_cli_enum_parse("--expert", a, experts, &o->expert, err); break;
+        case O_GATE: st = fsmoe_cli_enum_parse("--gate", a, config_gate_names, &o->gate, err); break;
+        case O_ORDER: st = fsmoe_cli_enum_parse("--order", a, config_order_names, &o->order, err); break;
+        case O_EXPERT: st = fsmoe_cli_enum_parse("--expert", a, config_expert_names, &o->expert, err); break;
         case O_EP: st = fsmoe_cli_int("--ep", a, 1, 65536, &o->ep, err); break;
         case O_COMM_TIMEOUT:
             st = fsmoe_cli_double("--comm-timeout", a, 0, 1e6, &o->comm_timeout, err);
