@@ -174,6 +174,23 @@ static void test_bad_data(void **s)
     assert_int_equal(data_load(&d, datafile, 64, 16, &err), FSMOE_ERR_VALUE);
     assert_non_null(strstr(err.msg, "outside the model's vocabulary"));
     remove(p);
+    /* not regular files: refused before anything is read (a FIFO would block the open) */
+    static const struct {
+        const char *path, *kind;
+    } special[] = {{NULL, "(a FIFO)"}, {"/tmp", "(a directory)"}, {"/dev/zero", "(a device)"}};
+    snprintf(p, sizeof p, "%s.fifo", dir);
+    assert_int_equal(mkfifo(p, 0600), 0);
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) {
+        memset(&err, 0, sizeof err);
+        assert_int_equal(data_load(&d, special[i].path ? special[i].path : p, 256, 16, &err),
+                         FSMOE_ERR_VALUE);
+        assert_non_null(strstr(err.msg, "not a regular file"));
+        assert_non_null(strstr(err.msg, special[i].kind));
+    }
+    remove(p);
+    /* more bytes than the memory limit leaves: refused before the allocation */
+    assert_int_equal(data_load_limited(&d, datafile, 256, 16, 100, &err), FSMOE_ERR_VALUE);
+    assert_non_null(strstr(err.msg, "more than the 100 bytes of memory"));
 }
 
 int main(void)
