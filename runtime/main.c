@@ -334,7 +334,7 @@ int main(int argc, char **argv)
     /* What the run needs, before anything of its size is allocated; the data gets what is
      * left. */
     const char *limit_what = "";
-    double limit = options_memory_limit(&opt, &limit_what);
+    double limit = options_memory_limit(&opt, gpus_per_node, &limit_what);
     rt_memory_need need = options_memory_need(&cfg, layout.B, layout.E_local, 0);
     if ((st = options_check_memory(&opt, &cfg, need, limit, limit_what, &err)) != FSMOE_OK)
         return die_input(&err);

@@ -227,8 +227,9 @@ rt_memory_need options_memory_need(const rt_config *c, long B_rank, long E_local
     return n;
 }
 
-double options_memory_limit(const rt_options *o, const char **what)
+double options_memory_limit(const rt_options *o, int ranks_on_node, const char **what)
 {
+    static char buf[96];
     if (o->mem_limit > 0) {
         *what = "--mem-limit";
         return (double)o->mem_limit;
@@ -236,6 +237,11 @@ double options_memory_limit(const rt_options *o, const char **what)
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
     double lim = pages > 0 && page > 0 ? (double)pages * (double)page : 1e30;
     *what = "physical memory";
+    if (ranks_on_node > 1) {
+        lim /= ranks_on_node;
+        snprintf(buf, sizeof buf, "physical memory / %d ranks on this node", ranks_on_node);
+        *what = buf;
+    }
     struct rlimit rl;
     if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
         (double)rl.rlim_cur < lim) {

@@ -53,9 +53,9 @@ rt_memory_need options_memory_need(const rt_config *c, long B_rank, long E_local
                                    long data_bytes);
 
 /* The limit a rank's need is compared with: --mem-limit when given, else the physical memory
- * (sysconf), lowered to the address-space limit (ulimit -v) when that is smaller. `what` says
- * which. */
-double options_memory_limit(const rt_options *o, const char **what);
+ * (sysconf) shared by the ranks_on_node ranks of this node (0 or 1: the whole), lowered to the
+ * address-space limit (ulimit -v) when that is smaller. `what` (a static buffer) says which. */
+double options_memory_limit(const rt_options *o, int ranks_on_node, const char **what);
 
 /* FSMOE_ERR_USAGE when need.total > limit, naming the flags (or model file fields) that set
  * the size, the bytes needed (with their parts) and the limit. */

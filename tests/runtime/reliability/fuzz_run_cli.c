@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             origin.model_path = NULL; /* no file I/O: messages name the field */
             if (config_check(&c, &origin, &err) == FSMOE_OK) {
                 const char *what = "";
-                double limit = options_memory_limit(&o, &what);
+                double limit = options_memory_limit(&o, 1 + (o.threads & 3), &what);
                 int ep = o.ep > 0 ? o.ep : 1;
                 rt_memory_need need =
                     options_memory_need(&c, c.B, c.E % ep == 0 ? c.E / ep : c.E, 0);
