@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "input_file.h"
+
 /* Deeper nesting than this is not a schema we write; the limit also stops alias cycles. */
 #define YAML_MAX_DEPTH FSMOE_LIMIT_YAML_DEPTH
 
@@ -408,9 +410,10 @@ fsmoe_status fsmoe_yaml_open_string(fsmoe_yaml *y, const char *name, const char 
 fsmoe_status fsmoe_yaml_open(fsmoe_yaml *y, const char *path, fsmoe_error *err)
 {
     memset(y, 0, sizeof *y);
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return fsmoe_fail(err, FSMOE_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    FILE *fp = NULL;
+    fsmoe_status ost = fsmoe_open_input(path, &fp, NULL, err); /* never blocks on a FIFO */
+    if (ost != FSMOE_OK)
+        return ost;
     size_t cap = 4096, len = 0;
     char *buf = malloc(cap);
     if (!buf) {

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "atomic_file.h"
+#include "input_file.h"
 #include "yaml_read.h"
 #include "yaml_write.h"
 
@@ -160,22 +161,9 @@ static void sync_dir(const char *path)
  * NULL with errno set, EINVAL for another kind of file. */
 static FILE *open_regular(const char *path)
 {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return NULL;
-    struct stat sb;
-    int fl;
     FILE *f = NULL;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || (fl = fcntl(fd, F_GETFL)) < 0 ||
-        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0 || !(f = fdopen(fd, "rb"))) {
-        int e = errno;
-        if (fstat(fd, &sb) == 0 && !S_ISREG(sb.st_mode))
-            e = EINVAL;
-        close(fd);
-        errno = e;
-        return NULL;
-    }
-    return f;
+    fsmoe_error e = {0};
+    return fsmoe_open_input(path, &f, NULL, &e) == FSMOE_OK ? f : NULL; /* errno set */
 }
 
 static const char *open_error(int e)

@@ -6,15 +6,13 @@
 #include "data.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "input_file.h"
 #include "rng.h"
 
 fsmoe_status data_load(rt_data *d, const char *path, long vocab, long L, fsmoe_error *err)
@@ -27,43 +25,23 @@ fsmoe_status data_load_limited(rt_data *d, const char *path, long vocab, long L,
 {
     memset(d, 0, sizeof(*d));
     snprintf(d->path, sizeof d->path, "%s", path);
-    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer; the type is
-     * checked on the open descriptor (no window between a stat and the open). */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return fsmoe_fail(err, FSMOE_ERR_IO, "%s: cannot open data file: %s", path,
-                          strerror(errno));
-    struct stat sb;
     FILE *f = NULL;
-    fsmoe_status st = FSMOE_OK;
-    if (fstat(fd, &sb) != 0) {
-        st = fsmoe_fail(err, FSMOE_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
-        close(fd);
+    long long size = 0;
+    fsmoe_status st = fsmoe_open_input(path, &f, &size, err); /* never blocks on a FIFO */
+    if (st == FSMOE_ERR_VALUE) { /* not a regular file: say what is expected */
+        char msg[FSMOE_ERROR_MAX];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        return fsmoe_fail(err, st, "%.900s; the data must be a byte-level token file", msg);
+    }
+    if (st != FSMOE_OK)
         return st;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return fsmoe_fail(err, FSMOE_ERR_VALUE,
-                          "%s: not a regular file (a %s); the data must be a byte-level token "
-                          "file", path, S_ISDIR(sb.st_mode) ? "directory"
-                                        : S_ISFIFO(sb.st_mode) ? "FIFO"
-                                        : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "device"
-                                        : S_ISSOCK(sb.st_mode) ? "socket" : "special file");
-    }
-    if (sb.st_size > max_bytes) {
-        close(fd);
+    if (size > max_bytes) {
+        fclose(f);
         return fsmoe_fail(err, FSMOE_ERR_VALUE,
                           "%s: %lld bytes, more than the %ld bytes of memory the run leaves for "
-                          "its data (the file is held in memory)", path, (long long)sb.st_size,
-                          max_bytes);
+                          "its data (the file is held in memory)", path, size, max_bytes);
     }
-    int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0 || !(f = fdopen(fd, "rb"))) {
-        st = fsmoe_fail(err, FSMOE_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
-        close(fd);
-        return st;
-    }
-    d->n = (long)sb.st_size;
+    d->n = (long)size;
     d->bytes = malloc((size_t)d->n + 1);
     if (!d->bytes) {
         st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "%s: %ld bytes do not fit in memory", path, d->n);

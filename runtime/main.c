@@ -33,6 +33,7 @@
 #include "topology.h"
 #include "atomic_file.h"
 #include "config.h"
+#include "input_file.h"
 #include "data.h"
 #include "options.h"
 #include "transformer.h"
@@ -226,19 +227,14 @@ static int stop_agreed(int world, fsmoe_error *err, fsmoe_status *st)
  * and reads nothing. */
 static fsmoe_status input_regular(const char *flag, const char *path, fsmoe_error *err)
 {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return fsmoe_fail(err, FSMOE_ERR_IO, "%s %s: cannot open: %s", flag, path,
-                          strerror(errno));
-    struct stat sb;
-    int rc = fstat(fd, &sb), e = errno;
-    close(fd);
-    if (rc != 0)
-        return fsmoe_fail(err, FSMOE_ERR_IO, "%s %s: cannot read: %s", flag, path, strerror(e));
-    if (!S_ISREG(sb.st_mode))
-        return fsmoe_fail(err, FSMOE_ERR_VALUE, "%s %s: not a regular file (a %s)", flag, path,
-                          S_ISDIR(sb.st_mode) ? "directory" : S_ISFIFO(sb.st_mode) ? "FIFO"
-                          : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "device" : "special file");
+    FILE *f = NULL;
+    fsmoe_status st = fsmoe_open_input(path, &f, NULL, err);
+    if (st != FSMOE_OK) {
+        char msg[FSMOE_ERROR_MAX];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        return fsmoe_fail(err, st, "%s %.900s", flag, msg);
+    }
+    fclose(f);
     return FSMOE_OK;
 }
 

@@ -1,6 +1,6 @@
 /* libFuzzer harness: the cluster-profile reader (libfsmoe/cluster.c on libfsmoe/yaml_read.c).
  * Any input must give FSMOE_OK or one message, never a crash, a leak or a slow input.
- * fuzz-sources: libfsmoe/yaml_read.c libfsmoe/cluster.c libfsmoe/parallel.c libfsmoe/names.c libfsmoe/status.c
+ * fuzz-sources: libfsmoe/yaml_read.c libfsmoe/input_file.c libfsmoe/cluster.c libfsmoe/parallel.c libfsmoe/names.c libfsmoe/status.c
  * fuzz-libs: -lyaml -lm
  * fuzz-seeds: clusters
  * fuzz-dict: tests/fuzz/cluster.dict

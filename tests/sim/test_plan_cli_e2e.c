@@ -273,9 +273,19 @@ static void test_outputs(void **state)
     snprintf(link, sizeof link, "%s/link.yaml", dir);
     snprintf(other, sizeof other, "%s/../%s/m.yaml", dir, strrchr(dir, '/') + 1);
     assert_int_equal(symlink(m, link), 0);
+    char fifo[1200];
+    snprintf(fifo, sizeof fifo, "%s/fifo.yaml", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
     char *before = slurp(m);
     const char *C = "clusters/testbed-b.yaml", *P = "plans/tiny-moe@testbed-b.yaml";
     const row rows[] = {
+        /* a FIFO (like /dev/null, a special file) is neither read (it would block) nor replaced
+         * by the renamed output */
+        {{"--model", "@/m.yaml", "--cluster", C, "--world", "16", "-o", "@/fifo.yaml"}, 2,
+         "fifo.yaml: not a regular file"},
+        {{"--model", "@/fifo.yaml", "--cluster", C, "--world", "16"}, 2,
+         "fifo.yaml: not a regular file (a FIFO)"},
+        {{"explain", "@/fifo.yaml"}, 2, "fifo.yaml: not a regular file (a FIFO)"},
         {{"--model", "@/m.yaml", "--cluster", C, "--world", "16", "-o", "@/m.yaml"}, 2,
          "is the input"},
         {{"--model", "@/m.yaml", "--cluster", C, "--world", "16", "-o", "@/link.yaml"}, 2,
@@ -308,6 +318,9 @@ static void test_outputs(void **state)
     assert_string_equal(before, after); /* the model was not replaced */
     free(before);
     free(after);
+    struct stat fs;
+    assert_int_equal(lstat(fifo, &fs), 0);
+    assert_true(S_ISFIFO(fs.st_mode)); /* not replaced by the output */
     char p[1200];
     snprintf(p, sizeof p, "%s/refused.yaml", dir);
     assert_int_equal(access(p, F_OK), -1);

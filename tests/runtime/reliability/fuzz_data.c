@@ -3,7 +3,7 @@
  * written to a temporary file that data_load reads like a --data file. When it loads, batches
  * of both splits are drawn (every window must lie inside its split: ASan checks the reads) and
  * the unigram entropy is computed. Any input must load or give a message, never crash or hang.
- * fuzz-sources: runtime/data.c libfsmoe/status.c
+ * fuzz-sources: runtime/data.c libfsmoe/input_file.c libfsmoe/status.c
  * fuzz-libs: -lm
  * fuzz-seeds: tests/runtime/reliability/seeds_data/[a-z]*
  * fuzz-dict: tests/runtime/reliability/data.dict

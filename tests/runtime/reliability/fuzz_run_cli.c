@@ -3,7 +3,7 @@
  * options_parse, applied to a default configuration (options_apply), checked (config_check) and
  * sized (options_memory_need, options_check_memory). No model file is read, nothing is
  * allocated by size, no MPI and no file I/O: any input must end in FSMOE_OK or a message.
- * fuzz-sources: runtime/options.c runtime/config.c libfsmoe/cli.c libfsmoe/names.c libfsmoe/status.c libfsmoe/yaml_read.c libfsmoe/parallel.c
+ * fuzz-sources: runtime/options.c runtime/config.c libfsmoe/cli.c libfsmoe/names.c libfsmoe/status.c libfsmoe/yaml_read.c libfsmoe/input_file.c libfsmoe/parallel.c
  * fuzz-libs: -lyaml -lm
  * fuzz-seeds: tests/runtime/reliability/seeds_cli/[a-z]*
  * fuzz-dict: tests/runtime/reliability/run_cli.dict

@@ -85,7 +85,7 @@ row 2 "$tmp/softmoe.yaml:19:9: moe.gate: gate softmoe needs order gshard (--orde
 row 2 "--gate: gate xmoe takes at most 64 experts (E = 128)" --model "$tmp/e128.yaml" --gate xmoe \
     --batch 2 --seq 32
 # the data
-row 2 "$tmp/missing.txt: cannot open data file" $ok --data "$tmp/missing.txt"
+row 2 "$tmp/missing.txt: cannot open: No such file" $ok --data "$tmp/missing.txt"
 row 2 "$tmp/fifo: not a regular file (a FIFO)" $ok --data "$tmp/fifo"
 row 2 "$tmp/adir: not a regular file (a directory)" $ok --data "$tmp/adir"
 row 2 "/dev/zero: not a regular file (a device)" $ok --data /dev/zero
@@ -93,7 +93,7 @@ row 2 "$tmp/small.txt: 20 bytes is too small" $ok --data "$tmp/small.txt"
 row 2 "$tmp/ff.bin: byte 0 has value 255, outside the model's vocabulary of 64" \
     --model "$tmp/v64.yaml" --batch 2 --seq 32 --data "$tmp/ff.bin"
 if [ "$(id -u)" != 0 ]; then
-    row 2 "$tmp/unreadable.txt: cannot open data file" $ok --data "$tmp/unreadable.txt"
+    row 2 "$tmp/unreadable.txt: cannot open: Permission denied" $ok --data "$tmp/unreadable.txt"
 fi
 # the plan
 row 2 "$tmp/missing-plan.yaml" $ok --plan "$tmp/missing-plan.yaml"
