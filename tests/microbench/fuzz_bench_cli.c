@@ -15,9 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../fuzz/fuzz_argv.h"
 #include "../../microbench/options.h" /* runtime/ has an options.h too: no -I order decides */
-
-enum { MAX_ARGS = 64, MAX_BYTES = 4096 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -52,25 +51,11 @@ static void check_accepted(const bench_options *o)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size > MAX_BYTES)
-        size = MAX_BYTES;
-    char *buf = malloc(size + 1);
-    if (!buf)
+    fuzz_argv a;
+    if (!fuzz_argv_split(&a, "fsmoe-bench", data, size))
         return 0;
-    memcpy(buf, data, size);
-    buf[size] = '\0';
-    for (size_t i = 0; i < size; i++)
-        if (buf[i] == '\n')
-            buf[i] = '\0';
-    char *argv[MAX_ARGS + 2];
-    int argc = 0;
-    argv[argc++] = "fsmoe-bench";
-    /* arguments end at a newline or a NUL; the last one at the end of the input */
-    for (size_t i = 0; i <= size && argc < MAX_ARGS + 1;) {
-        argv[argc++] = buf + i;
-        i += strlen(buf + i) + 1;
-    }
-    argv[argc] = NULL;
+    int argc = a.argc;
+    char **argv = a.argv;
     bench_options o;
     fsmoe_error err = {0};
     options_defaults(&o);
@@ -81,6 +66,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         check_accepted(&o);
     }
-    free(buf);
+    fuzz_argv_free(&a);
     return 0;
 }

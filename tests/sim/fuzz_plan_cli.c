@@ -14,33 +14,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../fuzz/fuzz_argv.h"
 #include "cli_parse.h"
-
-enum { MAX_ARGS = 64, MAX_BYTES = 4096 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size > MAX_BYTES)
-        size = MAX_BYTES;
-    char *buf = malloc(size + 1);
-    if (!buf)
+    fuzz_argv a;
+    if (!fuzz_argv_split(&a, "fsmoe-plan", data, size))
         return 0;
-    memcpy(buf, data, size);
-    buf[size] = '\0';
-    char *argv[MAX_ARGS + 2];
-    int argc = 0;
-    argv[argc++] = "fsmoe-plan";
-    /* arguments end at a newline or a NUL; the last one at the end of the input */
-    for (size_t i = 0; i < size; i++)
-        if (buf[i] == '\n')
-            buf[i] = '\0';
-    for (size_t i = 0; i <= size && argc < MAX_ARGS + 1;) {
-        argv[argc++] = buf + i;
-        i += strlen(buf + i) + 1;
-    }
-    argv[argc] = NULL;
+    int argc = a.argc;
+    char **argv = a.argv;
     plan_cli cli;
     fsmoe_error err = {0};
     fsmoe_status st = plan_cli_parse(argc, argv, &cli, &err);
@@ -75,6 +60,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         default: abort();
         }
     }
-    free(buf);
+    fuzz_argv_free(&a);
     return 0;
 }

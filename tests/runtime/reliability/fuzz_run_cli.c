@@ -13,34 +13,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../fuzz/fuzz_argv.h"
 #include "options.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-enum { MAX_ARGS = 64, MAX_BYTES = 4096 };
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size > MAX_BYTES)
+    fuzz_argv a;
+    if (!fuzz_argv_split(&a, "fsmoe-run", data, size))
         return 0;
-    char *buf = malloc(size + 1);
-    if (!buf)
-        return 0;
-    memcpy(buf, data, size);
-    buf[size] = '\0';
-    char *argv[MAX_ARGS + 2];
-    int argc = 0;
-    argv[argc++] = "fsmoe-run";
-    char *p = buf, *end = buf + size;
-    while (p <= end && argc < MAX_ARGS + 1) {
-        char *q = p;
-        while (q < end && *q != '\0' && *q != '\n')
-            q++;
-        *q = '\0';
-        argv[argc++] = p;
-        p = q + 1;
-    }
-    argv[argc] = NULL;
+    int argc = a.argc;
+    char **argv = a.argv;
 
     fsmoe_error err = {0};
     rt_options o;
@@ -60,6 +44,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
         }
     }
-    free(buf);
+    fuzz_argv_free(&a);
     return 0;
 }
