@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
-#include "test_fs.h"
+#include "../test_fs.h"
 
 #define E_ALL 4
 #define B_GLOBAL 8

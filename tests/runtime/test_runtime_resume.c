@@ -17,7 +17,7 @@
 
 #include "checkpoint.h"
 #include "train.h"
-#include "test_fs.h"
+#include "../test_fs.h"
 
 static char dir[128], datafile[160];
 

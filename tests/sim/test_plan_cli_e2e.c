@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../test_fs.h"
 #include "atomic_file.h"
 
 static const char *exe;
@@ -134,19 +135,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *e;
-        char p[1200];
-        while ((e = readdir(d)) != NULL) {
-            if (e->d_name[0] == '.')
-                continue;
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            remove(p);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
+    test_remove_tree(dir);
     return 0;
 }
 

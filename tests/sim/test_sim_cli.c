@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../test_fs.h"
 #include "sim_cli.h"
 
 static char root[1024], dir[64];
@@ -30,19 +31,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *e;
-        char p[1200];
-        while ((e = readdir(d)) != NULL) {
-            if (e->d_name[0] == '.')
-                continue;
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            remove(p);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
+    test_remove_tree(dir);
     return 0;
 }
 

@@ -1,4 +1,4 @@
-/* Implements: file-system helpers the runtime tests share. */
+/* Implements: file-system helpers the tests share (included by relative path). */
 #ifndef RT_TEST_FS_H
 #define RT_TEST_FS_H
 
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-/* rm -r (a checkpoint directory: the manifest, step directories and their shards). */
+/* rm -r (a checkpoint directory, a test's scratch directory). */
 static inline void test_remove_tree(const char *path)
 {
     DIR *d = opendir(path);
