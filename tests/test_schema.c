@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "test_fs.h"
 #include "cluster.h"
 #include "cluster_write.h"
 #include "cost.h"
@@ -1164,9 +1165,6 @@ int main(void)
         cmocka_unit_test(test_interp),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    char path[320];
-    snprintf(path, sizeof path, "%s/in.yaml", tmp_dir);
-    unlink(path);
-    rmdir(tmp_dir);
+    test_remove_tree(tmp_dir); /* in.yaml, big.yaml, ... */
     return rc;
 }

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../test_fs.h"
 #include "checkpoint.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -114,13 +115,7 @@ int main(int argc, char **argv)
             }
         }
     }
-    for (int i = 0; i < 2; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
-        unlink(p);
-    }
-    snprintf(p, sizeof p, "%s/step-00000003", dir);
-    rmdir(p);
-    rmdir(dir);
+    test_remove_tree(dir); /* the manifest and the step directory with its shards */
 
     long runs = 0;
     for (int i = 0; i < n_seeds; i++) {
