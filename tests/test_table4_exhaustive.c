@@ -18,8 +18,8 @@
 /* FSMoE Fig. 5 in ms and ms per float element (design.md §3): gemm, a2a, allgather,
  * reducescatter, allreduce; alpha then beta. */
 static const double fig5[2][5][2] = {
-    {{4.26e-2, 2.29e-11}, {2.87e-1, 2.21e-7}, {3.37e-1, 2.32e-6}, {3.95e-1, 2.34e-7},
-     {5.11e-1, 4.95e-6}},
+    {{4.26e-2, 2.29e-11}, {2.87e-1, 2.21e-7}, {3.37e-1, 2.32e-7}, {3.95e-1, 2.34e-7},
+     {5.11e-1, 4.95e-6}}, /* A's AllGather beta: Fig. 5 prints 2.32e-6 (clusters/testbed-a.yaml) */
     {{9.24e-2, 4.42e-11}, {1.75e-1, 3.06e-7}, {3.20e-2, 1.68e-7}, {3.91e-2, 1.67e-7},
      {8.37e-2, 5.99e-7}},
 };
