@@ -120,10 +120,16 @@ fsmoe_status plan_cli_overrides(const char *const ov[OV_COUNT], plan_cli_ov_valu
     static const struct {
         const char *flag;
         long lo, hi;
-    } ints[OV_CAPACITY] = {{"--batch", 1, 1000000}, {"--seq", 1, 10000000},
-                           {"--world", 1, 1 << 20}, {"--gpus-per-node", 1, 1024},
-                           {"--dp", 1, 1 << 20},    {"--mp", 1, 1 << 20},
-                           {"--ep", 1, 1 << 20},    {"--esp", 1, 1 << 20}};
+    } ints[OV_CAPACITY] = {/* the readers' limits (yaml_read.h): an override cannot make a plan
+                            * that the plan reader refuses for its size */
+                           {"--batch", 1, FSMOE_LIMIT_BATCH},
+                           {"--seq", 1, FSMOE_LIMIT_SEQ},
+                           {"--world", 1, FSMOE_LIMIT_WORLD},
+                           {"--gpus-per-node", 1, FSMOE_LIMIT_GPUS_PER_NODE},
+                           {"--dp", 1, FSMOE_LIMIT_WORLD},
+                           {"--mp", 1, FSMOE_LIMIT_WORLD},
+                           {"--ep", 1, FSMOE_LIMIT_WORLD},
+                           {"--esp", 1, FSMOE_LIMIT_WORLD}};
     for (int i = 0; i < OV_CAPACITY; i++) {
         if (!ov[i])
             continue;

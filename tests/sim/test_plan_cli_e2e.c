@@ -294,11 +294,14 @@ static void test_outputs(void **state)
          2, "--csv /nonexistent/x.csv: cannot write"},
         {{"sweep", "--cluster", C, "--grid", "parm-table3", "--csv", C}, 2, "is the input"},
         /* a plan the plan reader would refuse is not written; the override is named */
-        {{"--model", "@/m.yaml", "--cluster", C, "--world", "16", "--batch", "100000", "--seq",
-          "1", "-o", "@/refused.yaml"},
-         2, "--batch 100000: gives a plan that fsmoe-plan's plan reader refuses (model.batch"},
-        {{"--model", "@/m.yaml", "--cluster", C, "--world", "16", "--batch", "100000", "--seq",
-          "1"},
+        {{"--model", "@/m.yaml", "--cluster", C, "--world", "16", "--batch", "65536", "--seq",
+          "1024", "-o", "@/refused.yaml"},
+         2, "--seq 1024: gives a plan that fsmoe-plan's plan reader refuses (model.seq: batch"},
+        /* each override alone is held to the readers' limits */
+        {{"--model", "@/m.yaml", "--cluster", C, "--world", "16", "--batch", "100000"}, 2,
+         "--batch: 100000 is out of range"},
+        {{"--model", "@/m.yaml", "--cluster", C, "--world", "16", "--batch", "65536", "--seq",
+          "1024"},
          2, "nothing written"},
     };
     check_rows(rows, sizeof rows / sizeof rows[0]);
