@@ -4,6 +4,7 @@
 #include "cli_parse.h"
 
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -78,9 +79,15 @@ const char *plan_cli_method_name(int method)
     return "?";
 }
 
-static fsmoe_status usage_fail(fsmoe_error *err, const char *fmt, const char *a, const char *b)
+static fsmoe_status usage_fail(fsmoe_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static fsmoe_status usage_fail(fsmoe_error *err, const char *fmt, ...)
 {
-    return fsmoe_fail(err, FSMOE_ERR_USAGE, fmt, a ? a : "", b ? b : "");
+    va_list ap;
+    va_start(ap, fmt);
+    fsmoe_status st = fsmoe_vfail(err, FSMOE_ERR_USAGE, fmt, ap);
+    va_end(ap);
+    return st;
 }
 
 /* getopt's ':' and '?': a flag without its value, or an unknown flag with the closest long
@@ -89,10 +96,10 @@ static fsmoe_status bad_option(int c, char **argv, const struct option *opts, fs
 {
     const char *arg = optind > 0 ? argv[optind - 1] : "";
     if (c == ':')
-        return usage_fail(err, "option '%.200s' needs a value%s", arg, "");
+        return usage_fail(err, "option '%.200s' needs a value", arg);
     if (optopt && optopt < 256 && (arg[0] != '-' || arg[1] != '-')) {
         char flag[3] = {'-', (char)optopt, '\0'};
-        return usage_fail(err, "unknown option '%s'%s", flag, "");
+        return usage_fail(err, "unknown option '%s'", flag);
     }
     const char *name = arg;
     while (*name == '-')
@@ -111,7 +118,7 @@ static fsmoe_status bad_option(int c, char **argv, const struct option *opts, fs
     if (best)
         return fsmoe_fail(err, FSMOE_ERR_USAGE, "unknown option '%.200s' (did you mean --%s?)",
                           arg, best);
-    return usage_fail(err, "unknown option '%.200s'%s", arg, "");
+    return usage_fail(err, "unknown option '%.200s'", arg);
 }
 
 fsmoe_status plan_cli_overrides(const char *const ov[OV_COUNT], plan_cli_ov_values *v, int *bad,
@@ -251,21 +258,20 @@ static fsmoe_status parse_plan(int argc, char **argv, plan_cli *a, fsmoe_error *
         return FSMOE_OK;
     }
     if (optind < argc)
-        return usage_fail(err, "unexpected argument '%.200s'%s", argv[optind], "");
+        return usage_fail(err, "unexpected argument '%.200s'", argv[optind]);
     if (a->out_path && a->out_path[0] == '\0')
-        return usage_fail(err, "-o: an empty path%s%s", "", "");
+        return usage_fail(err, "-o: an empty path");
     if (a->regenerate) {
         if (a->model_path || a->cluster_path || method)
             return usage_fail(err,
                               "--regenerate takes the model, cluster and method from the plan; "
-                              "do not give --model, --cluster or --method with it%s%s",
-                              "", "");
+                              "do not give --model, --cluster or --method with it");
         for (int i = 0; i < OV_COUNT; i++)
             if (a->ov[i])
                 return usage_fail(err,
                                   "--regenerate replays the plan's own overrides; --%s is not "
-                                  "allowed with it%s",
-                                  plan_cli_ov_flags[i], "");
+                                  "allowed with it",
+                                  plan_cli_ov_flags[i]);
         a->cmd = PLAN_CMD_REGENERATE;
         return FSMOE_OK;
     }
@@ -275,9 +281,9 @@ static fsmoe_status parse_plan(int argc, char **argv, plan_cli *a, fsmoe_error *
     if (plan_cli_overrides(a->ov, &a->v, &bad, err) != FSMOE_OK)
         return FSMOE_ERR_USAGE;
     if (!a->model_path)
-        return usage_fail(err, "--model is required%s%s", "", "");
+        return usage_fail(err, "--model is required");
     if (!a->cluster_path)
-        return usage_fail(err, "--cluster is required%s%s", "", "");
+        return usage_fail(err, "--cluster is required");
     a->cmd = PLAN_CMD_PLAN;
     return FSMOE_OK;
 }
@@ -319,10 +325,10 @@ static fsmoe_status parse_explain_diff(int argc, char **argv, plan_cli *a, int d
     int want = diff ? 2 : 1;
     if (argc - optind != want)
         return usage_fail(err, "%s", diff ? "diff takes exactly two plan files"
-                                         : "explain takes exactly one plan file", "");
+                                         : "explain takes exactly one plan file");
     for (int i = 0; i < want; i++) {
         if (argv[optind + i][0] == '\0')
-            return usage_fail(err, "%s: an empty plan path%s", diff ? "diff" : "explain", "");
+            return usage_fail(err, "%s: an empty plan path", diff ? "diff" : "explain");
         a->inputs[i] = argv[optind + i];
     }
     a->cmd = diff ? PLAN_CMD_DIFF : PLAN_CMD_EXPLAIN;
@@ -350,19 +356,18 @@ static fsmoe_status parse_simulate(int argc, char **argv, plan_cli *a, fsmoe_err
             char spec[128];
             double x, y;
             if (strlen(optarg) >= sizeof spec)
-                return usage_fail(err, "--window: '%.60s...' is too long (expected FROM_MS:TO_MS)%s",
-                                  optarg, "");
+                return usage_fail(err, "--window: '%.60s...' is too long (expected FROM_MS:TO_MS)",
+                                  optarg);
             snprintf(spec, sizeof spec, "%s", optarg); /* argv stays untouched */
             char *colon = strchr(spec, ':');
             if (!colon)
-                return usage_fail(err, "--window: expected FROM_MS:TO_MS, e.g. 100:250%s%s", "",
-                                  "");
+                return usage_fail(err, "--window: expected FROM_MS:TO_MS, e.g. 100:250");
             *colon = '\0';
             if (fsmoe_cli_double("--window FROM_MS", spec, 0.0, 1e12, &x, err) ||
                 fsmoe_cli_double("--window TO_MS", colon + 1, 0.0, 1e12, &y, err))
                 return FSMOE_ERR_USAGE;
             if (y <= x)
-                return usage_fail(err, "--window: TO_MS must be larger than FROM_MS%s%s", "", "");
+                return usage_fail(err, "--window: TO_MS must be larger than FROM_MS");
             a->win_from_s = x * 1e-3;
             a->win_to_s = y * 1e-3;
             break;
@@ -376,25 +381,21 @@ static fsmoe_status parse_simulate(int argc, char **argv, plan_cli *a, fsmoe_err
         return FSMOE_OK;
     }
     if (optind != argc - 1)
-        return usage_fail(err, "%s%s", optind >= argc ? "simulate: PLAN.yaml is missing"
-                                                      : "simulate: exactly one PLAN.yaml",
-                          "");
+        return usage_fail(err, "%s", optind >= argc ? "simulate: PLAN.yaml is missing"
+                                                      : "simulate: exactly one PLAN.yaml");
     a->inputs[0] = argv[optind];
     if (a->inputs[0][0] == '\0')
-        return usage_fail(err, "simulate: an empty plan path%s%s", "", "");
+        return usage_fail(err, "simulate: an empty plan path");
     a->all = strcmp(sched_name, "all") == 0;
     a->schedule = a->all ? SIM_SCHED_FSMOE : sim_schedule_from_name(sched_name);
     if (a->schedule < 0)
-        return usage_fail(err, "--schedule: '%.100s' is not a schedule (or 'all')%s", sched_name,
-                          "");
+        return usage_fail(err, "--schedule: '%.100s' is not a schedule (or 'all')", sched_name);
     if (a->all && (a->svg || a->trace))
-        return usage_fail(err, "--svg/--trace draw one schedule, not --schedule all%s%s", "", "");
+        return usage_fail(err, "--svg/--trace draw one schedule, not --schedule all");
     if ((a->svg && a->svg[0] == '\0') || (a->trace && a->trace[0] == '\0'))
-        return usage_fail(err, "%s: an empty path%s", a->svg && !a->svg[0] ? "--svg" : "--trace",
-                          "");
+        return usage_fail(err, "%s: an empty path", a->svg && !a->svg[0] ? "--svg" : "--trace");
     if ((a->win_to_s > 0.0) && !a->svg)
-        return usage_fail(err, "--window zooms the --svg chart; give --svg FILE with it%s%s", "",
-                          "");
+        return usage_fail(err, "--window zooms the --svg chart; give --svg FILE with it");
     a->cmd = PLAN_CMD_SIMULATE;
     return FSMOE_OK;
 }
@@ -435,14 +436,13 @@ static fsmoe_status parse_sweep(int argc, char **argv, plan_cli *a, fsmoe_error 
         return FSMOE_OK;
     }
     if (optind != argc)
-        return usage_fail(err, "sweep: unexpected argument '%.200s'%s", argv[optind], "");
+        return usage_fail(err, "sweep: unexpected argument '%.200s'", argv[optind]);
     if (!a->cluster_path)
-        return usage_fail(err, "sweep: --cluster is required%s%s", "", "");
+        return usage_fail(err, "sweep: --cluster is required");
     if (a->grid < 0)
-        return usage_fail(err, "sweep: --grid is required%s%s", "", "");
+        return usage_fail(err, "sweep: --grid is required");
     if (a->cluster_path[0] == '\0' || (a->csv && a->csv[0] == '\0'))
-        return usage_fail(err, "%s: an empty path%s", a->cluster_path[0] ? "--csv" : "--cluster",
-                          "");
+        return usage_fail(err, "%s: an empty path", a->cluster_path[0] ? "--csv" : "--cluster");
     a->cmd = PLAN_CMD_SWEEP;
     return FSMOE_OK;
 }
@@ -455,8 +455,7 @@ fsmoe_status plan_cli_parse(int argc, char **argv, plan_cli *cli, fsmoe_error *e
     optind = 0; /* glibc: a full re-initialisation, so the parser can run again */
     opterr = 0;
     if (argc < 2)
-        return usage_fail(err, "nothing to do: give --model and --cluster, or a subcommand%s%s",
-                          "", "");
+        return usage_fail(err, "nothing to do: give --model and --cluster, or a subcommand");
     const char *sub = argv[1];
     if (strcmp(sub, "explain") == 0)
         return parse_explain_diff(argc - 1, argv + 1, cli, 0, err);
