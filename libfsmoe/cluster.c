@@ -241,12 +241,14 @@ static fsmoe_status load_doc(fsmoe_yaml *y, fsmoe_cluster *c, fsmoe_error *err)
     return FSMOE_OK;
 }
 
-fsmoe_status fsmoe_cluster_parse(const char *name, const char *text, size_t len,
-                                 fsmoe_cluster *out, fsmoe_error *err)
+/* One document, from the file `path` (text NULL) or from memory (`path` names it). */
+static fsmoe_status read_doc(const char *path, const char *text, size_t len, fsmoe_cluster *out,
+                             fsmoe_error *err)
 {
     fsmoe_yaml y;
     memset(out, 0, sizeof *out);
-    fsmoe_status st = fsmoe_yaml_open_string(&y, name, text, len, err);
+    fsmoe_status st = text ? fsmoe_yaml_open_string(&y, path, text, len, err)
+                           : fsmoe_yaml_open(&y, path, err);
     if (st)
         return st;
     st = load_doc(&y, out, err);
@@ -258,14 +260,11 @@ fsmoe_status fsmoe_cluster_parse(const char *name, const char *text, size_t len,
 
 fsmoe_status fsmoe_cluster_load(const char *path, fsmoe_cluster *out, fsmoe_error *err)
 {
-    fsmoe_yaml y;
-    memset(out, 0, sizeof *out);
-    fsmoe_status st = fsmoe_yaml_open(&y, path, err);
-    if (st)
-        return st;
-    st = load_doc(&y, out, err);
-    fsmoe_yaml_close(&y);
-    if (st)
-        fsmoe_cluster_free(out);
-    return st;
+    return read_doc(path, NULL, 0, out, err);
+}
+
+fsmoe_status fsmoe_cluster_parse(const char *name, const char *text, size_t len, fsmoe_cluster *out,
+                                 fsmoe_error *err)
+{
+    return read_doc(name, text ? text : "", len, out, err);
 }

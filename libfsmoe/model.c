@@ -297,11 +297,14 @@ static fsmoe_status load_doc(fsmoe_yaml *y, fsmoe_model *m, fsmoe_error *err)
     return FSMOE_OK;
 }
 
-fsmoe_status fsmoe_model_load(const char *path, fsmoe_model *out, fsmoe_error *err)
+/* One document, from the file `path` (text NULL) or from memory (`path` names it). */
+static fsmoe_status read_doc(const char *path, const char *text, size_t len, fsmoe_model *out,
+                             fsmoe_error *err)
 {
     fsmoe_yaml y;
     memset(out, 0, sizeof *out);
-    fsmoe_status st = fsmoe_yaml_open(&y, path, err);
+    fsmoe_status st = text ? fsmoe_yaml_open_string(&y, path, text, len, err)
+                           : fsmoe_yaml_open(&y, path, err);
     if (st)
         return st;
     st = load_doc(&y, out, err);
@@ -309,15 +312,13 @@ fsmoe_status fsmoe_model_load(const char *path, fsmoe_model *out, fsmoe_error *e
     return st;
 }
 
+fsmoe_status fsmoe_model_load(const char *path, fsmoe_model *out, fsmoe_error *err)
+{
+    return read_doc(path, NULL, 0, out, err);
+}
+
 fsmoe_status fsmoe_model_parse(const char *name, const char *text, size_t len, fsmoe_model *out,
                                fsmoe_error *err)
 {
-    fsmoe_yaml y;
-    memset(out, 0, sizeof *out);
-    fsmoe_status st = fsmoe_yaml_open_string(&y, name, text, len, err);
-    if (st)
-        return st;
-    st = load_doc(&y, out, err);
-    fsmoe_yaml_close(&y);
-    return st;
+    return read_doc(name, text ? text : "", len, out, err);
 }
