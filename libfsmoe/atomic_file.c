@@ -104,14 +104,12 @@ fsmoe_status fsmoe_atomic_open(fsmoe_atomic_file *af, const char *path, fsmoe_er
     if (strlen(path) >= sizeof af->path)
         return fsmoe_fail(err, FSMOE_ERR_IO, "%s: path too long", path);
     strcpy(af->path, path);
-    /* renaming over a device or a FIFO (as root: /dev/null) would replace it with a file */
+    /* renaming over a device or a FIFO (as root: /dev/null), or over a link to one, would
+     * replace it with a file */
     struct stat sb;
-    if (lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode))
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
         return fsmoe_fail(err, FSMOE_ERR_IO, "%s: not a regular file (outputs are written to a "
                           "temporary name and renamed over it, which would replace it)", path);
-    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
-        return fsmoe_fail(err, FSMOE_ERR_IO, "%s: a link to something other than a regular file "
-                          "(outputs are renamed over their path)", path);
     clean_stale(path);
     snprintf(af->tmp, sizeof af->tmp, "%s.tmp.%ld.XXXXXX", path, (long)getpid());
     int fd = mkstemp(af->tmp);
