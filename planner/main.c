@@ -364,16 +364,8 @@ static int run_plan(const plan_cli *a, const int ov_src[OV_COUNT])
         m.L = v.seq;
     if (a->ov[OV_CAPACITY])
         m.f = v.f;
-    /* The experts must split evenly over the EP ranks: the model's `experts` field is named
-     * (the layout only says which ep it met). */
-    if (!m.experts_is_ep && par.ep > 0 && m.E % par.ep != 0) {
-        locate_fail(a->model_path, "moe.experts", &err, FSMOE_ERR_VALUE,
-                    "%ld is not divisible by ep=%d (each EP rank needs E/ep experts; ep from %s)",
-                    m.E, par.ep, where);
-        rc = input_error(&err);
-        goto done;
-    }
-    /* After every override: the layout, E = ep for `experts: ep`, top_k <= E, capacity >= 1. */
+    /* After every override: the layout, E = ep for `experts: ep`, E divisible by ep (named at
+     * the model's `experts` field), top_k <= E, capacity >= 1. */
     if (fsmoe_model_resolve(&m, &par, where, &err)) {
         rc = input_error(&err);
         goto done;
