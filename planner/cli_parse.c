@@ -46,15 +46,15 @@ const char plan_cli_usage[] =
 const char plan_cli_sim_usage[] =
     "usage: fsmoe-plan simulate PLAN.yaml [--schedule NAME|all] [--svg FILE] [--trace FILE]\n"
     "                           [--window FROM_MS:TO_MS] [--refine]\n"
-    "Simulates one training iteration of the plan (default schedule: fsmoe) on the cost model\n"
+    "Simulates one training iteration of the plan (default schedule: plan) on the cost model\n"
     "of its cluster profile and prints the iteration time, each resource's busy time and\n"
     "utilisation, and the critical path. --schedule all compares every schedule. --svg draws a\n"
     "Gantt chart (--window zooms it to a time range, in ms), --trace writes Chrome\n"
     "trace-event JSON (open it in ui.perfetto.dev).\n"
     "--refine re-chooses every layer's r_f, r_b with the simulator first.\n"
-    "Schedules: deepspeed tutel tutel-improved pipemoe-lina fsmoe-no-iio fsmoe fsmoe-esp\n"
-    "           parm-s1 parm-s2 monta-o1 monta-o2 monta-o3\n"
-    "(fsmoe plays each layer's chosen schedule; fsmoe-esp the ESP pipeline everywhere)\n";
+    "Schedules: deepspeed parm-baseline tutel tutel-improved pipemoe-lina fsmoe-no-iio fsmoe\n"
+    "           parm-s1 parm-s2 monta-o1 monta-o2 monta-o3 plan\n"
+    "(plan plays each layer's chosen schedule; fsmoe FSMoE's ESP pipeline in every layer)\n";
 
 const char plan_cli_sweep_usage[] =
     "usage: fsmoe-plan sweep --cluster CLUSTER.yaml --grid fsmoe-table4|parm-table3\n"
@@ -343,7 +343,7 @@ static fsmoe_status parse_simulate(int argc, char **argv, plan_cli *a, fsmoe_err
         {"window", required_argument, NULL, 'w'},   {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *sched_name = "fsmoe";
+    const char *sched_name = "plan";
     int c, help = 0;
     a->usage = plan_cli_sim_usage;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -387,7 +387,7 @@ static fsmoe_status parse_simulate(int argc, char **argv, plan_cli *a, fsmoe_err
     if (a->inputs[0][0] == '\0')
         return usage_fail(err, "simulate: an empty plan path");
     a->all = strcmp(sched_name, "all") == 0;
-    a->schedule = a->all ? SIM_SCHED_FSMOE : sim_schedule_from_name(sched_name);
+    a->schedule = a->all ? SIM_SCHED_PLAN : sim_schedule_from_name(sched_name);
     if (a->schedule < 0)
         return usage_fail(err, "--schedule: '%.100s' is not a schedule (or 'all')", sched_name);
     if (a->all && (a->svg || a->trace))

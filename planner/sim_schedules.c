@@ -15,8 +15,8 @@
 #include "parm_schedule.h"
 
 static const char *const sched_names[SIM_SCHED_COUNT] = {
-    "deepspeed", "tutel", "tutel-improved", "pipemoe-lina", "fsmoe-no-iio", "fsmoe",
-    "fsmoe-esp", "parm-s1", "parm-s2", "monta-o1", "monta-o2", "monta-o3",
+    "deepspeed", "parm-baseline", "tutel", "tutel-improved", "pipemoe-lina", "fsmoe-no-iio",
+    "fsmoe", "parm-s1", "parm-s2", "monta-o1", "monta-o2", "monta-o3", "plan",
 };
 
 const char *sim_schedule_name(sim_schedule k)
@@ -291,7 +291,7 @@ static int layer_r(const gen *g, const sim_layer *L, const sim_build_opts *o)
     case SIM_SCHED_PARM_S1:
     case SIM_SCHED_PARM_S2:
         return 1; /* Parm does not pipeline */
-    case SIM_SCHED_FSMOE_ESP:
+    case SIM_SCHED_FSMOE:
         if (o && (bwd ? o->r_b : o->r_f) > 0)
             return bwd ? o->r_b : o->r_f;
         if ((bwd ? L->esp_r_b : L->esp_r_f) > 0)
@@ -309,6 +309,7 @@ static int moe_phase(gen *g, const sim_layer *L, int prev, double gar_bytes,
 {
     switch (g->k) {
     case SIM_SCHED_DEEPSPEED:
+    case SIM_SCHED_PARM_BASELINE:
         return moe_deepspeed(g, &L->wl, prev);
     case SIM_SCHED_PARM_S1:
     case SIM_SCHED_PARM_S2:
@@ -318,14 +319,14 @@ static int moe_phase(gen *g, const sim_layer *L, int prev, double gar_bytes,
     case SIM_SCHED_MONTA_O2:
     case SIM_SCHED_MONTA_O3:
         return moe_monta(g, L, prev);
-    case SIM_SCHED_FSMOE:
+    case SIM_SCHED_PLAN:
     case SIM_SCHED_FSMOE_NO_IIO:
         if (L->schedule == FSMOE_SCHED_S1 || L->schedule == FSMOE_SCHED_S2)
             return moe_pausemp(g, &L->wl, L->schedule, layer_r(g, L, o), prev, gar_bytes,
-                               g->k == SIM_SCHED_FSMOE ? g->st_inter : g->st_comm);
+                               g->k == SIM_SCHED_PLAN ? g->st_inter : g->st_comm);
         return moe_pipelined(g, &L->wl, layer_r(g, L, o), prev, gar_bytes,
                              g->k == SIM_SCHED_FSMOE_NO_IIO);
-    case SIM_SCHED_FSMOE_ESP:
+    case SIM_SCHED_FSMOE:
         return moe_pipelined(g, &L->wl, layer_r(g, L, o), prev, gar_bytes, 0);
     default: /* tutel, tutel-improved, pipemoe-lina */
         return moe_pipelined(g, &L->wl, layer_r(g, L, o), prev, gar_bytes, 1);
@@ -425,13 +426,13 @@ fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_bui
     switch (k) {
     case SIM_SCHED_TUTEL_IMPROVED: g.grad = GRAD_DENSE_ONLY; break;
     case SIM_SCHED_PIPEMOE_LINA: g.grad = GRAD_LINA; break;
+    case SIM_SCHED_PLAN:
     case SIM_SCHED_FSMOE:
-    case SIM_SCHED_FSMOE_ESP:
     case SIM_SCHED_FSMOE_NO_IIO: g.grad = GRAD_PLAN; break;
     default: g.grad = GRAD_NONE; break;
     }
     const workload_layer *wl0 = &m->layers[0].wl;
-    int gar_stream = k == SIM_SCHED_FSMOE || k == SIM_SCHED_FSMOE_ESP ? g.st_inter : g.st_comm;
+    int gar_stream = k == SIM_SCHED_PLAN || k == SIM_SCHED_FSMOE ? g.st_inter : g.st_comm;
     int prev = -1;
 
     /* forward */
@@ -732,7 +733,7 @@ fsmoe_status sim_model_from_plan(const fsmoe_plan *p, const fsmoe_model *model,
         L->schedule = lp->schedule;
         L->r_f = lp->fwd.r > 0 ? lp->fwd.r : 1;
         L->r_b = lp->bwd.r > 0 ? lp->bwd.r : 1;
-        /* the plan records the degrees of the schedule it chose; fsmoe-esp on a layer that runs
+        /* the plan records the degrees of the schedule it chose; fsmoe on a layer that runs
          * S1/S2 uses the ESP pipeline's own optimum at t_gar = 0 */
         if (lp->schedule == FSMOE_SCHED_ESP_PIPELINE) {
             L->esp_r_f = L->r_f, L->esp_r_b = L->r_b;

@@ -25,14 +25,14 @@
  *   pipemoe-lina   tutel + gradients cut into 30 MB micro-ops per generalised layer, launched
  *                  only while no A2A is ready or running on the inter link (A2A has priority).
  *   fsmoe-no-iio   the plan's r_f, r_b and gradient partition, intra and inter on one stream.
- *   fsmoe          the plan: every MoE layer plays the schedule the plan chose for it (its
+ *   plan           the plan: every MoE layer plays the schedule the plan chose for it (its
  *                  `schedule`): the ESP pipeline (A2A on an inter-node stream, AG/RS on an
  *                  intra-node stream) or PauseMP S1/S2 in r chunks (below); the window
  *                  AllReduce at the start of the dense backward window and the rest right after
  *                  the last dispatch chunk of the MoE backward (FSMoE Fig. 3d); the prefix
  *                  window's AllReduce at the start of the prefix's backward.
- *   fsmoe-esp      fsmoe with the ESP pipeline in every layer (at esp_r_f, esp_r_b): FSMoE's
- *                  schedule before the per-layer choice.
+ *   fsmoe          plan with the ESP pipeline in every layer (at esp_r_f, esp_r_b): FSMoE's own
+ *                  schedule, without the per-layer choice of Parm's S1/S2.
  *   parm-s1/s2     PauseMP (Parm: r = 1, gradients after the backward). Per chunk: EP&ESP
  *                  A2A(y/N_MP/r) → Expert → EP&ESP A2A (S1) or SAA (S2: one task on the
  *                  inter-node link, its measured line covers the MP AllGather riding along);
@@ -52,21 +52,22 @@
 
 typedef enum {
     SIM_SCHED_DEEPSPEED = 0,
+    SIM_SCHED_PARM_BASELINE,
     SIM_SCHED_TUTEL,
     SIM_SCHED_TUTEL_IMPROVED,
     SIM_SCHED_PIPEMOE_LINA,
     SIM_SCHED_FSMOE_NO_IIO,
     SIM_SCHED_FSMOE,
-    SIM_SCHED_FSMOE_ESP,
     SIM_SCHED_PARM_S1,
     SIM_SCHED_PARM_S2,
     SIM_SCHED_MONTA_O1,
     SIM_SCHED_MONTA_O2,
     SIM_SCHED_MONTA_O3,
+    SIM_SCHED_PLAN,
     SIM_SCHED_COUNT
 } sim_schedule;
 
-const char *sim_schedule_name(sim_schedule k); /* "deepspeed", "tutel", ..., "monta-o3" */
+const char *sim_schedule_name(sim_schedule k); /* "deepspeed", "parm-baseline", ..., "plan" */
 int sim_schedule_from_name(const char *s);     /* -1 when unknown */
 
 /* One generalised layer: MoE layer i + the dense ops after it. */
@@ -78,7 +79,7 @@ typedef struct {
     /* the plan (fsmoe, fsmoe-no-iio) */
     fsmoe_schedule schedule;  /* the MoE layer's schedule (ESP pipeline, S1, S2) */
     int r_f, r_b;
-    int esp_r_f, esp_r_b;     /* the ESP pipeline's degrees (fsmoe-esp); 0 = r_f, r_b */
+    int esp_r_f, esp_r_b;     /* the ESP pipeline's degrees (fsmoe); 0 = r_f, r_b */
     double gar_dense_bytes;   /* all-reduced from the start of this layer's dense backward */
     double gar_moe_bytes;     /* all-reduced after the last dispatch chunk of its MoE backward */
     /* MoNTA's chunk counts for O2 and O3 (≥ 1) */

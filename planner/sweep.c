@@ -319,7 +319,7 @@ static fsmoe_status time_with(sim *s, const sim_model *m, int r_f, int r_b, doub
                               fsmoe_error *err)
 {
     sim_build_opts o = {r_f, r_b, 0};
-    return sim_schedule_time(s, m, SIM_SCHED_FSMOE, &o, t, err);
+    return sim_schedule_time(s, m, SIM_SCHED_PLAN, &o, t, err);
 }
 
 fsmoe_status sweep_regret_config(sim *s, const sim_model *m, sweep_regret *out, fsmoe_error *err)

@@ -302,7 +302,7 @@ static void check_forward_simulated(const fsmoe_plan *p, const fsmoe_model *m,
     fsmoe_error err = {0};
     assert_int_equal(sim_model_from_plan(p, m, c, cpath, &sm, &err), FSMOE_OK);
     double t;
-    assert_int_equal(sim_schedule_time(&s, &sm, SIM_SCHED_FSMOE, NULL, &t, &err), FSMOE_OK);
+    assert_int_equal(sim_schedule_time(&s, &sm, SIM_SCHED_PLAN, NULL, &t, &err), FSMOE_OK);
     double fwd_end = 0.0;
     for (int i = 0; i < s.n_tasks; i++)
         if (s.tasks[i].phase == SIM_PHASE_FWD && s.tasks[i].end_s > fwd_end)

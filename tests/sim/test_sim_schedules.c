@@ -165,7 +165,7 @@ static void check_closed_form(const fsmoe_cluster *c, const char *path, int *n_e
         m.fsmoe_tail_bytes = 0.0;
         for (int r = 1; r <= L.wl.r_max && r <= 16; r++) {
             sim_build_opts o = {r, r, 0};
-            run(&s, &m, SIM_SCHED_FSMOE_ESP, &o);
+            run(&s, &m, SIM_SCHED_FSMOE, &o);
             double fwd_end = 0.0;
             for (int t = 0; t < s.n_tasks; t++)
                 if (s.tasks[t].phase == SIM_PHASE_FWD && s.tasks[t].end_s > fwd_end)
@@ -213,7 +213,7 @@ static void check_pausemp_closed_form(const fsmoe_cluster *c, const char *path)
             pb.t_gar = fsmoe_line_time(&m.lines.ar_dp, gar);
             for (int r = 1; r <= pf.r_max && r <= 16; r++) {
                 sim_build_opts o = {r, r, 0};
-                run(&s, &m, SIM_SCHED_FSMOE, &o);
+                run(&s, &m, SIM_SCHED_PLAN, &o);
                 double fwd_end = 0.0, bwd_end = 0.0;
                 for (int t = 0; t < s.n_tasks; t++) {
                     const sim_task *x = &s.tasks[t];
@@ -303,7 +303,7 @@ static void test_bytes_and_lina(void **state)
                     }
                 }
                 assert_true(fabs(g - grads) <= 1e-9 * grads);
-                if (k == SIM_SCHED_TUTEL || k == SIM_SCHED_FSMOE_ESP ||
+                if (k == SIM_SCHED_TUTEL || k == SIM_SCHED_FSMOE ||
                     (k == SIM_SCHED_FSMOE_NO_IIO && L.schedule == FSMOE_SCHED_ESP_PIPELINE)) {
                     if (a2a_ref < 0.0)
                         a2a_ref = a2a;
@@ -327,12 +327,12 @@ static void check_never_slower(const fsmoe_cluster *c, const char *path)
     assert_int_equal(r.n, 1458);
     int bad = 0;
     for (int j = 0; j < r.n; j++) {
-        double t = r.t[j][SIM_SCHED_FSMOE];
+        double t = r.t[j][SIM_SCHED_PLAN];
         /* and never slower than any schedule it chooses among: the ESP pipeline alone, and
          * Parm's S1 and S2 as Parm runs them */
         if (t > r.t[j][SIM_SCHED_TUTEL] * (1.0 + 1e-9) ||
             t > r.t[j][SIM_SCHED_DEEPSPEED] * (1.0 + 1e-9) ||
-            t > r.t[j][SIM_SCHED_FSMOE_ESP] * (1.0 + 1e-9) ||
+            t > r.t[j][SIM_SCHED_FSMOE] * (1.0 + 1e-9) ||
             t > r.t[j][SIM_SCHED_PARM_S1] * (1.0 + 1e-9) ||
             t > r.t[j][SIM_SCHED_PARM_S2] * (1.0 + 1e-9)) {
             if (bad++ < 10)
