@@ -59,7 +59,80 @@ void fsmoe_cluster_free(fsmoe_cluster *c)
             free(c->ops[o][t].points);
             c->ops[o][t].points = NULL;
             c->ops[o][t].n_points = 0;
+            for (int i = 0; i < c->n_narrower[o][t]; i++)
+                free(c->narrower[o][t][i].points);
+            free(c->narrower[o][t]);
+            c->narrower[o][t] = NULL;
+            c->n_narrower[o][t] = 0;
         }
+}
+
+int fsmoe_cluster_entries(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier,
+                          const fsmoe_cost_entry **out, int max)
+{
+    if ((unsigned)op >= FSMOE_OP_COUNT || (unsigned)tier >= FSMOE_TIER_COUNT ||
+        !c->ops[op][tier].present)
+        return 0;
+    int n = c->n_narrower[op][tier];
+    for (int i = 0; i < n && i < max; i++)
+        out[i] = &c->narrower[op][tier][i];
+    if (n < max)
+        out[n] = &c->ops[op][tier];
+    return n + 1;
+}
+
+/* The entry of (op, tier) measured with `ranks`, or NULL. */
+static const fsmoe_cost_entry *entry_at(const fsmoe_cluster *c, int op, int tier, int ranks)
+{
+    if (!c->ops[op][tier].present)
+        return NULL;
+    if (c->ops[op][tier].ranks == ranks)
+        return &c->ops[op][tier];
+    for (int i = 0; i < c->n_narrower[op][tier]; i++)
+        if (c->narrower[op][tier][i].ranks == ranks)
+            return &c->narrower[op][tier][i];
+    return NULL;
+}
+
+fsmoe_status fsmoe_cluster_add(fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier,
+                               const fsmoe_cost_entry *e, fsmoe_error *err)
+{
+    if ((unsigned)op >= FSMOE_OP_COUNT || (unsigned)tier >= FSMOE_TIER_COUNT)
+        return fsmoe_fail(err, FSMOE_ERR_INTERNAL, "fsmoe_cluster_add: op %d tier %d out of range",
+                          (int)op, (int)tier);
+    const fsmoe_cost_entry *dup = entry_at(c, op, tier, e->ranks);
+    if (dup)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE,
+                          "second entry for %s on tier %s at %d ranks (first at line %d)",
+                          fsmoe_op_name(op), fsmoe_tier_name(tier), e->ranks, dup->line);
+    fsmoe_cost_entry *widest = &c->ops[op][tier];
+    if (!widest->present) {
+        *widest = *e;
+        widest->present = 1;
+        return FSMOE_OK;
+    }
+    int n = c->n_narrower[op][tier];
+    fsmoe_cost_entry *v = realloc(c->narrower[op][tier], (size_t)(n + 1) * sizeof *v);
+    if (!v)
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for %d entries of %s on tier %s",
+                          n + 1, fsmoe_op_name(op), fsmoe_tier_name(tier));
+    c->narrower[op][tier] = v;
+    /* The wider of the two stays in ops[op][tier]; the other is inserted in order. */
+    fsmoe_cost_entry in = *e;
+    in.present = 1;
+    if (in.ranks > widest->ranks) {
+        fsmoe_cost_entry t = *widest;
+        *widest = in;
+        in = t;
+    }
+    int at = n;
+    while (at > 0 && v[at - 1].ranks > in.ranks) {
+        v[at] = v[at - 1];
+        at--;
+    }
+    v[at] = in;
+    c->n_narrower[op][tier] = n + 1;
+    return FSMOE_OK;
 }
 
 static int op_is_local(int op)
@@ -124,13 +197,7 @@ static fsmoe_status load_entry(const fsmoe_ynode *en, fsmoe_cluster *c, fsmoe_er
                                    : "tier %s is not valid for %s (expected intra, inter or "
                                      "world: a collective spans several devices)",
                                fsmoe_tier_name((fsmoe_tier)tier), fsmoe_op_name((fsmoe_op)op));
-    fsmoe_cost_entry *e = &c->ops[op][tier];
-    if (e->present)
-        return fsmoe_yaml_fail(en, err, FSMOE_ERR_VALUE,
-                               "second entry for %s on tier %s (first at line %d; expected one "
-                               "entry per op and tier)",
-                               fsmoe_op_name((fsmoe_op)op), fsmoe_tier_name((fsmoe_tier)tier),
-                               e->line);
+    fsmoe_cost_entry entry, *e = &entry;
     memset(e, 0, sizeof *e);
     e->line = en->line;
     e->ranks = 1;
@@ -149,9 +216,17 @@ static fsmoe_status load_entry(const fsmoe_ynode *en, fsmoe_cluster *c, fsmoe_er
             return fsmoe_yaml_fail(&rn, err, FSMOE_ERR_VALUE,
                                    "%d ranks on tier %s (expected at most %d: %s)", e->ranks,
                                    fsmoe_tier_name((fsmoe_tier)tier), most,
-                                   tier == FSMOE_TIER_INTRA ? "gpus_per_node"
-                                                            : "one rank per node");
+                                   tier == FSMOE_TIER_INTRA   ? "gpus_per_node"
+                                   : tier == FSMOE_TIER_INTER ? "one rank per node"
+                                                              : "nodes·gpus_per_node");
     }
+    const fsmoe_cost_entry *first = entry_at(c, op, tier, e->ranks);
+    if (first)
+        return fsmoe_yaml_fail(en, err, FSMOE_ERR_VALUE,
+                               "second entry for %s on tier %s at %d rank%s (first at line %d; "
+                               "expected one entry per op, tier and ranks)",
+                               fsmoe_op_name((fsmoe_op)op), fsmoe_tier_name((fsmoe_tier)tier),
+                               e->ranks, e->ranks == 1 ? "" : "s", first->line);
     const char *beta_key = op == FSMOE_OP_GEMM ? "beta_s_per_mac" : "beta_s_per_byte";
     const char *wrong_key = op == FSMOE_OP_GEMM ? "beta_s_per_byte" : "beta_s_per_mac";
     if (fsmoe_yaml_has(en, wrong_key)) {
@@ -182,9 +257,17 @@ static fsmoe_status load_entry(const fsmoe_ynode *en, fsmoe_cluster *c, fsmoe_er
     fsmoe_ynode pts;
     if ((st = fsmoe_yaml_sequence(en, "points", FSMOE_OPTIONAL, &pts, err)))
         return st;
-    if (pts.node && (st = load_points(&pts, e, err)))
+    if (pts.node && (st = load_points(&pts, e, err))) {
+        free(e->points);
         return st;
+    }
     e->present = 1;
+    /* Checked above: the only failure left is memory. */
+    fsmoe_error add_err = {0};
+    if ((st = fsmoe_cluster_add(c, (fsmoe_op)op, (fsmoe_tier)tier, e, &add_err))) {
+        free(e->points);
+        return fsmoe_yaml_fail(en, err, st, "%s", add_err.msg);
+    }
     return FSMOE_OK;
 }
 

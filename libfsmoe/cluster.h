@@ -1,8 +1,11 @@
 /* Implements: the cluster profile schema (clusters/<name>.yaml, design.md §3) and its loader.
  *
- * A profile holds, per (operation, tier), the fitted line t = alpha_s + beta·n, its r², the
- * group size it was measured with, and optionally the measured points (n, t) so that a planner
- * may interpolate instead of using the line (MoNTA's efficiency curves). n follows nccl-tests:
+ * A profile holds, per (operation, tier, group size), the fitted line t = alpha_s + beta·n, its
+ * r², the group size (`ranks`) it was measured with, and optionally the measured points (n, t)
+ * so that a planner may interpolate instead of using the line (MoNTA's efficiency curves). An
+ * (op, tier) may be measured at several group sizes (e.g. the inter-node AllToAll over 2, 4 and
+ * 6 nodes); the cost model (cost.h) picks or scales the one a plan's group needs. Each
+ * (op, tier, ranks) appears at most once. n follows nccl-tests:
  * AllToAll = one rank's buffer bytes, AllGather = gathered output bytes, ReduceScatter = input
  * bytes, AllReduce = buffer bytes, SAA = one rank's AllToAll buffer bytes, copy = bytes,
  * GEMM = multiply-accumulates m·n·k (beta then is seconds per MAC). */
@@ -52,7 +55,13 @@ typedef struct {
     int nodes;
     int gpus_per_node;
     double r2_threshold;
+    /* The widest group measured per (op, tier): the entry with the most ranks (the only one in
+     * a profile with one size per op and tier). */
     fsmoe_cost_entry ops[FSMOE_OP_COUNT][FSMOE_TIER_COUNT];
+    /* The other group sizes of the same (op, tier), ascending by ranks, all narrower than
+     * ops[op][tier]; owned (with their points). Read them through fsmoe_cluster_entries. */
+    fsmoe_cost_entry *narrower[FSMOE_OP_COUNT][FSMOE_TIER_COUNT];
+    int n_narrower[FSMOE_OP_COUNT][FSMOE_TIER_COUNT];
     /* where the sizes a layout is derived from were read (for messages made after loading,
      * e.g. the common layout's ep = nodes not dividing a model's experts) */
     struct {
@@ -68,5 +77,17 @@ fsmoe_status fsmoe_cluster_load(const char *path, fsmoe_cluster *out, fsmoe_erro
 fsmoe_status fsmoe_cluster_parse(const char *name, const char *text, size_t len,
                                  fsmoe_cluster *out, fsmoe_error *err);
 void fsmoe_cluster_free(fsmoe_cluster *c); /* frees points; safe on a zeroed struct */
+
+/* Every entry of (op, tier), ascending by ranks (the narrower ones, then ops[op][tier]): writes
+ * at most max pointers to out and returns how many entries there are (0 when absent). */
+int fsmoe_cluster_entries(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier,
+                          const fsmoe_cost_entry **out, int max);
+
+/* Adds e (its points owned from now on) as one more group size of (op, tier): it becomes
+ * ops[op][tier] when it is wider than the entry there, else joins the narrower ones. Fails
+ * with FSMOE_ERR_VALUE when that (op, tier, ranks) is already present (nothing taken) and
+ * FSMOE_ERR_NOMEM. Used by the loader and by writers that build a profile in memory. */
+fsmoe_status fsmoe_cluster_add(fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier,
+                               const fsmoe_cost_entry *e, fsmoe_error *err);
 
 #endif

@@ -24,14 +24,14 @@ static void entry_comment(fsmoe_yaml_writer *w, FILE *f, const char *text)
     fsmoe_yw_comment(w, text);
 }
 
-static void write_entry(fsmoe_yaml_writer *w, FILE *f, const fsmoe_cluster *c, int op, int tier)
+static void write_entry(fsmoe_yaml_writer *w, FILE *f, const fsmoe_cluster *c, int op, int tier,
+                        const fsmoe_cost_entry *e)
 {
-    const fsmoe_cost_entry *e = &c->ops[op][tier];
     char line[512], a[FSMOE_YW_DOUBLE_CHARS], b[FSMOE_YW_DOUBLE_CHARS];
     if (e->r2 < c->r2_threshold) {
-        snprintf(line, sizeof line, "LOW R2: %s on %s fits with r2 %.6f < %.4g; the line is a "
-                 "poor model of the points below", fsmoe_op_name((fsmoe_op)op),
-                 fsmoe_tier_name((fsmoe_tier)tier), e->r2, c->r2_threshold);
+        snprintf(line, sizeof line, "LOW R2: %s on %s at %d ranks fits with r2 %.6f < %.4g; the "
+                 "line is a poor model of the points below", fsmoe_op_name((fsmoe_op)op),
+                 fsmoe_tier_name((fsmoe_tier)tier), e->ranks, e->r2, c->r2_threshold);
         entry_comment(w, f, line);
     }
     fsmoe_yw_item(w);
@@ -88,14 +88,20 @@ fsmoe_status fsmoe_cluster_write(const char *path, const fsmoe_cluster *c,
     int entries = 0;
     for (int op = 0; op < FSMOE_OP_COUNT; op++)
         for (int tier = 0; tier < FSMOE_TIER_COUNT; tier++) {
-            const fsmoe_cost_entry *e = &c->ops[op][tier];
             const char *note = extra ? extra->comment[op][tier] : NULL;
             if (note)
                 entry_comment(&w, af.f, note);
-            if (!e->present || e->derived[0])
+            if (!c->ops[op][tier].present)
                 continue;
-            write_entry(&w, af.f, c, op, tier);
-            entries++;
+            /* every group size of (op, tier), narrowest first (cluster.h) */
+            int n = c->n_narrower[op][tier];
+            for (int i = 0; i <= n; i++) {
+                const fsmoe_cost_entry *e = i < n ? &c->narrower[op][tier][i] : &c->ops[op][tier];
+                if (e->derived[0])
+                    continue;
+                write_entry(&w, af.f, c, op, tier, e);
+                entries++;
+            }
         }
     if (entries == 0) {
         fsmoe_atomic_abort(&af);

@@ -7,6 +7,7 @@
 #include "cost.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const fsmoe_comm_need fsmoe_comm_needs[FSMOE_NEED_COUNT] = {
@@ -60,31 +61,143 @@ static void note_add(char *note, size_t note_len, const char *fmt, const char *a
     note_lines_add(note, note_len, line);
 }
 
-static const fsmoe_cost_entry *entry(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier)
+double fsmoe_busbw_factor(fsmoe_op op, int ranks)
 {
-    const fsmoe_cost_entry *e = &c->ops[op][tier];
-    return e->present ? e : NULL;
+    if (op == FSMOE_OP_GEMM || op == FSMOE_OP_COPY || ranks < 1)
+        return 1.0;
+    double s = (double)(ranks - 1) / ranks;
+    return op == FSMOE_OP_ALLREDUCE ? 2.0 * s : s;
 }
 
-/* Depth guards the recursion: world -> inter, allreduce -> rs + ag, saa -> a2a + ag. */
-static int lookup(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier, fsmoe_line *out,
-                  char *note, size_t note_len, int depth)
+fsmoe_line fsmoe_line_at_ranks(fsmoe_op op, const fsmoe_cost_entry *const *entries, int n,
+                               int ranks, char *how, size_t how_len)
 {
-    const fsmoe_cost_entry *e = entry(c, op, tier);
-    if (e) {
-        out->alpha_s = e->alpha_s;
-        out->beta_s = e->beta_s;
-        out->entry = e;
+    fsmoe_line l = fsmoe_line_zero();
+    if (how && how_len)
+        how[0] = '\0';
+    if (n <= 0)
+        return l;
+    for (int i = 0; i < n; i++)
+        if (entries[i]->ranks == ranks || (ranks <= 0 && i == n - 1)) {
+            l.alpha_s = entries[i]->alpha_s;
+            l.beta_s = entries[i]->beta_s;
+            l.entry = entries[i];
+            return l;
+        }
+    /* The entries that can be scaled: groups of 2 or more ranks (s(1) = 0); ascending, so
+     * they follow a 1-rank entry if there is one. */
+    int first = entries[0]->ranks < 2 ? 1 : 0;
+    const fsmoe_cost_entry *const *e = entries + first;
+    int k = n - first;
+    if (k == 0 || op == FSMOE_OP_GEMM || op == FSMOE_OP_COPY || ranks < 2) {
+        /* nothing to scale from (or by): the widest entry as it is */
+        const fsmoe_cost_entry *w = entries[n - 1];
+        l.alpha_s = w->alpha_s;
+        l.beta_s = w->beta_s;
+        if (how)
+            snprintf(how, how_len, "measured at %d rank%s, used unscaled for %d", w->ranks,
+                     w->ranks == 1 ? "" : "s", ranks);
+        return l;
+    }
+    /* lo: the widest measured below ranks, hi: the narrowest above (-1: none) */
+    int lo = -1, hi = -1;
+    for (int i = 0; i < k; i++) {
+        if (e[i]->ranks < ranks)
+            lo = i;
+        else if (hi < 0)
+            hi = i;
+    }
+    const double s = fsmoe_busbw_factor(op, ranks);
+    /* β/s(p) = 1/busbw: seconds per byte on the bus, constant in p for one measured size */
+    double u_lo = lo >= 0 ? e[lo]->beta_s / fsmoe_busbw_factor(op, e[lo]->ranks) : 0.0;
+    double u_hi = hi >= 0 ? e[hi]->beta_s / fsmoe_busbw_factor(op, e[hi]->ranks) : 0.0;
+    if (lo >= 0 && hi >= 0) {
+        double w = (double)(ranks - e[lo]->ranks) / (e[hi]->ranks - e[lo]->ranks);
+        l.beta_s = s * ((1.0 - w) * u_lo + w * u_hi);
+        l.alpha_s = (1.0 - w) * e[lo]->alpha_s + w * e[hi]->alpha_s;
+        if (how)
+            snprintf(how, how_len,
+                     "measured at %d and %d ranks, interpolated to %d (bus bandwidth and alpha "
+                     "linear in ranks between them)",
+                     e[lo]->ranks, e[hi]->ranks, ranks);
+        return l;
+    }
+    /* outside the measured sizes: busbw of the nearest; α along the line through the two
+     * nearest (never falling with more ranks, never below 0), constant with one size */
+    int near = lo >= 0 ? lo : hi;
+    int other = lo >= 0 ? lo - 1 : hi + 1;
+    l.beta_s = s * (lo >= 0 ? u_lo : u_hi);
+    l.alpha_s = e[near]->alpha_s;
+    double factor = s / fsmoe_busbw_factor(op, e[near]->ranks);
+    if (other < 0 || other >= k) {
+        if (how)
+            snprintf(how, how_len,
+                     "measured at %d ranks, scaled to %d by bus bandwidth (beta x %.4g = "
+                     "s(%d)/s(%d), s(n) = %s(n-1)/n; alpha as measured)",
+                     e[near]->ranks, ranks, factor, ranks, e[near]->ranks,
+                     op == FSMOE_OP_ALLREDUCE ? "2" : "");
+        return l;
+    }
+    double slope = (e[near]->alpha_s - e[other]->alpha_s) / (e[near]->ranks - e[other]->ranks);
+    if (slope < 0.0)
+        slope = 0.0;
+    l.alpha_s = e[near]->alpha_s + slope * (ranks - e[near]->ranks);
+    if (l.alpha_s < 0.0)
+        l.alpha_s = 0.0;
+    if (how)
+        snprintf(how, how_len,
+                 "measured at %d and %d ranks, extrapolated to %d (bus bandwidth of %d ranks: "
+                 "beta x %.4g; alpha linear in ranks through both, %.3g s)",
+                 e[other < near ? other : near]->ranks, e[other < near ? near : other]->ranks,
+                 ranks, e[near]->ranks, factor, l.alpha_s);
+    return l;
+}
+
+/* The line of (op, tier) at `ranks` (<= 0: the widest measured, as it is); 0 when absent. */
+static int entry_line(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier, int ranks,
+                      fsmoe_line *out, char *note, size_t note_len)
+{
+    int n = fsmoe_cluster_entries(c, op, tier, NULL, 0);
+    if (n == 0)
+        return 0;
+    const fsmoe_cost_entry **all = malloc((size_t)n * sizeof *all);
+    if (!all) { /* without memory for the list, the widest entry as it is */
+        const fsmoe_cost_entry *w = &c->ops[op][tier];
+        out->alpha_s = w->alpha_s;
+        out->beta_s = w->beta_s;
+        out->entry = w;
         return 1;
     }
+    fsmoe_cluster_entries(c, op, tier, all, n);
+    char how[320];
+    *out = fsmoe_line_at_ranks(op, all, n, ranks, how, sizeof how);
+    free(all);
+    if (how[0]) {
+        char line[400];
+        snprintf(line, sizeof line, "%s %s: %s", fsmoe_op_name(op), fsmoe_tier_name(tier), how);
+        note_lines_add(note, note_len, line);
+    }
+    return 1;
+}
+
+/* Depth guards the recursion: world -> inter, allreduce -> rs + ag, saa -> a2a + ag. `ranks`
+ * is the group size planned for (<= 0: the widest measured, as it is). Sub-notes are gathered
+ * apart and added after the derivation's own line, so a reader sees the cause first. */
+static int lookup(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier, int ranks,
+                  fsmoe_line *out, char *note, size_t note_len, int depth)
+{
+    char sub[1024] = "";
+    if (entry_line(c, op, tier, ranks, out, note, note_len))
+        return 1;
     if (depth > 3 || op == FSMOE_OP_GEMM || op == FSMOE_OP_COPY)
         return 0;
     if (op == FSMOE_OP_SAA) {
-        /* No overlap credit: the two halves of SAA run back to back. */
+        /* No overlap credit: the two halves of SAA run back to back. The MP AllGather's group
+         * size is not known here: its widest measured line stands in. */
         fsmoe_line a2a, ag;
-        char sub[256] = "";
-        if (lookup(c, FSMOE_OP_ALLTOALL, tier, &a2a, sub, sizeof sub, depth + 1) &&
-            lookup(c, FSMOE_OP_ALLGATHER, FSMOE_TIER_INTRA, &ag, sub, sizeof sub, depth + 1)) {
+        if (lookup(c, FSMOE_OP_ALLTOALL, tier, ranks, &a2a, sub, sizeof sub, depth + 1) &&
+            lookup(c, FSMOE_OP_ALLGATHER, FSMOE_TIER_INTRA, 0, &ag, sub, sizeof sub,
+                   depth + 1)) {
             out->alpha_s = a2a.alpha_s + ag.alpha_s;
             out->beta_s = a2a.beta_s + ag.beta_s;
             out->entry = NULL;
@@ -99,8 +212,12 @@ static int lookup(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier, fsmoe_li
         return 0;
     }
     if (tier == FSMOE_TIER_WORLD) {
-        char sub[256] = "";
-        if (lookup(c, op, FSMOE_TIER_INTER, out, sub, sizeof sub, depth + 1)) {
+        /* A group over nodes with several ranks on each: the inter-node tier at the number of
+         * nodes it spans, ranks/G rounded up (every node full in the layouts of design.md §2). */
+        int G = c->gpus_per_node > 0 ? c->gpus_per_node : 1;
+        int nodes = ranks <= 0 ? 0 : (ranks + G - 1) / G < 2 ? 2 : (ranks + G - 1) / G;
+        sub[0] = '\0';
+        if (lookup(c, op, FSMOE_TIER_INTER, nodes, out, sub, sizeof sub, depth + 1)) {
             note_add(note, note_len,
                      "%s world: not in the profile, using the inter tier (the inter-node link "
                      "bounds a group spanning nodes)%s",
@@ -112,9 +229,9 @@ static int lookup(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier, fsmoe_li
     }
     if (op == FSMOE_OP_ALLREDUCE) {
         fsmoe_line rs, ag;
-        char sub[256] = "";
-        if (lookup(c, FSMOE_OP_REDUCESCATTER, tier, &rs, sub, sizeof sub, depth + 1) &&
-            lookup(c, FSMOE_OP_ALLGATHER, tier, &ag, sub, sizeof sub, depth + 1)) {
+        sub[0] = '\0';
+        if (lookup(c, FSMOE_OP_REDUCESCATTER, tier, ranks, &rs, sub, sizeof sub, depth + 1) &&
+            lookup(c, FSMOE_OP_ALLGATHER, tier, ranks, &ag, sub, sizeof sub, depth + 1)) {
             /* Ring AllReduce = ReduceScatter + AllGather on the same buffer bytes n. */
             out->alpha_s = rs.alpha_s + ag.alpha_s;
             out->beta_s = rs.beta_s + ag.beta_s;
@@ -135,12 +252,19 @@ fsmoe_status fsmoe_cost_line(const fsmoe_cluster *c, const char *cluster_path, f
                              fsmoe_tier tier, fsmoe_line *out, char *note, size_t note_len,
                              fsmoe_error *err)
 {
+    return fsmoe_cost_line_at(c, cluster_path, op, tier, 0, out, note, note_len, err);
+}
+
+fsmoe_status fsmoe_cost_line_at(const fsmoe_cluster *c, const char *cluster_path, fsmoe_op op,
+                                fsmoe_tier tier, int ranks, fsmoe_line *out, char *note,
+                                size_t note_len, fsmoe_error *err)
+{
     *out = fsmoe_line_zero();
     if ((unsigned)op >= FSMOE_OP_COUNT || (unsigned)tier >= FSMOE_TIER_COUNT)
         return fsmoe_fail(err, FSMOE_ERR_INTERNAL, "fsmoe_cost_line: op %d tier %d out of range",
                           (int)op, (int)tier);
-    char sub[512] = "";
-    if (lookup(c, op, tier, out, sub, sizeof sub, 0)) {
+    char sub[1024] = "";
+    if (lookup(c, op, tier, ranks, out, sub, sizeof sub, 0)) {
         if (sub[0])
             note_lines_add(note, note_len, sub);
         return FSMOE_OK;

@@ -7,7 +7,29 @@
  *   - world tier missing -> inter tier (the inter-node link bounds an EP&ESP AllToAll);
  *   - allreduce missing on a tier -> reducescatter + allgather on it (ring AllReduce = RS + AG);
  *   - saa missing -> alltoall(world) + allgather(intra) run back to back (no overlap credit).
- * Anything else missing is an error naming the profile, the op and the tier. */
+ * Anything else missing is an error naming the profile, the op and the tier.
+ *
+ * Group size. A profile may hold an (op, tier) at several group sizes (cluster.h `ranks`); a
+ * plan needs it at the size p of its logical group (fsmoe_group_size). The line used is:
+ *   - p measured: that entry, exactly (no note);
+ *   - otherwise scaled by bus bandwidth (nccl-tests' busbw = algbw·s(p), with
+ *     s(p) = (p−1)/p for AllToAll, AllGather, ReduceScatter and SAA and 2(p−1)/p for
+ *     AllReduce; busbw is the per-link rate, which does not depend on p): β/s(p) is seconds
+ *     per bus byte, so from one measured size p0, β(p) = β(p0)·s(p)/s(p0);
+ *     between two measured sizes p0 < p < p1, β(p)/s(p) and α are linear in p between theirs;
+ *     below or above every measured size, β from the nearest (as above) and α on the line
+ *     through the two nearest sizes (α(p) = α_near + k·(p − p_near), k ≥ 0, α ≥ 0): the ring
+ *     algorithms NCCL and MPI use for AllGather, ReduceScatter and AllReduce take p−1 (2(p−1))
+ *     latency-bound steps, and an AllToAll posts p−1 sends, so α grows linearly in p when the
+ *     per-step latency matters; with a single measured size α is kept as measured — one size
+ *     cannot separate the per-step part from the fixed launch and synchronisation cost, which
+ *     dominates measured α (FSMoE Testbed A: α_a2a = 287 µs over 6 nodes, against a few µs
+ *     per InfiniBand step), so scaling it with p−1 would move most of a fixed cost;
+ *   - the world tier, when absent, falls back to the inter tier at ⌈p/G⌉ nodes.
+ * Scaled lines carry no measured entry (fsmoe_line.entry = NULL: their points are not at this
+ * size) and add one note, e.g. "alltoall inter: measured at 6 ranks, scaled to 4 by bus
+ * bandwidth (beta x 0.9 = s(4)/s(6), ...)". Caveat: on 2 nodes NCCL may pick its tree
+ * algorithm, whose busbw can exceed the ring's; the model then over-estimates β there. */
 #ifndef FSMOE_COST_H
 #define FSMOE_COST_H
 
@@ -60,6 +82,21 @@ fsmoe_line fsmoe_line_zero(void);
 fsmoe_status fsmoe_cost_line(const fsmoe_cluster *c, const char *cluster_path, fsmoe_op op,
                              fsmoe_tier tier, fsmoe_line *out, char *note, size_t note_len,
                              fsmoe_error *err);
+
+/* The same at a group of `ranks` (the group-size rule above; ranks <= 0: the widest entry as
+ * measured, which is what fsmoe_cost_line does). */
+fsmoe_status fsmoe_cost_line_at(const fsmoe_cluster *c, const char *cluster_path, fsmoe_op op,
+                                fsmoe_tier tier, int ranks, fsmoe_line *out, char *note,
+                                size_t note_len, fsmoe_error *err);
+
+/* nccl-tests' bus-bandwidth factor s(p): 2(p−1)/p for AllReduce, (p−1)/p for the other
+ * collectives, 1 for local operations. */
+double fsmoe_busbw_factor(fsmoe_op op, int ranks);
+
+/* The group-size rule on entries of one (op, tier), ascending by ranks (n >= 1; no two with
+ * the same ranks). Writes how the line was obtained to `how` ("" when an entry matched). */
+fsmoe_line fsmoe_line_at_ranks(fsmoe_op op, const fsmoe_cost_entry *const *entries, int n,
+                               int ranks, char *how, size_t how_len);
 
 /* Time from the entry's measured points: piecewise-linear in n between points, the fitted line
  * outside their range or when the entry has fewer than two points. */

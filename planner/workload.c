@@ -42,17 +42,19 @@ void workload_shape_from_model(const fsmoe_model *m, workload_shape *out)
 }
 
 /* The line of `op` for logical group g: a zero line when the group has one member (nothing is
- * communicated), else the profile's entry on the tier the group spans. */
+ * communicated), else the profile's line on the tier the group spans at the group's size
+ * (measured there, or scaled from the sizes measured: cost.h, noted in w->notes). */
 static fsmoe_status group_line(const fsmoe_cluster *c, const char *path, const fsmoe_parallel *par,
                                fsmoe_group g, fsmoe_op op, fsmoe_line *out, workload_lines *w,
                                fsmoe_error *err)
 {
-    if (fsmoe_group_size(par, g) <= 1) {
+    int size = fsmoe_group_size(par, g);
+    if (size <= 1) {
         *out = fsmoe_line_zero();
         return FSMOE_OK;
     }
-    return fsmoe_cost_line(c, path, op, fsmoe_group_tier(par, g), out, w->notes,
-                           sizeof w->notes, err);
+    return fsmoe_cost_line_at(c, path, op, fsmoe_group_tier(par, g), size, out, w->notes,
+                              sizeof w->notes, err);
 }
 
 fsmoe_status workload_lines_init(const fsmoe_cluster *c, const char *cluster_path,
@@ -78,9 +80,10 @@ fsmoe_status workload_lines_init(const fsmoe_cluster *c, const char *cluster_pat
      * AllGather alone. */
     fsmoe_status st;
     if (fsmoe_group_size(par, FSMOE_GROUP_EP_ESP) > 1)
-        st = fsmoe_cost_line(c, cluster_path, FSMOE_OP_SAA,
-                             fsmoe_group_tier(par, FSMOE_GROUP_EP_ESP), &out->saa, out->notes,
-                             sizeof out->notes, err);
+        st = fsmoe_cost_line_at(c, cluster_path, FSMOE_OP_SAA,
+                                fsmoe_group_tier(par, FSMOE_GROUP_EP_ESP),
+                                fsmoe_group_size(par, FSMOE_GROUP_EP_ESP), &out->saa, out->notes,
+                                sizeof out->notes, err);
     else
         st = (out->saa = out->ag_mp, FSMOE_OK);
     if (st != FSMOE_OK)

@@ -210,8 +210,12 @@ static const bad_row bad_rows[] = {
      "    r2: 0.99\n  - op: alltoall\n    tier: inter\n    ranks: 2\n    alpha_s: 0\n"
      "    beta_s_per_byte: 0\n    r2: 1\n",
      FSMOE_ERR_VALUE,
-     ":18:5: ops[2]: second entry for alltoall on tier inter (first at line 7; expected one "
-     "entry per op and tier)"},
+     ":18:5: ops[2]: second entry for alltoall on tier inter at 2 ranks (first at line 7; "
+     "expected one entry per op, tier and ranks)"},
+    {CLUSTER, "  - op: gemm\n", "  - op: gemm\n    tier: local\n    alpha_s: 0\n"
+     "    beta_s_per_mac: 0\n    r2: 1\n  - op: gemm\n", FSMOE_ERR_VALUE,
+     ":18:5: ops[2]: second entry for gemm on tier local at 1 rank (first at line 13; expected "
+     "one entry per op, tier and ranks)"},
     {CLUSTER, "nodes: 2\n", "nodes: [2]\n", FSMOE_ERR_SCHEMA,
      ":4:8: nodes: expected an integer in [1, 262144], got a sequence"},
     {CLUSTER, "gpus_per_node: 4\n", "gpus_per_node: 0\n", FSMOE_ERR_VALUE,
