@@ -18,6 +18,12 @@ typedef struct {
     const fsmoe_cost_entry *a2a;  /* inter-node AllToAll over e ranks */
     const fsmoe_cost_entry *ag;   /* intra-node AllGather over t ranks */
     const fsmoe_cost_entry *copy; /* D2D copy; NULL = free */
+    /* Costs MoNTA's formulas leave out (0 = the paper's model, what monta_problem_init sets):
+     * chunk_sync_s is paid by every chunk collective of O2/O3 and by O3's copy (a collective
+     * issued behind an event from another stream starts when its slowest rank gets there);
+     * o3_stall_s: in O3 the copy of chunk j holds the AllGather of chunk j+1 back for
+     * min(copy, o3_stall_s) (both are load/store kernels on the same SMs and HBM). */
+    double chunk_sync_s, o3_stall_s;
 } monta_problem;
 
 typedef struct {
@@ -51,5 +57,47 @@ typedef struct {
  * points; a derived line becomes a line-only entry kept in *store. */
 void monta_problem_init(monta_problem *mp, const workload_shape *s, const fsmoe_parallel *par,
                         const workload_lines *w, monta_entries *store);
+
+/* The two costs above for MoNTA's 2 × 8 A800, calibrated on the paper's own measurements (MoNTA
+ * §6, Fig. 14, every size in 4 chunks, I = 256 MB per 8K tokens) — no profile field holds them
+ * yet. On clusters/monta-a800.yaml: O1 ahead of O2 at 8K needs sync ≥ 75 µs, O2 ahead of O1 at
+ * 32K needs sync ≤ 330 µs; O2 ahead of O3 up to 128K needs stall > 0.63 ms, O3 ahead of O2 at
+ * 256K stall < 1.5 ms. The paper names both causes (AllGather and D2D copy contending for
+ * memory and stalling each other's kernels; fixed per-operation latency and ranks that reach a
+ * chunk at different times); tests/test_monta.c checks the four choices and each edge. */
+#define MONTA_A800_CHUNK_SYNC_S 100e-6
+#define MONTA_A800_O3_STALL_S 1.0e-3
+
+/* One training iteration of a model whose every MoE layer's AllToAll is one strategy, as
+ * MoNTA's end-to-end run plays it (DeepSpeed's sequential layer, MoNTA §6): per MoE block
+ * forward attention, dispatch, expert, the tensor-parallel AllReduce of the expert output,
+ * combine; backward the same with the backward times; the DP Gradient-AllReduce after the
+ * backward. Only the two AllToAlls of each phase differ between strategies. */
+typedef struct {
+    double iteration_s[4];   /* by fsmoe_a2a_strategy: base, O1, O2, O3 */
+    double a2a_s[4];         /* one AllToAll of I bytes by that strategy */
+    int chunks[4];           /* 1 for base and O1 */
+    double gain[4];          /* 1 − iteration / base iteration */
+    double a2a_share[4];     /* share of that iteration spent in the AllToAlls */
+    double other_s;          /* the iteration without its AllToAlls (the same for all four) */
+    double I;                /* bytes per AllToAll */
+    long moe_layers;
+    fsmoe_a2a_strategy best; /* the fastest iteration */
+} monta_e2e;
+
+/* m resolved to par (fsmoe_model_resolve), c the profile read from cluster_path; chunk_sync_s
+ * and o3_stall_s as in monta_problem. */
+fsmoe_status monta_end_to_end(const fsmoe_model *m, const fsmoe_parallel *par,
+                              const fsmoe_cluster *c, const char *cluster_path,
+                              double chunk_sync_s, double o3_stall_s, monta_e2e *out,
+                              fsmoe_error *err);
+
+/* MoNTA's end-to-end configuration (MoNTA §6, Table 7): models/llama-2x70b-moe.yaml (2×70B,
+ * 8K tokens, t = 8, e = 2, dp = 2) with capacity factor 1 — E = k = 2, every token visits both
+ * experts, so nothing is padded and I = k·B·L·M·b = 268 MB, the paper's "256 M" (Table 8) —
+ * on clusters/monta-a800.yaml with the A800 costs above (0 for the paper's own formulas when
+ * paper_formulas is set). root: the source tree (NULL = "."). */
+fsmoe_status monta_end_to_end_paper(const char *root, int paper_formulas, monta_e2e *out,
+                                    fsmoe_error *err);
 
 #endif
