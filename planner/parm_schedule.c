@@ -17,8 +17,9 @@
  *
  * Chunked PauseMP (our extension; Parm itself runs r = 1): pipelining the EP&ESP AllToAll with
  * the experts is orthogonal to pausing MP, so S1 and S2 are split into r chunks like FSMoE's
- * layer. PauseMP computes each token once per EP&ESP group, so the expert work per GPU is
- * FSMoE's n_exp. The S1 MP AllGather gathers the whole layer output and is not chunked (it
+ * layer. PauseMP computes each token once (the MP-Split removed the N_MP duplicates), so the
+ * expert work per GPU is the ESP pipeline's n_exp (which carries the duplicates) / N_MP.
+ * The S1 MP AllGather gathers the whole layer output and is not chunked (it
  * follows the last combine). The makespan is the exact max of chains in parm_schedule.h.
  * Relies on: workload.h lines (cost.h). */
 #include "parm_schedule.h"
@@ -122,11 +123,11 @@ int parm_pausemp_problems(const workload_shape *s, const fsmoe_parallel *par,
         fwd->serial_s = 0.0;
     }
     fwd->exp_alpha = wl->fwd.exp_alpha, fwd->exp_beta = wl->fwd.exp_beta;
-    fwd->n_exp = wl->fwd.n_exp;
+    fwd->n_exp = wl->fwd.n_exp / par->mp; /* the duplicates are gone (see the header) */
     fwd->t_gar = 0.0;
     fwd->r_max = workload_r_max(wl->tokens_per_expert, fwd->u);
     *bwd = *fwd;
     bwd->exp_alpha = wl->bwd.exp_alpha, bwd->exp_beta = wl->bwd.exp_beta;
-    bwd->n_exp = wl->bwd.n_exp;
+    bwd->n_exp = wl->bwd.n_exp / par->mp;
     return par->mp > 1 && (kind == FSMOE_SCHED_S1 || has_a2a);
 }

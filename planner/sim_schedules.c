@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "locate.h"
+#include "moe_seq.h"
 #include "parm_schedule.h"
 
 static const char *const sched_names[SIM_SCHED_COUNT] = {
@@ -162,31 +163,18 @@ static int moe_pipelined(gen *g, const workload_layer *wl, int r, int prev, doub
     return join(g, ends, r);
 }
 
-/* DeepSpeed-MoE (Parm's baseline, design.md §6): tokens duplicated over MP. */
-static int moe_deepspeed(gen *g, const workload_layer *wl, int prev)
+/* DeepSpeed-MoE or Parm's baseline (moe_seq.h): every operation after the previous one on one
+ * stream. */
+static int moe_sequential(gen *g, moe_seq_kind kind, int prev)
 {
+    static const int res[] = {[MOE_SEQ_COMPUTE] = SIM_R_COMPUTE, [MOE_SEQ_INTRA] = SIM_R_INTRA,
+                              [MOE_SEQ_INTER] = SIM_R_INTER};
     const sim_model *m = g->m;
-    const workload_lines *w = &m->lines;
-    double esp = m->par.esp, b = m->shape.bytes_per_element;
-    double xg = (double)m->shape.B * m->shape.L * m->shape.M * esp * b; /* ESP-AG output */
-    double y = m->shape.k * cap_f(m) * m->shape.B * m->shape.L * m->shape.M * esp * b;
-    int bwd = g->phase != SIM_PHASE_FWD;
-    const pipeline_problem *p = bwd ? &wl->bwd : &wl->fwd;
-    int st = g->st_comm;
-    if (!bwd)
-        prev = add_line(g, SIM_R_INTRA, st, SIM_OP_AG, &w->ag_esp, m->par.esp > 1 ? xg : 0.0, 1,
-                        -1, prev);
-    prev = add_line(g, SIM_R_INTER, st, SIM_OP_A2A, &w->a2a_ep, m->par.ep > 1 ? y : 0.0, 1, -1,
-                    prev);
-    prev = add(g, SIM_R_COMPUTE, -1, SIM_OP_EXPERT, p->exp_alpha, p->exp_beta, p->n_exp * esp, 1,
-               -1, prev);
-    prev = add_line(g, SIM_R_INTRA, st, SIM_OP_AR_ESP, &w->ar_esp, m->par.esp > 1 ? y : 0.0, 1,
-                    -1, prev);
-    prev = add_line(g, SIM_R_INTER, st, SIM_OP_A2A, &w->a2a_ep, m->par.ep > 1 ? y : 0.0, 1, -1,
-                    prev);
-    if (bwd)
-        prev = add_line(g, SIM_R_INTRA, st, SIM_OP_RS, &w->rs_esp, m->par.esp > 1 ? xg : 0.0, 1,
-                        -1, prev);
+    moe_seq_op ops[MOE_SEQ_MAX_OPS];
+    int n = moe_seq_ops(kind, &m->shape, &m->par, &m->lines, g->phase != SIM_PHASE_FWD, ops);
+    for (int i = 0; i < n; i++)
+        prev = add(g, res[ops[i].where], ops[i].where == MOE_SEQ_COMPUTE ? -1 : g->st_comm,
+                   ops[i].kind, ops[i].alpha_s, ops[i].beta_s, ops[i].n, 1, -1, prev);
     return prev;
 }
 
@@ -273,8 +261,10 @@ static int moe_monta(gen *g, const sim_layer *L, int prev)
                (double)m->shape.bytes_per_element;
     const pipeline_problem *p = g->phase == SIM_PHASE_FWD ? &L->wl.fwd : &L->wl.bwd;
     prev = monta_a2a(g, strategy, N, I, prev);
-    prev = add(g, SIM_R_COMPUTE, -1, SIM_OP_EXPERT, p->exp_alpha, p->exp_beta, p->n_exp, 1, -1,
-               prev);
+    /* every rank holds all I bytes of tokens again and computes its H/N_ESP slice (p->n_exp
+     * is the ESP pipeline's: N_ESP gathered copies on the slice) */
+    prev = add(g, SIM_R_COMPUTE, -1, SIM_OP_EXPERT, p->exp_alpha, p->exp_beta,
+               p->n_exp / m->par.esp, 1, -1, prev);
     prev = add_line(g, SIM_R_INTRA, g->st_comm, SIM_OP_RS, &m->lines.rs_esp,
                     m->par.esp > 1 ? I : 0.0, 1, -1, prev);
     return monta_a2a(g, strategy, N, I, prev);
@@ -309,8 +299,9 @@ static int moe_phase(gen *g, const sim_layer *L, int prev, double gar_bytes,
 {
     switch (g->k) {
     case SIM_SCHED_DEEPSPEED:
+        return moe_sequential(g, MOE_SEQ_DEEPSPEED, prev);
     case SIM_SCHED_PARM_BASELINE:
-        return moe_deepspeed(g, &L->wl, prev);
+        return moe_sequential(g, MOE_SEQ_PARM_BASELINE, prev);
     case SIM_SCHED_PARM_S1:
     case SIM_SCHED_PARM_S2:
         return moe_pausemp(g, &L->wl, g->k == SIM_SCHED_PARM_S2 ? FSMOE_SCHED_S2 : FSMOE_SCHED_S1,

@@ -1,11 +1,28 @@
 /* Implements: the per-GPU workloads and times of one MoE layer and the dense blocks around it
  * (FSMoE §4 workloads, design.md §3–§5), on the α-β cost model of libfsmoe/cost.h.
  *
- *   n_a2a = k·f·B·L·M·b / N_ESP            bytes per AllToAll (0 when N_EP = 1: no AllToAll)
- *   n_ag  = n_rs = k·f·B·L·M·b             bytes (0 when N_ESP = 1: no ESP collective)
- *   n_exp = k·f·B·L·M·(H/N_ESP)·n_gemm     MACs (n_gemm = 2 GPT FFN, 3 SwiGLU)
+ * FSMoE's ESP pipeline as the paper ran it (and Tutel, which it extends): the B·L tokens on a
+ * GPU are duplicated over its MP group (Megatron tensor parallelism of the attention) and enter
+ * the MoE layer as they are — nothing removes the duplicates:
+ *   n_a2a = k·f·B·L·M·b                    bytes per AllToAll (0 when N_EP = 1)
+ *   n_ag  = n_rs = N_ESP·k·f·B·L·M·b       bytes, the gathered output (0 when N_ESP = 1)
+ *   n_exp = k·f·B·L·M·H·n_gemm             MACs (N_ESP·k·f·B·L tokens on an H/N_ESP shard)
  *   T     = k·f·B·L / E                    tokens per expert (capacity)
- * f = 0 ("none", no dropping) is planned as f = 1: balanced routing with nothing dropped.
+ * n_gemm = 2 for a GPT FFN, 3 for SwiGLU. The per-GPU cost of this layer does not depend on
+ * N_MP; N_MP enters where a schedule removes the duplicates (Parm's S1/S2, DeepSpeed's
+ * drop_tokens, MoNTA's O1–O3: their files divide by N_MP) and in the attention.
+ *
+ * Evidence (FSMoE Table 2: B = 4, L = 1024, k = 2, f = 1.2 as in §6, fp32; measured time over
+ * the time Fig. 5's lines give for the two readings; design.md first divided n_a2a and n_exp by
+ * N_ESP and did not multiply n_ag):
+ *                       this reading          the ÷N_ESP reading
+ *   AllToAll            0.92–1.13 (A and B)   4.1–7.0
+ *   expert              0.39–0.76             2.8–4.7
+ *   AllGather/RS, B     1.46–1.51             5.8–6.0
+ *   AllGather/RS, A     0.16–0.18             1.15–1.40
+ * The AllToAll and the expert settle it: neither shrinks with N_ESP (A has N_ESP = 8, B 4).
+ * Testbed A's AllGather/ReduceScatter fit neither reading of its Fig. 5 lines consistently with
+ * B's (see clusters/testbed-a.yaml); B's, where the paper's lines and Table 2 agree, is kept.
  *
  * Backward (FSMoE §4.4 says "α_exp, β_exp and n_exp are doubled"): taken literally that doubles
  * β·n twice, i.e. quadruples the expert's MAC time. Physically the backward of each GEMM is two
@@ -146,9 +163,9 @@ void workload_layer_init(const workload_shape *s, const fsmoe_parallel *par,
     const int n_gemm = fsmoe_expert_gemms(s->expert);
     const double routed = s->k * f * B * L; /* token copies leaving this GPU's gate */
 
-    out->n_a2a = par->ep > 1 ? routed * M * b / esp : 0.0;
-    out->n_ag = out->n_rs = par->esp > 1 ? routed * M * b : 0.0;
-    out->n_exp = routed * M * (H / esp) * n_gemm;
+    out->n_a2a = par->ep > 1 ? routed * M * b : 0.0;
+    out->n_ag = out->n_rs = par->esp > 1 ? esp * routed * M * b : 0.0;
+    out->n_exp = routed * M * H * n_gemm; /* esp·routed tokens on an H/esp shard */
     out->tokens_per_expert = E > 0.0 ? routed / E : 0.0;
     out->r_max = workload_r_max(out->tokens_per_expert, out->n_a2a);
 

@@ -151,8 +151,9 @@ static void test_grid(void **state)
 
 /* FSMoE §4 workloads of configuration 0 on Testbed B (B=1, L=256, M=1024, H=2048, f=1.2, GPT,
  * E = ep = 8, esp = mp = 4, k = 2, fp32), by hand: k·f·B·L = 614.4 routed tokens;
- * n_a2a = 614.4·1024·4/4, n_ag = n_rs = 614.4·1024·4, n_exp = 614.4·1024·(2048/4)·2 MACs,
- * T = 614.4/8 = 76.8, r_max = min(64, 76, floor(629145.6/65536) = 9) = 9. Backward: 2× GEMM
+ * n_a2a = 614.4·1024·4 (the MP duplicates travel), n_ag = n_rs = 4·n_a2a (N_ESP gathered
+ * copies), n_exp = 614.4·1024·2048·2 MACs (4·614.4 tokens on a 2048/4 shard),
+ * T = 614.4/8 = 76.8, r_max = min(64, 76, floor(2516582.4/65536) = 38) = 38. Backward: 2× GEMM
  * calls and MACs, same β per MAC. Attention gradients (M·3M/4 + M·M/4 + 2M)·4 bytes. */
 static void test_workload_config0(void **state)
 {
@@ -169,11 +170,11 @@ static void test_workload_config0(void **state)
     assert_int_equal(table4_shape('b', 0, &par, &s, &err), FSMOE_OK);
     workload_layer l;
     workload_layer_init(&s, &par, &w, &l);
-    assert_true(fabs(l.n_a2a - 629145.6) < 1e-6);
-    assert_true(fabs(l.n_ag - 2516582.4) < 1e-6 && l.n_rs == l.n_ag);
-    assert_true(fabs(l.n_exp - 644245094.4) < 1e-3);
+    assert_true(fabs(l.n_a2a - 2516582.4) < 1e-6);
+    assert_true(fabs(l.n_ag - 10066329.6) < 1e-6 && l.n_rs == l.n_ag);
+    assert_true(fabs(l.n_exp - 2576980377.6) < 1e-3);
     assert_true(fabs(l.tokens_per_expert - 76.8) < 1e-12);
-    assert_int_equal(l.r_max, 9);
+    assert_int_equal(l.r_max, 38);
     const double a_gemm = 9.24e-2 / 1e3;
     assert_true(fabs(l.fwd.exp_alpha - 2 * a_gemm) < 1e-15);
     assert_true(fabs(l.bwd.exp_alpha - 4 * a_gemm) < 1e-15);

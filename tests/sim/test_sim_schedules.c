@@ -79,9 +79,9 @@ static double line(const fsmoe_cluster *c, const char *path, fsmoe_op op, fsmoe_
     return n > 0.0 ? l.alpha_s + l.beta_s * n : 0.0;
 }
 
-/* Everything in deepspeed runs one after another, so the iteration is the sum of design.md §6's
- * baseline collectives, the experts (N_ESP× the FSMoE MACs: duplicated tokens), attention and its
- * MP AllReduce, and the gradient AllReduce — written here from the profile, not the generator. */
+/* Everything in parm-baseline and deepspeed runs one after another, so the iteration is the sum
+ * of design.md §6's collectives, the experts (and DeepSpeed's einsums), attention and its MP
+ * AllReduce, and the gradient AllReduce — written here from the profile, not the generator. */
 static void check_sequential_sum(const fsmoe_cluster *c, const char *path, int i)
 {
     sim s;
@@ -117,15 +117,35 @@ static void check_sequential_sum(const fsmoe_cluster *c, const char *path, int i
     double gar = line(c, path, FSMOE_OP_ALLREDUCE, FSMOE_TIER_INTER, grads);
     double want = (ag + a2a + e_f + ar_esp + a2a) + at_f + at_b + (a2a + e_b + ar_esp + a2a + rs) +
                   gar;
-    double t = run(&s, &m, SIM_SCHED_DEEPSPEED, NULL);
+    double t = run(&s, &m, SIM_SCHED_PARM_BASELINE, NULL);
+    if (fabs(t - want) > 1e-9 * want)
+        print_error("config %d: parm-baseline %.12g s, closed sum %.12g s\n", i, t, want);
+    assert_true(fabs(t - want) <= 1e-9 * want);
+
+    /* deepspeed with N_ESP = N_MP > 1: expert tensor parallelism. The duplicated tokens go to
+     * the AllToAll as they are (R·M·b), each rank computes its H/N_ESP slice of R tokens, the
+     * row-parallel output (backward: input gradient) is all-reduced over ESP; GShard's dispatch
+     * and combine einsums (S·E·C·M = R·S·M MACs each, backward 2×) around them. */
+    assert_true(esp > 1 && esp == mp);
+    double S = B * Lq, R = w->k * f * S;
+    double ds_a2a = line(c, path, FSMOE_OP_ALLTOALL, FSMOE_TIER_INTER, R * M * b);
+    double ds_ar = line(c, path, FSMOE_OP_ALLREDUCE, FSMOE_TIER_INTRA, R * M * b);
+    double ds_x = R * M * H * ng / esp, ein = R * S * M;
+    double ds_f = 2 * (g.alpha_s + g.beta_s * ein) + 2 * ds_a2a + ds_ar + ng * g.alpha_s +
+                  g.beta_s * ds_x;
+    double ds_b = 2 * (2 * g.alpha_s + 2 * g.beta_s * ein) + 2 * ds_a2a + ds_ar +
+                  2 * ng * g.alpha_s + 2 * g.beta_s * ds_x;
+    want = ds_f + at_f + at_b + ds_b + gar;
+    t = run(&s, &m, SIM_SCHED_DEEPSPEED, NULL);
     if (fabs(t - want) > 1e-9 * want)
         print_error("config %d: deepspeed %.12g s, closed sum %.12g s\n", i, t, want);
     assert_true(fabs(t - want) <= 1e-9 * want);
 
     /* tutel with r = 1: one communication stream, no chunks, AllReduce after backward: also a
-     * plain sum, with FSMoE's (deduplicated) workloads of design.md §4 */
-    double n_a2a = w->k * f * B * Lq * M * b / esp, n_ag = w->k * f * B * Lq * M * b;
-    double n_exp = w->k * f * B * Lq * M * (H / esp) * ng;
+     * plain sum, with the ESP pipeline's workloads of design.md §4 (the MP duplicates travel;
+     * N_ESP copies gathered) */
+    double n_a2a = w->k * f * B * Lq * M * b, n_ag = esp * n_a2a;
+    double n_exp = w->k * f * B * Lq * M * H * ng;
     double t_a2a = line(c, path, FSMOE_OP_ALLTOALL, FSMOE_TIER_INTER, n_a2a);
     double t_ag = line(c, path, FSMOE_OP_ALLGATHER, FSMOE_TIER_INTRA, n_ag);
     double t_rs = line(c, path, FSMOE_OP_REDUCESCATTER, FSMOE_TIER_INTRA, n_ag);

@@ -1,0 +1,133 @@
+/* Implements: the unpipelined MoE layers of moe_seq.h (DeepSpeed-MoE's two modes, Parm's
+ * baseline) as operation lists; see the header for the derivation of every size.
+ * Relies on: workload.h, cost.h (fsmoe_line), sim.h (operation kinds). */
+#include "moe_seq.h"
+
+#include <string.h>
+
+ds_mode deepspeed_mode(const fsmoe_parallel *par)
+{
+    return par->esp > 1 ? DS_MODE_EXPERT_TP : DS_MODE_DROP_TOKENS;
+}
+
+const char *ds_mode_name(ds_mode m)
+{
+    return m == DS_MODE_EXPERT_TP ? "expert-tp" : "drop-tokens";
+}
+
+typedef struct {
+    moe_seq_op *out;
+    int n;
+} seq;
+
+static void push(seq *q, moe_seq_where where, sim_op_kind kind, double alpha, double beta,
+                 double n)
+{
+    if (!(n > 0.0) || q->n >= MOE_SEQ_MAX_OPS)
+        return;
+    q->out[q->n++] = (moe_seq_op){.where = where, .kind = kind, .alpha_s = alpha, .beta_s = beta,
+                                  .n = n};
+}
+
+static void push_line(seq *q, moe_seq_where where, sim_op_kind kind, const fsmoe_line *l,
+                      double n)
+{
+    push(q, where, kind, l->alpha_s, l->beta_s, n);
+}
+
+/* The expert's GEMMs on `macs` (forward; the backward twice the calls and the MACs). */
+static void push_expert(seq *q, const workload_shape *s, const workload_lines *w, double macs,
+                        int bwd)
+{
+    int calls = fsmoe_expert_gemms(s->expert) * (bwd ? 2 : 1);
+    push(q, MOE_SEQ_COMPUTE, SIM_OP_EXPERT, calls * w->gemm.alpha_s, w->gemm.beta_s,
+         macs * (bwd ? 2.0 : 1.0));
+}
+
+/* One GShard einsum of S·E·C·M = R·S·M MACs (backward: twice). */
+static void push_einsum(seq *q, const workload_lines *w, double macs, int bwd)
+{
+    push(q, MOE_SEQ_COMPUTE, SIM_OP_GATE, (bwd ? 2.0 : 1.0) * w->gemm.alpha_s, w->gemm.beta_s,
+         macs * (bwd ? 2.0 : 1.0));
+}
+
+static void deepspeed_ops(seq *q, const workload_shape *s, const fsmoe_parallel *par,
+                          const workload_lines *w, int bwd)
+{
+    const double b = s->bytes_per_element, M = (double)s->M, H = (double)s->H;
+    const double f = s->f > 0.0 ? s->f : 1.0;
+    const double S = (double)s->B * (double)s->L;
+    const double R = s->k * f * S;
+    const double mp = par->mp, esp = par->esp;
+    const int n_gemm = fsmoe_expert_gemms(s->expert);
+    const double einsum = R * S * M;
+    const int a2a_ep = par->ep > 1;
+
+    push_einsum(q, w, einsum, bwd); /* backward: the combine's first */
+    if (deepspeed_mode(par) == DS_MODE_DROP_TOKENS) {
+        /* forward: drop_tokens is a local slice; backward: gather_tokens' is */
+        double sent = R * M * b / mp;
+        push_line(q, MOE_SEQ_INTER, SIM_OP_A2A, &w->a2a_ep, a2a_ep ? sent : 0.0);
+        push_expert(q, s, w, R * M * H * n_gemm / mp, bwd);
+        push_line(q, MOE_SEQ_INTER, SIM_OP_A2A, &w->a2a_ep, a2a_ep ? sent : 0.0);
+        /* forward: gather_tokens after the combine A2A; backward: drop_tokens' AllGather */
+        push_line(q, MOE_SEQ_INTRA, SIM_OP_AG, &w->ag_mp, mp > 1 ? R * M * b : 0.0);
+        if (bwd && mp > 1) {
+            /* the whole expert sits on every MP rank, each saw other tokens */
+            double per_expert = n_gemm * M * H + (s->expert == FSMOE_EXPERT_GPT ? H + M : 0.0);
+            double experts = par->ep > 0 ? (double)s->E / par->ep : (double)s->E;
+            push_line(q, MOE_SEQ_INTRA, SIM_OP_AR_MP, &w->ar_mp, experts * per_expert * b);
+        }
+    } else {
+        double sent = R * M * b;
+        push_line(q, MOE_SEQ_INTER, SIM_OP_A2A, &w->a2a_ep, a2a_ep ? sent : 0.0);
+        push_expert(q, s, w, R * M * H * n_gemm / esp, bwd);
+        push_line(q, MOE_SEQ_INTRA, SIM_OP_AR_ESP, &w->ar_esp, R * M * b);
+        push_line(q, MOE_SEQ_INTER, SIM_OP_A2A, &w->a2a_ep, a2a_ep ? sent : 0.0);
+    }
+    push_einsum(q, w, einsum, bwd);
+}
+
+static void parm_baseline_ops(seq *q, const workload_shape *s, const fsmoe_parallel *par,
+                              const workload_lines *w, int bwd)
+{
+    const double b = s->bytes_per_element, M = (double)s->M, H = (double)s->H;
+    const double f = s->f > 0.0 ? s->f : 1.0;
+    const double S = (double)s->B * (double)s->L;
+    const double R = s->k * f * S;
+    const double esp = par->esp;
+    const double y = R * M * esp * b;
+    const double gathered = esp > 1 ? S * M * esp * b : 0.0;
+    const double a2a = par->ep > 1 ? y : 0.0;
+
+    if (!bwd)
+        push_line(q, MOE_SEQ_INTRA, SIM_OP_AG, &w->ag_esp, gathered);
+    push_line(q, MOE_SEQ_INTER, SIM_OP_A2A, &w->a2a_ep, a2a);
+    push_expert(q, s, w, R * M * H * fsmoe_expert_gemms(s->expert), bwd);
+    push_line(q, MOE_SEQ_INTRA, SIM_OP_AR_ESP, &w->ar_esp, esp > 1 ? y : 0.0);
+    push_line(q, MOE_SEQ_INTER, SIM_OP_A2A, &w->a2a_ep, a2a);
+    if (bwd)
+        push_line(q, MOE_SEQ_INTRA, SIM_OP_RS, &w->rs_esp, gathered);
+}
+
+int moe_seq_ops(moe_seq_kind k, const workload_shape *s, const fsmoe_parallel *par,
+                const workload_lines *w, int bwd, moe_seq_op out[MOE_SEQ_MAX_OPS])
+{
+    seq q = {.out = out, .n = 0};
+    if (k == MOE_SEQ_DEEPSPEED)
+        deepspeed_ops(&q, s, par, w, bwd);
+    else
+        parm_baseline_ops(&q, s, par, w, bwd);
+    return q.n;
+}
+
+double moe_seq_time(moe_seq_kind k, const workload_shape *s, const fsmoe_parallel *par,
+                    const workload_lines *w, int bwd)
+{
+    moe_seq_op ops[MOE_SEQ_MAX_OPS];
+    int n = moe_seq_ops(k, s, par, w, bwd, ops);
+    double t = 0.0;
+    for (int i = 0; i < n; i++)
+        t += ops[i].alpha_s + ops[i].beta_s * ops[i].n;
+    return t;
+}
