@@ -19,16 +19,38 @@ static double chunk(double alpha, double beta, double n, double r)
     return n > 0.0 ? alpha + (n / r) * beta : 0.0; /* an op with no work does not run */
 }
 
-double baseline_tutel_layer_s(const pipeline_problem *p, int r_int)
+double baseline_one_stream_layer_s(const pipeline_problem *p, int r_int, double t_gar)
 {
     double r = r_int < 1 ? 1.0 : (double)r_int;
     double a2a = chunk(p->a2a_alpha, p->a2a_beta, p->n_a2a, r);
     double ag = chunk(p->ag_alpha, p->ag_beta, p->n_ag, r);
     double rs = chunk(p->rs_alpha, p->rs_beta, p->n_rs, r);
     double ex = chunk(p->exp_alpha, p->exp_beta, p->n_exp, r);
-    double stream = r * (2.0 * a2a + ag + rs) + ex;
+    double stream = r * (2.0 * a2a + ag + rs) + (t_gar > 0.0 ? t_gar : 0.0) + ex;
     double compute = 2.0 * a2a + ag + r * ex + rs;
     return stream > compute ? stream : compute;
+}
+
+double baseline_tutel_layer_s(const pipeline_problem *p, int r)
+{
+    return baseline_one_stream_layer_s(p, r, 0.0);
+}
+
+int baseline_one_stream_best_r(const pipeline_problem *p, double t_gar, double *time_s)
+{
+    int r_max = p->r_max < 1 ? 1 : p->r_max;
+    int best_r = 1;
+    double best = INFINITY;
+    for (int r = 1; r <= r_max; r++) {
+        double t = baseline_one_stream_layer_s(p, r, t_gar);
+        if (t < best) {
+            best = t;
+            best_r = r;
+        }
+    }
+    if (time_s)
+        *time_s = best;
+    return best_r;
 }
 
 double baseline_deepspeed_layer_s(const pipeline_problem *p, double comm_s, double dup)

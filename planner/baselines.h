@@ -25,6 +25,15 @@
  * matching FSMoE chain, so F(r) ≤ this for every r. */
 double baseline_tutel_layer_s(const pipeline_problem *p, int r);
 
+/* The same one-stream layer with a Gradient-AllReduce of t_gar seconds on that stream after the
+ * last dispatch (FSMoE-No-IIO: FSMoE's ESP pipeline without the inter/intra overlap):
+ *   max(r·(2·t_a2a + t_ag + t_rs) + t_gar + t_exp,  2·t_a2a + t_ag + r·t_exp + t_rs). */
+double baseline_one_stream_layer_s(const pipeline_problem *p, int r, double t_gar);
+
+/* The r in 1..p->r_max minimising baseline_one_stream_layer_s (ties: the smaller r); *time_s
+ * (may be NULL) gets its time. FSMoE-No-IIO's degree, forward (t_gar = 0) and backward. */
+int baseline_one_stream_best_r(const pipeline_problem *p, double t_gar, double *time_s);
+
 /* DeepSpeed-MoE's MoE layer: its communication comm_s (ESP-AllGather, Dispatch A2A,
  * ESP-AllReduce, Combine A2A; parm_choice.t_baseline_s) plus one expert pass over tokens
  * duplicated dup times (N_ESP). */

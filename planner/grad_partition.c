@@ -287,14 +287,37 @@ double grad_prefix_window_bytes(const grad_problem *p, double ready)
     return send < ready ? send : ready;
 }
 
+static double prefix_early(const grad_problem *p)
+{
+    double pre = p->prefix_grad_bytes > 0.0 ? p->prefix_grad_bytes : 0.0;
+    double e = p->prefix_early_bytes > 0.0 ? p->prefix_early_bytes : 0.0;
+    return e < pre ? e : pre;
+}
+
+double grad_prefix_early_window_bytes(const grad_problem *p, double ready)
+{
+    double e = prefix_early(p);
+    if (!(e > 0.0))
+        return 0.0;
+    double P = p->prefix_bwd_s > 0.0 ? p->prefix_bwd_s : 0.0;
+    double first = grad_prefix_window_bytes(p, ready);
+    double t0 = first > 0.0 ? grad_ar_time(&p->ar, first) : 0.0;
+    double start = p->prefix_early_s > t0 ? p->prefix_early_s : t0;
+    if (grad_ar_time(&p->ar, e) <= P - start)
+        return e;
+    double send = grad_ar_inverse(&p->ar, P - start);
+    return send < e ? send : e;
+}
+
 /* Bytes left for after the backward when `rem` ready bytes reach the prefix: its window sends
- * what fits, the prefix's own gradients are ready only at the end. */
+ * what fits, then what fits of its early gradients; the rest of the prefix's own gradients are
+ * ready only at the end. */
 static double tail_bytes_after_prefix(const grad_problem *p, double rem)
 {
     if (rem < 0.0)
         rem = 0.0;
     double pre = p->prefix_grad_bytes > 0.0 ? p->prefix_grad_bytes : 0.0;
-    return rem - grad_prefix_window_bytes(p, rem) + pre;
+    return rem - grad_prefix_window_bytes(p, rem) + pre - grad_prefix_early_window_bytes(p, rem);
 }
 
 static double tail_time(const g2ctx *c, double sent)
@@ -819,6 +842,7 @@ fsmoe_status grad_partition_solve(const grad_problem *p, grad_layer_out *out, gr
     }
     double rem = c.carry_end - sent > 0.0 ? c.carry_end - sent : 0.0;
     res->prefix_window_bytes = grad_prefix_window_bytes(p, rem);
+    res->prefix_early_window_bytes = grad_prefix_early_window_bytes(p, rem);
     res->tail_bytes = tail_bytes_after_prefix(p, rem);
     res->tail_s = grad_ar_time(&p->ar, res->tail_bytes);
     res->moe_bwd_s = moe;
@@ -958,6 +982,9 @@ void grad_baseline_eval(const grad_problem *p, grad_baseline b, double micro_op_
         /* the prefix's backward: one more dense window for what is ready */
         out->prefix_window_bytes = grad_prefix_window_bytes(p, carry);
         out->micro_ops += out->prefix_window_bytes > 0.0;
+        double early = grad_prefix_early_window_bytes(p, carry);
+        out->micro_ops += early > 0.0;
+        out->prefix_window_bytes += early;
         out->tail_bytes = tail_bytes_after_prefix(p, carry);
         out->exposed_s = grad_ar_time(&p->ar, out->tail_bytes);
         out->micro_ops += out->tail_bytes > 0.0;
@@ -992,17 +1019,35 @@ void grad_baseline_eval(const grad_problem *p, grad_baseline b, double micro_op_
     }
     /* The prefix's backward is the last dense window; what a micro-op launched in it runs past
      * its end is exposed (nothing of the backward is left to delay). */
+    /* Its early gradients join the queue when they are ready (prefix_early_s in). */
     double P = p->prefix_bwd_s > 0.0 ? p->prefix_bwd_s : 0.0, tau = 0.0;
-    while (head < tail && tau < P) {
-        lina_send(&p->ar, &q[head], unit, P, &tau, &out->micro_ops, &out->prefix_window_bytes);
+    double early = prefix_early(p);
+    double E_s = early > 0.0 && p->prefix_early_s < P ? p->prefix_early_s : P;
+    while (head < tail && tau < E_s) {
+        lina_send(&p->ar, &q[head], unit, E_s, &tau, &out->micro_ops, &out->prefix_window_bytes);
         if (!(q[head] > 0.0))
             head++;
     }
+    double early_left = early;
+    if (early > 0.0 && E_s < P) {
+        if (tau < E_s)
+            tau = E_s;
+        while (tau < P && (head < tail || early_left > 0.0)) {
+            double *buf = head < tail ? &q[head] : &early_left;
+            lina_send(&p->ar, buf, unit, P, &tau, &out->micro_ops, &out->prefix_window_bytes);
+            if (head < tail && !(q[head] > 0.0))
+                head++;
+        }
+    }
     if (tau > P)
         out->exposed_s += tau - P;
-    /* After the backward: the rest, and the prefix tensor, micro-op by micro-op. */
+    /* After the backward: the rest, and the prefix tensor (with what is left of its early
+     * gradients, or all of them when the window had no time left for them), micro-op by
+     * micro-op. */
+    double pre_rest = (p->prefix_grad_bytes > 0.0 ? p->prefix_grad_bytes : 0.0) - early +
+                      early_left;
     for (int j = head; j <= tail; j++) {
-        double rem = j < tail ? q[j] : (p->prefix_grad_bytes > 0.0 ? p->prefix_grad_bytes : 0.0);
+        double rem = j < tail ? q[j] : pre_rest;
         out->tail_bytes += rem;
         lina_send(&p->ar, &rem, unit, INFINITY, &out->exposed_s, &out->micro_ops, NULL);
     }

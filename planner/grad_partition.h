@@ -9,7 +9,19 @@
  * (grad_bytes) are ready when its backward ends; the ops before the first MoE layer (the
  * "prefix") run last: their backward is one more dense window, for the gradients already ready
  * (those of layer 0 and whatever is still carried), and their own gradients always go to the
- * tail, all-reduced after backward. Every schedule here (FSMoE, dense-only, Lina) uses it alike.
+ * tail, all-reduced after backward — except prefix_early_bytes, the gradients of the output
+ * projection (wo, bo) of the prefix's last attention block: an attention block's backward starts
+ * with that projection, so they are ready prefix_early_s into the prefix's backward and may be
+ * all-reduced in the rest of it (one more AllReduce, started when they are ready and the window's
+ * first AllReduce is done, sending what fits before the prefix's backward ends; the rest joins
+ * the tail). Every schedule here (FSMoE, dense-only, Lina) uses it alike.
+ *
+ * FSMoE's configured layer (Table 4, sweep.h) is such a prefix: one transformer block, attention
+ * then MoE; its backward visits the MoE layer first (no DP gradient is ready before it: experts
+ * have EDP = 1 in the common layout, so t_gar = 0), then the attention, during which the gate's
+ * gradients (ready when the MoE backward ends) and the projection's are all-reduced — what
+ * Tutel-Improved overlaps ("Gradient-AllReduce with non-MoE parts", FSMoE §6); the rest of the
+ * attention's gradients (wqkv, bqkv, ln1) are ready only at the end and are exposed.
  * Each window issues one AllReduce that starts with the window (so it pays α once): what does
  * not fit in the dense part runs inside the MoE layer as its t_gar.
  *
@@ -58,6 +70,9 @@ typedef struct {
     double prefix_grad_bytes;    /* gradients of the ops before the first MoE layer */
     double prefix_bwd_s;         /* their backward time (added to backward_s): the last dense
                                   * window, for the gradients ready before it */
+    double prefix_early_bytes;   /* of prefix_grad_bytes: ready prefix_early_s into the prefix's
+                                  * backward (0: none; real models' plans use 0) */
+    double prefix_early_s;
     fsmoe_line ar;               /* Gradient-AllReduce over DP: t_ar(n) = α + β·n */
     pipeline_method method;      /* how each MoE layer's r is chosen for a given t_gar */
     grad_step2_method step2;
@@ -80,6 +95,7 @@ typedef struct {
 
 typedef struct {
     double prefix_window_bytes; /* all-reduced during the prefix's backward */
+    double prefix_early_window_bytes; /* of prefix_early_bytes, all-reduced in the same window */
     double tail_bytes;     /* all-reduced after the backward pass (carried + prefix) */
     double tail_s;         /* t_ar(tail_bytes): exposed */
     double moe_bwd_s;      /* Σ F_i(t_gar_i) of the candidates run */
@@ -97,6 +113,10 @@ double grad_ar_inverse(const fsmoe_line *ar, double t);
 
 /* Bytes the prefix window sends of `ready` bytes (one AllReduce from the window's start). */
 double grad_prefix_window_bytes(const grad_problem *p, double ready);
+/* Bytes of prefix_early_bytes sent in the prefix window when `ready` bytes reached it: one
+ * AllReduce from max(prefix_early_s, end of the window's first AllReduce), what fits before
+ * prefix_bwd_s ends. */
+double grad_prefix_early_window_bytes(const grad_problem *p, double ready);
 
 /* Step 1 and step 2. `out` has p->n_layers entries (forward order). */
 fsmoe_status grad_partition_solve(const grad_problem *p, grad_layer_out *out, grad_result *res,
@@ -111,7 +131,7 @@ typedef enum { GRAD_BASE_NONE = 0, GRAD_BASE_DENSE_ONLY, GRAD_BASE_LINA } grad_b
 
 typedef struct {
     double exposed_s;  /* AllReduce time after the backward pass */
-    double prefix_window_bytes; /* sent during the prefix's backward */
+    double prefix_window_bytes; /* sent during the prefix's backward (early bytes included) */
     double delay_s;    /* extra backward time (Lina micro-ops overrunning their window) */
     double tail_bytes; /* bytes left for after the backward */
     long micro_ops;    /* Lina: micro-ops issued in total */

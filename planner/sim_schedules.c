@@ -100,20 +100,47 @@ static double cap_f(const sim_model *m)
     return m->shape.f > 0.0 ? m->shape.f : 1.0;
 }
 
-/* Dense blocks: compute (block time minus its MP AllReduce) then the MP AllReduce (intra). */
-static int dense(gen *g, const workload_layer *wl, int n_attn, int n_ffn, int prev)
+/* Backward of an attention block's output projection (its first two GEMMs: dX and dW of wo,
+ * (B·L, M) × (M, M/N_MP)); the block's wo and bo gradients are ready when it ends. */
+double sim_out_proj_bwd_s(const sim_model *m)
+{
+    const fsmoe_line *gemm = &m->lines.gemm;
+    double mp = m->par.mp > 0 ? m->par.mp : 1.0;
+    double macs = (double)m->shape.B * (double)m->shape.L * (double)m->shape.M *
+                  ((double)m->shape.M / mp);
+    return 2.0 * gemm->alpha_s + 2.0 * macs * gemm->beta_s;
+}
+
+/* Dense blocks: compute (block time minus its MP AllReduce) then the MP AllReduce (intra).
+ * early_at (backward only, may be NULL): the first attention block the backward visits is
+ * split into its output projection and the rest, and *early_at gets the task after which the
+ * projection's gradients are ready (prev when there is no attention block). */
+static int dense(gen *g, const workload_layer *wl, int n_attn, int n_ffn, int prev,
+                 int *early_at)
 {
     const sim_model *m = g->m;
     double x = tokens_bytes(m);
     double t_ar = fsmoe_line_time(&m->lines.ar_mp, x);
     int bwd = g->phase != SIM_PHASE_FWD;
+    if (early_at)
+        *early_at = prev;
     for (int i = 0; i < n_attn + n_ffn; i++) {
         int is_attn = bwd ? i >= n_ffn : i < n_attn;
         double t = is_attn ? (bwd ? wl->attn_bwd_s : wl->attn_fwd_s)
                            : (bwd ? wl->ffn_bwd_s : wl->ffn_fwd_s);
         double c = t - t_ar;
-        prev = add(g, SIM_R_COMPUTE, -1, is_attn ? SIM_OP_ATTN : SIM_OP_FFN, 0.0, 1.0,
-                   c > 0.0 ? c : 0.0, 0, -1, prev);
+        if (c < 0.0)
+            c = 0.0;
+        if (early_at && bwd && i == n_ffn && is_attn) {
+            double o = sim_out_proj_bwd_s(m);
+            if (o > c)
+                o = c;
+            prev = add(g, SIM_R_COMPUTE, -1, SIM_OP_ATTN, 0.0, 1.0, o, 0, -1, prev);
+            *early_at = prev;
+            c -= o;
+        }
+        prev = add(g, SIM_R_COMPUTE, -1, is_attn ? SIM_OP_ATTN : SIM_OP_FFN, 0.0, 1.0, c, 0, -1,
+                   prev);
         prev = add_line(g, SIM_R_INTRA, -1, SIM_OP_AR_MP, &m->lines.ar_mp, x, 0, -1, prev);
     }
     return prev;
@@ -281,6 +308,12 @@ static int layer_r(const gen *g, const sim_layer *L, const sim_build_opts *o)
     case SIM_SCHED_PARM_S1:
     case SIM_SCHED_PARM_S2:
         return 1; /* Parm does not pipeline */
+    case SIM_SCHED_FSMOE_NO_IIO:
+        if (o && (bwd ? o->r_b : o->r_f) > 0)
+            return bwd ? o->r_b : o->r_f;
+        if ((bwd ? L->noiio_r_b : L->noiio_r_f) > 0)
+            return bwd ? L->noiio_r_b : L->noiio_r_f;
+        /* fall through */
     case SIM_SCHED_FSMOE:
         if (o && (bwd ? o->r_b : o->r_f) > 0)
             return bwd ? o->r_b : o->r_f;
@@ -311,12 +344,12 @@ static int moe_phase(gen *g, const sim_layer *L, int prev, double gar_bytes,
     case SIM_SCHED_MONTA_O3:
         return moe_monta(g, L, prev);
     case SIM_SCHED_PLAN:
-    case SIM_SCHED_FSMOE_NO_IIO:
         if (L->schedule == FSMOE_SCHED_S1 || L->schedule == FSMOE_SCHED_S2)
             return moe_pausemp(g, &L->wl, L->schedule, layer_r(g, L, o), prev, gar_bytes,
-                               g->k == SIM_SCHED_PLAN ? g->st_inter : g->st_comm);
-        return moe_pipelined(g, &L->wl, layer_r(g, L, o), prev, gar_bytes,
-                             g->k == SIM_SCHED_FSMOE_NO_IIO);
+                               g->st_inter);
+        return moe_pipelined(g, &L->wl, layer_r(g, L, o), prev, gar_bytes, 0);
+    case SIM_SCHED_FSMOE_NO_IIO: /* FSMoE's ESP pipeline everywhere, one stream */
+        return moe_pipelined(g, &L->wl, layer_r(g, L, o), prev, gar_bytes, 1);
     case SIM_SCHED_FSMOE:
         return moe_pipelined(g, &L->wl, layer_r(g, L, o), prev, gar_bytes, 0);
     default: /* tutel, tutel-improved, pipemoe-lina */
@@ -354,11 +387,11 @@ static void grads_ready(gen *g, double bytes, int ready)
 
 /* Tutel-Improved: as much of the ready gradients as fits a dense window of win seconds, in one
  * AllReduce from its start (the closed form's dense-only rule, grad_partition.c). */
-static void dense_window(gen *g, double win, int window_start)
+static double dense_window(gen *g, double win, int window_start)
 {
     const fsmoe_line *ar = &g->m->lines.ar_dp;
     if (!(g->available > 0.0))
-        return;
+        return 0.0;
     double fit = ar->alpha_s + ar->beta_s * g->available <= win ? g->available
                  : ar->beta_s > 0.0 ? (win - ar->alpha_s) / ar->beta_s
                                     : g->available;
@@ -367,7 +400,9 @@ static void dense_window(gen *g, double win, int window_start)
     if (fit > 0.0) {
         add_line(g, SIM_R_INTER, g->st_ar, SIM_OP_GRAD_AR, ar, fit, PRIO_GAR, -1, window_start);
         g->available -= fit;
+        return fit;
     }
+    return 0.0;
 }
 
 double sim_model_grad_bytes(const sim_model *m)
@@ -429,12 +464,12 @@ fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_bui
     /* forward */
     g.phase = SIM_PHASE_FWD;
     g.layer = -1;
-    prev = dense(&g, wl0, m->prefix_attn, m->prefix_ffn, prev);
+    prev = dense(&g, wl0, m->prefix_attn, m->prefix_ffn, prev, NULL);
     for (int i = 0; i < m->n_layers; i++) {
         const sim_layer *L = &m->layers[i];
         g.layer = i;
         prev = moe_phase(&g, L, prev, 0.0, opts);
-        prev = dense(&g, &L->wl, L->n_attn, L->n_ffn, prev);
+        prev = dense(&g, &L->wl, L->n_attn, L->n_ffn, prev, NULL);
     }
 
     /* backward */
@@ -448,7 +483,7 @@ fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_bui
                      L->gar_dense_bytes, PRIO_GAR, -1, window_start);
         if (g.grad == GRAD_DENSE_ONLY)
             dense_window(&g, dense_time(&L->wl, L->n_attn, L->n_ffn, 1), window_start);
-        prev = dense(&g, &L->wl, L->n_attn, L->n_ffn, prev);
+        prev = dense(&g, &L->wl, L->n_attn, L->n_ffn, prev, NULL);
         grads_ready(&g, L->dense_grad_bytes, prev);
         prev = moe_phase(&g, L, prev, g.grad == GRAD_PLAN ? L->gar_moe_bytes : 0.0, opts);
         grads_ready(&g, L->moe_grad_bytes, prev);
@@ -459,10 +494,30 @@ fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_bui
     if (g.grad == GRAD_PLAN && m->fsmoe_prefix_window_bytes > 0.0)
         add_line(&g, SIM_R_INTER, gar_stream, SIM_OP_GRAD_AR, &m->lines.ar_dp,
                  m->fsmoe_prefix_window_bytes, PRIO_GAR, -1, prev);
+    double prefix_win = dense_time(wl0, m->prefix_attn, m->prefix_ffn, 1), first_sent = 0.0;
     if (g.grad == GRAD_DENSE_ONLY)
-        dense_window(&g, dense_time(wl0, m->prefix_attn, m->prefix_ffn, 1), prev);
-    prev = dense(&g, wl0, m->prefix_attn, m->prefix_ffn, prev);
-    grads_ready(&g, m->prefix_grad_bytes, prev);
+        first_sent = dense_window(&g, prefix_win, prev);
+    int early_at = prev;
+    prev = dense(&g, wl0, m->prefix_attn, m->prefix_ffn, prev, &early_at);
+    /* the prefix's early gradients (wo, bo of its last attention block): ready after that
+     * block's output projection, sent from there (grad_partition.h: after the window's first
+     * AllReduce, in what is left of the window) */
+    double early = m->prefix_early_grad_bytes < m->prefix_grad_bytes ? m->prefix_early_grad_bytes
+                                                                      : m->prefix_grad_bytes;
+    if (!(early > 0.0) || m->prefix_attn < 1)
+        early = 0.0; /* no attention block in the prefix: all ready at its end */
+    if (g.grad == GRAD_PLAN && early > 0.0 && m->fsmoe_prefix_early_bytes > 0.0)
+        add_line(&g, SIM_R_INTER, gar_stream, SIM_OP_GRAD_AR, &m->lines.ar_dp,
+                 m->fsmoe_prefix_early_bytes, PRIO_GAR, -1, early_at);
+    if (g.grad == GRAD_DENSE_ONLY && early > 0.0) {
+        double o = sim_out_proj_bwd_s(m);
+        double t0 = first_sent > 0.0 ? fsmoe_line_time(&m->lines.ar_dp, first_sent) : 0.0;
+        g.available += early;
+        dense_window(&g, prefix_win - (o > t0 ? o : t0), early_at);
+    } else if (g.grad == GRAD_LINA && early > 0.0) {
+        grads_ready(&g, early, early_at);
+    }
+    grads_ready(&g, m->prefix_grad_bytes - early, prev);
 
     /* what is left of the Gradient-AllReduce, after the backward */
     g.phase = SIM_PHASE_TAIL;
@@ -555,7 +610,8 @@ fsmoe_status sim_model_check(const sim_model *m, fsmoe_error *err)
                           m->tutel_r, SIM_MAX_CHUNKS);
     double ops = lina_ops(m->prefix_grad_bytes);
     const double fields[] = {m->prefix_grad_bytes, m->fsmoe_prefix_window_bytes,
-                             m->fsmoe_tail_bytes};
+                             m->fsmoe_tail_bytes, m->prefix_early_grad_bytes,
+                             m->fsmoe_prefix_early_bytes};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         if (!(fields[i] >= 0.0) || !isfinite(fields[i]))
             return fsmoe_fail(err, FSMOE_ERR_VALUE,
@@ -565,7 +621,7 @@ fsmoe_status sim_model_check(const sim_model *m, fsmoe_error *err)
     for (int i = 0; i < m->n_layers; i++) {
         const sim_layer *L = &m->layers[i];
         if (bad_r(L->r_f, 0) || bad_r(L->r_b, 0) || bad_r(L->esp_r_f, 1) ||
-            bad_r(L->esp_r_b, 1) || bad_chunks(L->monta_chunks_o2) ||
+            bad_r(L->esp_r_b, 1) || bad_r(L->noiio_r_f, 1) || bad_r(L->noiio_r_b, 1) || bad_chunks(L->monta_chunks_o2) ||
             bad_chunks(L->monta_chunks_o3))
             return fsmoe_fail(err, FSMOE_ERR_VALUE,
                               "simulate: layer %d: degrees r_f %d, r_b %d, ESP r_f %d, r_b %d, "

@@ -24,7 +24,10 @@
  *   tutel-improved tutel + Gradient-AllReduce overlapped with the dense backward windows only.
  *   pipemoe-lina   tutel + gradients cut into 30 MB micro-ops per generalised layer, launched
  *                  only while no A2A is ready or running on the inter link (A2A has priority).
- *   fsmoe-no-iio   the plan's r_f, r_b and gradient partition, intra and inter on one stream.
+ *   fsmoe-no-iio   FSMoE's ESP pipeline in every layer with intra and inter collectives on ONE
+ *                  stream (FSMoE Table 5), at its own degrees noiio_r_f/_b (the one-stream
+ *                  optimum at the layer's t_gar, not FSMoE's two-stream r) and the plan's
+ *                  gradient partition (window, t_gar and tail bytes).
  *   plan           the plan: every MoE layer plays the schedule the plan chose for it (its
  *                  `schedule`): the ESP pipeline (A2A on an inter-node stream, AG/RS on an
  *                  intra-node stream) or PauseMP S1/S2 in r chunks (below); the window
@@ -80,6 +83,8 @@ typedef struct {
     fsmoe_schedule schedule;  /* the MoE layer's schedule (ESP pipeline, S1, S2) */
     int r_f, r_b;
     int esp_r_f, esp_r_b;     /* the ESP pipeline's degrees (fsmoe); 0 = r_f, r_b */
+    int noiio_r_f, noiio_r_b; /* fsmoe-no-iio's own degrees (its one-stream optimum,
+                               * baselines.h baseline_one_stream_best_r); 0 = esp_r_f, esp_r_b */
     double gar_dense_bytes;   /* all-reduced from the start of this layer's dense backward */
     double gar_moe_bytes;     /* all-reduced after the last dispatch chunk of its MoE backward */
     /* MoNTA's chunk counts for O2 and O3 (≥ 1) */
@@ -94,8 +99,14 @@ typedef struct {
     sim_layer *layers;        /* forward order; owned by whoever filled it */
     /* dense ops before the first MoE layer */
     int prefix_attn, prefix_ffn;
-    double prefix_grad_bytes; /* always all-reduced after the backward */
+    double prefix_grad_bytes; /* ready at the end of the prefix's backward, except: */
+    double prefix_early_grad_bytes; /* the part of prefix_grad_bytes ready after the output
+                               * projection's backward of the prefix's last attention block (wo,
+                               * bo: the first weights its backward reaches), overlappable with the
+                               * rest of that backward (grad_partition.h prefix_early_*) */
     double fsmoe_prefix_window_bytes; /* the plan's AllReduce in the prefix's backward */
+    double fsmoe_prefix_early_bytes;  /* the plan's AllReduce of early prefix gradients, from the
+                                       * moment they are ready (≤ prefix_early_grad_bytes) */
     double fsmoe_tail_bytes;  /* the plan's AllReduce after backward (incl. the prefix) */
     int tutel_r;              /* Tutel's degree; 0 = sim_build chooses (best of 1,2,4,8) */
 } sim_model;
@@ -120,6 +131,10 @@ fsmoe_status sim_schedule_time(sim *s, const sim_model *m, sim_schedule k,
 /* Tutel's degree for m: the r in {1,2,4,8} (≤ r_max) with the smallest simulated tutel
  * iteration (ties: the smaller r). */
 fsmoe_status sim_tutel_degree(sim *s, const sim_model *m, int *r_out, fsmoe_error *err);
+
+/* Backward of one attention block's output projection (dX and dW of wo: 2 GEMMs of
+ * B·L × M × M/N_MP): the prefix's early gradients (prefix_early_grad_bytes) are ready after it. */
+double sim_out_proj_bwd_s(const sim_model *m);
 
 /* The whole sum of DP gradient bytes of one iteration. */
 double sim_model_grad_bytes(const sim_model *m);

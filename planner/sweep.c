@@ -10,6 +10,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "baselines.h"
+#include "grad_partition.h"
 #include "monta_a2a.h"
 #include "parm_schedule.h"
 #include "table4.h"
@@ -88,6 +90,67 @@ static void choose_schedule(sim_model *m, sim_layer *L, pipeline_method method,
     }
 }
 
+/* FSMoE-No-IIO's degrees: the one-stream optimum of each phase (baselines.h), with the
+ * AllReduce time the plan puts inside the MoE backward. */
+static void noiio_degrees(const sim_model *m, sim_layer *L)
+{
+    double t_gar = fsmoe_line_time(&m->lines.ar_dp, L->gar_moe_bytes);
+    L->noiio_r_f = baseline_one_stream_best_r(&L->wl.fwd, 0.0, NULL);
+    L->noiio_r_b = baseline_one_stream_best_r(&L->wl.bwd, L->gar_moe_bytes > 0.0 ? t_gar : 0.0,
+                                              NULL);
+}
+
+/* The plan of a one-layer configuration, chosen by simulation among what a plan can say for the
+ * layer (its schedule and r_f, r_b): the closed form's choice, the ESP pipeline at FSMoE's,
+ * Tutel's and No-IIO's degrees, and S1/S2 at their closed-form degrees and unpipelined (Parm's
+ * r = 1). The simulated `plan` iteration is the smallest of them (ties: the closed form's), so
+ * the plan is never slower than fsmoe, parm-s1/s2 or the ESP pipeline at another schedule's
+ * degrees; fsmoe-run plays the result like any other plan. */
+static fsmoe_status pick_by_sim(sim_model *m, sim_layer *L, fsmoe_error *err)
+{
+    sim s;
+    sim_init(&s);
+    int tutel_r = 1;
+    fsmoe_status st = sim_tutel_degree(&s, m, &tutel_r, err);
+    typedef struct {
+        fsmoe_schedule k;
+        int r_f, r_b;
+    } cand;
+    cand c[16];
+    int n = 0;
+    c[n++] = (cand){L->schedule, L->r_f, L->r_b};
+    c[n++] = (cand){FSMOE_SCHED_ESP_PIPELINE, L->esp_r_f, L->esp_r_b};
+    c[n++] = (cand){FSMOE_SCHED_ESP_PIPELINE, tutel_r, tutel_r};
+    c[n++] = (cand){FSMOE_SCHED_ESP_PIPELINE, L->noiio_r_f, L->noiio_r_b};
+    for (int k = FSMOE_SCHED_S1; k <= FSMOE_SCHED_S2; k++) {
+        pausemp_problem pf, pb;
+        if (!parm_pausemp_problems(&m->shape, &m->par, &m->lines, &L->wl, (fsmoe_schedule)k, &pf,
+                                   &pb))
+            continue;
+        pb.t_gar = fsmoe_line_time(&m->lines.ar_dp, L->gar_moe_bytes);
+        double Ff, Fb;
+        int rf = pausemp_best_r(&pf, &Ff), rb = pausemp_best_r(&pb, &Fb);
+        c[n++] = (cand){(fsmoe_schedule)k, rf, rb};
+        c[n++] = (cand){(fsmoe_schedule)k, 1, 1};
+        c[n++] = (cand){(fsmoe_schedule)k, rf, 1};
+        c[n++] = (cand){(fsmoe_schedule)k, 1, rb};
+    }
+    int best = 0;
+    double best_t = INFINITY;
+    for (int j = 0; j < n && st == FSMOE_OK; j++) {
+        if (c[j].r_f < 1 || c[j].r_b < 1 || c[j].r_f > L->wl.r_max || c[j].r_b > L->wl.r_max)
+            continue;
+        L->schedule = c[j].k, L->r_f = c[j].r_f, L->r_b = c[j].r_b;
+        double t;
+        st = sim_schedule_time(&s, m, SIM_SCHED_PLAN, NULL, &t, err);
+        if (st == FSMOE_OK && t < best_t)
+            best_t = t, best = j;
+    }
+    L->schedule = c[best].k, L->r_f = c[best].r_f, L->r_b = c[best].r_b;
+    sim_free(&s);
+    return st;
+}
+
 static fsmoe_status config_table4(char testbed, const fsmoe_cluster *c, const char *path, int i,
                                   pipeline_method method, sim_model *m, sim_layer *L,
                                   char *describe, fsmoe_error *err)
@@ -101,18 +164,39 @@ static fsmoe_status config_table4(char testbed, const fsmoe_cluster *c, const ch
         st = table4_plan_config(&m->shape, &m->par, &m->lines, method, &tp, err);
     if (st != FSMOE_OK)
         return st;
+    /* One transformer block (table4.h): the attention is the prefix, then the MoE layer, with
+     * nothing after it. DP gradients: the gate and ln2 (ready when the MoE backward ends), the
+     * attention's wo, bo (ready after its output projection's backward) and wqkv, bqkv, ln1
+     * (ready at the end); the experts' only where EDP > 1. */
+    const double b = m->shape.bytes_per_element, M = (double)m->shape.M;
+    const double mp = m->par.mp > 0 ? m->par.mp : 1.0;
+    const double ln2 = 2.0 * M * b;
     L->wl = tp.layer;
-    L->n_attn = 1;
-    L->n_ffn = 0;
-    L->dense_grad_bytes = tp.layer.attn_grad_bytes;
-    L->moe_grad_bytes = tp.layer.expert_grad_bytes;
+    m->prefix_attn = 1;
+    m->prefix_ffn = 0;
+    L->n_attn = L->n_ffn = 0;
+    m->prefix_grad_bytes = tp.layer.attn_grad_bytes - ln2;
+    m->prefix_early_grad_bytes = (M * M / mp + M) * b;
+    L->dense_grad_bytes = 0.0;
+    L->moe_grad_bytes = tp.layer.gate_grad_bytes + ln2 + tp.layer.expert_grad_bytes;
     choose_schedule(m, L, method, &tp.fwd, &tp.bwd, tp.t_gar_s);
-    /* table4_plan_config puts the attention's AllReduce inside the MoE backward (t_gar) */
-    L->gar_moe_bytes = tp.t_gar_s > 0.0 ? tp.layer.attn_grad_bytes : 0.0;
-    L->gar_dense_bytes = 0.0;
-    m->fsmoe_tail_bytes = L->moe_grad_bytes + (tp.t_gar_s > 0.0 ? 0.0 : L->dense_grad_bytes);
+    /* the plan's partition: nothing inside the MoE backward (t_gar = 0), the prefix window and
+     * its early AllReduce (grad_partition.h), the rest after the backward */
+    grad_problem gp = {.prefix_grad_bytes = m->prefix_grad_bytes,
+                       .prefix_bwd_s = tp.layer.attn_bwd_s,
+                       .prefix_early_bytes = m->prefix_early_grad_bytes,
+                       .prefix_early_s = sim_out_proj_bwd_s(m),
+                       .ar = m->lines.ar_dp};
+    L->gar_moe_bytes = L->gar_dense_bytes = 0.0;
+    m->fsmoe_prefix_window_bytes = grad_prefix_window_bytes(&gp, L->moe_grad_bytes);
+    m->fsmoe_prefix_early_bytes = grad_prefix_early_window_bytes(&gp, L->moe_grad_bytes);
+    m->fsmoe_tail_bytes = sim_model_grad_bytes(m) - m->fsmoe_prefix_window_bytes -
+                          m->fsmoe_prefix_early_bytes;
     L->monta_chunks_o2 = tp.monta.n_o2 > 0 ? tp.monta.n_o2 : 1;
     L->monta_chunks_o3 = tp.monta.n_o3 > 0 ? tp.monta.n_o3 : 1;
+    noiio_degrees(m, L);
+    if (method != PIPELINE_PAPER && (st = pick_by_sim(m, L, err)) != FSMOE_OK)
+        return st;
     if (describe)
         snprintf(describe, 160, "B=%ld heads=%ld L=%ld M=%ld H=%ld f=%s%.1f expert=%s", m->shape.B,
                  m->shape.heads, m->shape.L, m->shape.M, m->shape.H,
@@ -183,6 +267,9 @@ static fsmoe_status config_parm(const fsmoe_cluster *c, const char *path, int i,
     /* Parm's runs exclude attention and the gradient AllReduce (Parm §VI-A) */
     L->n_attn = L->n_ffn = 0;
     monta_chunks(s, par, &m->lines, &L->monta_chunks_o2, &L->monta_chunks_o3);
+    noiio_degrees(m, L);
+    if (method != PIPELINE_PAPER && (st = pick_by_sim(m, L, err)) != FSMOE_OK)
+        return st;
     *valid = 1;
     if (describe)
         snprintf(describe, 160, "P=%d N_MP=N_ESP=%d B=%ld L=%ld H=%ld M=%ld f=%.1f", P, N, B, L_,

@@ -57,8 +57,9 @@ fsmoe_status table4_plan_config(const workload_shape *s, const fsmoe_parallel *p
     fsmoe_status st = pipeline_solve(&out->layer.fwd, m, &out->fwd, err);
     if (st != FSMOE_OK)
         return st;
-    out->t_gar_s = fsmoe_line_time(&w->ar_dp, out->layer.attn_grad_bytes);
-    out->layer.bwd.t_gar = out->t_gar_s;
+    /* attention then MoE: the MoE backward comes first, before any DP gradient is ready */
+    out->t_gar_s = 0.0;
+    out->layer.bwd.t_gar = 0.0;
     st = pipeline_solve(&out->layer.bwd, m, &out->bwd, err);
     if (st != FSMOE_OK)
         return st;

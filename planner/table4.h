@@ -31,15 +31,19 @@ fsmoe_status table4_shape(char testbed, int i, const fsmoe_parallel *par, worklo
 typedef struct {
     workload_layer layer;
     pipeline_result fwd, bwd; /* bwd solved with t_gar = t_gar_s */
-    double t_gar_s;
+    double t_gar_s;           /* 0: nothing to all-reduce inside the MoE backward (above) */
     parm_choice parm;
     monta_result monta;
 } table4_plan;
 
-/* Everything the paper's planner decides for one configured layer. The backward problem gets
- * t_gar = the Gradient-AllReduce (DP) time of the layer's dense (attention) gradients, so that
- * Case 1 (inter-node bound by the AllReduce) is exercised as in FSMoE §5. MoNTA's AllToAll is
- * set up by monta_problem_init (I = k·f·B·L·M·b, t = mp, e = ep). */
+/* Everything the paper's planner decides for one configured layer. A configured layer is one
+ * transformer block of FSMoE Fig. 2: attention, then the MoE layer. Its backward visits the MoE
+ * layer first, when no DP gradient exists yet (the experts are sharded over EP × ESP with EDP = 1
+ * in the common layout; the gate's and the attention's gradients come later), so the backward
+ * problem has t_gar = 0: the Gradient-AllReduce (gate, then the attention's tensors as they
+ * become ready) overlaps the attention's backward (grad_partition.h prefix window; sweep.c
+ * builds the iteration). MoNTA's AllToAll is set up by monta_problem_init (I = k·f·B·L·M·b,
+ * t = mp, e = ep). */
 fsmoe_status table4_plan_config(const workload_shape *s, const fsmoe_parallel *par,
                                 const workload_lines *w,
                                 pipeline_method m, table4_plan *out, fsmoe_error *err);
