@@ -14,12 +14,14 @@ static int point_cmp(const void *a, const void *b)
     return (x->n > y->n) - (x->n < y->n);
 }
 
-/* Points of (op, tier) sorted by n, equal n averaged; returns how many (≤ rows). */
-static int profile_points(const bench_results *res, int op, int tier, fsmoe_point *pts)
+/* Points of (op, tier) at `ranks` sorted by n, equal n averaged; returns how many (≤ rows). */
+static int profile_points(const bench_results *res, int op, int tier, int ranks,
+                          fsmoe_point *pts)
 {
     int n = 0;
     for (int i = 0; i < res->n_rows; i++)
-        if ((int)res->rows[i].op == op && (int)res->rows[i].tier == tier) {
+        if ((int)res->rows[i].op == op && (int)res->rows[i].tier == tier &&
+            res->rows[i].ranks == ranks) {
             pts[n].n = res->rows[i].n;
             pts[n].seconds = res->rows[i].seconds;
             n++;
@@ -79,19 +81,33 @@ fsmoe_status profile_write(const char *path, const profile_meta *m, const bench_
                      f->fit.bound == FIT_ALPHA_ZERO  ? ", alpha bound at 0 (free fit < 0)"
                      : f->fit.bound == FIT_BETA_ZERO ? ", beta bound at 0 (free fit < 0)"
                                                      : "");
-            fsmoe_cost_entry *e = &c->ops[op][tier];
-            e->present = 1;
-            e->alpha_s = f->fit.alpha;
-            e->beta_s = f->fit.beta;
-            e->r2 = f->fit.r2;
-            e->ranks = f->ranks;
-            e->low_r2 = f->low_r2;
-            e->points = next;
-            e->n_points = profile_points(res, op, tier, next);
-            next += e->n_points;
+            /* the narrower group sizes (fitted, others skipped), then the widest */
+            int n = res->n_narrower[op][tier];
+            for (int k = 0; k <= n; k++) {
+                const bench_fit *g = k < n ? &res->narrower[op][tier][k] : f;
+                if (!g->present || g->status)
+                    continue;
+                fsmoe_cost_entry e;
+                memset(&e, 0, sizeof e);
+                e.alpha_s = g->fit.alpha;
+                e.beta_s = g->fit.beta;
+                e.r2 = g->fit.r2;
+                e.ranks = g->ranks;
+                e.low_r2 = g->low_r2;
+                e.points = next;
+                e.n_points = profile_points(res, op, tier, g->ranks, next);
+                next += e.n_points;
+                fsmoe_error add_err = {0};
+                if (fsmoe_cluster_add(c, (fsmoe_op)op, (fsmoe_tier)tier, &e, &add_err))
+                    snprintf(line, sizeof comments[0][0], "%.300s", add_err.msg);
+            }
         }
     }
     fsmoe_status st = fsmoe_cluster_write(path, c, x, err);
+    /* the points live in pts; only the lists of narrower entries belong to c */
+    for (int op = 0; op < FSMOE_OP_COUNT; op++)
+        for (int tier = 0; tier < FSMOE_TIER_COUNT; tier++)
+            free(c->narrower[op][tier]);
     free(pts);
     free(x);
     free(c);

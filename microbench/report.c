@@ -107,8 +107,10 @@ int report_footer(report *r, const bench_results *res, double r2_threshold)
     fprintf(r->out, "# %-14s %-6s %5s %6s %12s %14s %12s %9s %s\n", "op", "tier", "ranks",
             "points", "alpha (us)", "beta (s/unit)", "1/beta", "r2", "");
     for (int op = 0; op < FSMOE_OP_COUNT; op++) {
-        for (int tier = 0; tier < FSMOE_TIER_COUNT; tier++) {
-            const bench_fit *f = &res->fits[op][tier];
+        for (int tier = 0; tier < FSMOE_TIER_COUNT; tier++)
+        for (int k = 0; k <= res->n_narrower[op][tier]; k++) { /* narrowest group first */
+            const bench_fit *f = k < res->n_narrower[op][tier] ? &res->narrower[op][tier][k]
+                                                                : &res->fits[op][tier];
             if (!f->present)
                 continue;
             if (f->status) {
@@ -168,8 +170,10 @@ fsmoe_status report_json(const char *path, const bench_options *o, const comm_to
     fprintf(f, "\n  ],\n  \"fits\": [");
     int first = 1;
     for (int op = 0; op < FSMOE_OP_COUNT; op++)
-        for (int tier = 0; tier < FSMOE_TIER_COUNT; tier++) {
-            const bench_fit *b = &res->fits[op][tier];
+        for (int tier = 0; tier < FSMOE_TIER_COUNT; tier++)
+        for (int k = 0; k <= res->n_narrower[op][tier]; k++) { /* narrowest group first */
+            const bench_fit *b = k < res->n_narrower[op][tier] ? &res->narrower[op][tier][k]
+                                                                : &res->fits[op][tier];
             if (!b->present)
                 continue;
             fprintf(f, "%s\n    {\"op\": \"%s\", \"tier\": \"%s\", \"ranks\": %d, ",

@@ -33,6 +33,33 @@ long long results_wrong(const bench_results *r)
     return w;
 }
 
+/* Fits the rows of (op, tier) measured with `ranks` into f. */
+static void fit_group(const bench_results *r, int op, int tier, int ranks, double *x, double *y,
+                      double r2_threshold, bench_fit *f)
+{
+    memset(f, 0, sizeof *f);
+    int n = 0;
+    for (int i = 0; i < r->n_rows; i++) {
+        const bench_row *row = &r->rows[i];
+        if ((int)row->op != op || (int)row->tier != tier || row->ranks != ranks)
+            continue;
+        x[n] = row->n;
+        y[n] = row->seconds;
+        n++;
+    }
+    if (n == 0)
+        return;
+    f->present = 1;
+    f->ranks = ranks;
+    fsmoe_error e = {0};
+    f->status = fit_line(x, y, n, &f->fit, NULL, &e);
+    if (f->status) {
+        snprintf(f->msg, sizeof f->msg, "%.200s", e.msg);
+        return;
+    }
+    f->low_r2 = f->fit.r2 < r2_threshold;
+}
+
 fsmoe_status results_fit(bench_results *r, double r2_threshold, fsmoe_error *err)
 {
     double *x = malloc((size_t)(r->n_rows ? r->n_rows : 1) * sizeof *x);
@@ -44,28 +71,29 @@ fsmoe_status results_fit(bench_results *r, double r2_threshold, fsmoe_error *err
     }
     for (int op = 0; op < FSMOE_OP_COUNT; op++) {
         for (int tier = 0; tier < FSMOE_TIER_COUNT; tier++) {
-            bench_fit *f = &r->fits[op][tier];
-            memset(f, 0, sizeof *f);
-            int n = 0;
+            /* the group sizes of (op, tier), ascending; the widest goes to fits[][] */
+            int sizes[BENCH_MAX_NARROWER + 1], n_sizes = 0;
             for (int i = 0; i < r->n_rows; i++) {
                 const bench_row *row = &r->rows[i];
                 if ((int)row->op != op || (int)row->tier != tier)
                     continue;
-                x[n] = row->n;
-                y[n] = row->seconds;
-                f->ranks = row->ranks;
-                n++;
+                int k = 0;
+                while (k < n_sizes && sizes[k] < row->ranks)
+                    k++;
+                if ((k < n_sizes && sizes[k] == row->ranks) || n_sizes == BENCH_MAX_NARROWER + 1)
+                    continue;
+                memmove(&sizes[k + 1], &sizes[k], (size_t)(n_sizes - k) * sizeof *sizes);
+                sizes[k] = row->ranks;
+                n_sizes++;
             }
-            if (n == 0)
+            memset(&r->fits[op][tier], 0, sizeof r->fits[op][tier]);
+            r->n_narrower[op][tier] = 0;
+            if (n_sizes == 0)
                 continue;
-            f->present = 1;
-            fsmoe_error e = {0};
-            f->status = fit_line(x, y, n, &f->fit, NULL, &e);
-            if (f->status) {
-                snprintf(f->msg, sizeof f->msg, "%.200s", e.msg);
-                continue;
-            }
-            f->low_r2 = f->fit.r2 < r2_threshold;
+            for (int k = 0; k + 1 < n_sizes; k++)
+                fit_group(r, op, tier, sizes[k], x, y, r2_threshold, &r->narrower[op][tier][k]);
+            r->n_narrower[op][tier] = n_sizes - 1;
+            fit_group(r, op, tier, sizes[n_sizes - 1], x, y, r2_threshold, &r->fits[op][tier]);
         }
     }
     free(x);

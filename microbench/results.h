@@ -1,5 +1,5 @@
 /* Implements: the measured rows of one fsmoe-bench run and the α-β fit per (operation, tier)
- * over them (design.md §3). Rows are the same on every rank (times are combined across ranks,
+ * over them (design.md §3), one per (operation, tier, group size). Rows are the same on every rank (times are combined across ranks,
  * wrong counts summed), so every rank can fit; rank 0 writes. */
 #ifndef BENCH_RESULTS_H
 #define BENCH_RESULTS_H
@@ -31,16 +31,23 @@ typedef struct {
     char msg[256];
 } bench_fit;
 
+/* Group sizes an (op, tier) is measured at besides its widest (suite.c measures a tier at a
+ * few sizes; the planner scales between them, libfsmoe/cost.h). */
+#define BENCH_MAX_NARROWER 4
+
 typedef struct {
     bench_row *rows;
     int n_rows, cap;
-    bench_fit fits[FSMOE_OP_COUNT][FSMOE_TIER_COUNT];
+    bench_fit fits[FSMOE_OP_COUNT][FSMOE_TIER_COUNT]; /* the widest group measured */
+    /* the narrower groups of the same (op, tier), ascending by ranks */
+    bench_fit narrower[FSMOE_OP_COUNT][FSMOE_TIER_COUNT][BENCH_MAX_NARROWER];
+    int n_narrower[FSMOE_OP_COUNT][FSMOE_TIER_COUNT];
 } bench_results;
 
 fsmoe_status results_add(bench_results *r, const bench_row *row, fsmoe_error *err);
 void results_free(bench_results *r);
 
-/* Fits every (op, tier) that has rows; flags r² < threshold. Fails only on memory. */
+/* Fits every (op, tier, ranks) that has rows; flags r² < threshold. Fails only on memory. */
 fsmoe_status results_fit(bench_results *r, double r2_threshold, fsmoe_error *err);
 
 long long results_wrong(const bench_results *r);

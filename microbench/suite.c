@@ -45,14 +45,29 @@ static int suite_wanted(const bench_suite *s, int op, int tier)
 }
 
 /* One collective measurement: op on a tier, over the tier's group (group < 0) or over the
- * layout's logical group. */
+ * layout's logical group; size > 0: over groups of `size` ranks of the tier instead (consecutive
+ * local ranks inside each node, or consecutive nodes at one local rank), a narrower group size
+ * the planner scales from (libfsmoe/cost.h). */
 typedef struct {
     fsmoe_op op;
     fsmoe_tier tier;
     int group;
+    int size;
 } suite_item;
 
-#define SUITE_MAX_ITEMS 16
+#define SUITE_MAX_ITEMS 24
+
+/* The narrower group size a tier of T ranks is also measured at: its smallest divisor d with
+ * 2 <= d < T (groups of d tile the tier, so every rank measures and none idles), 0 when none
+ * (T prime or 2). One extra size per tier keeps the cost to one more sweep of the tier's ops;
+ * with the full size it brackets every group size a plan can ask of the tier. */
+static int suite_narrower_size(int T)
+{
+    for (int d = 2; d * d <= T; d++)
+        if (T % d == 0)
+            return d;
+    return 0;
+}
 
 /* What to measure, in order. With a layout: each (op, logical group) the planner reads
  * (fsmoe_comm_needs, libfsmoe/cost.h), recorded on the group's tier; the first group to reach
@@ -65,7 +80,15 @@ static int suite_plan(const bench_suite *s, suite_item *items)
         for (int op = FSMOE_OP_ALLTOALL; op <= FSMOE_OP_ALLREDUCE; op++)
             for (int tier = 0; tier < FSMOE_TIER_LOCAL; tier++)
                 if (suite_wanted(s, op, tier))
-                    items[n++] = (suite_item){(fsmoe_op)op, (fsmoe_tier)tier, -1};
+                    items[n++] = (suite_item){(fsmoe_op)op, (fsmoe_tier)tier, -1, 0};
+        /* the intra and inter tiers once more at a narrower size, where one exists */
+        int wide = n;
+        for (int i = 0; i < wide; i++) {
+            fsmoe_tier t = items[i].tier;
+            int d = t == FSMOE_TIER_WORLD ? 0 : suite_narrower_size(s->topo->tier_size[t]);
+            if (d > 0 && n < SUITE_MAX_ITEMS)
+                items[n++] = (suite_item){items[i].op, t, -1, d};
+        }
         return n;
     }
     int done[FSMOE_OP_COUNT][FSMOE_TIER_COUNT] = {{0}};
@@ -77,7 +100,7 @@ static int suite_plan(const bench_suite *s, suite_item *items)
         if (!o->tiers[tier] || done[w.op][tier])
             continue;
         done[w.op][tier] = 1;
-        items[n++] = (suite_item){w.op, tier, w.group};
+        items[n++] = (suite_item){w.op, tier, w.group, 0};
     }
     return n;
 }
@@ -903,7 +926,24 @@ fsmoe_status suite_run(bench_suite *s, fsmoe_error *err)
         MPI_Comm group = MPI_COMM_NULL;
         char detail[96];
         fsmoe_tier tier = items[i].tier;
-        if (items[i].group < 0) {
+        if (items[i].size > 0) {
+            /* groups of `size` tiling the tier: consecutive local ranks of a node (intra) or
+             * consecutive nodes at one local rank (inter) */
+            const comm_topology *t = s->topo;
+            int d = items[i].size;
+            int color = tier == FSMOE_TIER_INTRA
+                            ? t->node * (t->gpus_per_node / d) + t->local / d
+                            : t->local * (t->nodes / d) + t->node / d;
+            if ((st = MPI_STATUS_OF(MPI_Comm_split(s->mcfg.world, color,
+                                                   tier == FSMOE_TIER_INTRA ? t->local : t->node,
+                                                   &group),
+                                    err)))
+                goto fail;
+            snprintf(detail, sizeof detail,
+                     tier == FSMOE_TIER_INTRA ? "groups of %d inside each node"
+                                              : "groups of %d nodes, one rank per node",
+                     d);
+        } else if (items[i].group < 0) {
             group = s->topo->tier[tier];
             snprintf(detail, sizeof detail, "%s", tier == FSMOE_TIER_INTRA ? "inside each node"
                                                   : tier == FSMOE_TIER_INTER ? "one rank per node"
@@ -918,7 +958,7 @@ fsmoe_status suite_run(bench_suite *s, fsmoe_error *err)
         double t0 = measure_now();
         st = suite_collective(s, coll_op_find(items[i].op), tier, group, detail, dsend, drecv,
                               hsend, hrecv, pool, err);
-        if (items[i].group >= 0)
+        if (items[i].group >= 0 || items[i].size > 0)
             MPI_Comm_free(&group);
         if (st)
             goto fail;
