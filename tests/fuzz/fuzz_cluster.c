@@ -2,7 +2,7 @@
  * Any input must give FSMOE_OK or one message, never a crash, a leak or a slow input.
  * fuzz-sources: libfsmoe/yaml_read.c libfsmoe/input_file.c libfsmoe/cluster.c libfsmoe/parallel.c libfsmoe/names.c libfsmoe/status.c
  * fuzz-libs: -lyaml -lm
- * fuzz-seeds: clusters
+ * fuzz-seeds: clusters tests/fuzz/cluster-seeds
  * fuzz-dict: tests/fuzz/cluster.dict
  */
 #include <stddef.h>
