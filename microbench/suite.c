@@ -69,6 +69,23 @@ static int suite_narrower_size(int T)
     return 0;
 }
 
+/* A narrower group size is swept over SUITE_NARROW_POINTS of the message sizes, evenly spread
+ * from the smallest to the largest: its line only has to place the group size between the
+ * others (cost.h), and a quarter of the default 24 sizes keeps its cost a quarter of a sweep. */
+#define SUITE_NARROW_POINTS 6
+
+/* The message sizes item `it` is swept over (sizes may be NULL: just the count). */
+static int suite_item_sizes(const bench_options *o, const suite_item *it, long long *sizes,
+                            int max)
+{
+    int n = options_comm_sizes(o, sizes, max);
+    if (it->size <= 0 || n <= SUITE_NARROW_POINTS)
+        return n;
+    for (int k = 0; sizes && k < SUITE_NARROW_POINTS; k++) /* index k·(n−1)/(P−1) >= k */
+        sizes[k] = sizes[(long)k * (n - 1) / (SUITE_NARROW_POINTS - 1)];
+    return SUITE_NARROW_POINTS;
+}
+
 /* What to measure, in order. With a layout: each (op, logical group) the planner reads
  * (fsmoe_comm_needs, libfsmoe/cost.h), recorded on the group's tier; the first group to reach
  * an (op, tier) keeps it. */
@@ -128,7 +145,9 @@ long suite_rows(const bench_suite *s)
     long sizes = options_comm_sizes(o, NULL, 0), rows = 0;
     suite_item items[SUITE_MAX_ITEMS];
     fsmoe_tier saa_tier;
-    rows += sizes * suite_plan(s, items);
+    int n_items = suite_plan(s, items);
+    for (int i = 0; i < n_items; i++)
+        rows += suite_item_sizes(o, &items[i], NULL, 0);
     if (suite_saa_plan(s, &saa_tier))
         rows += sizes;
     if (o->ops[FSMOE_OP_GEMM])
@@ -520,16 +539,16 @@ static fsmoe_status coll_poison(void *arg, fsmoe_error *err)
                             err);
 }
 
-static fsmoe_status suite_collective(bench_suite *s, const coll_op *op, fsmoe_tier tier,
-                                     MPI_Comm group, const char *detail, void *dsend,
-                                     void *drecv, void *hsend, void *hrecv, size_t pool,
-                                     fsmoe_error *err)
+static fsmoe_status suite_collective(bench_suite *s, const suite_item *it, const coll_op *op,
+                                     fsmoe_tier tier, MPI_Comm group, const char *detail,
+                                     void *dsend, void *drecv, void *hsend, void *hrecv,
+                                     size_t pool, fsmoe_error *err)
 {
     const bench_options *o = s->opt;
     comm_backend *b = s->b;
     fsmoe_status st;
     long long sizes[BENCH_MAX_SIZES];
-    int n_sizes = options_comm_sizes(o, sizes, BENCH_MAX_SIZES);
+    int n_sizes = suite_item_sizes(o, it, sizes, BENCH_MAX_SIZES);
     coll_ctx c = {.b = b, .op = op, .tier = tier, .sizes = sizes, .send = dsend, .recv = drecv,
                   .hrecv = hrecv, .t = o->dtype, .redop = o->redop, .rot = {.pool = pool}};
     MPI_Comm_size(group, &c.P);
@@ -956,8 +975,8 @@ fsmoe_status suite_run(bench_suite *s, fsmoe_error *err)
                      fsmoe_group_name((fsmoe_group)items[i].group));
         }
         double t0 = measure_now();
-        st = suite_collective(s, coll_op_find(items[i].op), tier, group, detail, dsend, drecv,
-                              hsend, hrecv, pool, err);
+        st = suite_collective(s, &items[i], coll_op_find(items[i].op), tier, group, detail,
+                              dsend, drecv, hsend, hrecv, pool, err);
         if (items[i].group >= 0 || items[i].size > 0)
             MPI_Comm_free(&group);
         if (st)
