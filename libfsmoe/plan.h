@@ -26,9 +26,20 @@
  *                 Combine A2A on EP, pipelined in r chunks;
  *   S1            Parm's PauseMP with MP paused from the Gate to after the Combine: EP&ESP A2A →
  *                 Expert → EP&ESP A2A, pipelined in r chunks, then the MP AllGather (unchunked);
- *   S2            PauseMP with the Combine A2A and the MP AllGather run together (SAA), r chunks. */
-typedef enum { FSMOE_SCHED_ESP_PIPELINE = 0, FSMOE_SCHED_S1, FSMOE_SCHED_S2 } fsmoe_schedule;
-#define FSMOE_SCHED_COUNT 3
+ *   S2            PauseMP with the Combine A2A and the MP AllGather run together (SAA), r chunks;
+ *   MONTA         MoNTA's layer (MoNTA §4/§6): DeepSpeed-style, every op after the previous one,
+ *                 the Dispatch and Combine AllToAll by the layer's `a2a` strategy (O1/O2/O3; base
+ *                 when N_MP = 1) in `a2a_chunks` chunks, the expert on the H/N_ESP slice of every
+ *                 gathered token, ESP-ReduceScatter before the Combine; not pipelined (r = 1).
+ * A reader that predates MONTA refuses the value "monta" (and the key schedule_s.monta) with a
+ * message naming the line: no older reader misreads such a plan, so the version stays 3. */
+typedef enum {
+    FSMOE_SCHED_ESP_PIPELINE = 0,
+    FSMOE_SCHED_S1,
+    FSMOE_SCHED_S2,
+    FSMOE_SCHED_MONTA
+} fsmoe_schedule;
+#define FSMOE_SCHED_COUNT 4
 typedef enum { FSMOE_A2A_BASE = 0, FSMOE_A2A_O1, FSMOE_A2A_O2, FSMOE_A2A_O3 } fsmoe_a2a_strategy;
 
 /* How ranks are numbered: node-major (rank = node·G + local) with the group nesting of
@@ -43,7 +54,7 @@ typedef enum { FSMOE_CAPACITY_FACTOR = 0, FSMOE_CAPACITY_DROPLESS } fsmoe_capaci
  * rows routed to it (row counts exchanged first); PADDED would send C rows per expert. */
 typedef enum { FSMOE_SPLIT_ALLTOALLV = 0, FSMOE_SPLIT_PADDED } fsmoe_a2a_split;
 
-const char *fsmoe_schedule_name(fsmoe_schedule s);    /* "esp-pipeline", "S1", "S2" */
+const char *fsmoe_schedule_name(fsmoe_schedule s);    /* "esp-pipeline", "S1", "S2", "monta" */
 const char *fsmoe_rank_order_name(fsmoe_rank_order o); /* "node-major" */
 const char *fsmoe_capacity_mode_name(fsmoe_capacity_mode c); /* "factor", "dropless" */
 const char *fsmoe_a2a_split_name(fsmoe_a2a_split s);  /* "alltoallv", "padded" */

@@ -13,8 +13,11 @@
  *   parallel: {world, gpus_per_node, ranks (node-major), dp, mp, ep, esp, edp (= mp·dp/(ep·esp)),
  *              pp}                                  (checked with fsmoe_parallel_validate)
  *   alltoall: {split (alltoallv | padded)}
- *   layers: - index, block, schedule (esp-pipeline | S1 | S2),
- *             schedule_s {esp_pipeline, s1, s2}, t_d1_s, t_d2_s,
+ *   layers: - index, block, schedule (esp-pipeline | S1 | S2 | monta),
+ *             schedule_s {esp_pipeline, s1, s2, monta}, t_d1_s, t_d2_s,
+ *             (schedule_s.monta is written only when MoNTA's layer was a candidate, > 0, and
+ *             reads as 0 when absent; a monta layer runs forward.r = backward.r = 1 and its
+ *             AllToAll by a2a.strategy in a2a.chunks)
  *             a2a {strategy, chunks, algorithm, base_s, o1_s, o2_s, o3_s},
  *             forward/backward {r, case, q: [Q1, ...], t_gar_s, predicted_s},
  *             dense {fwd_s, bwd_s}, overlap {dense_s, moe_s},
@@ -44,6 +47,7 @@ const char *fsmoe_schedule_name(fsmoe_schedule s)
     case FSMOE_SCHED_ESP_PIPELINE: return "esp-pipeline";
     case FSMOE_SCHED_S1: return "S1";
     case FSMOE_SCHED_S2: return "S2";
+    case FSMOE_SCHED_MONTA: return "monta";
     }
     return "?";
 }
@@ -146,6 +150,8 @@ static void plan_emit_layer(fsmoe_yaml_writer *w, const fsmoe_layer_plan *l)
     fsmoe_yw_double(w, 0, "esp_pipeline", l->schedule_s[FSMOE_SCHED_ESP_PIPELINE]);
     fsmoe_yw_double(w, 0, "s1", l->schedule_s[FSMOE_SCHED_S1]);
     fsmoe_yw_double(w, 0, "s2", l->schedule_s[FSMOE_SCHED_S2]);
+    if (l->schedule_s[FSMOE_SCHED_MONTA] > 0.0)
+        fsmoe_yw_double(w, 0, "monta", l->schedule_s[FSMOE_SCHED_MONTA]);
     fsmoe_yw_flow_end(w);
     fsmoe_yw_double(w, 4, "t_d1_s", l->t_d1_s);
     fsmoe_yw_double(w, 4, "t_d2_s", l->t_d2_s);
@@ -338,6 +344,7 @@ static const fsmoe_yaml_enum plan_sched_table[] = {
     {"esp-pipeline", FSMOE_SCHED_ESP_PIPELINE},
     {"S1", FSMOE_SCHED_S1},
     {"S2", FSMOE_SCHED_S2},
+    {"monta", FSMOE_SCHED_MONTA},
     {NULL, 0}};
 static const fsmoe_yaml_enum plan_a2a_table[] = {{"base", FSMOE_A2A_BASE},
                                                  {"O1", FSMOE_A2A_O1},
@@ -559,7 +566,7 @@ static fsmoe_status plan_read_layer(const fsmoe_ynode *item, fsmoe_layer_plan *l
                                        "t_d1_s",   "t_d2_s",  "a2a",      "forward",
                                        "backward", "dense",   "overlap",  "gradients",
                                        NULL};
-    static const char *const s_keys[] = {"esp_pipeline", "s1", "s2", NULL};
+    static const char *const s_keys[] = {"esp_pipeline", "s1", "s2", "monta", NULL};
     static const char *const a2a_keys[] = {"strategy", "chunks", "algorithm", "base_s", "o1_s",
                                            "o2_s", "o3_s", NULL};
     static const char *const g_keys[] = {"bytes", "in_window_bytes", "step2_bytes",
@@ -583,6 +590,8 @@ static fsmoe_status plan_read_layer(const fsmoe_ynode *item, fsmoe_layer_plan *l
                                 &l->schedule_s[FSMOE_SCHED_S1], err)) ||
         (st = fsmoe_yaml_double(&sc, "s2", FSMOE_REQUIRED, 0, PLAN_BIG,
                                 &l->schedule_s[FSMOE_SCHED_S2], err)) ||
+        (st = fsmoe_yaml_double(&sc, "monta", FSMOE_OPTIONAL, 0, PLAN_BIG,
+                                &l->schedule_s[FSMOE_SCHED_MONTA], err)) ||
         (st = fsmoe_yaml_double(item, "t_d1_s", FSMOE_REQUIRED, 0, PLAN_BIG, &l->t_d1_s, err)) ||
         (st = fsmoe_yaml_double(item, "t_d2_s", FSMOE_REQUIRED, 0, PLAN_BIG, &l->t_d2_s, err)) ||
         (st = fsmoe_yaml_mapping(item, "a2a", FSMOE_REQUIRED, &a, err)) ||
@@ -622,6 +631,18 @@ static fsmoe_status plan_read_layer(const fsmoe_ynode *item, fsmoe_layer_plan *l
                                "%d chunks with strategy %s (expected 1: only O2 and O3 split the "
                                "AllToAll)",
                                l->a2a_chunks, fsmoe_a2a_strategy_name(l->a2a));
+    /* MoNTA's layer is not pipelined: its only chunks are the AllToAll's (a2a.chunks) */
+    for (int ph = 0; ph < 2 && l->schedule == FSMOE_SCHED_MONTA; ph++) {
+        const fsmoe_phase_plan *pp = ph ? &l->bwd : &l->fwd;
+        if (pp->r != 1 &&
+            fsmoe_yaml_get(item, ph ? "backward" : "forward", FSMOE_REQUIRED, &fw, err) ==
+                FSMOE_OK &&
+            fsmoe_yaml_get(&fw, "r", FSMOE_REQUIRED, &v, err) == FSMOE_OK)
+            return fsmoe_yaml_fail(&v, err, FSMOE_ERR_VALUE,
+                                   "%d with schedule monta (expected 1: MoNTA's layer is not "
+                                   "pipelined; its AllToAll chunks are a2a.chunks)",
+                                   pp->r);
+    }
     /* The Gradient-AllReduce runs during the backward only (FSMoE §5). */
     if (l->fwd.t_gar_s != 0.0 &&
         fsmoe_yaml_get(item, "forward", FSMOE_REQUIRED, &fw, err) == FSMOE_OK &&

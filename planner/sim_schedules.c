@@ -279,15 +279,29 @@ static int monta_a2a(gen *g, int strategy, int N, double I, int prev)
     return join(g, ends, N);
 }
 
-static int moe_monta(gen *g, const sim_layer *L, int prev)
+/* MoNTA's sequential layer: monta-o1/o2/o3 at their strategy and chunk counts, the plan's layer
+ * at its own a2a and a2a_chunks; gar_bytes > 0 (the plan): that Gradient-AllReduce on the inter
+ * stream right after the dispatch AllToAll. */
+static int moe_monta(gen *g, const sim_layer *L, int prev, double gar_bytes)
 {
     const sim_model *m = g->m;
-    int strategy = g->k - SIM_SCHED_MONTA_O1 + 1;
-    int N = strategy == 2 ? L->monta_chunks_o2 : strategy == 3 ? L->monta_chunks_o3 : 1;
+    int strategy, N;
+    if (g->k == SIM_SCHED_PLAN) {
+        strategy = (int)L->a2a;
+        N = L->a2a_chunks > 0 ? L->a2a_chunks : 1;
+    } else {
+        strategy = g->k - SIM_SCHED_MONTA_O1 + 1;
+        N = strategy == 2 ? L->monta_chunks_o2 : strategy == 3 ? L->monta_chunks_o3 : 1;
+    }
+    if (strategy < 2)
+        N = 1;
     double I = m->shape.k * cap_f(m) * m->shape.B * m->shape.L * m->shape.M *
                (double)m->shape.bytes_per_element;
     const pipeline_problem *p = g->phase == SIM_PHASE_FWD ? &L->wl.fwd : &L->wl.bwd;
     prev = monta_a2a(g, strategy, N, I, prev);
+    if (gar_bytes > 0.0)
+        add_line(g, SIM_R_INTER, g->st_inter, SIM_OP_GRAD_AR, &m->lines.ar_dp, gar_bytes,
+                 PRIO_GAR, -1, prev);
     /* every rank holds all I bytes of tokens again and computes its H/N_ESP slice (p->n_exp
      * is the ESP pipeline's: N_ESP gathered copies on the slice) */
     prev = add(g, SIM_R_COMPUTE, -1, SIM_OP_EXPERT, p->exp_alpha, p->exp_beta,
@@ -342,8 +356,10 @@ static int moe_phase(gen *g, const sim_layer *L, int prev, double gar_bytes,
     case SIM_SCHED_MONTA_O1:
     case SIM_SCHED_MONTA_O2:
     case SIM_SCHED_MONTA_O3:
-        return moe_monta(g, L, prev);
+        return moe_monta(g, L, prev, 0.0);
     case SIM_SCHED_PLAN:
+        if (L->schedule == FSMOE_SCHED_MONTA)
+            return moe_monta(g, L, prev, gar_bytes);
         if (L->schedule == FSMOE_SCHED_S1 || L->schedule == FSMOE_SCHED_S2)
             return moe_pausemp(g, &L->wl, L->schedule, layer_r(g, L, o), prev, gar_bytes,
                                g->st_inter);
@@ -622,12 +638,19 @@ fsmoe_status sim_model_check(const sim_model *m, fsmoe_error *err)
         const sim_layer *L = &m->layers[i];
         if (bad_r(L->r_f, 0) || bad_r(L->r_b, 0) || bad_r(L->esp_r_f, 1) ||
             bad_r(L->esp_r_b, 1) || bad_r(L->noiio_r_f, 1) || bad_r(L->noiio_r_b, 1) || bad_chunks(L->monta_chunks_o2) ||
-            bad_chunks(L->monta_chunks_o3))
+            bad_chunks(L->monta_chunks_o3) || L->a2a_chunks < 0 ||
+            L->a2a_chunks > SIM_MAX_A2A_CHUNKS)
             return fsmoe_fail(err, FSMOE_ERR_VALUE,
                               "simulate: layer %d: degrees r_f %d, r_b %d, ESP r_f %d, r_b %d, "
                               "MoNTA chunks %d/%d (expected 1..%d, chunks 1..%d)",
                               i, L->r_f, L->r_b, L->esp_r_f, L->esp_r_b, L->monta_chunks_o2,
                               L->monta_chunks_o3, SIM_MAX_CHUNKS, SIM_MAX_A2A_CHUNKS);
+        if ((unsigned)L->schedule >= FSMOE_SCHED_COUNT || (unsigned)L->a2a > FSMOE_A2A_O3)
+            return fsmoe_fail(err, FSMOE_ERR_VALUE,
+                              "simulate: layer %d: schedule %d, AllToAll strategy %d (expected "
+                              "0..%d and 0..%d)",
+                              i, (int)L->schedule, (int)L->a2a, FSMOE_SCHED_COUNT - 1,
+                              (int)FSMOE_A2A_O3);
         double d = lina_ops(L->dense_grad_bytes), e = lina_ops(L->moe_grad_bytes);
         if (d < 0.0 || e < 0.0 || !(L->gar_dense_bytes >= 0.0) || !isfinite(L->gar_dense_bytes) ||
             !(L->gar_moe_bytes >= 0.0) || !isfinite(L->gar_moe_bytes))
@@ -801,6 +824,8 @@ fsmoe_status sim_model_from_plan(const fsmoe_plan *p, const fsmoe_model *model,
         L->gar_dense_bytes = total < fit ? total : fit;
         L->gar_moe_bytes = total - L->gar_dense_bytes;
         int chunked = lp->a2a == FSMOE_A2A_O2 || lp->a2a == FSMOE_A2A_O3;
+        L->a2a = lp->a2a;
+        L->a2a_chunks = chunked && lp->a2a_chunks > 0 ? lp->a2a_chunks : 1;
         L->monta_chunks_o2 = L->monta_chunks_o3 = chunked && lp->a2a_chunks > 0 ? lp->a2a_chunks : 1;
     }
     free(blocks);

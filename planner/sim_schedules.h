@@ -30,7 +30,9 @@
  *                  gradient partition (window, t_gar and tail bytes).
  *   plan           the plan: every MoE layer plays the schedule the plan chose for it (its
  *                  `schedule`): the ESP pipeline (A2A on an inter-node stream, AG/RS on an
- *                  intra-node stream) or PauseMP S1/S2 in r chunks (below); the window
+ *                  intra-node stream), PauseMP S1/S2 in r chunks (below) or MoNTA's layer
+ *                  (monta-o1/o2/o3 below, at the layer's a2a strategy and chunks; its share of
+ *                  the Gradient-AllReduce right after its dispatch AllToAll); the window
  *                  AllReduce at the start of the dense backward window and the rest right after
  *                  the last dispatch chunk of the MoE backward (FSMoE Fig. 3d); the prefix
  *                  window's AllReduce at the start of the prefix's backward.
@@ -80,7 +82,9 @@ typedef struct {
     double dense_grad_bytes;  /* DP gradients of those dense ops, ready after their backward */
     double moe_grad_bytes;    /* replicated experts' gradients, ready after the MoE backward */
     /* the plan (fsmoe, fsmoe-no-iio) */
-    fsmoe_schedule schedule;  /* the MoE layer's schedule (ESP pipeline, S1, S2) */
+    fsmoe_schedule schedule;  /* the MoE layer's schedule (ESP pipeline, S1, S2, MoNTA) */
+    fsmoe_a2a_strategy a2a;   /* schedule MONTA: its AllToAll strategy (base = plain A2A) */
+    int a2a_chunks;           /* ... and chunks (O2/O3; ≥ 1, 0 = 1) */
     int r_f, r_b;
     int esp_r_f, esp_r_b;     /* the ESP pipeline's degrees (fsmoe); 0 = r_f, r_b */
     int noiio_r_f, noiio_r_b; /* fsmoe-no-iio's own degrees (its one-stream optimum,
@@ -141,7 +145,8 @@ double sim_model_grad_bytes(const sim_model *m);
 
 /* Fills m (layers allocated, free with sim_model_free) from a plan and the model/cluster it was
  * made for: dense blocks from the model's MoE placement, r_f/r_b and the gradient partition
- * from the plan, MoNTA chunks from the plan's a2a choice (O2/O3 only; else 1). */
+ * from the plan, MoNTA chunks from the plan's a2a choice (O2/O3 only; else 1), and for a layer
+ * whose schedule is MoNTA's its strategy and chunks (a2a, a2a_chunks). */
 /* Limits on what one simulation plays, checked before anything is built: the degrees r_f, r_b
  * (and the ESP pipeline's, Tutel's) in 1..SIM_MAX_CHUNKS, MoNTA's chunks in
  * 1..SIM_MAX_A2A_CHUNKS, and Lina's 30 MB

@@ -101,11 +101,13 @@ static void noiio_degrees(const sim_model *m, sim_layer *L)
 }
 
 /* The plan of a one-layer configuration, chosen by simulation among what a plan can say for the
- * layer (its schedule and r_f, r_b): the closed form's choice, the ESP pipeline at FSMoE's,
- * Tutel's and No-IIO's degrees, and S1/S2 at their closed-form degrees and unpipelined (Parm's
- * r = 1). The simulated `plan` iteration is the smallest of them (ties: the closed form's), so
- * the plan is never slower than fsmoe, parm-s1/s2 or the ESP pipeline at another schedule's
- * degrees; fsmoe-run plays the result like any other plan. */
+ * layer (its schedule, r_f, r_b and, for MoNTA's layer, a2a strategy and chunks): the closed
+ * form's choice, the ESP pipeline at FSMoE's, Tutel's and No-IIO's degrees, S1/S2 at their
+ * closed-form degrees and unpipelined (Parm's r = 1), and MoNTA's layer at O1, O2 and O3 with
+ * monta-o2/o3's chunk counts (base alone when N_MP = 1: nothing to drop). The simulated `plan`
+ * iteration is the smallest of them (ties: the closed form's), so the plan is never slower than
+ * fsmoe, parm-s1/s2, monta-o1/o2/o3 or the ESP pipeline at another schedule's degrees; fsmoe-run
+ * plays the result like any other plan. */
 static fsmoe_status pick_by_sim(sim_model *m, sim_layer *L, fsmoe_error *err)
 {
     sim s;
@@ -115,13 +117,15 @@ static fsmoe_status pick_by_sim(sim_model *m, sim_layer *L, fsmoe_error *err)
     typedef struct {
         fsmoe_schedule k;
         int r_f, r_b;
+        fsmoe_a2a_strategy a2a;
+        int chunks;
     } cand;
-    cand c[16];
+    cand c[20];
     int n = 0;
-    c[n++] = (cand){L->schedule, L->r_f, L->r_b};
-    c[n++] = (cand){FSMOE_SCHED_ESP_PIPELINE, L->esp_r_f, L->esp_r_b};
-    c[n++] = (cand){FSMOE_SCHED_ESP_PIPELINE, tutel_r, tutel_r};
-    c[n++] = (cand){FSMOE_SCHED_ESP_PIPELINE, L->noiio_r_f, L->noiio_r_b};
+    c[n++] = (cand){L->schedule, L->r_f, L->r_b, L->a2a, L->a2a_chunks};
+    c[n++] = (cand){FSMOE_SCHED_ESP_PIPELINE, L->esp_r_f, L->esp_r_b, FSMOE_A2A_BASE, 1};
+    c[n++] = (cand){FSMOE_SCHED_ESP_PIPELINE, tutel_r, tutel_r, FSMOE_A2A_BASE, 1};
+    c[n++] = (cand){FSMOE_SCHED_ESP_PIPELINE, L->noiio_r_f, L->noiio_r_b, FSMOE_A2A_BASE, 1};
     for (int k = FSMOE_SCHED_S1; k <= FSMOE_SCHED_S2; k++) {
         pausemp_problem pf, pb;
         if (!parm_pausemp_problems(&m->shape, &m->par, &m->lines, &L->wl, (fsmoe_schedule)k, &pf,
@@ -130,10 +134,17 @@ static fsmoe_status pick_by_sim(sim_model *m, sim_layer *L, fsmoe_error *err)
         pb.t_gar = fsmoe_line_time(&m->lines.ar_dp, L->gar_moe_bytes);
         double Ff, Fb;
         int rf = pausemp_best_r(&pf, &Ff), rb = pausemp_best_r(&pb, &Fb);
-        c[n++] = (cand){(fsmoe_schedule)k, rf, rb};
-        c[n++] = (cand){(fsmoe_schedule)k, 1, 1};
-        c[n++] = (cand){(fsmoe_schedule)k, rf, 1};
-        c[n++] = (cand){(fsmoe_schedule)k, 1, rb};
+        c[n++] = (cand){(fsmoe_schedule)k, rf, rb, FSMOE_A2A_BASE, 1};
+        c[n++] = (cand){(fsmoe_schedule)k, 1, 1, FSMOE_A2A_BASE, 1};
+        c[n++] = (cand){(fsmoe_schedule)k, rf, 1, FSMOE_A2A_BASE, 1};
+        c[n++] = (cand){(fsmoe_schedule)k, 1, rb, FSMOE_A2A_BASE, 1};
+    }
+    if (m->par.mp > 1) {
+        c[n++] = (cand){FSMOE_SCHED_MONTA, 1, 1, FSMOE_A2A_O1, 1};
+        c[n++] = (cand){FSMOE_SCHED_MONTA, 1, 1, FSMOE_A2A_O2, L->monta_chunks_o2};
+        c[n++] = (cand){FSMOE_SCHED_MONTA, 1, 1, FSMOE_A2A_O3, L->monta_chunks_o3};
+    } else {
+        c[n++] = (cand){FSMOE_SCHED_MONTA, 1, 1, FSMOE_A2A_BASE, 1};
     }
     int best = 0;
     double best_t = INFINITY;
@@ -141,12 +152,14 @@ static fsmoe_status pick_by_sim(sim_model *m, sim_layer *L, fsmoe_error *err)
         if (c[j].r_f < 1 || c[j].r_b < 1 || c[j].r_f > L->wl.r_max || c[j].r_b > L->wl.r_max)
             continue;
         L->schedule = c[j].k, L->r_f = c[j].r_f, L->r_b = c[j].r_b;
+        L->a2a = c[j].a2a, L->a2a_chunks = c[j].chunks;
         double t;
         st = sim_schedule_time(&s, m, SIM_SCHED_PLAN, NULL, &t, err);
         if (st == FSMOE_OK && t < best_t)
             best_t = t, best = j;
     }
     L->schedule = c[best].k, L->r_f = c[best].r_f, L->r_b = c[best].r_b;
+    L->a2a = c[best].a2a, L->a2a_chunks = c[best].chunks;
     sim_free(&s);
     return st;
 }
@@ -446,6 +459,8 @@ fsmoe_status sim_refine_plan(sim *s, sim_model *m, int *changed, fsmoe_error *er
 {
     *changed = 0;
     for (int i = 0; i < m->n_layers; i++) {
+        if (m->layers[i].schedule == FSMOE_SCHED_MONTA)
+            continue; /* not pipelined: r stays 1 */
         sim_model one = *m;
         sim_layer L = m->layers[i];
         one.layers = &L;
