@@ -1,4 +1,6 @@
-/* Implements: the SVG figure of measured points and fitted lines (plot_svg.h). */
+/* Implements: the SVG figure of measured points and fitted lines (plot_svg.h). A tier measured
+ * at several group sizes shows each: the widest with open circles and a solid line, the
+ * narrower ones with filled dots and dashed lines, in the tier's colour. */
 #include "plot_svg.h"
 
 #include <math.h>
@@ -6,7 +8,7 @@
 
 #include "atomic_file.h"
 
-enum { PANEL_W = 460, PANEL_H = 320, MARGIN_L = 64, MARGIN_R = 16, MARGIN_T = 34, MARGIN_B = 96,
+enum { PANEL_W = 460, PANEL_H = 350, MARGIN_L = 64, MARGIN_R = 16, MARGIN_T = 34, MARGIN_B = 126,
        COLS = 2 };
 
 static const char *const tier_colour[FSMOE_TIER_COUNT] = {"#1f77b4", "#d62728", "#2ca02c",
@@ -31,11 +33,13 @@ static void plot_panel(FILE *f, const bench_results *res, int op, int px, int py
         xmax = fmax(xmax, r->n * xs);
         ymax = fmax(ymax, r->seconds * ys);
     }
-    for (int t = 0; t < FSMOE_TIER_COUNT; t++) {
-        const bench_fit *b = &res->fits[op][t];
-        if (b->present && !b->status)
-            ymax = fmax(ymax, (b->fit.alpha + b->fit.beta * xmax / xs) * ys);
-    }
+    for (int t = 0; t < FSMOE_TIER_COUNT; t++)
+        for (int k = 0; k <= res->n_narrower[op][t]; k++) {
+            const bench_fit *b = k < res->n_narrower[op][t] ? &res->narrower[op][t][k]
+                                                             : &res->fits[op][t];
+            if (b->present && !b->status)
+                ymax = fmax(ymax, (b->fit.alpha + b->fit.beta * xmax / xs) * ys);
+        }
     if (xmax <= 0.0)
         xmax = 1.0;
     if (ymax <= 0.0)
@@ -69,24 +73,28 @@ static void plot_panel(FILE *f, const bench_results *res, int op, int px, int py
                "transform=\"rotate(-90 %d %d)\">time (ms)</text>\n",
             px + 16, y0 - h / 2, px + 16, y0 - h / 2);
     int legend = 0;
-    for (int t = 0; t < FSMOE_TIER_COUNT; t++) {
-        const bench_fit *b = &res->fits[op][t];
+    for (int t = 0; t < FSMOE_TIER_COUNT; t++)
+    for (int k = 0; k <= res->n_narrower[op][t]; k++) { /* each group size, narrowest first */
+        int narrow = k < res->n_narrower[op][t];
+        const bench_fit *b = narrow ? &res->narrower[op][t][k] : &res->fits[op][t];
         if (!b->present)
             continue;
         for (int i = 0; i < res->n_rows; i++) {
             const bench_row *r = &res->rows[i];
-            if ((int)r->op == op && (int)r->tier == t)
-                fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.8\" fill=\"none\" "
+            if ((int)r->op == op && (int)r->tier == t && r->ranks == b->ranks)
+                fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%s\" fill=\"%s\" "
                            "stroke=\"%s\"/>\n", X(r->n * xs), Y(r->seconds * ys),
+                        narrow ? "2.2" : "2.8", narrow ? tier_colour[t] : "none",
                         tier_colour[t]);
         }
         char label[160];
         if (b->status) {
-            snprintf(label, sizeof label, "%s: no fit (%s)", fsmoe_tier_name(t), b->msg);
+            snprintf(label, sizeof label, "%s: no fit (%.120s)", fsmoe_tier_name(t), b->msg);
         } else {
             double ya = b->fit.alpha * ys, yb = (b->fit.alpha + b->fit.beta * xmax / xs) * ys;
             fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
-                       "stroke-width=\"1.5\"/>\n", X(0.0), Y(ya), X(xmax), Y(yb), tier_colour[t]);
+                       "stroke-width=\"1.5\"%s/>\n", X(0.0), Y(ya), X(xmax), Y(yb), tier_colour[t],
+                    narrow ? " stroke-dasharray=\"6 4\"" : "");
             if (t == FSMOE_TIER_LOCAL)
                 snprintf(label, sizeof label, op == FSMOE_OP_GEMM
                          ? "%s: &#945; = %.1f us, 1/&#946; = %.2f GMAC/s, r&#178; = %.5f%s"
