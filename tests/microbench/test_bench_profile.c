@@ -156,11 +156,49 @@ static void test_nothing_to_write(void **state)
     results_free(&res);
 }
 
+/* A tier measured at two group sizes (suite.c's narrower size): each size is fitted on its own
+ * rows and written as its own entry, which the reader lists narrowest first. */
+static void test_two_group_sizes(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/fsmoe-bench-test-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/sizes.yaml", dir);
+    bench_results res;
+    memset(&res, 0, sizeof res);
+    add_line(&res, FSMOE_OP_ALLGATHER, FSMOE_TIER_INTRA, 4, 5e-5, 3e-10, 0.0);
+    add_line(&res, FSMOE_OP_ALLGATHER, FSMOE_TIER_INTRA, 2, 2e-5, 1e-10, 0.0);
+    assert_int_equal(results_fit(&res, 0.99, NULL), FSMOE_OK);
+    assert_int_equal(res.fits[FSMOE_OP_ALLGATHER][FSMOE_TIER_INTRA].ranks, 4);
+    assert_int_equal(res.n_narrower[FSMOE_OP_ALLGATHER][FSMOE_TIER_INTRA], 1);
+    profile_meta meta = {"sizes", "test_bench_profile (synthetic)", "cpu (test)", 1, 4, 0.99,
+                         NULL};
+    fsmoe_error err = {0};
+    assert_int_equal(profile_write(path, &meta, &res, &err), FSMOE_OK);
+    fsmoe_cluster c;
+    if (fsmoe_cluster_load(path, &c, &err))
+        fail_msg("fsmoe_cluster_load: %s", err.msg);
+    const fsmoe_cost_entry *e[3];
+    assert_int_equal(fsmoe_cluster_entries(&c, FSMOE_OP_ALLGATHER, FSMOE_TIER_INTRA, e, 3), 2);
+    assert_int_equal(e[0]->ranks, 2);
+    assert_int_equal(e[1]->ranks, 4);
+    assert_true(near(e[0]->alpha_s, 2e-5, 1e-5) && near(e[0]->beta_s, 1e-10, 1e-5));
+    assert_true(near(e[1]->alpha_s, 5e-5, 1e-5) && near(e[1]->beta_s, 3e-10, 1e-5));
+    assert_int_equal(e[0]->n_points, 12);
+    assert_int_equal(e[1]->n_points, 12);
+    fsmoe_cluster_free(&c);
+    results_free(&res);
+    remove(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_nothing_to_write),
+        cmocka_unit_test(test_two_group_sizes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
