@@ -114,7 +114,8 @@ static void diff_layer(diff_ctx *c, int i, const fsmoe_layer_plan *a, const fsmo
     diff_long(c, FIELD("block"), a->block, b->block);
     diff_str(c, FIELD("schedule"), fsmoe_schedule_name(a->schedule),
              fsmoe_schedule_name(b->schedule), 1);
-    static const char *const sched_keys[FSMOE_SCHED_COUNT] = {"esp_pipeline", "s1", "s2"};
+    static const char *const sched_keys[FSMOE_SCHED_COUNT] = {"esp_pipeline", "s1", "s2",
+                                                              "monta"};
     for (int j = 0; j < FSMOE_SCHED_COUNT; j++) {
         snprintf(f, sizeof f, "%s.schedule_s.%s", p, sched_keys[j]);
         diff_time(c, f, a->schedule_s[j], b->schedule_s[j]);

@@ -141,6 +141,15 @@ static void explain_layer(const fsmoe_layer_plan *l, FILE *out)
     explain_col(out, car, 10);
     fputs("\n", out);
     explain_schedule(l, out);
+    if (l->schedule == FSMOE_SCHED_MONTA) { /* sequential: no chains, no pipeline cases */
+        fprintf(out, "             MoNTA's layer, every op after the previous one (not pipelined): "
+                     "dispatch and combine AllToAll by %s in %d chunk%s (%s each), expert on the "
+                     "H/N_ESP slice of every gathered token, ESP ReduceScatter before the "
+                     "combine\n",
+                fsmoe_a2a_strategy_name(l->a2a), l->a2a_chunks, l->a2a_chunks == 1 ? "" : "s",
+                a2a);
+        return;
+    }
     if (l->schedule != FSMOE_SCHED_ESP_PIPELINE) { /* PauseMP: chains c1..c4 (parm_schedule.h) */
         static const char *const chain[4] = {
             "inter-node link bound (AllToAlls + Gradient-AllReduce)", "compute bound",

@@ -191,6 +191,8 @@ static void assert_plans_equal(const fsmoe_plan *a, const fsmoe_plan *b)
         assert_int_equal(x->index, y->index);
         assert_int_equal(x->block, y->block);
         assert_int_equal(x->schedule, y->schedule);
+        for (int j = 0; j < FSMOE_SCHED_COUNT; j++)
+            assert_true(x->schedule_s[j] == y->schedule_s[j]);
         assert_true(x->t_d1_s == y->t_d1_s);
         assert_true(x->t_d2_s == y->t_d2_s);
         assert_int_equal(x->a2a, y->a2a);
@@ -246,6 +248,9 @@ static void round_trip(double f, int n_layers)
     assert_non_null(strstr(ta, "parallel: {world: 32, gpus_per_node: 4, ranks: node-major, dp: 8, "
                                "mp: 4, ep: 8, esp: 4, edp: 1, pp: 1}\n"));
     assert_null(strstr(ta, "created"));
+    /* no layer had MoNTA's layer as a candidate: schedule_s is the three-key form of before */
+    assert_null(strstr(ta, "monta"));
+    assert_non_null(strstr(ta, "    schedule_s: {esp_pipeline: 0, s1: 0, s2: 0}\n"));
     free(ta);
     free(tb);
     fsmoe_plan_free(&p);
@@ -372,7 +377,12 @@ static void test_bad_plans(void **state)
         {"    block: 1\n", "    blok: 1\n", FSMOE_ERR_SCHEMA, "did you mean"},
         {"{r: 4,", "{r: four,", FSMOE_ERR_SCHEMA, "layers[0].forward.r"},
         {"{r: 4,", "{r: 0,", FSMOE_ERR_VALUE, "layers[0].forward.r"},
-        {"schedule: S1", "schedule: S3", FSMOE_ERR_SCHEMA, "S1"},
+        {"schedule: S1", "schedule: S3", FSMOE_ERR_SCHEMA, "monta"},
+        /* MoNTA's layer is not pipelined (layer 1 of the test plan has r = 5 forward) */
+        {"schedule: S1", "schedule: monta", FSMOE_ERR_VALUE,
+         "layers[1].forward.r: 5 with schedule monta (expected 1"},
+        {"s2: 0}", "s2: 0, monta: -1}", FSMOE_ERR_VALUE, "layers[0].schedule_s.monta"},
+        {"s2: 0}", "s2: 0, montaa: 1}", FSMOE_ERR_SCHEMA, "unknown key"},
         {"q: [Q1, Q3]", "q: [Q1, Q9]", FSMOE_ERR_SCHEMA, "Q9"},
         {"q: [Q1, Q3]", "q: [Q1, Q1]", FSMOE_ERR_VALUE, "twice"},
         {"  M: 4096\n", "", FSMOE_ERR_SCHEMA, "M"},
@@ -642,6 +652,67 @@ static void test_diff(void **state)
     fsmoe_plan_free(&b);
 }
 
+/* A plan whose layer runs MoNTA's layer: written as schedule monta with schedule_s.monta, read
+ * back field for field, the second write byte-identical; explain and diff name it. */
+static void test_monta_layer(void **state)
+{
+    (void)state;
+    fsmoe_plan p, q;
+    make_plan(&p, 1.2, 3);
+    for (int i = 0; i < 3; i++) {
+        fsmoe_layer_plan *l = &p.layers[i];
+        l->schedule_s[FSMOE_SCHED_ESP_PIPELINE] = 0.03 + i;
+        l->schedule_s[FSMOE_SCHED_S1] = 0.02 + i;
+        l->schedule_s[FSMOE_SCHED_S2] = 0.025 + i;
+        l->schedule_s[FSMOE_SCHED_MONTA] = 0.1 / 7 + i; /* not exactly representable */
+    }
+    fsmoe_layer_plan *m = &p.layers[1];
+    m->schedule = FSMOE_SCHED_MONTA;
+    m->a2a = FSMOE_A2A_O3;
+    m->a2a_chunks = 6;
+    m->fwd.r = m->bwd.r = 1;
+    char a[600], b[600];
+    path_in_dir(a, sizeof a, "monta-a.yaml");
+    path_in_dir(b, sizeof b, "monta-b.yaml");
+    fsmoe_error err = {0};
+    assert_int_equal(fsmoe_plan_write(&p, a, &err), FSMOE_OK);
+    if (fsmoe_plan_load(a, &q, &err) != FSMOE_OK)
+        fail_msg("load: %s", err.msg);
+    assert_plans_equal(&p, &q);
+    assert_int_equal(q.layers[1].schedule, FSMOE_SCHED_MONTA);
+    assert_int_equal(fsmoe_plan_write(&q, b, &err), FSMOE_OK);
+    char *ta = slurp(a), *tb = slurp(b);
+    assert_string_equal(ta, tb);
+    assert_non_null(strstr(ta, "    schedule: monta\n    schedule_s: {esp_pipeline: 1.03, s1: 1.02, "
+                               "s2: 1.025, monta: 1.0142857142857142}\n"));
+    assert_non_null(strstr(ta, "a2a: {strategy: O3, chunks: 6,"));
+    free(ta);
+    free(tb);
+
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    assert_non_null(mem);
+    explain_plan(&q, "x.yaml", mem);
+    fclose(mem);
+    assert_non_null(strstr(text, "schedule monta: "));
+    assert_non_null(strstr(text, "MoNTA's layer, every op after the previous one (not pipelined): "
+                                 "dispatch and combine AllToAll by O3 in 6 chunks"));
+    free(text);
+
+    diff_options opt = {.rtol = DIFF_DEFAULT_RTOL, .strict = 0};
+    q.layers[1].schedule_s[FSMOE_SCHED_MONTA] *= 2.0;
+    text = NULL;
+    mem = open_memstream(&text, &len);
+    assert_non_null(mem);
+    assert_int_equal(diff_plans(&p, &q, &opt, mem), 1);
+    fclose(mem);
+    assert_non_null(strstr(text, "layers[1].schedule_s.monta"));
+    free(text);
+    fsmoe_plan_free(&p);
+    fsmoe_plan_free(&q);
+}
+
 /* explain: identical consecutive layers collapse, cases are spelt out, speed-ups computed. */
 static void test_explain(void **state)
 {
@@ -693,6 +764,7 @@ int main(void)
         cmocka_unit_test(test_load_provenance_old),
         cmocka_unit_test(test_atomic_write),
         cmocka_unit_test(test_diff),
+        cmocka_unit_test(test_monta_layer),
         cmocka_unit_test(test_explain),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);

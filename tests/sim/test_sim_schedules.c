@@ -391,6 +391,52 @@ static void test_plan_never_slower(void **state)
     check_never_slower(SWEEP_PARM_TABLE3, &cb, path_b, 0);
 }
 
+/* The plan's MoNTA layer (schedule monta at a2a strategy Ox, chunks N) is monta-ox's layer: with
+ * the plan's gradients all after the backward, as monta-ox sends them, the two iterations are the
+ * same task graph and agree exactly; another strategy or chunk count in the plan changes it. */
+static void test_plan_plays_monta(void **state)
+{
+    (void)state;
+    sim s;
+    sim_init(&s);
+    static const int idx[] = {0, 77, 500, 1080, 1457};
+    const fsmoe_cluster *cs[2] = {&ca, &cb};
+    const char *ps[2] = {path_a, path_b};
+    int differ = 0;
+    for (int c = 0; c < 2; c++)
+        for (size_t j = 0; j < sizeof idx / sizeof idx[0]; j++) {
+            sim_model m;
+            sim_layer L;
+            config(cs[c], ps[c], idx[j], &m, &L);
+            assert_true(m.par.mp > 1);
+            L.gar_dense_bytes = L.gar_moe_bytes = 0.0;
+            m.fsmoe_prefix_window_bytes = m.fsmoe_prefix_early_bytes = 0.0;
+            m.fsmoe_tail_bytes = sim_model_grad_bytes(&m);
+            L.schedule = FSMOE_SCHED_MONTA;
+            double t_o[4] = {0};
+            for (int o = FSMOE_A2A_O1; o <= FSMOE_A2A_O3; o++) {
+                L.a2a = (fsmoe_a2a_strategy)o;
+                L.a2a_chunks = o == FSMOE_A2A_O2   ? L.monta_chunks_o2
+                               : o == FSMOE_A2A_O3 ? L.monta_chunks_o3
+                                                   : 1;
+                double plan = run(&s, &m, SIM_SCHED_PLAN, NULL);
+                double want = run(&s, &m, (sim_schedule)(SIM_SCHED_MONTA_O1 + o - 1), NULL);
+                if (plan != want)
+                    print_error("%s config %d O%d: plan %.12g s, monta %.12g s\n", cs[c]->name,
+                                idx[j], o, plan, want);
+                assert_true(plan == want);
+                t_o[o] = plan;
+            }
+            differ += t_o[1] != t_o[2] || t_o[2] != t_o[3];
+            /* a plain AllToAll of the duplicated tokens (strategy base) is another layer */
+            L.a2a = FSMOE_A2A_BASE, L.a2a_chunks = 1;
+            double base = run(&s, &m, SIM_SCHED_PLAN, NULL);
+            assert_true(base != t_o[1]);
+        }
+    assert_true(differ > 0);
+    sim_free(&s);
+}
+
 /* Simulation is deterministic: the same model gives bit-identical timelines. */
 static void test_deterministic(void **state)
 {
@@ -422,6 +468,7 @@ int main(void)
         cmocka_unit_test(test_pausemp_matches_closed_form),
         cmocka_unit_test(test_bytes_and_lina),
         cmocka_unit_test(test_plan_never_slower),
+        cmocka_unit_test(test_plan_plays_monta),
         cmocka_unit_test(test_deterministic),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
