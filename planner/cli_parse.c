@@ -32,6 +32,7 @@ const char plan_cli_usage[] =
     "                  [--refine]\n"
     "       fsmoe-plan sweep --cluster CLUSTER.yaml --grid fsmoe-table4|parm-table3\n"
     "                  [--csv FILE] [--regret]\n"
+    "       fsmoe-plan fidelity [--root DIR]\n"
     "       fsmoe-plan --help | --version\n"
     "\n"
     "Plans an MoE model on a cluster profile (FSMoE pipeline degrees and gradient partition,\n"
@@ -63,6 +64,13 @@ const char plan_cli_sweep_usage[] =
     "max speedup of each schedule over tutel and over deepspeed. --regret also compares the\n"
     "planner's closed-form r_f, r_b (fsmoe-table4) with the best r found by simulation.\n"
     "--testbed picks Table 4's L range (default: from the profile's name).\n";
+
+const char plan_cli_fidelity_usage[] =
+    "usage: fsmoe-plan fidelity [--root DIR]\n"
+    "Prints the papers' published figures (FSMoE Table 5, Fig. 6, Fig. 7; Parm Tables IV and V;\n"
+    "MoNTA Table 8 and its end-to-end gain) next to this planner's predictions for the same\n"
+    "configurations, with their ratio and whether each row meets its target. Profiles and\n"
+    "models are read from DIR/clusters and DIR/models (default: the current directory).\n";
 
 static const fsmoe_cli_enum method_table[] = {{"auto", PLAN_METHOD_AUTO},
                                               {"fsmoe", PLAN_METHOD_FSMOE},
@@ -447,6 +455,33 @@ static fsmoe_status parse_sweep(int argc, char **argv, plan_cli *a, fsmoe_error 
     return FSMOE_OK;
 }
 
+static fsmoe_status parse_fidelity(int argc, char **argv, plan_cli *a, fsmoe_error *err)
+{
+    static const struct option opts[] = {
+        {"root", required_argument, NULL, 'r'}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int c, help = 0;
+    a->usage = plan_cli_fidelity_usage;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'r': a->root = optarg; break;
+        case 'h': help = 1; break;
+        default: return bad_option(c, argv, opts, err);
+        }
+    }
+    if (help) {
+        a->cmd = PLAN_CMD_HELP;
+        return FSMOE_OK;
+    }
+    if (optind != argc)
+        return usage_fail(err, "fidelity: unexpected argument '%.200s'", argv[optind]);
+    if (a->root && a->root[0] == '\0')
+        return usage_fail(err, "--root: an empty path");
+    a->cmd = PLAN_CMD_FIDELITY;
+    return FSMOE_OK;
+}
+
 fsmoe_status plan_cli_parse(int argc, char **argv, plan_cli *cli, fsmoe_error *err)
 {
     memset(cli, 0, sizeof *cli);
@@ -465,5 +500,7 @@ fsmoe_status plan_cli_parse(int argc, char **argv, plan_cli *cli, fsmoe_error *e
         return parse_simulate(argc - 1, argv + 1, cli, err);
     if (strcmp(sub, "sweep") == 0)
         return parse_sweep(argc - 1, argv + 1, cli, err);
+    if (strcmp(sub, "fidelity") == 0)
+        return parse_fidelity(argc - 1, argv + 1, cli, err);
     return parse_plan(argc, argv, cli, err);
 }

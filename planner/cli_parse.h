@@ -17,6 +17,7 @@ typedef enum {
     PLAN_CMD_DIFF,
     PLAN_CMD_SIMULATE,
     PLAN_CMD_SWEEP,
+    PLAN_CMD_FIDELITY,   /* the papers' figures against ours */
     PLAN_CMD_HELP,       /* print cli->usage to stdout, exit 0 */
     PLAN_CMD_VERSION
 } plan_cmd;
@@ -64,11 +65,14 @@ typedef struct {
     /* sweep (cluster_path too) */
     const char *csv;
     int grid, regret, testbed; /* testbed 0 = from the profile's name */
+    /* fidelity */
+    const char *root;          /* NULL = "." */
 } plan_cli;
 
 extern const char plan_cli_usage[];     /* fsmoe-plan (all subcommands) */
 extern const char plan_cli_sim_usage[]; /* fsmoe-plan simulate */
 extern const char plan_cli_sweep_usage[];
+extern const char plan_cli_fidelity_usage[];
 
 /* Parses argv (argv[0] the program; getopt_long may permute argv). On FSMOE_ERR_USAGE err
  * names the flag or argument and cli->usage is the text to print with it. */

@@ -23,6 +23,7 @@
 #include "cluster.h"
 #include "diff.h"
 #include "explain.h"
+#include "fidelity.h"
 #include "locate.h"
 #include "sim_cli.h"
 #include "model.h"
@@ -502,6 +503,17 @@ static int cmd_diff(const plan_cli *a)
     return n > 0 ? 1 : 0;
 }
 
+static int cmd_fidelity(const plan_cli *a)
+{
+    fsmoe_error err = {0};
+    int off = 0;
+    if (fidelity_report(a->root, stdout, &off, &err) != FSMOE_OK) {
+        fflush(stdout);
+        return input_error(&err);
+    }
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     plan_cli cli;
@@ -519,6 +531,7 @@ int main(int argc, char **argv)
     case PLAN_CMD_DIFF: return cmd_diff(&cli);
     case PLAN_CMD_SIMULATE: return sim_cli_simulate(&cli);
     case PLAN_CMD_SWEEP: return sim_cli_sweep(&cli);
+    case PLAN_CMD_FIDELITY: return cmd_fidelity(&cli);
     case PLAN_CMD_REGENERATE: return run_regenerate(&cli);
     case PLAN_CMD_PLAN: return run_plan(&cli, no_ov);
     }
