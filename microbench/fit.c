@@ -1,8 +1,10 @@
-/* Implements: the constrained least-squares line with GSL (fit.h). */
+/* Implements: the constrained least-squares line and the robust line that judges points, with
+ * GSL (fit.h). */
 #include "fit.h"
 
 #include <gsl/gsl_errno.h>
 #include <gsl/gsl_fit.h>
+#include <gsl/gsl_multifit.h>
 #include <math.h>
 
 fsmoe_status fit_line(const double *x, const double *y, int n, fit_result *out,
@@ -59,5 +61,64 @@ fsmoe_status fit_line(const double *x, const double *y, int n, fit_result *out,
     out->max_rel_residual = max_rel;
     out->n = n;
     out->bound = bound;
+    return FSMOE_OK;
+}
+
+fsmoe_status fit_robust_rel_residuals(const double *x, const double *y, int n, double *rel,
+                                      fsmoe_error *err)
+{
+    gsl_set_error_handler_off();
+    fit_result ls;
+    fsmoe_status st = fit_line(x, y, n, &ls, NULL, err);
+    if (st)
+        return st;
+    double a = ls.alpha, b = ls.beta;
+    if (n >= 4) {
+        /* Scaled to O(1) columns: bytes (1e7) next to a column of ones would leave the solver
+         * a badly conditioned problem. */
+        double xs = 0.0, ys = 0.0;
+        for (int i = 0; i < n; i++) {
+            xs = fabs(x[i]) > xs ? fabs(x[i]) : xs;
+            ys = fabs(y[i]) > ys ? fabs(y[i]) : ys;
+        }
+        gsl_matrix *X = gsl_matrix_alloc((size_t)n, 2);
+        gsl_vector *Y = gsl_vector_alloc((size_t)n), *c = gsl_vector_alloc(2);
+        gsl_matrix *cov = gsl_matrix_alloc(2, 2);
+        gsl_multifit_robust_workspace *w =
+            gsl_multifit_robust_alloc(gsl_multifit_robust_bisquare, (size_t)n, 2);
+        if (!X || !Y || !c || !cov || !w) {
+            st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for a robust fit of %d points",
+                            n);
+        } else if (xs > 0.0 && ys > 0.0) {
+            for (int i = 0; i < n; i++) {
+                gsl_matrix_set(X, (size_t)i, 0, 1.0);
+                gsl_matrix_set(X, (size_t)i, 1, x[i] / xs);
+                gsl_vector_set(Y, (size_t)i, y[i] / ys);
+            }
+            /* GSL_EMAXITER still leaves the last iterate, a usable line; other failures fall
+             * back to least squares. */
+            int rc = gsl_multifit_robust(X, Y, c, cov, w);
+            if (rc == GSL_SUCCESS || rc == GSL_EMAXITER) {
+                a = gsl_vector_get(c, 0) * ys;
+                b = gsl_vector_get(c, 1) * ys / xs;
+            }
+        }
+        if (w)
+            gsl_multifit_robust_free(w);
+        if (X)
+            gsl_matrix_free(X);
+        if (cov)
+            gsl_matrix_free(cov);
+        if (Y)
+            gsl_vector_free(Y);
+        if (c)
+            gsl_vector_free(c);
+        if (st)
+            return st;
+    }
+    for (int i = 0; i < n; i++) {
+        double r = y[i] - (a + b * x[i]);
+        rel[i] = y[i] != 0.0 ? r / fabs(y[i]) : (r == 0.0 ? 0.0 : INFINITY);
+    }
     return FSMOE_OK;
 }

@@ -27,4 +27,12 @@ typedef struct {
 fsmoe_status fit_line(const double *x, const double *y, int n, fit_result *out,
                       double *residuals, fsmoe_error *err);
 
+/* The relative residual of every point from a line that a few bad points cannot pull:
+ * rel[i] = (y_i − (a + b·x_i)) / y_i, signed, with a, b from GSL's robust regression
+ * (gsl_multifit_robust, bisquare weights). It only judges points (fsmoe-bench re-measures those
+ * far off); the profile's α, β and r² stay fit_line's over every point. Where the robust
+ * solver fails or has too few points (< 4) the line is fit_line's. */
+fsmoe_status fit_robust_rel_residuals(const double *x, const double *y, int n, double *rel,
+                                      fsmoe_error *err);
+
 #endif

@@ -3,12 +3,16 @@
 #include "measure.h"
 
 #include <dirent.h>
+#include <malloc.h>
+#include <math.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "check.h"
+#include "fit.h"
 #include "mpi_coll.h"
 
 double measure_now(void)
@@ -217,33 +221,283 @@ fsmoe_status measure_sample(const measure_cfg *cfg, measure_fn fn, void *ctx, in
     return FSMOE_OK;
 }
 
-fsmoe_status measure_combine(const measure_cfg *cfg, double *t, int n, double *seconds,
-                             fsmoe_error *err)
+fsmoe_status measure_combine_rows(const measure_cfg *cfg, const double *mine, double *out, int n,
+                                  fsmoe_error *err)
 {
     int size = 1;
     MPI_Comm_size(cfg->world, &size);
-    double mine = measure_median(t, n), combined = mine;
     const char *what = "combining the ranks' times (MPI_Allreduce)";
     fsmoe_status st = FSMOE_OK;
     MPI_Request r;
     switch (cfg->average) {
     case MEASURE_RANK0:
-        MPI_CHECK(MPI_Ibcast(&combined, 1, MPI_DOUBLE, 0, cfg->world, &r), err);
+        for (int i = 0; i < n; i++)
+            out[i] = mine[i];
+        MPI_CHECK(MPI_Ibcast(out, n, MPI_DOUBLE, 0, cfg->world, &r), err);
         st = fsmoe_mpi_wait(&r, 1, cfg->world, "rank 0's time (MPI_Bcast)", err);
         break;
     case MEASURE_AVG:
-        st = fsmoe_mpi_allreduce(cfg->world, &mine, &combined, 1, MPI_DOUBLE, MPI_SUM, what, err);
-        combined /= size;
+        st = fsmoe_mpi_allreduce(cfg->world, mine, out, n, MPI_DOUBLE, MPI_SUM, what, err);
+        for (int i = 0; i < n && !st; i++)
+            out[i] /= size;
         break;
     case MEASURE_MIN:
-        st = fsmoe_mpi_allreduce(cfg->world, &mine, &combined, 1, MPI_DOUBLE, MPI_MIN, what, err);
+        st = fsmoe_mpi_allreduce(cfg->world, mine, out, n, MPI_DOUBLE, MPI_MIN, what, err);
         break;
     case MEASURE_MAX:
-        st = fsmoe_mpi_allreduce(cfg->world, &mine, &combined, 1, MPI_DOUBLE, MPI_MAX, what, err);
+        st = fsmoe_mpi_allreduce(cfg->world, mine, out, n, MPI_DOUBLE, MPI_MAX, what, err);
         break;
     }
-    if (st)
-        return st;
-    *seconds = combined;
+    return st;
+}
+
+fsmoe_status measure_combine(const measure_cfg *cfg, double *t, int n, double *seconds,
+                             fsmoe_error *err)
+{
+    double mine = measure_median(t, n);
+    return measure_combine_rows(cfg, &mine, seconds, 1, err);
+}
+
+void measure_steady_allocator(size_t largest)
+{
+#if defined(M_MMAP_THRESHOLD) && defined(M_TRIM_THRESHOLD)
+    /* A temporary of 2 x the message, with room to spare (a group's whole output). */
+    size_t cap = (size_t)1 << 30, want = largest > cap / 8 ? cap : 8 * largest;
+    if (want < ((size_t)64 << 20))
+        want = (size_t)64 << 20;
+    (void)mallopt(M_MMAP_THRESHOLD, (int)want);
+    (void)mallopt(M_TRIM_THRESHOLD, (int)(want > cap / 2 ? cap : 2 * want));
+#else
+    (void)largest;
+#endif
+}
+
+/* ---- the stopping rule and the outlier re-measure ---- */
+
+int measure_median_ci_rank(int n, double conf)
+{
+    if (n < 1)
+        return 0;
+    /* P(B <= j) summed in logs (n may be large): P(B = i) = C(n, i) / 2^n. */
+    double cdf = 0.0, ln2n = n * log(2.0);
+    int best = 0;
+    for (int k = 1; 2 * k <= n + 1; k++) {
+        int j = k - 1;
+        cdf += exp(lgamma(n + 1.0) - lgamma(j + 1.0) - lgamma(n - j + 1.0) - ln2n);
+        if (1.0 - 2.0 * cdf >= conf - 1e-12)
+            best = k;
+        else
+            break;
+    }
+    return best;
+}
+
+double measure_median_ci_rel(const double *sorted, int n, double conf)
+{
+    int k = measure_median_ci_rank(n, conf);
+    if (k == 0)
+        return INFINITY;
+    double med = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+    if (med <= 0.0)
+        return INFINITY;
+    double lo = med - sorted[k - 1], hi = sorted[n - k] - med;
+    return (lo > hi ? lo : hi) / med;
+}
+
+fsmoe_status measure_refine_init(measure_refine *r, int n, int cap, fsmoe_error *err)
+{
+    memset(r, 0, sizeof *r);
+    size_t m = (size_t)(n > 0 ? n : 1);
+    r->n = n;
+    r->cap = cap > 0 ? cap : 1;
+    r->t = calloc(m * (size_t)r->cap, sizeof *r->t);
+    r->runs = calloc(m, sizeof *r->runs);
+    r->remeasured = calloc(m, sizeof *r->remeasured);
+    r->first_rel = calloc(m, sizeof *r->first_rel);
+    r->x = calloc(m, sizeof *r->x);
+    r->y = calloc(m, sizeof *r->y);
+    r->ci = calloc(m, sizeof *r->ci);
+    r->rel = calloc(m, sizeof *r->rel);
+    r->want = calloc(m, sizeof *r->want);
+    if (!r->t || !r->runs || !r->remeasured || !r->first_rel || !r->x || !r->y || !r->ci ||
+        !r->rel || !r->want) {
+        measure_refine_free(r);
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for %d x %d runs", n, cap);
+    }
     return FSMOE_OK;
+}
+
+void measure_refine_free(measure_refine *r)
+{
+    free(r->t);
+    free(r->runs);
+    free(r->remeasured);
+    free(r->first_rel);
+    free(r->x);
+    free(r->y);
+    free(r->ci);
+    free(r->rel);
+    free(r->want);
+    memset(r, 0, sizeof *r);
+}
+
+void measure_refine_add(measure_refine *r, int i, double seconds)
+{
+    if (r->runs[i] >= 0 && r->runs[i] < r->cap)
+        r->t[(size_t)i * r->cap + r->runs[i]++] = seconds;
+}
+
+int measure_refine_decide(const measure_rule *rule, measure_refine *r, fsmoe_error *err)
+{
+    int fresh = 0, valid = 0, count = 0;
+    for (int i = 0; i < r->n; i++) {
+        r->want[i] = MEASURE_DONE;
+        if (r->runs[i] < 0)
+            continue;
+        valid++;
+        if (r->runs[i] < rule->min_runs) {
+            r->want[i] = MEASURE_MORE;
+            fresh++;
+        }
+    }
+    if (fresh)
+        return fresh; /* no size is judged while some median stands on fewer runs */
+    /* Rule 1 (outliers) over the valid rows, packed. */
+    double *x = NULL, *y = NULL, *rel = NULL;
+    if (rule->outlier > 0.0 && valid >= 4) {
+        x = malloc((size_t)valid * sizeof *x);
+        y = malloc((size_t)valid * sizeof *y);
+        rel = malloc((size_t)valid * sizeof *rel);
+        int k = 0;
+        if (x && y && rel) { /* without memory the points stay as measured */
+            for (int i = 0; i < r->n; i++)
+                if (r->runs[i] >= 0) {
+                    x[k] = r->x[i];
+                    y[k] = r->y[i];
+                    k++;
+                }
+            /* A failure (e.g. every size equal) leaves nothing to judge. */
+            if (fit_robust_rel_residuals(x, y, valid, rel, err) == FSMOE_OK) {
+                k = 0;
+                for (int i = 0; i < r->n; i++) {
+                    if (r->runs[i] < 0)
+                        continue;
+                    r->rel[i] = rel[k++];
+                    if (!r->remeasured[i] && fabs(r->rel[i]) > rule->outlier)
+                        r->want[i] = MEASURE_AGAIN;
+                }
+            }
+        }
+    }
+    free(x);
+    free(y);
+    free(rel);
+    /* Rule 2 (confidence) on the others. */
+    for (int i = 0; i < r->n; i++) {
+        if (r->runs[i] >= 0 && r->want[i] == MEASURE_DONE && r->runs[i] < rule->max_runs &&
+            rule->precision > 0.0 && !(r->ci[i] <= rule->precision))
+            r->want[i] = MEASURE_MORE;
+        count += r->want[i] != MEASURE_DONE;
+    }
+    return count;
+}
+
+fsmoe_status measure_refine_next(const measure_cfg *cfg, const measure_rule *rule,
+                                 measure_refine *r, const int *reps, int *count,
+                                 fsmoe_error *err)
+{
+    int n = r->n;
+    *count = 0;
+    double *mine = malloc((size_t)(n + 1) * sizeof *mine);
+    double *wide = malloc((size_t)(n + 1) * sizeof *wide);
+    fsmoe_status st = FSMOE_OK;
+    if (!mine || !wide) {
+        st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for %d rows", n);
+        goto fail;
+    }
+    for (int i = 0; i < n; i++) {
+        double *v = &r->t[(size_t)i * r->cap];
+        int k = r->runs[i] > 0 ? r->runs[i] : 0;
+        mine[i] = measure_median(v, k); /* sorts: the order of runs carries nothing */
+        wide[i] = k ? measure_median_ci_rel(v, k, MEASURE_CONFIDENCE) : INFINITY;
+        if (isinf(wide[i]))
+            wide[i] = 1e300; /* MPI_MAX over infinities is fine, but keep it finite */
+    }
+    wide[n] = measure_now() - r->start_s; /* the budget is judged on the slowest clock */
+    if ((st = measure_combine_rows(cfg, mine, r->y, n, err)) ||
+        (st = fsmoe_mpi_allreduce(cfg->world, MPI_IN_PLACE, wide, n + 1, MPI_DOUBLE, MPI_MAX,
+                                  "the widest interval (MPI_Allreduce)", err)))
+        goto fail;
+    for (int i = 0; i < n; i++)
+        r->ci[i] = wide[i];
+    double elapsed = wide[n];
+    fsmoe_error ignored = {0};
+    measure_refine_decide(rule, r, &ignored);
+    if ((st = fsmoe_mpi_allreduce(cfg->world, MPI_IN_PLACE, r->want, n, MPI_INT, MPI_MAX,
+                                  "the rows to measure again (MPI_Allreduce)", err)))
+        goto fail;
+    /* Rule 3, on the agreed values (medians and wants are the same on every rank). The cost
+     * of one run of row i: repetitions x median x rounds, times the calibration. */
+    int rounds = cfg->rounds > 1 ? cfg->rounds : 1;
+    if (r->calib <= 0.0) {
+        double op = 0.0;
+        for (int i = 0; i < n; i++)
+            if (r->runs[i] > 0)
+                op += (double)r->runs[i] * (reps ? reps[i] : 1) * r->y[i] * rounds;
+        r->calib = op > 0.0 && r->first_s > 0.0 ? r->first_s / op : 1.0;
+    }
+    double left = r->budget_s - elapsed;
+    for (int i = 0; i < n; i++)
+        if (r->want[i] == MEASURE_MORE && r->runs[i] < rule->min_runs)
+            left -= r->calib * (reps ? reps[i] : 1) * r->y[i] * rounds; /* a fresh set: kept */
+    /* The budget goes first to re-measuring the sizes farthest off the line (a fresh set
+     * each), then to one more run for the sizes with the widest intervals; granted rows are
+     * marked negative while the search goes on. */
+    for (int pass = 0; pass < 2; pass++) {
+        int kind = pass == 0 ? MEASURE_AGAIN : MEASURE_MORE;
+        for (;;) {
+            int pick = -1;
+            for (int i = 0; i < n; i++) {
+                if (r->want[i] != kind || r->runs[i] < rule->min_runs)
+                    continue;
+                double key = kind == MEASURE_AGAIN ? fabs(r->rel[i]) : r->ci[i];
+                double best = pick < 0 ? 0.0
+                              : kind == MEASURE_AGAIN ? fabs(r->rel[pick]) : r->ci[pick];
+                if (pick < 0 || key > best)
+                    pick = i;
+            }
+            if (pick < 0)
+                break;
+            double one = r->calib * (reps ? reps[pick] : 1) * r->y[pick] * rounds *
+                         (kind == MEASURE_AGAIN ? rule->min_runs : 1);
+            if (one <= left) {
+                left -= one;
+                r->want[pick] = -kind;
+            } else {
+                r->want[pick] = MEASURE_DONE;
+            }
+        }
+    }
+    for (int i = 0; i < n; i++)
+        if (r->want[i] < 0)
+            r->want[i] = -r->want[i];
+    /* Agreed once more: should a last bit of a combined median differ between ranks and tip a
+     * choice, every rank still runs the same rows (the union). */
+    if ((st = fsmoe_mpi_allreduce(cfg->world, MPI_IN_PLACE, r->want, n, MPI_INT, MPI_MAX,
+                                  "the rows to measure again (MPI_Allreduce)", err)))
+        goto fail;
+    for (int i = 0; i < n; i++) {
+        if (r->want[i] == MEASURE_AGAIN) {
+            r->first_rel[i] = r->rel[i];
+            r->remeasured[i] = 1;
+            r->runs[i] = 0;
+        }
+        *count += r->want[i] != MEASURE_DONE;
+    }
+    if (*count)
+        r->passes++;
+fail:
+    free(mine);
+    free(wide);
+    return st;
 }

@@ -61,6 +61,15 @@ typedef struct {
 void measure_pin(int cpu);
 void measure_unpin(void);
 
+/* glibc serves an allocation from a fresh mmap() above a threshold that moves with what the
+ * process allocated before (up to 32 MiB), and returns freed memory above another: Open MPI's
+ * nonblocking ReduceScatter allocates twice the message per call, so from 16 MB on every
+ * call mapped and faulted in 32 MB (5 ms more: a step in the line, r2 0.90 on the emulated
+ * cluster), and where the step fell depended on the process's history. This fixes the
+ * threshold above the largest temporary a collective of `largest` bytes may ask for and keeps
+ * freed memory, so that every call reuses the same pages (glibc only; elsewhere nothing). */
+void measure_steady_allocator(size_t largest);
+
 /* A barrier over comm that sleeps while it waits (MPI_Ibarrier, MPI_Test, nanosleep). */
 fsmoe_status measure_sleep_barrier(MPI_Comm comm, fsmoe_error *err);
 
@@ -79,6 +88,86 @@ fsmoe_status measure_sample(const measure_cfg *cfg, measure_fn fn, void *ctx, in
  * every rank. */
 fsmoe_status measure_combine(const measure_cfg *cfg, double *t, int n, double *seconds,
                              fsmoe_error *err);
+
+/* Combines one value per row over the ranks as cfg->average says (measure_combine for n rows
+ * at once); the same on every rank. */
+fsmoe_status measure_combine_rows(const measure_cfg *cfg, const double *mine, double *out, int n,
+                                  fsmoe_error *err);
+
+/* ---- how many runs a size gets: the stopping rule and the outlier re-measure ----
+ * A shared machine gives bursts of foreign load and scheduler hiccups; a fixed number of
+ * runs is either too many on a quiet machine or too few on a busy one. So every size starts
+ * with min_runs runs (in passes over the sizes, see above), and then, in further passes over
+ * just the sizes that need them:
+ *  1. outliers: the sizes whose median lies more than `outlier` (relative) off a robust line
+ *     through all sizes (fit_robust_rel_residuals) are measured again: their runs are
+ *     dropped and min_runs fresh ones taken, at most once per size. The new median replaces
+ *     the old one whatever it turns out to be: nothing is dropped from the fit, and a size
+ *     that is off the line for a real reason stays off;
+ *  2. confidence: a size gets more runs (up to max_runs) while the distribution-free
+ *     MEASURE_CONFIDENCE interval of its median (order statistics, measure_median_ci_rank)
+ *     is wider than ±precision of the median on some rank. The median, not the minimum, is
+ *     kept: the minimum rewards a lucky run and drifts down with the number of runs, so the
+ *     sizes measured more often would be biased;
+ *  3. budget: the passes after the first min_runs may take extra_time times the first
+ *     passes. Each run is costed from the medians (calibrated on the first passes, whose
+ *     wall time includes barriers, sleeping rounds and checks); the budget goes to the sizes
+ *     farthest off the line first, then to those with the widest intervals. A fresh set,
+ *     once started, is completed, and nothing is judged while one is under way.
+ * Every decision is agreed on by all ranks (allreduce), so they run the same passes. */
+#define MEASURE_CONFIDENCE 0.90
+
+typedef struct {
+    int min_runs, max_runs;
+    double precision; /* relative half-width of the median's interval (0: stop at min_runs) */
+    double outlier;   /* relative residual that gets a size re-measured (0: never) */
+    double extra_time;
+} measure_rule;
+
+/* The largest k (1-based) such that [v_(k), v_(n+1-k)] of n sorted runs holds the median of
+ * the distribution with probability >= conf: 1 - 2 P(Binomial(n, 1/2) <= k-1) >= conf. 0 where
+ * even [min, max] falls short (n < 5 for 0.9). */
+int measure_median_ci_rank(int n, double conf);
+/* That interval's wider side over the median (v sorted): INFINITY where k is 0 or the median
+ * is 0. */
+double measure_median_ci_rel(const double *sorted, int n, double conf);
+
+/* What to do with a row in the next pass (the agreed value is the maximum over ranks). */
+enum { MEASURE_DONE = 0, MEASURE_MORE = 1, MEASURE_AGAIN = 2 };
+
+/* One sweep's runs and decisions. Arrays have n entries; t has n x cap. */
+typedef struct {
+    int n, cap;
+    double *t;        /* (n, cap) this rank's runs, seconds per operation */
+    int *runs;        /* runs held; -1: nothing to measure at this size */
+    int *remeasured;  /* 1: its first runs were dropped for a fresh set (rule 1) */
+    double *first_rel; /* the residual that got it re-measured */
+    double *x;        /* the row's size (bytes or MACs) */
+    double *y;        /* combined medians (measure_refine_next) */
+    double *ci;       /* every rank's widest relative interval (measure_refine_next) */
+    double *rel;      /* relative residuals from the robust line, where rule 1 looked */
+    int *want;        /* MEASURE_* per row */
+    double start_s, budget_s; /* set by the caller: when the first passes ended, and the
+                               * time the further passes may take */
+    double first_s;   /* set by the caller: the first passes' wall time, which calibrates
+                       * the cost of a further pass (barriers, rounds, checks included) */
+    double calib;     /* wall seconds per second of operation (measure_refine_next) */
+    int passes;       /* passes after the first min_runs */
+} measure_refine;
+
+fsmoe_status measure_refine_init(measure_refine *r, int n, int cap, fsmoe_error *err);
+void measure_refine_free(measure_refine *r);
+/* Adds one run of row i (ignored when the row is full). */
+void measure_refine_add(measure_refine *r, int i, double seconds);
+/* Rules 1 and 2 on this rank's view (y, ci and runs filled): sets want[] (every candidate,
+ * before the budget) and returns how many rows want a run. Pure, no MPI (unit-tested). */
+int measure_refine_decide(const measure_rule *rule, measure_refine *r, fsmoe_error *err);
+/* Collective: this rank's medians and intervals, combined; the decision, agreed; rule 3
+ * (reps: repetitions per timed run of each row; rounds: cfg's); rows wanting MEASURE_AGAIN
+ * lose their runs. *count: rows to run in the next pass (0: the sweep is done). */
+fsmoe_status measure_refine_next(const measure_cfg *cfg, const measure_rule *rule,
+                                 measure_refine *r, const int *reps, int *count,
+                                 fsmoe_error *err);
 
 /* Monotonic wall clock in seconds. */
 double measure_now(void);

@@ -19,13 +19,18 @@ void options_defaults(bench_options *o)
     o->gemm_min = 1LL << 19;
     o->gemm_max = 12LL << 19;
     o->gemm_step = 1LL << 19;
-    /* 7 timed runs of at least 5 ms each. On the emulated 2 x 2 cluster (4 ranks on 2 cores)
-     * the world-tier AllToAll and SAA runs scatter by +-15% (every rank shares a core): with
-     * 5 runs of 10 ms their fits landed at r2 0.979-0.99, with 6 of 5 ms every fit reached 0.99
-     * in 3 of 8 runs, with 7 of 5 ms (8 Gbit/s links) in 4 of 6, in 54-57 s
-     * (tests/microbench/bench_default.sh). */
-    o->iters = 7;
+    /* 5 timed runs of at least 5 ms each, the fewest for which the median has a 90 %
+     * distribution-free interval ([min, max], 93.75 %); then up to 15 for sizes whose median
+     * is not known to +-3 % and a fresh set of 5 for sizes more than 5 % off the robust line,
+     * all in at most 25 % more time (measure.h). With 7 fixed runs the default suite on the
+     * emulated 2 x 2 cluster (4 ranks on 2 cores, 8 Gbit/s) took 61 s with the world AllToAll
+     * and SAA scattering by +-15 % and 1 to 4 fits below r2 0.99. */
+    o->iters = 5;
     o->warmup = 1;
+    o->max_iters = 15;
+    o->precision = 0.03;
+    o->outlier = 0.05;
+    o->extra_time = 0.25;
     o->dtype = COMM_FLOAT;
     o->redop = COMM_SUM;
     o->average = MEASURE_AVG; /* nccl-tests' default; a collective ends together anyway */
@@ -59,7 +64,16 @@ void options_usage(FILE *f)
         "  -e, --maxbytes SIZE      largest message (default 24M)\n"
         "  -i, --stepbytes SIZE     add this between sizes (default 1M)\n"
         "  -f, --stepfactor X       multiply by X between sizes instead (X > 1)\n"
-        "  -n, --iters N            timed runs per size; the median is kept (default 7)\n"
+        "  -n, --iters N            timed runs every size gets; the median is kept (default 5)\n"
+        "      --max-iters N        a size whose median is not yet known to --precision gets\n"
+        "                           more runs, up to N (default 15; at least -n)\n"
+        "      --precision X        wanted: the median's 90 % confidence interval within +-X of\n"
+        "                           it (default 0.03; 0 = exactly -n runs)\n"
+        "      --outlier X          a size whose median lies more than X (relative) off the\n"
+        "                           robust line through all sizes is measured again, once\n"
+        "                           (default 0.05; 0 = never)\n"
+        "      --extra-time F       more runs and re-measures take at most F times the first\n"
+        "                           -n passes of a section (default 0.25; 0 = none)\n"
         "  -w, --warmup_iters N     untimed runs first (default 1)\n"
         "  -d, --datatype TYPE      float double int32 uint32 int64 uint64 uint8 (default float)\n"
         "      --op OP              reduction: sum prod min max (default sum)\n"
@@ -187,7 +201,7 @@ enum {
     OPT_JSON = 256, OPT_PLOT, OPT_NAME, OPT_OP, OPT_GEMM_MIN, OPT_GEMM_MAX, OPT_GEMM_STEP,
     OPT_GEMM_SHAPES, OPT_OPS, OPT_TIERS, OPT_BLAS_THREADS, OPT_R2, OPT_BACKEND,
     OPT_PROGRESS, OPT_NO_PROGRESS, OPT_ALL_TIERS, OPT_MIN_SAMPLE, OPT_GPN, OPT_GROUP_ROUNDS, OPT_HUGE_PAGES, OPT_ROTATE, OPT_DP, OPT_MP, OPT_EP, OPT_ESP,
-    OPT_COMM_TIMEOUT,
+    OPT_COMM_TIMEOUT, OPT_MAX_ITERS, OPT_PRECISION, OPT_OUTLIER, OPT_EXTRA_TIME,
 };
 
 static const fsmoe_cli_enum op_names[] = {
@@ -216,6 +230,10 @@ fsmoe_status options_parse(int argc, char **argv, bench_options *o, fsmoe_error 
         {"stepfactor", required_argument, NULL, 'f'},
         {"iters", required_argument, NULL, 'n'},
         {"warmup_iters", required_argument, NULL, 'w'},
+        {"max-iters", required_argument, NULL, OPT_MAX_ITERS},
+        {"precision", required_argument, NULL, OPT_PRECISION},
+        {"outlier", required_argument, NULL, OPT_OUTLIER},
+        {"extra-time", required_argument, NULL, OPT_EXTRA_TIME},
         {"datatype", required_argument, NULL, 'd'},
         {"op", required_argument, NULL, OPT_OP},
         {"average", required_argument, NULL, 'a'},
@@ -249,7 +267,7 @@ fsmoe_status options_parse(int argc, char **argv, bench_options *o, fsmoe_error 
     int tiers[3] = {1, 1, 1};
     int c, v;
     fsmoe_status st = FSMOE_OK;
-    int step_bytes_given = 0, step_factor_given = 0;
+    int step_bytes_given = 0, step_factor_given = 0, max_iters_given = 0;
     opterr = 0; /* we word the messages ourselves */
     optind = 0; /* 0, not 1: glibc then also forgets a half-read cluster of short options (-xyz)
                    left by an earlier parse, whose argv may be gone */
@@ -275,6 +293,19 @@ fsmoe_status options_parse(int argc, char **argv, bench_options *o, fsmoe_error 
             break;
         case 'n': st = fsmoe_cli_int("-n", optarg, 1, 1000000, &o->iters, err); break;
         case 'w': st = fsmoe_cli_int("-w", optarg, 0, 1000000, &o->warmup, err); break;
+        case OPT_MAX_ITERS:
+            st = fsmoe_cli_int("--max-iters", optarg, 1, 1000000, &o->max_iters, err);
+            max_iters_given = 1;
+            break;
+        case OPT_PRECISION:
+            st = fsmoe_cli_double("--precision", optarg, 0.0, 1.0, &o->precision, err);
+            break;
+        case OPT_OUTLIER:
+            st = fsmoe_cli_double("--outlier", optarg, 0.0, 10.0, &o->outlier, err);
+            break;
+        case OPT_EXTRA_TIME:
+            st = fsmoe_cli_double("--extra-time", optarg, 0.0, 1000.0, &o->extra_time, err);
+            break;
         case 'd':
             st = fsmoe_cli_enum_parse("-d", optarg, comm_dtype_names, &v, err);
             o->dtype = (comm_dtype)v;
@@ -355,6 +386,13 @@ fsmoe_status options_parse(int argc, char **argv, bench_options *o, fsmoe_error 
     /* Combinations. */
     if ((st = options_outputs(o, err)))
         return st;
+    if (o->max_iters < o->iters) {
+        if (max_iters_given)
+            return fsmoe_fail(err, FSMOE_ERR_USAGE,
+                              "--max-iters %d is smaller than -n %d (expected at least -n)",
+                              o->max_iters, o->iters);
+        o->max_iters = o->iters; /* -n alone above the default ceiling: exactly -n runs */
+    }
     if (step_bytes_given && step_factor_given)
         return fsmoe_fail(err, FSMOE_ERR_USAGE, "-i and -f exclude each other (add or multiply)");
     if (o->min_bytes > o->max_bytes)

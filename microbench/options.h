@@ -38,7 +38,12 @@ typedef struct {
     long long gemm_min, gemm_max, gemm_step;
     gemm_shape shapes[BENCH_MAX_SHAPES];
     int n_shapes; /* 0: the backend's default list */
-    int iters, warmup;
+    int iters, warmup;     /* iters: the timed runs every size gets (-n) */
+    /* The stopping rule and the outlier re-measure (measure.h "how many runs a size gets"). */
+    int max_iters;         /* at most this many timed runs per size */
+    double precision;      /* more runs until the median's 90 % interval is within +-this */
+    double outlier;        /* measure a size again when its median is this far off the line */
+    double extra_time;     /* refining takes at most this fraction of the first passes' time */
     comm_dtype dtype;
     comm_redop redop;
     measure_average average;

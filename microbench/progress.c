@@ -27,7 +27,9 @@ void progress_step(progress *p, const char *label)
     for (int i = 0; i < WIDTH; i++)
         bar[i] = i < fill ? '#' : '.';
     bar[WIDTH] = '\0';
-    fprintf(stderr, "\r\033[K[%s] %3ld%% %6.1f s  %s", bar, p->done * 100 / p->total,
+    /* Extra passes (sizes that need more runs) come on top of the planned rows: hold at 99 %. */
+    long pct = p->done * 100 / p->total;
+    fprintf(stderr, "\r\033[K[%s] %3ld%% %6.1f s  %s", bar, pct > 99 ? 99 : pct,
             measure_now() - p->t0, label ? label : "");
     fflush(stderr);
     p->drawn = 1;

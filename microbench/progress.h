@@ -12,7 +12,8 @@ typedef struct {
 } progress;
 
 void progress_init(progress *p, long total, int enabled);
-void progress_step(progress *p, const char *label); /* one unit done, label = what is next */
+void progress_step(progress *p, const char *label); /* one unit done, label = what is next;
+                                                     * more steps than total hold at 99 % */
 void progress_clear(progress *p);
 void progress_finish(progress *p);
 

@@ -3,7 +3,9 @@
 #include "report.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "atomic_file.h"
@@ -22,6 +24,13 @@ void report_banner(report *r, const bench_options *o, const comm_topology *t, co
             o->min_bytes, o->max_bytes, o->step_factor > 1.0 ? "factor" : "step",
             o->step_factor > 1.0 ? o->step_factor : (double)o->step_bytes, o->gemm_min,
             o->gemm_max, o->gemm_step, o->warmup, o->iters, (int)o->average, o->check);
+    if (o->extra_time > 0.0 && (o->outlier > 0.0 || (o->precision > 0.0 && o->max_iters > o->iters)))
+        fprintf(r->out,
+                "# then, within %.3g x the time of those runs: sizes > %.3g %% off the robust "
+                "line measured again (once), up to %d runs for a median within +-%.3g %% at "
+                "%.0f %% confidence\n",
+                o->extra_time, 100.0 * o->outlier, o->max_iters, 100.0 * o->precision,
+                100.0 * MEASURE_CONFIDENCE);
     fflush(r->out);
 }
 
@@ -75,6 +84,83 @@ void report_row(report *r, const bench_row *row, const char *type, const char *r
     fprintf(r->out, "%12.0f  %12zu  %8s  %6s  %6d  %7s  %6.2f  %6.2f  %5lld\n", row->n,
             row->count, type, redop, -1, t, row->algbw, row->busbw, row->wrong);
     fflush(r->out);
+}
+
+void report_refine(report *r, const measure_refine *rf, const measure_rule *rule)
+{
+    if (!r->enabled)
+        return;
+    int lo = 0, hi = 0, valid = 0, precise = 0, again = 0;
+    double *x = malloc((size_t)(rf->n ? rf->n : 1) * sizeof *x);
+    double *y = malloc((size_t)(rf->n ? rf->n : 1) * sizeof *y);
+    double *res = malloc((size_t)(rf->n ? rf->n : 1) * sizeof *res);
+    int *row = malloc((size_t)(rf->n ? rf->n : 1) * sizeof *row);
+    if (!x || !y || !res || !row)
+        goto done;
+    for (int i = 0; i < rf->n; i++) {
+        if (rf->runs[i] < 0)
+            continue;
+        int k = rf->runs[i];
+        lo = valid == 0 || k < lo ? k : lo;
+        hi = valid == 0 || k > hi ? k : hi;
+        precise += rf->ci[i] <= rule->precision;
+        again += rf->remeasured[i];
+        x[valid] = rf->x[i];
+        y[valid] = rf->y[i];
+        row[valid++] = i;
+    }
+    if (valid == 0)
+        goto done;
+    fprintf(r->out, "# runs per size %d", lo);
+    if (hi != lo)
+        fprintf(r->out, "-%d", hi);
+    if (rule->precision > 0.0) {
+        fprintf(r->out, "; median within +-%.3g %% at %.0f %% confidence: %d of %d sizes",
+                100.0 * rule->precision, 100.0 * MEASURE_CONFIDENCE, precise, valid);
+        double widest = 0.0;
+        for (int k = 0; k < valid; k++)
+            widest = rf->ci[row[k]] > widest ? rf->ci[row[k]] : widest;
+        if (precise < valid && widest < 1e299)
+            fprintf(r->out, " (widest +-%.1f %%)", 100.0 * widest);
+        else if (precise < valid)
+            fprintf(r->out, " (too few runs for an interval)");
+    }
+    if (rf->passes)
+        fprintf(r->out, "; %d extra pass%s", rf->passes, rf->passes == 1 ? "" : "es");
+    fputc('\n', r->out);
+    fit_result f;
+    int fitted = valid >= 2 && fit_line(x, y, valid, &f, res, NULL) == FSMOE_OK;
+    if (again) {
+        fprintf(r->out, "# measured again (> %.3g %% off the robust line):", 100.0 * rule->outlier);
+        for (int k = 0, shown = 0; k < valid; k++) {
+            int i = row[k];
+            if (!rf->remeasured[i])
+                continue;
+            if (shown++ == 8) {
+                fprintf(r->out, " and %d more", again - 8);
+                break;
+            }
+            fprintf(r->out, " %.0f (%+.1f %%", rf->x[i], 100.0 * rf->first_rel[i]);
+            if (fitted && y[k] != 0.0)
+                fprintf(r->out, ", now %+.1f %% off the fit", 100.0 * res[k] / y[k]);
+            fputc(')', r->out);
+        }
+        fputc('\n', r->out);
+    }
+    if (fitted) {
+        int worst = 0;
+        for (int k = 1; k < valid; k++)
+            if (fabs(res[k] / y[k]) > fabs(res[worst] / y[worst]))
+                worst = k;
+        fprintf(r->out, "# largest residual %+.1f %% at %.0f (least-squares line, r2 %.4f)\n",
+                y[worst] != 0.0 ? 100.0 * res[worst] / y[worst] : 0.0, x[worst], f.r2);
+    }
+    fflush(r->out);
+done:
+    free(x);
+    free(y);
+    free(res);
+    free(row);
 }
 
 void report_gemm_row(report *r, const bench_row *row)

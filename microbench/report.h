@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 
+#include "measure.h"
 #include "options.h"
 #include "results.h"
 #include "topology.h"
@@ -24,6 +25,10 @@ void report_section(report *r, const char *op, const char *tier, int ranks, int 
 void report_section_time(report *r, double seconds);
 void report_row(report *r, const bench_row *row, const char *type, const char *redop);
 void report_gemm_row(report *r, const bench_row *row);
+/* After a section's rows: how many runs its sizes took, which were measured again and why,
+ * and the largest relative residual from the least-squares line through the final rows
+ * (rf->y), so that a user sees where the line and the points part. */
+void report_refine(report *r, const measure_refine *rf, const measure_rule *rule);
 /* Footer and fit table; returns 1 when everything is OK (no wrong values). */
 int report_footer(report *r, const bench_results *res, double r2_threshold);
 

@@ -413,36 +413,65 @@ static fsmoe_status suite_sweep_run(bench_suite *s, const suite_sweep *sw, void 
     const measure_cfg *m = sw->m;
     int n = sw->n, iters = m->iters;
     fsmoe_status st = FSMOE_OK;
-    double *t = calloc((size_t)(n ? n : 1) * (size_t)iters, sizeof *t);
+    measure_rule rule = {iters, s->opt->max_iters, s->opt->precision, s->opt->outlier,
+                         s->opt->extra_time};
+    measure_refine rf;
+    if ((st = measure_refine_init(&rf, n, rule.max_runs, err)))
+        return st;
     double *factor = calloc((size_t)(n ? n : 1), sizeof *factor);
     int *reps = calloc((size_t)(n ? n : 1), sizeof *reps);
     bench_row *rows = calloc((size_t)(n ? n : 1), sizeof *rows);
     size_t *wrong = calloc((size_t)(n ? n : 1), sizeof *wrong);
-    if (!t || !factor || !reps || !rows || !wrong) {
+    if (!factor || !reps || !rows || !wrong) {
         st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for %d x %d samples", n, iters);
         goto fail;
     }
     char label[96];
     measure_pin(m->cpu);
+    double t_first = measure_now();
     for (int p = 0; p < iters; p++) {
         for (int i = 0; i < n; i++) {
             snprintf(label, sizeof label, "%s %s row %d/%d, pass %d/%d", sw->name,
                      fsmoe_tier_name(sw->tier), i + 1, n, p + 1, iters);
             progress_step(s->prog, label);
-            if (!sw->setup(ctx, i))
+            if (!sw->setup(ctx, i)) {
+                rf.runs[i] = -1;
                 continue;
+            }
             if (p == 0 && (st = suite_warm_check(s, sw, ctx, i, &reps[i], &rows[i],
                                                  &factor[i], &wrong[i], err)))
                 goto fail;
-            if ((st = measure_sample(m, sw->run, ctx, reps[i], &t[(size_t)i * iters + p], err)))
+            double v;
+            if ((st = measure_sample(m, sw->run, ctx, reps[i], &v, err)))
                 goto fail;
+            measure_refine_add(&rf, i, v);
+            rf.x[i] = rows[i].n;
+        }
+    }
+    /* Further passes over the sizes that need them (measure.h: the stopping rule, outliers). */
+    rf.start_s = measure_now();
+    rf.first_s = rf.start_s - t_first;
+    rf.budget_s = rule.extra_time * rf.first_s;
+    for (int more = 1; more;) {
+        if ((st = measure_refine_next(m, &rule, &rf, reps, &more, err)))
+            goto fail;
+        for (int i = 0; i < n && more; i++) {
+            if (rf.want[i] == MEASURE_DONE)
+                continue;
+            snprintf(label, sizeof label, "%s %s row %d/%d, extra pass %d", sw->name,
+                     fsmoe_tier_name(sw->tier), i + 1, n, rf.passes);
+            progress_step(s->prog, label);
+            double v;
+            if (!sw->setup(ctx, i) || (st = measure_sample(m, sw->run, ctx, reps[i], &v, err)))
+                goto fail;
+            measure_refine_add(&rf, i, v);
         }
     }
     for (int i = 0; i < n; i++) {
-        if (!sw->setup(ctx, i))
+        if (rf.runs[i] < 0)
             continue;
         bench_row *row = &rows[i];
-        if ((st = measure_combine(m, &t[(size_t)i * iters], iters, &row->seconds, err)))
+        if ((st = measure_combine(m, &rf.t[(size_t)i * rf.cap], rf.runs[i], &row->seconds, err)))
             goto fail;
         long long w = (long long)wrong[i];
         if ((st = fsmoe_mpi_allreduce(m->world, &w, &row->wrong, 1, MPI_LONG_LONG, MPI_SUM,
@@ -458,10 +487,12 @@ static fsmoe_status suite_sweep_run(bench_suite *s, const suite_sweep *sw, void 
             report_gemm_row(s->rep, row);
         else
             report_row(s->rep, row, sw->type, sw->redop);
+        rf.y[i] = row->seconds;
     }
+    report_refine(s->rep, &rf, &rule);
 fail:
     measure_unpin();
-    free(t);
+    measure_refine_free(&rf);
     free(factor);
     free(reps);
     free(rows);
@@ -931,6 +962,7 @@ fsmoe_status suite_run(bench_suite *s, fsmoe_error *err)
     size_t pool = max > (size_t)o->rotate_bytes ? max : (size_t)o->rotate_bytes;
     if ((st = suite_machine_init(s, err)))
         return st;
+    measure_steady_allocator(max);
     if ((st = b->alloc(b, pool, &dsend, err)) || (st = b->alloc(b, pool, &drecv, err)))
         goto fail;
     hsend = malloc(max);

@@ -47,6 +47,10 @@ rows=$(cat <<ROWS
 2|--gemm-shapes|--gemm-shapes	4096
 2|--r2-threshold|--r2-threshold	1.5
 2|--backend: 'gloo'|--backend	gloo
+2|--max-iters 3 is smaller than -n 5|--max-iters	3
+2|--precision: 2 is out of range|--precision	2
+2|--outlier: 'far'|--outlier	far
+2|--extra-time: -1 is out of range|--extra-time	-1
 2|--comm-timeout: -1 is out of range|--comm-timeout	-1
 2|--comm-timeout: 'soon'|--comm-timeout	soon
 2|--name: expected 1 to 63 characters|--name	

@@ -44,6 +44,15 @@ static const option_case cases[] = {
     {{"--huge-pages", "2"}, FSMOE_ERR_USAGE, "--huge-pages"},
     {{"--rotate", "lots"}, FSMOE_ERR_USAGE, "--rotate"},
     {{"--rotate", "0", "--group-rounds", "2", "--huge-pages", "0"}, FSMOE_OK, NULL},
+    {{"--max-iters", "0"}, FSMOE_ERR_USAGE, "--max-iters"},
+    {{"--max-iters", "4"}, FSMOE_ERR_USAGE, "--max-iters 4 is smaller than -n 5"},
+    {{"-n", "9", "--max-iters", "8"}, FSMOE_ERR_USAGE, "--max-iters 8 is smaller than -n 9"},
+    {{"--precision", "1.5"}, FSMOE_ERR_USAGE, "--precision"},
+    {{"--precision", "tight"}, FSMOE_ERR_USAGE, "--precision"},
+    {{"--outlier", "-0.1"}, FSMOE_ERR_USAGE, "--outlier"},
+    {{"--extra-time", "-1"}, FSMOE_ERR_USAGE, "--extra-time"},
+    {{"--precision", "0", "--outlier", "0", "--extra-time", "0", "--max-iters", "5"}, FSMOE_OK,
+     NULL},
     {{"--comm-timeout", "-1"}, FSMOE_ERR_USAGE, "--comm-timeout"},
     {{"--comm-timeout", "0"}, FSMOE_OK, NULL},
     {{"--name", ""}, FSMOE_ERR_USAGE, "--name: expected 1 to 63"},
@@ -111,6 +120,22 @@ static void test_defaults_follow_fsmoe(void **state)
 /* A parse that stops inside a cluster of short options (-jx: -j is unknown, x unread) must not
  * leave getopt's position in that argv for the next parse, whose argv is another one (the first
  * may be freed by then: the fuzzer found a use after free). */
+/* The stopping rule's defaults, and -n alone above --max-iters' default: exactly -n runs. */
+static void test_refine_defaults(void **state)
+{
+    (void)state;
+    bench_options o;
+    options_defaults(&o);
+    assert_int_equal(o.iters, 5); /* the fewest runs with a 90 % interval of the median */
+    assert_int_equal(o.max_iters, 15);
+    assert_true(o.precision == 0.03 && o.outlier == 0.05 && o.extra_time == 0.25);
+    char *argv[] = {"fsmoe-bench", "-n", "20", NULL};
+    fsmoe_error err = {0};
+    assert_int_equal(options_parse(3, argv, &o, &err), FSMOE_OK);
+    assert_int_equal(o.iters, 20);
+    assert_int_equal(o.max_iters, 20);
+}
+
 static void test_reparse_after_short_cluster(void **state)
 {
     (void)state;
@@ -135,6 +160,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_defaults_follow_fsmoe),
+        cmocka_unit_test(test_refine_defaults),
         cmocka_unit_test(test_reparse_after_short_cluster),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
