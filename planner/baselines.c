@@ -5,6 +5,7 @@
  * the ops before the first MoE layer); they differ in the MoE layers and in how much of the
  * Gradient-AllReduce is left exposed after the backward pass (grad_partition.h baselines):
  *   deepspeed      = dense + Σ DS(fwd) + Σ DS(bwd)            + t_ar(all gradients)
+ *                    (DS = moe_seq_time(MOE_SEQ_DEEPSPEED), given per layer by the caller)
  *   tutel          = dense + Σ min_r [Tutel_f(r) + Tutel_b(r)] + t_ar(all gradients)
  *   tutel_improved = the same MoE layers                       + dense-only partition tail
  *   pipemoe_lina   = the same MoE layers + Lina's overrun delays + Lina's exposed micro-ops
@@ -53,12 +54,6 @@ int baseline_one_stream_best_r(const pipeline_problem *p, double t_gar, double *
     return best_r;
 }
 
-double baseline_deepspeed_layer_s(const pipeline_problem *p, double comm_s, double dup)
-{
-    double d = dup > 1.0 ? dup : 1.0;
-    return comm_s + chunk(p->exp_alpha, p->exp_beta, p->n_exp * d, 1.0);
-}
-
 void baselines_predict(const baselines_input *in, baselines_result *out)
 {
     memset(out, 0, sizeof *out);
@@ -88,9 +83,7 @@ void baselines_predict(const baselines_input *in, baselines_result *out)
         if (i == 0)
             out->tutel_r = best_r;
         tutel += best;
-        double comm = in->ds_comm_s ? in->ds_comm_s[i] : 0.0;
-        ds += baseline_deepspeed_layer_s(f, comm, in->ds_dup)
-              + baseline_deepspeed_layer_s(b, comm, in->ds_dup);
+        ds += in->ds_layer_s ? in->ds_layer_s[i] : 0.0;
     }
     out->tutel_moe_s = tutel;
     out->deepspeed_moe_s = ds;

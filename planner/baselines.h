@@ -1,14 +1,14 @@
 /* Implements: predicted iteration times of the schedules the papers compare with, on the same
  * α-β cost model as the plan (FSMoE §6 evaluation baselines, design.md §5/§6/§12):
- *   deepspeed       DeepSpeed-MoE: no pipelining (r = 1), communication and computation in
- *                   sequence, the ESP pattern of design.md §6 "Baseline" with tokens duplicated
- *                   over MP, every gradient all-reduced after the backward pass;
+ *   deepspeed       DeepSpeed-MoE as it runs (moe_seq.h MOE_SEQ_DEEPSPEED, the operation list
+ *                   the simulator plays): no pipelining, every op after the previous one, every
+ *                   gradient all-reduced after the backward pass;
  *   tutel           PipeMoE/Tutel: one r for forward and backward, intra- and inter-node
  *                   collectives on one stream, gradients after the backward pass;
  *   tutel_improved  tutel + Gradient-AllReduce overlapped with the dense parts;
  *   pipemoe_lina    tutel + Lina's 30 MB gradient micro-ops launched in dense windows.
- * These are closed forms; a discrete-event simulator that plays every schedule comes with a
- * later issue (fsmoe-plan simulate).
+ * These are closed forms; fsmoe-plan simulate plays every schedule (sim_schedules.h). deepspeed is
+ * sequential, so its closed form is the simulated iteration (tests/test_plan_model.c checks it).
  *
  * Owner: engineer "gradients". Relies on: pipeline_degree.h, grad_partition.h. */
 #ifndef FSMOE_BASELINES_H
@@ -34,18 +34,13 @@ double baseline_one_stream_layer_s(const pipeline_problem *p, int r, double t_ga
  * (may be NULL) gets its time. FSMoE-No-IIO's degree, forward (t_gar = 0) and backward. */
 int baseline_one_stream_best_r(const pipeline_problem *p, double t_gar, double *time_s);
 
-/* DeepSpeed-MoE's MoE layer: its communication comm_s (ESP-AllGather, Dispatch A2A,
- * ESP-AllReduce, Combine A2A; parm_choice.t_baseline_s) plus one expert pass over tokens
- * duplicated dup times (N_ESP). */
-double baseline_deepspeed_layer_s(const pipeline_problem *p, double comm_s, double dup);
-
 typedef struct {
     const grad_problem *grad;        /* MoE backward problems, dense backward, gradients, AR line */
     const pipeline_problem *moe_fwd; /* per MoE layer, forward order */
     const double *dense_fwd_s;       /* per generalised layer */
     double prefix_fwd_s;             /* forward of the ops before the first MoE layer */
-    const double *ds_comm_s;         /* per MoE layer: DeepSpeed-MoE's communication */
-    double ds_dup;                   /* DeepSpeed's token duplication factor (N_ESP) */
+    const double *ds_layer_s;        /* per MoE layer: DeepSpeed-MoE's forward + backward,
+                                      * moe_seq_time(MOE_SEQ_DEEPSPEED) of both phases */
     double lina_micro_op_bytes;      /* 0 = GRAD_LINA_MICRO_OP_BYTES */
 } baselines_input;
 

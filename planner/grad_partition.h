@@ -43,7 +43,7 @@
  * parm_schedule.h c1 vs max(c2,c3,c4)); the layer runs the candidate with the smallest
  * forward + backward at its t_gar (the forward times *_fwd_s only enter the choice). A zeroed
  * layer has the ESP pipeline alone. */
-#define GRAD_MAX_ALT 2
+#define GRAD_MAX_ALT 3
 
 typedef struct {
     double grad_bytes;        /* gradients needing the DP AllReduce, ready at the layer's end */

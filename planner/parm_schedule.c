@@ -40,8 +40,6 @@ void parm_choose(const workload_shape *s, const fsmoe_parallel *par, const workl
 
     out->t_d1_s = 2.0 * fsmoe_line_time(&w->a2a_ep_esp, u) + fsmoe_line_time(&w->ag_mp, x);
     out->t_d2_s = fsmoe_line_time(&w->a2a_ep_esp, u) + fsmoe_line_time(&w->saa, u);
-    out->t_baseline_s = fsmoe_line_time(&w->ag_esp, x * par->esp)
-                        + 2.0 * fsmoe_line_time(&w->a2a_ep, y) + fsmoe_line_time(&w->ar_esp, y);
     if (par->mp <= 1)
         out->schedule = FSMOE_SCHED_ESP_PIPELINE; /* no MP to pause: FSMoE's/DeepSpeed's layout */
     else

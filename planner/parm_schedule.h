@@ -15,7 +15,6 @@
 typedef struct {
     fsmoe_schedule schedule;
     double t_d1_s, t_d2_s;
-    double t_baseline_s; /* DeepSpeed-MoE's dispatch+combine communication, for comparison */
 } parm_choice;
 
 void parm_choose(const workload_shape *s, const fsmoe_parallel *par, const workload_lines *w,

@@ -12,15 +12,18 @@
  * the backward (grad_partition.h). Compute time of the embedding
  * lookup and the LM head is not modelled (the same in every schedule).
  *
- * Methods. auto and fsmoe: per layer the schedule among FSMoE's ESP pipeline and Parm's S1/S2
- * (as chunked pipelines, parm_schedule.h) with the smallest predicted forward + backward time
+ * Methods. auto and fsmoe: per layer the schedule among FSMoE's ESP pipeline, Parm's S1/S2
+ * (as chunked pipelines, parm_schedule.h) and MoNTA's sequential layer at the layer's AllToAll
+ * strategy and chunks (plan_monta_problems: a closed form equal to the simulated layer) with the
+ * smallest predicted forward + backward time
  * at the layer's gradient share (the gradient partition makes that choice, grad_partition.h);
  * r of the ESP pipeline by SLSQP + integer check, of S1/S2 exhaustively (decided_by
  * "slsqp+integer"). fsmoe-paper: FSMoE Algorithm 1 on the ESP pipeline ("algorithm1"). parm:
  * the schedule Parm's Algorithm 1 picks (S1 iff t_D1 ≤ t_D2; the ESP pipeline when N_MP = 1) at
  * r = 1 as Parm runs it; monta: the ESP pipeline at r = 1 ("fixed r=1") — MoNTA's O1/O2/O3 and
- * Parm's t_D1/t_D2 are recorded for every method, the O1–O3 savings not folded into the times
- * (the simulator plays them). All methods use the same gradient partition.
+ * Parm's t_D1/t_D2 are recorded for every method (auto and fsmoe also fold MoNTA's strategy into
+ * the monta candidate). All methods use the same gradient partition. The deepspeed baseline is
+ * moe_seq_time(MOE_SEQ_DEEPSPEED) forward + backward per MoE layer, the list the simulator plays.
  *
  * All MoE layers of a model share one workload, so their forward problems are solved once; the
  * gradient partition builds one f_moe table for all of them (layers may still run different
@@ -38,6 +41,7 @@
 
 #include "baselines.h"
 #include "grad_partition.h"
+#include "moe_seq.h"
 #include "monta_a2a.h"
 #include "parm_schedule.h"
 #include "pipeline_degree.h"
@@ -60,6 +64,59 @@ int plan_method_from_name(const char *s)
         if (strcmp(s, method_names[i]) == 0)
             return i;
     return -1;
+}
+
+double plan_monta_a2a_s(const workload_shape *s, const fsmoe_parallel *par,
+                        const workload_lines *w, fsmoe_a2a_strategy a2a, int chunks)
+{
+    const double f = s->f > 0.0 ? s->f : 1.0;
+    const double I = s->k * f * (double)s->B * (double)s->L * (double)s->M *
+                     (double)s->bytes_per_element;
+    const double t = par->mp;
+    if (par->ep <= 1)
+        return 0.0; /* no AllToAll (the simulator plays none, nor O1's AllGather) */
+    if (a2a == FSMOE_A2A_BASE || par->mp <= 1)
+        return fsmoe_line_time(&w->a2a_ep, I);
+    if (a2a == FSMOE_A2A_O1)
+        return fsmoe_line_time(&w->a2a_ep, I / t) + fsmoe_line_time(&w->ag_mp, I);
+    const double N = chunks > 1 ? chunks : 1;
+    const double aa = fsmoe_line_time(&w->a2a_ep, I / (N * t));
+    const double ag = fsmoe_line_time(&w->ag_mp, I / N);
+    const double d = w->have_copy ? fsmoe_line_time(&w->copy, I / N) : 0.0;
+    double a = aa + N * (ag + d), b = N * aa + ag + d;
+    if (a2a == FSMOE_A2A_O2)
+        return a > b ? a : b;
+    a = aa + N * ag + d;
+    double c = aa + ag + N * d, m = a > b ? a : b;
+    return m > c ? m : c;
+}
+
+void plan_monta_problems(const workload_shape *s, const fsmoe_parallel *par,
+                         const workload_lines *w, const workload_layer *wl,
+                         fsmoe_a2a_strategy a2a, int chunks, pausemp_problem *fwd,
+                         pausemp_problem *bwd)
+{
+    const double f = s->f > 0.0 ? s->f : 1.0;
+    const double I = s->k * f * (double)s->B * (double)s->L * (double)s->M *
+                     (double)s->bytes_per_element;
+    const double t_a2a = plan_monta_a2a_s(s, par, w, a2a, chunks);
+    /* the ReduceScatter of the slices' partial outputs; without EP an ESP AllGather brings the
+     * tokens back (sim_schedules.c moe_monta) */
+    const double t_rs = par->esp > 1 ? fsmoe_line_time(&w->rs_esp, I) +
+                                           (par->ep <= 1 ? fsmoe_line_time(&w->ag_esp, I) : 0.0)
+                                     : 0.0;
+    for (int ph = 0; ph < 2; ph++) {
+        const pipeline_problem *p = ph ? &wl->bwd : &wl->fwd;
+        pausemp_problem *q = ph ? bwd : fwd;
+        double n_exp = p->n_exp / par->esp;
+        memset(q, 0, sizeof *q);
+        q->kind = FSMOE_SCHED_S1; /* the chains' form only; serial_s = 0 */
+        q->d_alpha = q->c_alpha = t_a2a;
+        q->u = 1.0;
+        q->exp_alpha = (n_exp > 0.0 ? p->exp_alpha + p->exp_beta * n_exp : 0.0) + t_rs;
+        q->n_exp = 1.0;
+        q->r_max = 1;
+    }
 }
 
 static void copy_str(char *dst, size_t n, const char *src)
@@ -107,8 +164,8 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
     grad_layer_in *gin = calloc(nn, sizeof *gin), *gin_base = calloc(nn, sizeof *gin_base);
     grad_layer_out *gout = calloc(nn, sizeof *gout);
     pipeline_problem *fwd_probs = calloc(nn, sizeof *fwd_probs);
-    double *dense_fwd = calloc(nn, sizeof *dense_fwd), *ds_comm = calloc(nn, sizeof *ds_comm);
-    if (!layers || !gin || !gin_base || !gout || !fwd_probs || !dense_fwd || !ds_comm) {
+    double *dense_fwd = calloc(nn, sizeof *dense_fwd), *ds_layer = calloc(nn, sizeof *ds_layer);
+    if (!layers || !gin || !gin_base || !gout || !fwd_probs || !dense_fwd || !ds_layer) {
         st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "plan: out of memory");
         goto fail;
     }
@@ -149,6 +206,9 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
     monta_problem_init(&mp, &shape, par, &w, &me);
     monta_result mr;
     monta_solve(&mp, &mr);
+    /* DeepSpeed-MoE's layer as it runs, the operation list the simulator plays */
+    const double ds_layer_s = moe_seq_time(MOE_SEQ_DEEPSPEED, &shape, par, &w, 0) +
+                              moe_seq_time(MOE_SEQ_DEEPSPEED, &shape, par, &w, 1);
     pipeline_result fr;
     st = pipeline_solve(&pf, pm, &fr, err);
     if (st != FSMOE_OK)
@@ -164,6 +224,10 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
             if (parm_pausemp_problems(&shape, par, &w, &wl, (fsmoe_schedule)k, &alt_f[n_alt],
                                       &alt_b[n_alt]))
                 alt_kind[n_alt++] = (fsmoe_schedule)k;
+        /* MoNTA's layer at the layer's own AllToAll strategy and chunks */
+        plan_monta_problems(&shape, par, &w, &wl, mr.best, mr.chunks, &alt_f[n_alt],
+                            &alt_b[n_alt]);
+        alt_kind[n_alt++] = FSMOE_SCHED_MONTA;
     } else if (method == PLAN_METHOD_PARM && parm.schedule != FSMOE_SCHED_ESP_PIPELINE &&
                parm_pausemp_problems(&shape, par, &w, &wl, parm.schedule, &alt_f[0], &alt_b[0])) {
         alt_f[0].r_max = alt_b[0].r_max = 1; /* Parm does not pipeline */
@@ -201,7 +265,7 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
         gin_base[j].n_alt = 0;
         fwd_probs[j] = wl.fwd;
         dense_fwd[j] = layers[j].dense_fwd_s;
-        ds_comm[j] = parm.t_baseline_s;
+        ds_layer[j] = ds_layer_s;
     }
     grad_problem gp = {
         .n_layers = (int)n,
@@ -224,8 +288,7 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
         .moe_fwd = fwd_probs,
         .dense_fwd_s = dense_fwd,
         .prefix_fwd_s = prefix_fwd,
-        .ds_comm_s = ds_comm,
-        .ds_dup = par->esp,
+        .ds_layer_s = ds_layer,
         .lina_micro_op_bytes = GRAD_LINA_MICRO_OP_BYTES,
     };
     baselines_result br;
@@ -321,6 +384,6 @@ fail:
     free(gout);
     free(fwd_probs);
     free(dense_fwd);
-    free(ds_comm);
+    free(ds_layer);
     return st;
 }

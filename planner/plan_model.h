@@ -9,7 +9,9 @@
 #include "model.h"
 #include "parallel.h"
 #include "plan.h"
+#include "parm_schedule.h"
 #include "status.h"
+#include "workload.h"
 
 typedef enum {
     PLAN_METHOD_AUTO = 0, /* = fsmoe today: our solver (SLSQP on F = max f_i + integer check) */
@@ -26,6 +28,31 @@ int plan_method_from_name(const char *s);    /* -1 when unknown */
 typedef struct {
     plan_method method;
 } plan_options;
+
+/* MoNTA's layer (plan.h FSMOE_SCHED_MONTA) at AllToAll strategy a2a in `chunks` chunks, in
+ * closed form: the time of each operation the simulator plays for it (sim_schedules.c), on the
+ * profile's lines. One AllToAll of I = k·f·B·L·M·b (none when N_EP = 1):
+ *   base (or N_MP = 1)  A2A_EP(I)
+ *   O1                  A2A_EP(I/t) + AG_MP(I)                                   (t = N_MP)
+ *   O2                  max(aa + N·(ag + d), N·aa + ag + d)
+ *   O3                  max(aa + N·ag + d, aa + ag + N·d, N·aa + ag + d)
+ * with aa = A2A_EP(I/(N·t)), ag = AG_MP(I/N), d = COPY(I/N) (0 without a copy entry): O2 holds
+ * AG_{j+1} until the copy D_j ends, O3 only orders the copies, so its makespan is the longest
+ * of the three corner paths through the chunk grid. These are monta_a2a.c's formulas with the
+ * per-chunk sync and O3 stall at 0, on the fitted lines (monta_a2a.c interpolates measured
+ * points to choose the strategy; the simulator plays lines), plus O3's copy-bound corner.
+ * Per phase the layer is dispatch → expert (n_exp/N_ESP: the H/N_ESP slice of every gathered
+ * token) → ESP-ReduceScatter(I) (and ESP-AllGather(I) when N_EP = 1: no combine AllToAll brings
+ * the tokens back) → combine; the backward's Gradient-AllReduce runs on the
+ * inter-node link between the dispatch and the combine. As PauseMP problems at r_max = 1 (u = 1
+ * byte as a unit, t_d = t_c = one AllToAll, t_e = expert + ReduceScatter) F = t_d + t_c +
+ * max(t_gar, t_e): the grad partition's candidate form (grad_partition.h). */
+double plan_monta_a2a_s(const workload_shape *s, const fsmoe_parallel *par,
+                        const workload_lines *w, fsmoe_a2a_strategy a2a, int chunks);
+void plan_monta_problems(const workload_shape *s, const fsmoe_parallel *par,
+                         const workload_lines *w, const workload_layer *wl,
+                         fsmoe_a2a_strategy a2a, int chunks, pausemp_problem *fwd,
+                         pausemp_problem *bwd);
 
 /* Plans `m` (whose E is already resolved against par->ep) under the layout `par` (already
  * validated). Fills everything in *out except the provenance fields. */

@@ -241,13 +241,12 @@ static int moe_pausemp(gen *g, const workload_layer *wl, fsmoe_schedule kind, in
 }
 
 /* MoNTA's AllToAll of I bytes (duplicated tokens over t = N_MP) by strategy 1..3 (O1..O3) with
- * N chunks; strategy 0 = the plain AllToAll. */
-static int monta_a2a(gen *g, int strategy, int N, double I, int prev)
+ * N chunks; strategy 0 = the plain AllToAll. Unchunked operations go on stream st. */
+static int monta_a2a(gen *g, int strategy, int N, double I, int prev, int st)
 {
     const sim_model *m = g->m;
     const workload_lines *w = &m->lines;
     int t = m->par.mp;
-    int st = g->st_comm;
     if (m->par.ep <= 1)
         return prev;
     if (strategy == 0 || t <= 1)
@@ -279,9 +278,11 @@ static int monta_a2a(gen *g, int strategy, int N, double I, int prev)
     return join(g, ends, N);
 }
 
-/* MoNTA's sequential layer: monta-o1/o2/o3 at their strategy and chunk counts, the plan's layer
- * at its own a2a and a2a_chunks; gar_bytes > 0 (the plan): that Gradient-AllReduce on the inter
- * stream right after the dispatch AllToAll. */
+/* MoNTA's sequential layer: monta-o1/o2/o3 at their strategy and chunk counts (on one stream),
+ * the plan's layer at its own a2a and a2a_chunks with its inter-node operations on the plan's
+ * inter stream and the ReduceScatter on the intra stream; gar_bytes > 0 (the plan): that
+ * Gradient-AllReduce on the inter stream right after the dispatch AllToAll, so the combine
+ * starts after both it and the ReduceScatter (plan_model.h plan_monta_problems, in closed form). */
 static int moe_monta(gen *g, const sim_layer *L, int prev, double gar_bytes)
 {
     const sim_model *m = g->m;
@@ -298,7 +299,9 @@ static int moe_monta(gen *g, const sim_layer *L, int prev, double gar_bytes)
     double I = m->shape.k * cap_f(m) * m->shape.B * m->shape.L * m->shape.M *
                (double)m->shape.bytes_per_element;
     const pipeline_problem *p = g->phase == SIM_PHASE_FWD ? &L->wl.fwd : &L->wl.bwd;
-    prev = monta_a2a(g, strategy, N, I, prev);
+    int plan = g->k == SIM_SCHED_PLAN;
+    int sx = plan ? g->st_inter : g->st_comm, sy = plan ? g->st_intra : g->st_comm;
+    prev = monta_a2a(g, strategy, N, I, prev, sx);
     if (gar_bytes > 0.0)
         add_line(g, SIM_R_INTER, g->st_inter, SIM_OP_GRAD_AR, &m->lines.ar_dp, gar_bytes,
                  PRIO_GAR, -1, prev);
@@ -306,9 +309,14 @@ static int moe_monta(gen *g, const sim_layer *L, int prev, double gar_bytes)
      * is the ESP pipeline's: N_ESP gathered copies on the slice) */
     prev = add(g, SIM_R_COMPUTE, -1, SIM_OP_EXPERT, p->exp_alpha, p->exp_beta,
                p->n_exp / m->par.esp, 1, -1, prev);
-    prev = add_line(g, SIM_R_INTRA, g->st_comm, SIM_OP_RS, &m->lines.rs_esp,
-                    m->par.esp > 1 ? I : 0.0, 1, -1, prev);
-    return monta_a2a(g, strategy, N, I, prev);
+    prev = add_line(g, SIM_R_INTRA, sy, SIM_OP_RS, &m->lines.rs_esp, m->par.esp > 1 ? I : 0.0,
+                    1, -1, prev);
+    /* without EP there is no combine AllToAll (nor O1's AllGather after it) to bring the
+     * ReduceScatter's 1/N_ESP of the tokens back: an ESP AllGather does (RS + AG = the
+     * AllReduce of DeepSpeed's expert tensor parallelism) */
+    if (m->par.ep <= 1 && m->par.esp > 1)
+        prev = add_line(g, SIM_R_INTRA, sy, SIM_OP_AG, &m->lines.ag_esp, I, 1, -1, prev);
+    return monta_a2a(g, strategy, N, I, prev, sx);
 }
 
 static int layer_r(const gen *g, const sim_layer *L, const sim_build_opts *o)

@@ -45,7 +45,9 @@
  *   monta-o1/o2/o3 deepspeed's sequential layer whose AllToAll of I = k·f·B·L·M·b (duplicated
  *                  tokens under t = N_MP) is MoNTA's strategy: O1 A2A(I/t) then AG(I); O2 per
  *                  chunk A2A_j → AG_j → copy D_j with AG_{j+1} after D_j; O3 AG and D pipelined.
- *                  The expert runs on the gathered tokens (n_exp), ESP-RS(I) before combining.
+ *                  The expert runs on the H/N_ESP slice of the gathered tokens (n_exp/N_ESP),
+ *                  ESP-RS(I) before combining; without EP (no AllToAll) an ESP-AG(I) after it
+ *                  brings the tokens back.
  * Units: seconds and bytes. */
 #ifndef FSMOE_SIM_SCHEDULES_H
 #define FSMOE_SIM_SCHEDULES_H

@@ -104,6 +104,9 @@ static int same_plan(const fsmoe_plan *a, const fsmoe_plan *b)
     return 1;
 }
 
+static void check_forward_simulated(const fsmoe_plan *p, const fsmoe_model *m,
+                                    const fsmoe_cluster *c, const char *cpath);
+
 static void check_combo(const combo *cb)
 {
     fsmoe_model m;
@@ -158,6 +161,11 @@ static void check_combo(const combo *cb)
             pipeline_result eb;
             assert_int_equal(pipeline_solve(&b, PIPELINE_EXHAUSTIVE, &eb, NULL), FSMOE_OK);
             assert_true(fabs(L->bwd.predicted_s - eb.time_s) <= 1e-12 * eb.time_s);
+        } else if (L->schedule == FSMOE_SCHED_MONTA) {
+            /* MoNTA's layer is not pipelined; its times are checked against the simulator
+             * (check_forward_simulated below, tests/sim/test_sim_schedules.c for the backward) */
+            assert_int_equal(L->fwd.r, 1);
+            assert_int_equal(L->bwd.r, 1);
         } else {
             /* PauseMP: the best r of the exact chains, searched here over every r */
             pausemp_problem pf, pb;
@@ -203,6 +211,8 @@ static void check_combo(const combo *cb)
            cb->model, cb->cluster, p.n_layers, p.n_layers ? p.layers[0].fwd.r : 0,
            p.n_layers ? p.layers[0].bwd.r : 0, pr->iteration_s, pr->tutel_s,
            pr->tutel_improved_s, pr->pipemoe_lina_s, pr->deepspeed_s, p.gradient_tail_bytes);
+
+    check_forward_simulated(&p, &m, &c, cpath);
 
     /* deterministic */
     assert_int_equal(plan_model(&m, &c, cpath, &par, &opt, &q, &err), FSMOE_OK);
@@ -317,6 +327,55 @@ static void check_forward_simulated(const fsmoe_plan *p, const fsmoe_model *m,
     sim_free(&s);
 }
 
+/* The plan's predicted deepspeed baseline against the simulator's deepspeed iteration of the same
+ * plan: both play DeepSpeed-MoE's layer (moe_seq.h) after the same dense blocks, every op after
+ * the previous one, and all gradients in one AllReduce after the backward, so they agree to
+ * rounding on every shipped model (both of DeepSpeed's modes: expert tensor parallelism where
+ * N_ESP > 1, drop_tokens where N_ESP = 1). */
+static void test_deepspeed_baseline_matches_sim(void **state)
+{
+    (void)state;
+    int modes[2] = {0, 0};
+    const size_t n_combos = sizeof combos / sizeof combos[0];
+    for (size_t i = 0; i < n_combos + 1; i++) {
+        fsmoe_model m;
+        fsmoe_cluster c;
+        fsmoe_parallel par;
+        char cpath[1024];
+        /* every shipped layout slices experts (N_ESP > 1): one more run with whole experts
+         * (N_ESP = 1, DeepSpeed's drop_tokens mode), gpt2-xl-moe on Testbed B (the only
+         * profile here with an intra-node AllToAll, which EP then spans) */
+        load(&combos[i < n_combos ? i : 3], &m, &c, &par, cpath, sizeof cpath);
+        fsmoe_error err = {0};
+        if (i >= n_combos) {
+            par.esp = 1;
+            assert_int_equal(fsmoe_parallel_validate(&par, m.E, "test", &err), FSMOE_OK);
+        }
+        plan_options opt = {.method = PLAN_METHOD_AUTO};
+        fsmoe_plan p;
+        memset(&p, 0, sizeof p);
+        if (plan_model(&m, &c, cpath, &par, &opt, &p, &err) != FSMOE_OK)
+            fail_msg("%s (N_ESP %d): %s", m.name, par.esp, err.msg);
+        sim_model sm;
+        sim s;
+        sim_init(&s);
+        assert_int_equal(sim_model_from_plan(&p, &m, &c, cpath, &sm, &err), FSMOE_OK);
+        double t = 0.0;
+        assert_int_equal(sim_schedule_time(&s, &sm, SIM_SCHED_DEEPSPEED, NULL, &t, &err),
+                         FSMOE_OK);
+        if (!(fabs(t - p.predicted.deepspeed_s) <= 1e-9 * t))
+            fail_msg("%s (N_ESP %d): simulated deepspeed %.12g s, predicted %.12g s", m.name,
+                     par.esp, t, p.predicted.deepspeed_s);
+        modes[par.esp > 1]++;
+        sim_model_free(&sm);
+        sim_free(&s);
+        fsmoe_plan_free(&p);
+        fsmoe_cluster_free(&c);
+    }
+    /* both modes were exercised */
+    assert_true(modes[0] > 0 && modes[1] > 0);
+}
+
 static void test_schedule_choice(void **state)
 {
     (void)state;
@@ -326,9 +385,10 @@ static void test_schedule_choice(void **state)
     double hi = 1.0 / 64.0, lo = 64.0;
     assert_true(s1_minus_esp(hi, &ch) < 0.0);
     assert_int_equal(ch, FSMOE_SCHED_S1);
-    /* expensive EP&ESP AllToAll: the ESP pipeline, whose AllToAll stays on the inter tier */
+    /* expensive EP&ESP AllToAll: a schedule whose AllToAll stays on the inter tier (the ESP
+     * pipeline or MoNTA's layer, neither priced by the world tier) */
     assert_true(s1_minus_esp(lo, &ch) > 0.0);
-    assert_int_equal(ch, FSMOE_SCHED_ESP_PIPELINE);
+    assert_true(ch == FSMOE_SCHED_ESP_PIPELINE || ch == FSMOE_SCHED_MONTA);
     /* the decision flips exactly where the predicted times cross (bisection on the scale):
      * never the ESP pipeline where S1 is faster, never S1 where the ESP pipeline is (S2 may
      * beat both in between) */
@@ -366,8 +426,14 @@ static void test_schedule_choice(void **state)
     fsmoe_plan_free(&p);
     fsmoe_cluster_free(&c);
     plan_scaled(64.0, &p, &m, &c, cpath, sizeof cpath);
-    for (int i = 0; i < p.n_layers; i++)
-        assert_int_equal(p.layers[i].schedule, FSMOE_SCHED_ESP_PIPELINE);
+    for (int i = 0; i < p.n_layers; i++) {
+        const fsmoe_layer_plan *L = &p.layers[i];
+        fsmoe_schedule want = L->schedule_s[FSMOE_SCHED_MONTA] < L->schedule_s[FSMOE_SCHED_ESP_PIPELINE]
+                                  ? FSMOE_SCHED_MONTA
+                                  : FSMOE_SCHED_ESP_PIPELINE;
+        assert_int_equal(L->schedule, want);
+    }
+    check_forward_simulated(&p, &m, &c, cpath);
     fsmoe_plan_free(&p);
     fsmoe_cluster_free(&c);
 }
@@ -541,6 +607,7 @@ int main(void)
         cmocka_unit_test(test_method_names),
         cmocka_unit_test(test_all_models),
         cmocka_unit_test(test_schedule_choice),
+        cmocka_unit_test(test_deepspeed_baseline_matches_sim),
         cmocka_unit_test(test_grad_bytes_match_runtime),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

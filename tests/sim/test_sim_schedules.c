@@ -18,6 +18,7 @@
 #include "cluster.h"
 #include "cost.h"
 #include "parm_schedule.h"
+#include "plan_model.h"
 #include "sim_schedules.h"
 #include "sweep.h"
 
@@ -437,6 +438,69 @@ static void test_plan_plays_monta(void **state)
     sim_free(&s);
 }
 
+/* plan_model.h's closed form of MoNTA's layer (what fsmoe-plan predicts for a monta layer) against
+ * the simulated layer: forward t_d + t_e + t_c, backward with a Gradient-AllReduce between the
+ * dispatch and the combine t_d + t_c + max(t_gar, t_e), to rounding, for base/O1/O2/O3 at several
+ * chunk counts on both testbeds (a small and a large AllReduce: either side of the max binds). */
+static void test_monta_closed_form(void **state)
+{
+    (void)state;
+    sim s;
+    sim_init(&s);
+    static const int idx[] = {3, 300, 1080, 1400};
+    const fsmoe_cluster *cs[2] = {&ca, &cb};
+    const char *ps[2] = {path_a, path_b};
+    int gar_binds = 0, exp_binds = 0;
+    for (int c = 0; c < 2; c++)
+        for (size_t j = 0; j < sizeof idx / sizeof idx[0]; j++) {
+            sim_model m;
+            sim_layer L;
+            config(cs[c], ps[c], idx[j], &m, &L);
+            L.n_attn = 0;
+            m.prefix_attn = 0;
+            m.prefix_grad_bytes = m.prefix_early_grad_bytes = 0.0;
+            m.fsmoe_prefix_window_bytes = m.fsmoe_prefix_early_bytes = 0.0;
+            L.dense_grad_bytes = L.gar_dense_bytes = 0.0;
+            m.fsmoe_tail_bytes = 0.0;
+            L.schedule = FSMOE_SCHED_MONTA;
+            for (int o = FSMOE_A2A_BASE; o <= FSMOE_A2A_O3; o++)
+                for (int N = 1; N <= (o >= FSMOE_A2A_O2 ? 16 : 1); N *= 4)
+                    for (int g = 0; g < 2; g++) {
+                        L.a2a = (fsmoe_a2a_strategy)o;
+                        L.a2a_chunks = N;
+                        L.moe_grad_bytes = L.gar_moe_bytes = g ? 4e9 : 1e6;
+                        run(&s, &m, SIM_SCHED_PLAN, NULL);
+                        double fwd_end = 0.0, bwd_end = 0.0;
+                        for (int t = 0; t < s.n_tasks; t++) {
+                            const sim_task *x = &s.tasks[t];
+                            if (x->phase == SIM_PHASE_FWD && x->end_s > fwd_end)
+                                fwd_end = x->end_s;
+                            if (x->phase == SIM_PHASE_BWD && x->end_s > bwd_end)
+                                bwd_end = x->end_s;
+                        }
+                        pausemp_problem pf, pb;
+                        plan_monta_problems(&m.shape, &m.par, &m.lines, &L.wl, L.a2a, N, &pf,
+                                            &pb);
+                        pb.t_gar = fsmoe_line_time(&m.lines.ar_dp, L.gar_moe_bytes);
+                        double Ff = pausemp_F(&pf, 1), Fb = pausemp_F(&pb, 1);
+                        if (fabs(fwd_end - Ff) > 1e-9 * Ff ||
+                            fabs(bwd_end - fwd_end - Fb) > 1e-9 * Fb)
+                            print_error("%s config %d strategy %d x%d gar %g: simulated %.12g / "
+                                        "%.12g s, closed form %.12g / %.12g s\n",
+                                        cs[c]->name, idx[j], o, N, L.gar_moe_bytes, fwd_end,
+                                        bwd_end - fwd_end, Ff, Fb);
+                        assert_true(fabs(fwd_end - Ff) <= 1e-9 * Ff);
+                        assert_true(fabs(bwd_end - fwd_end - Fb) <= 1e-9 * Fb);
+                        if (pb.t_gar > pb.exp_alpha)
+                            gar_binds++;
+                        else
+                            exp_binds++;
+                    }
+        }
+    assert_true(gar_binds > 0 && exp_binds > 0);
+    sim_free(&s);
+}
+
 /* Simulation is deterministic: the same model gives bit-identical timelines. */
 static void test_deterministic(void **state)
 {
@@ -469,6 +533,7 @@ int main(void)
         cmocka_unit_test(test_bytes_and_lina),
         cmocka_unit_test(test_plan_never_slower),
         cmocka_unit_test(test_plan_plays_monta),
+        cmocka_unit_test(test_monta_closed_form),
         cmocka_unit_test(test_deterministic),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
