@@ -423,7 +423,7 @@ static fsmoe_status monta_rows(fid *f)
     for (int s = 1; s <= 3; s++) {
         char what[120];
         snprintf(what, sizeof what, "%s (%d chunks)%s", sname[s], e.chunks[s],
-                 e.best == s ? ", chosen" : "");
+                 (int)e.best == s ? ", chosen" : "");
         if (s == 3)
             row(f, what, 13.0, e.gain[s] * 100.0, 0, 0.0);
         else
