@@ -10,10 +10,28 @@
 
 #include "atomic_file.h"
 
+/* The 1, 5 and 15 minute load averages (Linux), "" elsewhere: timings on a shared machine
+ * are read next to them. */
+static void report_loadavg(char *buf, size_t len)
+{
+    buf[0] = '\0';
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (!f)
+        return;
+    double a, b, c;
+    if (fscanf(f, "%lf %lf %lf", &a, &b, &c) == 3)
+        snprintf(buf, len, "%.2f %.2f %.2f", a, b, c);
+    fclose(f);
+}
+
+/* The load average when the banner was printed (one report per process). */
+static char report_load_start[48];
+
 void report_banner(report *r, const bench_options *o, const comm_topology *t, const char *device)
 {
     if (!r->enabled)
         return;
+    report_loadavg(report_load_start, sizeof report_load_start);
     fprintf(r->out, "# fsmoe-bench %s: %d ranks = %d node%s x %d (%s), backend %s on %s\n",
             FSMOE_VERSION, t->size, t->nodes, t->nodes == 1 ? "" : "s", t->gpus_per_node,
             t->detected ? "from node placement" : "--gpus-per-node",
@@ -187,7 +205,13 @@ int report_footer(report *r, const bench_results *res, double r2_threshold)
     if (!r->enabled)
         return wrong == 0;
     fprintf(r->out, "#\n# Out of bounds values : %lld %s\n", wrong, wrong ? "FAILED" : "OK");
-    fprintf(r->out, "# Avg bus bandwidth    : %g\n#\n", n_bus ? sum_bus / n_bus : 0.0);
+    fprintf(r->out, "# Avg bus bandwidth    : %g\n", n_bus ? sum_bus / n_bus : 0.0);
+    char load_end[48];
+    report_loadavg(load_end, sizeof load_end);
+    if (report_load_start[0] && load_end[0])
+        fprintf(r->out, "# Load average         : %s at the start, %s at the end (1, 5, 15 min)\n",
+                report_load_start, load_end);
+    fprintf(r->out, "#\n");
     fprintf(r->out, "# Fitted t = alpha + beta*n (n: bytes; gemm: multiply-accumulates), "
                     "r2 threshold %.4g\n", r2_threshold);
     fprintf(r->out, "# %-14s %-6s %5s %6s %12s %14s %12s %9s %s\n", "op", "tier", "ranks",
