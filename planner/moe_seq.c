@@ -51,13 +51,24 @@ static void push_einsum(seq *q, const workload_lines *w, double macs, int bwd)
          macs * (bwd ? 2.0 : 1.0));
 }
 
+/* The sizes of moe_seq.h: b bytes per element, M, H, S = B·L tokens, R = k·f·S routed copies
+ * (f = "none" planned as 1). */
+typedef struct {
+    double b, M, H, S, R;
+} seq_sizes;
+
+static seq_sizes sizes_of(const workload_shape *s)
+{
+    double f = s->f > 0.0 ? s->f : 1.0, S = (double)s->B * (double)s->L;
+    return (seq_sizes){.b = s->bytes_per_element, .M = (double)s->M, .H = (double)s->H, .S = S,
+                       .R = s->k * f * S};
+}
+
 static void deepspeed_ops(seq *q, const workload_shape *s, const fsmoe_parallel *par,
                           const workload_lines *w, int bwd)
 {
-    const double b = s->bytes_per_element, M = (double)s->M, H = (double)s->H;
-    const double f = s->f > 0.0 ? s->f : 1.0;
-    const double S = (double)s->B * (double)s->L;
-    const double R = s->k * f * S;
+    const seq_sizes z = sizes_of(s);
+    const double b = z.b, M = z.M, H = z.H, S = z.S, R = z.R;
     const double mp = par->mp, esp = par->esp;
     const int n_gemm = fsmoe_expert_gemms(s->expert);
     const double einsum = R * S * M;
@@ -91,10 +102,8 @@ static void deepspeed_ops(seq *q, const workload_shape *s, const fsmoe_parallel 
 static void parm_baseline_ops(seq *q, const workload_shape *s, const fsmoe_parallel *par,
                               const workload_lines *w, int bwd)
 {
-    const double b = s->bytes_per_element, M = (double)s->M, H = (double)s->H;
-    const double f = s->f > 0.0 ? s->f : 1.0;
-    const double S = (double)s->B * (double)s->L;
-    const double R = s->k * f * S;
+    const seq_sizes z = sizes_of(s);
+    const double b = z.b, M = z.M, H = z.H, S = z.S, R = z.R;
     const double esp = par->esp;
     const double y = R * M * esp * b;
     const double gathered = esp > 1 ? S * M * esp * b : 0.0;
