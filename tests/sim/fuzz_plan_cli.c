@@ -1,10 +1,10 @@
 /* Implements: a libFuzzer harness for fsmoe-plan's option parser (planner/cli_parse.c): every
- * subcommand (plan, --regenerate, explain, diff, simulate, sweep) and every flag value. The
+ * subcommand (plan, --regenerate, explain, diff, simulate, sweep, fidelity) and every flag value. The
  * input is one command line, its arguments separated by NUL or newline bytes; it is parsed and
  * validated and nothing is run (no file is read or written). Checked: no crash, leak or
  * sanitizer report; a usage error always carries a message; a success names a subcommand whose
  * required fields are set.
- * fuzz-sources: planner/cli_parse.c planner/sim_schedules.c planner/sim.c planner/workload.c planner/pipeline_degree.c planner/parm_schedule.c planner/grad_partition.c planner/locate.c planner/sweep.c planner/plan_model.c planner/table4.c planner/monta_a2a.c planner/baselines.c planner/diff.c planner/explain.c libfsmoe/cli.c libfsmoe/names.c libfsmoe/status.c libfsmoe/yaml_read.c libfsmoe/input_file.c libfsmoe/yaml_write.c libfsmoe/model.c libfsmoe/cluster.c libfsmoe/cost.c libfsmoe/parallel.c libfsmoe/plan_io.c libfsmoe/atomic_file.c libfsmoe/json.c libfsmoe/sha256.c
+ * fuzz-sources: planner/cli_parse.c planner/sim_schedules.c planner/moe_seq.c planner/sim.c planner/workload.c planner/pipeline_degree.c planner/parm_schedule.c planner/grad_partition.c planner/locate.c planner/sweep.c planner/plan_model.c planner/table4.c planner/monta_a2a.c planner/baselines.c planner/diff.c planner/explain.c libfsmoe/cli.c libfsmoe/names.c libfsmoe/status.c libfsmoe/yaml_read.c libfsmoe/input_file.c libfsmoe/yaml_write.c libfsmoe/model.c libfsmoe/cluster.c libfsmoe/cost.c libfsmoe/parallel.c libfsmoe/plan_io.c libfsmoe/atomic_file.c libfsmoe/json.c libfsmoe/sha256.c
  * fuzz-libs: -lyaml -lnlopt -lm
  * fuzz-seeds: tests/sim/fuzz_plan_cli_seeds/[a-z]*
  * fuzz-dict: tests/sim/fuzz_plan_cli.dict
@@ -53,6 +53,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         case PLAN_CMD_SWEEP:
             if (!cli.cluster_path || cli.grid < 0)
+                abort();
+            break;
+        case PLAN_CMD_FIDELITY:
+            if (cli.root && cli.root[0] == '\0')
                 abort();
             break;
         case PLAN_CMD_HELP:
