@@ -129,3 +129,18 @@ int parm_pausemp_problems(const workload_shape *s, const fsmoe_parallel *par,
     bwd->n_exp = wl->bwd.n_exp / par->mp;
     return par->mp > 1 && (kind == FSMOE_SCHED_S1 || has_a2a);
 }
+
+int parm_pausemp_best(const workload_shape *s, const fsmoe_parallel *par, const workload_lines *w,
+                      const workload_layer *wl, fsmoe_schedule kind, double t_gar, int *r_f,
+                      int *r_b, double *F_s)
+{
+    pausemp_problem pf, pb;
+    if (!parm_pausemp_problems(s, par, w, wl, kind, &pf, &pb))
+        return 0;
+    pb.t_gar = t_gar;
+    double Ff, Fb;
+    *r_f = pausemp_best_r(&pf, &Ff);
+    *r_b = pausemp_best_r(&pb, &Fb);
+    *F_s = Ff + Fb;
+    return 1;
+}

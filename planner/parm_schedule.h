@@ -61,4 +61,11 @@ int parm_pausemp_problems(const workload_shape *s, const fsmoe_parallel *par,
                           const workload_lines *w, const workload_layer *wl, fsmoe_schedule kind,
                           pausemp_problem *fwd, pausemp_problem *bwd);
 
+/* S1 or S2 for one MoE layer at its best degrees: the problems of parm_pausemp_problems, the
+ * backward with t_gar, each phase's r by pausemp_best_r. Returns 0 (outputs untouched) when the
+ * schedule is not a candidate; else *r_f, *r_b and *F_s = forward + backward seconds. */
+int parm_pausemp_best(const workload_shape *s, const fsmoe_parallel *par, const workload_lines *w,
+                      const workload_layer *wl, fsmoe_schedule kind, double t_gar, int *r_f,
+                      int *r_b, double *F_s);
+
 #endif

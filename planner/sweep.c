@@ -74,15 +74,13 @@ static void choose_schedule(sim_model *m, sim_layer *L, pipeline_method method,
         return;
     double best = esp_f->time_s + esp_b->time_s;
     for (int k = FSMOE_SCHED_S1; k <= FSMOE_SCHED_S2; k++) {
-        pausemp_problem pf, pb;
-        if (!parm_pausemp_problems(&m->shape, &m->par, &m->lines, &L->wl, (fsmoe_schedule)k, &pf,
-                                   &pb))
+        int rf, rb;
+        double F;
+        if (!parm_pausemp_best(&m->shape, &m->par, &m->lines, &L->wl, (fsmoe_schedule)k, t_gar,
+                               &rf, &rb, &F))
             continue;
-        pb.t_gar = t_gar;
-        double Ff, Fb;
-        int rf = pausemp_best_r(&pf, &Ff), rb = pausemp_best_r(&pb, &Fb);
-        if (Ff + Fb < best) {
-            best = Ff + Fb;
+        if (F < best) {
+            best = F;
             L->schedule = (fsmoe_schedule)k;
             L->r_f = rf;
             L->r_b = rb;
@@ -114,6 +112,7 @@ static fsmoe_status pick_by_sim(sim_model *m, sim_layer *L, fsmoe_error *err)
     sim_init(&s);
     int tutel_r = 1;
     fsmoe_status st = sim_tutel_degree(&s, m, &tutel_r, err);
+    m->tutel_r = tutel_r; /* Tutel's degree does not depend on the plan's layer: kept for the sweep */
     typedef struct {
         fsmoe_schedule k;
         int r_f, r_b;
@@ -126,14 +125,13 @@ static fsmoe_status pick_by_sim(sim_model *m, sim_layer *L, fsmoe_error *err)
     c[n++] = (cand){FSMOE_SCHED_ESP_PIPELINE, L->esp_r_f, L->esp_r_b, FSMOE_A2A_BASE, 1};
     c[n++] = (cand){FSMOE_SCHED_ESP_PIPELINE, tutel_r, tutel_r, FSMOE_A2A_BASE, 1};
     c[n++] = (cand){FSMOE_SCHED_ESP_PIPELINE, L->noiio_r_f, L->noiio_r_b, FSMOE_A2A_BASE, 1};
+    double t_gar = fsmoe_line_time(&m->lines.ar_dp, L->gar_moe_bytes);
     for (int k = FSMOE_SCHED_S1; k <= FSMOE_SCHED_S2; k++) {
-        pausemp_problem pf, pb;
-        if (!parm_pausemp_problems(&m->shape, &m->par, &m->lines, &L->wl, (fsmoe_schedule)k, &pf,
-                                   &pb))
+        int rf, rb;
+        double F;
+        if (!parm_pausemp_best(&m->shape, &m->par, &m->lines, &L->wl, (fsmoe_schedule)k, t_gar,
+                               &rf, &rb, &F))
             continue;
-        pb.t_gar = fsmoe_line_time(&m->lines.ar_dp, L->gar_moe_bytes);
-        double Ff, Fb;
-        int rf = pausemp_best_r(&pf, &Ff), rb = pausemp_best_r(&pb, &Fb);
         c[n++] = (cand){(fsmoe_schedule)k, rf, rb, FSMOE_A2A_BASE, 1};
         c[n++] = (cand){(fsmoe_schedule)k, 1, 1, FSMOE_A2A_BASE, 1};
         c[n++] = (cand){(fsmoe_schedule)k, rf, 1, FSMOE_A2A_BASE, 1};
@@ -327,6 +325,7 @@ void sweep_result_free(sweep_result *r)
     free(r->tutel_r);
     free(r->r_f);
     free(r->r_b);
+    free(r->key);
     memset(r, 0, sizeof *r);
 }
 
@@ -344,10 +343,11 @@ fsmoe_status sweep_run(sweep_grid g, char testbed, const fsmoe_cluster *c,
     out->tutel_r = malloc((size_t)n * sizeof(int));
     out->r_f = malloc((size_t)n * sizeof(int));
     out->r_b = malloc((size_t)n * sizeof(int));
+    out->key = malloc((size_t)n * sizeof *out->key);
     sim s;
     sim_init(&s);
     fsmoe_status st = FSMOE_OK;
-    if (!out->index || !out->t || !out->tutel_r || !out->r_f || !out->r_b) {
+    if (!out->index || !out->t || !out->tutel_r || !out->r_f || !out->r_b || !out->key) {
         st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "sweep: out of memory");
         goto fail;
     }
@@ -362,8 +362,7 @@ fsmoe_status sweep_run(sweep_grid g, char testbed, const fsmoe_cluster *c,
         if (!valid)
             continue;
         int j = out->n;
-        st = sim_tutel_degree(&s, &m, &m.tutel_r, err);
-        if (st != FSMOE_OK)
+        if (m.tutel_r <= 0 && (st = sim_tutel_degree(&s, &m, &m.tutel_r, err)) != FSMOE_OK)
             goto fail;
         for (int k = 0; k < SIM_SCHED_COUNT; k++) {
             st = sim_schedule_time(&s, &m, (sim_schedule)k, NULL, &out->t[j][k], err);
@@ -374,6 +373,8 @@ fsmoe_status sweep_run(sweep_grid g, char testbed, const fsmoe_cluster *c,
         out->tutel_r[j] = m.tutel_r;
         out->r_f[j] = layer.r_f;
         out->r_b[j] = layer.r_b;
+        out->key[j] = (sweep_key){.L = m.shape.L, .world = m.par.world, .mp = m.par.mp,
+                                  .esp = m.par.esp};
         out->n++;
     }
     out->wall_s = now_s() - t0;

@@ -37,12 +37,20 @@ fsmoe_status sweep_config(sweep_grid g, char testbed, const fsmoe_cluster *c,
                           const char *cluster_path, int i, pipeline_method method, sim_model *m,
                           sim_layer *layer, int *valid, char *describe, fsmoe_error *err);
 
+/* What a configuration is, for reports that group the sweep's rows (the sequence length and
+ * the layout it was simulated with). */
+typedef struct {
+    long L;
+    int world, mp, esp;
+} sweep_key;
+
 typedef struct {
     int n_grid;     /* configurations enumerated */
     int n;          /* valid ones simulated */
     int *index;     /* grid index of each simulated configuration */
     double (*t)[SIM_SCHED_COUNT]; /* iteration time, s */
     int *tutel_r, *r_f, *r_b;
+    sweep_key *key;
     double wall_s;  /* time the sweep took */
 } sweep_result;
 
