@@ -71,6 +71,19 @@ static double run(sim *s, const sim_model *m, sim_schedule k, const sim_build_op
     return t;
 }
 
+/* When the last forward and the last backward task of the simulated iteration end. */
+static void phase_ends(const sim *s, double *fwd_end, double *bwd_end)
+{
+    *fwd_end = *bwd_end = 0.0;
+    for (int t = 0; t < s->n_tasks; t++) {
+        const sim_task *x = &s->tasks[t];
+        if (x->phase == SIM_PHASE_FWD && x->end_s > *fwd_end)
+            *fwd_end = x->end_s;
+        if (x->phase == SIM_PHASE_BWD && x->end_s > *bwd_end)
+            *bwd_end = x->end_s;
+    }
+}
+
 static double line(const fsmoe_cluster *c, const char *path, fsmoe_op op, fsmoe_tier tier,
                    double n)
 {
@@ -191,10 +204,8 @@ static void check_closed_form(const fsmoe_cluster *c, const char *path, int *n_e
         for (int r = 1; r <= L.wl.r_max && r <= 16; r++) {
             sim_build_opts o = {r, r, 0};
             run(&s, &m, SIM_SCHED_FSMOE, &o);
-            double fwd_end = 0.0;
-            for (int t = 0; t < s.n_tasks; t++)
-                if (s.tasks[t].phase == SIM_PHASE_FWD && s.tasks[t].end_s > fwd_end)
-                    fwd_end = s.tasks[t].end_s;
+            double fwd_end, bwd_end;
+            phase_ends(&s, &fwd_end, &bwd_end);
             double F = pipeline_F(&L.wl.fwd, r);
             int bc = 1;
             for (int k = 2; k <= 4; k++)
@@ -242,14 +253,8 @@ static void check_pausemp_closed_form(const fsmoe_cluster *c, const char *path)
             for (int r = 1; r <= pf.r_max && r <= 16; r++) {
                 sim_build_opts o = {r, r, 0};
                 run(&s, &m, SIM_SCHED_PLAN, &o);
-                double fwd_end = 0.0, bwd_end = 0.0;
-                for (int t = 0; t < s.n_tasks; t++) {
-                    const sim_task *x = &s.tasks[t];
-                    if (x->phase == SIM_PHASE_FWD && x->end_s > fwd_end)
-                        fwd_end = x->end_s;
-                    if (x->phase == SIM_PHASE_BWD && x->end_s > bwd_end)
-                        bwd_end = x->end_s;
-                }
+                double fwd_end, bwd_end;
+                phase_ends(&s, &fwd_end, &bwd_end);
                 double cf[4], cb[4];
                 double Ff = pausemp_chains(&pf, r, cf), Fb = pausemp_chains(&pb, r, cb);
                 /* independent: the chains written out here from the lines */
@@ -470,14 +475,8 @@ static void test_monta_closed_form(void **state)
                         L.a2a_chunks = N;
                         L.moe_grad_bytes = L.gar_moe_bytes = g ? 4e9 : 1e6;
                         run(&s, &m, SIM_SCHED_PLAN, NULL);
-                        double fwd_end = 0.0, bwd_end = 0.0;
-                        for (int t = 0; t < s.n_tasks; t++) {
-                            const sim_task *x = &s.tasks[t];
-                            if (x->phase == SIM_PHASE_FWD && x->end_s > fwd_end)
-                                fwd_end = x->end_s;
-                            if (x->phase == SIM_PHASE_BWD && x->end_s > bwd_end)
-                                bwd_end = x->end_s;
-                        }
+                        double fwd_end, bwd_end;
+                        phase_ends(&s, &fwd_end, &bwd_end);
                         pausemp_problem pf, pb;
                         plan_monta_problems(&m.shape, &m.par, &m.lines, &L.wl, L.a2a, N, &pf,
                                             &pb);
