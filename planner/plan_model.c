@@ -12,17 +12,19 @@
  * the backward (grad_partition.h). Compute time of the embedding
  * lookup and the LM head is not modelled (the same in every schedule).
  *
- * Methods. auto and fsmoe: per layer the schedule among FSMoE's ESP pipeline, Parm's S1/S2
+ * Methods. auto: per layer the schedule among FSMoE's ESP pipeline, Parm's S1/S2
  * (as chunked pipelines, parm_schedule.h) and MoNTA's sequential layer at the layer's AllToAll
  * strategy and chunks (plan_monta_problems: a closed form equal to the simulated layer) with the
  * smallest predicted forward + backward time
  * at the layer's gradient share (the gradient partition makes that choice, grad_partition.h);
  * r of the ESP pipeline by SLSQP + integer check, of S1/S2 exhaustively (decided_by
- * "slsqp+integer"). fsmoe-paper: FSMoE Algorithm 1 on the ESP pipeline ("algorithm1"). parm:
+ * "slsqp+integer"). fsmoe: FSMoE as published, the ESP pipeline in every layer at SLSQP +
+ * integer-check degrees and its own gradient partition (what the simulator's `fsmoe` schedule
+ * plays). fsmoe-paper: FSMoE Algorithm 1 on the ESP pipeline ("algorithm1"). parm:
  * the schedule Parm's Algorithm 1 picks (S1 iff t_D1 ≤ t_D2; the ESP pipeline when N_MP = 1) at
  * r = 1 as Parm runs it; monta: the ESP pipeline at r = 1 ("fixed r=1") — MoNTA's O1/O2/O3 and
- * Parm's t_D1/t_D2 are recorded for every method (auto and fsmoe also fold MoNTA's strategy into
- * the monta candidate). All methods use the same gradient partition. The deepspeed baseline is
+ * Parm's t_D1/t_D2 are recorded for every method (auto also folds MoNTA's strategy into the
+ * monta candidate). Every method partitions the gradients for the schedules it runs. The deepspeed baseline is
  * moe_seq_time(MOE_SEQ_DEEPSPEED) forward + backward per MoE layer, the list the simulator plays.
  *
  * All MoE layers of a model share one workload, so their forward problems are solved once; the
@@ -219,7 +221,7 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
     pausemp_problem alt_f[GRAD_MAX_ALT], alt_b[GRAD_MAX_ALT];
     pipeline_result alt_fr[GRAD_MAX_ALT];
     fsmoe_schedule alt_kind[GRAD_MAX_ALT];
-    if (method == PLAN_METHOD_AUTO || method == PLAN_METHOD_FSMOE) {
+    if (method == PLAN_METHOD_AUTO) {
         for (int k = FSMOE_SCHED_S1; k <= FSMOE_SCHED_S2; k++)
             if (parm_pausemp_problems(&shape, par, &w, &wl, (fsmoe_schedule)k, &alt_f[n_alt],
                                       &alt_b[n_alt]))

@@ -14,8 +14,8 @@
 #include "workload.h"
 
 typedef enum {
-    PLAN_METHOD_AUTO = 0, /* = fsmoe today: our solver (SLSQP on F = max f_i + integer check) */
-    PLAN_METHOD_FSMOE,
+    PLAN_METHOD_AUTO = 0,    /* per layer the fastest of ESP pipeline, S1, S2, MoNTA's layer */
+    PLAN_METHOD_FSMOE,       /* FSMoE as published: the ESP pipeline in every layer (SLSQP) */
     PLAN_METHOD_FSMOE_PAPER, /* FSMoE Algorithm 1 as printed */
     PLAN_METHOD_PARM,        /* r = 1, Parm's S1/S2 */
     PLAN_METHOD_MONTA,       /* r = 1, MoNTA's O1/O2/O3 */

@@ -14,6 +14,7 @@
 #include "locate.h"
 #include "moe_seq.h"
 #include "parm_schedule.h"
+#include "plan_model.h"
 
 static const char *const sched_names[SIM_SCHED_COUNT] = {
     "deepspeed", "parm-baseline", "tutel", "tutel-improved", "pipemoe-lina", "fsmoe-no-iio",
@@ -453,6 +454,8 @@ fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_bui
         return fsmoe_fail(err, FSMOE_ERR_VALUE, "simulate: unknown schedule %d", (int)k);
     if (m->n_layers < 1)
         return fsmoe_fail(err, FSMOE_ERR_VALUE, "simulate: the model has no MoE layer");
+    if ((k == SIM_SCHED_FSMOE || k == SIM_SCHED_FSMOE_NO_IIO) && m->fsmoe_own)
+        m = m->fsmoe_own; /* FSMoE's own degrees and gradient partition */
     fsmoe_status cst = sim_model_check(m, err);
     if (cst != FSMOE_OK)
         return cst;
@@ -752,6 +755,32 @@ void sim_model_free(sim_model *m)
     free(m->layers);
     m->layers = NULL;
     m->n_layers = 0;
+    if (m->fsmoe_own) {
+        sim_model_free(m->fsmoe_own);
+        free(m->fsmoe_own);
+        m->fsmoe_own = NULL;
+    }
+}
+
+/* m->fsmoe_own: `model` at p's shape and layout planned as FSMoE publishes it (the ESP pipeline
+ * in every layer, its degrees and gradient partition), as the simulator's model. */
+static fsmoe_status fsmoe_own_model(const fsmoe_plan *p, const fsmoe_model *model,
+                                    const fsmoe_cluster *c, const char *cluster_path,
+                                    sim_model *m, fsmoe_error *err)
+{
+    fsmoe_model mm = *model;
+    mm.B = p->B, mm.L = p->L, mm.M = p->M, mm.H = p->H, mm.E = p->E, mm.experts_is_ep = 0;
+    mm.k = p->k, mm.f = p->f, mm.expert = p->expert, mm.bytes_per_element = p->bytes_per_element;
+    plan_options o = {.method = PLAN_METHOD_FSMOE};
+    fsmoe_plan q;
+    memset(&q, 0, sizeof q);
+    fsmoe_status st = plan_model(&mm, c, cluster_path, &p->parallel, &o, &q, err);
+    if (st == FSMOE_OK && !(m->fsmoe_own = calloc(1, sizeof *m->fsmoe_own)))
+        st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "simulate: out of memory");
+    if (st == FSMOE_OK)
+        st = sim_model_from_plan(&q, &mm, c, cluster_path, m->fsmoe_own, err);
+    fsmoe_plan_free(&q);
+    return st;
 }
 
 fsmoe_status sim_model_from_plan(const fsmoe_plan *p, const fsmoe_model *model,
@@ -811,20 +840,8 @@ fsmoe_status sim_model_from_plan(const fsmoe_plan *p, const fsmoe_model *model,
         L->schedule = lp->schedule;
         L->r_f = lp->fwd.r > 0 ? lp->fwd.r : 1;
         L->r_b = lp->bwd.r > 0 ? lp->bwd.r : 1;
-        /* the plan records the degrees of the schedule it chose; fsmoe on a layer that runs
-         * S1/S2 uses the ESP pipeline's own optimum at t_gar = 0 */
-        if (lp->schedule == FSMOE_SCHED_ESP_PIPELINE) {
-            L->esp_r_f = L->r_f, L->esp_r_b = L->r_b;
-        } else {
-            pipeline_result rf, rb;
-            if (pipeline_solve(&wl.fwd, PIPELINE_SLSQP, &rf, err) != FSMOE_OK ||
-                pipeline_solve(&wl.bwd, PIPELINE_SLSQP, &rb, err) != FSMOE_OK) {
-                free(blocks);
-                sim_model_free(m);
-                return err ? err->status : FSMOE_ERR_SOLVER;
-            }
-            L->esp_r_f = rf.r, L->esp_r_b = rb.r;
-        }
+        /* the degrees of the schedule the plan chose (fsmoe plays fsmoe_own's) */
+        L->esp_r_f = L->r_f, L->esp_r_b = L->r_b;
         double total = lp->window_bytes + lp->step2_bytes;
         double fit = ar->beta_s > 0.0 ? (lp->olp_dense_s - ar->alpha_s) / ar->beta_s : total;
         if (fit < 0.0)
@@ -837,5 +854,9 @@ fsmoe_status sim_model_from_plan(const fsmoe_plan *p, const fsmoe_model *model,
         L->monta_chunks_o2 = L->monta_chunks_o3 = chunked && lp->a2a_chunks > 0 ? lp->a2a_chunks : 1;
     }
     free(blocks);
-    return FSMOE_OK;
+    if (strcmp(p->method, "fsmoe") != 0)
+        st = fsmoe_own_model(p, model, c, cluster_path, m, err);
+    if (st != FSMOE_OK)
+        sim_model_free(m);
+    return st;
 }

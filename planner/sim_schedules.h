@@ -26,8 +26,8 @@
  *                  only while no A2A is ready or running on the inter link (A2A has priority).
  *   fsmoe-no-iio   FSMoE's ESP pipeline in every layer with intra and inter collectives on ONE
  *                  stream (FSMoE Table 5), at its own degrees noiio_r_f/_b (the one-stream
- *                  optimum at the layer's t_gar, not FSMoE's two-stream r) and the plan's
- *                  gradient partition (window, t_gar and tail bytes).
+ *                  optimum at the layer's t_gar, not FSMoE's two-stream r) and FSMoE's
+ *                  gradient partition (fsmoe_own's window, t_gar and tail bytes).
  *   plan           the plan: every MoE layer plays the schedule the plan chose for it (its
  *                  `schedule`): the ESP pipeline (A2A on an inter-node stream, AG/RS on an
  *                  intra-node stream), PauseMP S1/S2 in r chunks (below) or MoNTA's layer
@@ -36,8 +36,9 @@
  *                  AllReduce at the start of the dense backward window and the rest right after
  *                  the last dispatch chunk of the MoE backward (FSMoE Fig. 3d); the prefix
  *                  window's AllReduce at the start of the prefix's backward.
- *   fsmoe          plan with the ESP pipeline in every layer (at esp_r_f, esp_r_b): FSMoE's own
- *                  schedule, without the per-layer choice of Parm's S1/S2.
+ *   fsmoe          FSMoE as published: the ESP pipeline in every layer at FSMoE's own degrees
+ *                  (esp_r_f, esp_r_b) and gradient partition — fsmoe_own, the model planned by
+ *                  --method fsmoe, when the plan's layers run other schedules.
  *   parm-s1/s2     PauseMP (Parm: r = 1, gradients after the backward). Per chunk: EP&ESP
  *                  A2A(y/N_MP/r) → Expert → EP&ESP A2A (S1) or SAA (S2: one task on the
  *                  inter-node link, its measured line covers the MP AllGather riding along);
@@ -97,7 +98,7 @@ typedef struct {
     int monta_chunks_o2, monta_chunks_o3;
 } sim_layer;
 
-typedef struct {
+typedef struct sim_model {
     workload_shape shape;
     fsmoe_parallel par;
     workload_lines lines;
@@ -115,6 +116,11 @@ typedef struct {
                                        * moment they are ready (≤ prefix_early_grad_bytes) */
     double fsmoe_tail_bytes;  /* the plan's AllReduce after backward (incl. the prefix) */
     int tutel_r;              /* Tutel's degree; 0 = sim_build chooses (best of 1,2,4,8) */
+    /* FSMoE as published (fsmoe, fsmoe-no-iio): the same model planned with the ESP pipeline in
+     * every layer, its own degrees and gradient partition — a plan whose layers run S1/S2/MoNTA
+     * partitions its gradients for those. NULL: this model's own layers and partition are
+     * FSMoE's (configured layers, plans made by --method fsmoe). Owned (sim_model_free). */
+    struct sim_model *fsmoe_own;
 } sim_model;
 
 typedef struct {
@@ -163,6 +169,9 @@ fsmoe_status sim_model_check(const sim_model *m, fsmoe_error *err);
 /* The same limits on a plan's own fields, before sim_model_from_plan: the message names
  * plan_path:line:col and the field (e.g. layers[2].forward.r); plan_path NULL: the field only. */
 fsmoe_status sim_plan_check(const fsmoe_plan *p, const char *plan_path, fsmoe_error *err);
+/* The simulator's model of plan p for `model` (its shape overridden by the plan's) on profile c;
+ * unless p was made by --method fsmoe, fsmoe_own is planned too (plan_model.h
+ * PLAN_METHOD_FSMOE). */
 fsmoe_status sim_model_from_plan(const fsmoe_plan *p, const fsmoe_model *model,
                                  const fsmoe_cluster *c, const char *cluster_path,
                                  sim_model *m, fsmoe_error *err);

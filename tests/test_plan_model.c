@@ -376,6 +376,57 @@ static void test_deepspeed_baseline_matches_sim(void **state)
     assert_true(modes[0] > 0 && modes[1] > 0);
 }
 
+/* The simulator's fsmoe schedule is FSMoE as published: on a plan whose layers run S1/S2/MoNTA
+ * it plays the model planned by --method fsmoe (the ESP pipeline in every layer, that plan's
+ * degrees and gradient partition), not the ESP pipeline under a partition made for other
+ * schedules. Independent side: the --method fsmoe plan simulated as `plan`. */
+static void test_fsmoe_schedule_is_fsmoe_method(void **state)
+{
+    (void)state;
+    int replanned = 0;
+    for (size_t i = 0; i < sizeof combos / sizeof combos[0]; i++) {
+        fsmoe_model m;
+        fsmoe_cluster c;
+        fsmoe_parallel par;
+        char cpath[1024];
+        load(&combos[i], &m, &c, &par, cpath, sizeof cpath);
+        fsmoe_error err = {0};
+        fsmoe_plan p, q;
+        memset(&p, 0, sizeof p);
+        memset(&q, 0, sizeof q);
+        plan_options a = {.method = PLAN_METHOD_AUTO}, f = {.method = PLAN_METHOD_FSMOE};
+        if (plan_model(&m, &c, cpath, &par, &a, &p, &err) != FSMOE_OK ||
+            plan_model(&m, &c, cpath, &par, &f, &q, &err) != FSMOE_OK)
+            fail_msg("%s@%s: %s", combos[i].model, combos[i].cluster, err.msg);
+        int other = 0;
+        for (int j = 0; j < q.n_layers; j++)
+            assert_int_equal(q.layers[j].schedule, FSMOE_SCHED_ESP_PIPELINE);
+        for (int j = 0; j < p.n_layers; j++)
+            other += p.layers[j].schedule != FSMOE_SCHED_ESP_PIPELINE;
+        replanned += other > 0;
+        sim_model sp, sq;
+        sim s;
+        sim_init(&s);
+        assert_int_equal(sim_model_from_plan(&p, &m, &c, cpath, &sp, &err), FSMOE_OK);
+        assert_int_equal(sim_model_from_plan(&q, &m, &c, cpath, &sq, &err), FSMOE_OK);
+        assert_null(sq.fsmoe_own);
+        double t_fsmoe, t_q;
+        assert_int_equal(sim_schedule_time(&s, &sp, SIM_SCHED_FSMOE, NULL, &t_fsmoe, &err),
+                         FSMOE_OK);
+        assert_int_equal(sim_schedule_time(&s, &sq, SIM_SCHED_PLAN, NULL, &t_q, &err), FSMOE_OK);
+        if (!(fabs(t_fsmoe - t_q) <= 1e-12 * t_q))
+            fail_msg("%s@%s: fsmoe of the auto plan %.12g s, the --method fsmoe plan %.12g s",
+                     combos[i].model, combos[i].cluster, t_fsmoe, t_q);
+        sim_model_free(&sp);
+        sim_model_free(&sq);
+        sim_free(&s);
+        fsmoe_plan_free(&p);
+        fsmoe_plan_free(&q);
+        fsmoe_cluster_free(&c);
+    }
+    assert_true(replanned > 0); /* some shipped plan runs S1/S2/MoNTA somewhere */
+}
+
 static void test_schedule_choice(void **state)
 {
     (void)state;
@@ -608,6 +659,7 @@ int main(void)
         cmocka_unit_test(test_all_models),
         cmocka_unit_test(test_schedule_choice),
         cmocka_unit_test(test_deepspeed_baseline_matches_sim),
+        cmocka_unit_test(test_fsmoe_schedule_is_fsmoe_method),
         cmocka_unit_test(test_grad_bytes_match_runtime),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
