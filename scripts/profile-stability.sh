@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Profile stability: fsmoe-bench's default suite on the emulated 2 x 2 cluster, RUNS times in a
+# row (default 5), one line per run (wall seconds, fits below r² 0.99, the lowest r²) and whether
+# every run met the target (< 60 s, every fit ≥ 0.99). A measurement, not a test: it exits 0
+# whatever the figures (non-zero only when a run fails outright), so CI logs carry the figures
+# of each fresh machine. Needs a built tree (BUILD, default build).
+# usage: scripts/profile-stability.sh [RUNS] [BUILD]
+set -u
+cd "$(dirname "$0")/.."
+runs=${1:-5} build=${2:-build}
+case $runs in '' | *[!0-9]*) echo "profile-stability: RUNS must be a count, got '$runs'" >&2; exit 2 ;; esac
+bench=$build/microbench/fsmoe-bench check=$build/tests/microbench/check_profile
+for f in "$bench" "$check"; do
+    [ -x "$f" ] || { echo "profile-stability: $f is not built (scripts/build.sh $build)" >&2; exit 2; }
+done
+tmp=$(mktemp -d /tmp/fsmoe-stability.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+met=0
+echo "| run | wall s | fits < 0.99 | lowest r² | target |"
+echo "|---|---|---|---|---|"
+for i in $(seq 1 "$runs"); do
+    tests/microbench/bench_default.sh "$bench" "$check" "$tmp/run$i.yaml" > "$tmp/run$i.txt" 2>&1
+    rc=$?
+    if [ $rc -eq 77 ]; then
+        echo "profile-stability: skipped ($(grep -m1 SKIP "$tmp/run$i.txt"))"
+        exit 0
+    fi
+    if [ $rc -ne 0 ]; then
+        cat "$tmp/run$i.txt"
+        echo "profile-stability: run $i failed (exit $rc)" >&2
+        exit 1
+    fi
+    line=$(grep -m1 "^default suite on the emulated" "$tmp/run$i.txt")
+    secs=$(sed -E 's/.*: ([0-9.]+) s wall.*/\1/' <<<"$line")
+    low=$(sed -E 's/.* ([0-9]+) fit\(s\) below.*/\1/' <<<"$line")
+    # r² of every fit, from the profile (fit.r2 of each entry)
+    r2=$(grep -E "^ *r2: " "$tmp/run$i.yaml" | awk '{ v = $2 + 0; if (m == "" || v < m) m = v } END { print m }')
+    ok=no
+    if awk -v s="$secs" -v l="$low" 'BEGIN { exit !(s < 60 && l == 0) }'; then ok=yes; met=$((met + 1)); fi
+    echo "| $i | $secs | $low | ${r2:-?} | $ok |"
+done
+echo "profile-stability: $met of $runs runs met < 60 s with every fit r² >= 0.99 on $(hostname)"
