@@ -20,7 +20,7 @@ typedef struct {
     int n;
 } seq;
 
-static void push(seq *q, moe_seq_where where, sim_op_kind kind, double alpha, double beta,
+static void push(seq *q, moe_seq_where where, fsmoe_task_kind kind, double alpha, double beta,
                  double n)
 {
     if (!(n > 0.0) || q->n >= MOE_SEQ_MAX_OPS)
@@ -29,7 +29,7 @@ static void push(seq *q, moe_seq_where where, sim_op_kind kind, double alpha, do
                                   .n = n};
 }
 
-static void push_line(seq *q, moe_seq_where where, sim_op_kind kind, const fsmoe_line *l,
+static void push_line(seq *q, moe_seq_where where, fsmoe_task_kind kind, const fsmoe_line *l,
                       double n)
 {
     push(q, where, kind, l->alpha_s, l->beta_s, n);
@@ -40,14 +40,14 @@ static void push_expert(seq *q, const workload_shape *s, const workload_lines *w
                         int bwd)
 {
     int calls = fsmoe_expert_gemms(s->expert) * (bwd ? 2 : 1);
-    push(q, MOE_SEQ_COMPUTE, SIM_OP_EXPERT, calls * w->gemm.alpha_s, w->gemm.beta_s,
+    push(q, MOE_SEQ_COMPUTE, FSMOE_TASK_EXPERT, calls * w->gemm.alpha_s, w->gemm.beta_s,
          macs * (bwd ? 2.0 : 1.0));
 }
 
 /* One GShard einsum of S·E·C·M = R·S·M MACs (backward: twice). */
 static void push_einsum(seq *q, const workload_lines *w, double macs, int bwd)
 {
-    push(q, MOE_SEQ_COMPUTE, SIM_OP_GATE, (bwd ? 2.0 : 1.0) * w->gemm.alpha_s, w->gemm.beta_s,
+    push(q, MOE_SEQ_COMPUTE, FSMOE_TASK_GATE, (bwd ? 2.0 : 1.0) * w->gemm.alpha_s, w->gemm.beta_s,
          macs * (bwd ? 2.0 : 1.0));
 }
 
@@ -78,23 +78,23 @@ static void deepspeed_ops(seq *q, const workload_shape *s, const fsmoe_parallel 
     if (deepspeed_mode(par) == DS_MODE_DROP_TOKENS) {
         /* forward: drop_tokens is a local slice; backward: gather_tokens' is */
         double sent = R * M * b / mp;
-        push_line(q, MOE_SEQ_INTER, SIM_OP_A2A, &w->a2a_ep, a2a_ep ? sent : 0.0);
+        push_line(q, MOE_SEQ_INTER, FSMOE_TASK_A2A, &w->a2a_ep, a2a_ep ? sent : 0.0);
         push_expert(q, s, w, R * M * H * n_gemm / mp, bwd);
-        push_line(q, MOE_SEQ_INTER, SIM_OP_A2A, &w->a2a_ep, a2a_ep ? sent : 0.0);
+        push_line(q, MOE_SEQ_INTER, FSMOE_TASK_A2A, &w->a2a_ep, a2a_ep ? sent : 0.0);
         /* forward: gather_tokens after the combine A2A; backward: drop_tokens' AllGather */
-        push_line(q, MOE_SEQ_INTRA, SIM_OP_AG, &w->ag_mp, mp > 1 ? R * M * b : 0.0);
+        push_line(q, MOE_SEQ_INTRA, FSMOE_TASK_AG, &w->ag_mp, mp > 1 ? R * M * b : 0.0);
         if (bwd && mp > 1) {
             /* the whole expert sits on every MP rank, each saw other tokens */
             double per_expert = n_gemm * M * H + (s->expert == FSMOE_EXPERT_GPT ? H + M : 0.0);
             double experts = par->ep > 0 ? (double)s->E / par->ep : (double)s->E;
-            push_line(q, MOE_SEQ_INTRA, SIM_OP_AR_MP, &w->ar_mp, experts * per_expert * b);
+            push_line(q, MOE_SEQ_INTRA, FSMOE_TASK_AR_MP, &w->ar_mp, experts * per_expert * b);
         }
     } else {
         double sent = R * M * b;
-        push_line(q, MOE_SEQ_INTER, SIM_OP_A2A, &w->a2a_ep, a2a_ep ? sent : 0.0);
+        push_line(q, MOE_SEQ_INTER, FSMOE_TASK_A2A, &w->a2a_ep, a2a_ep ? sent : 0.0);
         push_expert(q, s, w, R * M * H * n_gemm / esp, bwd);
-        push_line(q, MOE_SEQ_INTRA, SIM_OP_AR_ESP, &w->ar_esp, R * M * b);
-        push_line(q, MOE_SEQ_INTER, SIM_OP_A2A, &w->a2a_ep, a2a_ep ? sent : 0.0);
+        push_line(q, MOE_SEQ_INTRA, FSMOE_TASK_AR_ESP, &w->ar_esp, R * M * b);
+        push_line(q, MOE_SEQ_INTER, FSMOE_TASK_A2A, &w->a2a_ep, a2a_ep ? sent : 0.0);
     }
     push_einsum(q, w, einsum, bwd);
 }
@@ -110,13 +110,13 @@ static void parm_baseline_ops(seq *q, const workload_shape *s, const fsmoe_paral
     const double a2a = par->ep > 1 ? y : 0.0;
 
     if (!bwd)
-        push_line(q, MOE_SEQ_INTRA, SIM_OP_AG, &w->ag_esp, gathered);
-    push_line(q, MOE_SEQ_INTER, SIM_OP_A2A, &w->a2a_ep, a2a);
+        push_line(q, MOE_SEQ_INTRA, FSMOE_TASK_AG, &w->ag_esp, gathered);
+    push_line(q, MOE_SEQ_INTER, FSMOE_TASK_A2A, &w->a2a_ep, a2a);
     push_expert(q, s, w, R * M * H * fsmoe_expert_gemms(s->expert), bwd);
-    push_line(q, MOE_SEQ_INTRA, SIM_OP_AR_ESP, &w->ar_esp, esp > 1 ? y : 0.0);
-    push_line(q, MOE_SEQ_INTER, SIM_OP_A2A, &w->a2a_ep, a2a);
+    push_line(q, MOE_SEQ_INTRA, FSMOE_TASK_AR_ESP, &w->ar_esp, esp > 1 ? y : 0.0);
+    push_line(q, MOE_SEQ_INTER, FSMOE_TASK_A2A, &w->a2a_ep, a2a);
     if (bwd)
-        push_line(q, MOE_SEQ_INTRA, SIM_OP_RS, &w->rs_esp, gathered);
+        push_line(q, MOE_SEQ_INTRA, FSMOE_TASK_RS, &w->rs_esp, gathered);
 }
 
 int moe_seq_ops(moe_seq_kind k, const workload_shape *s, const fsmoe_parallel *par,

@@ -46,7 +46,7 @@ typedef enum { MOE_SEQ_COMPUTE = 0, MOE_SEQ_INTRA, MOE_SEQ_INTER } moe_seq_where
 
 typedef struct {
     moe_seq_where where;
-    sim_op_kind kind;
+    fsmoe_task_kind kind;
     double alpha_s, beta_s, n; /* t = alpha + beta·n when n > 0; n is bytes or MACs */
 } moe_seq_op;
 

@@ -11,16 +11,6 @@
 
 enum { ST_WAIT = 0, ST_READY, ST_LAT, ST_XFER, ST_DONE };
 
-static const char *const op_names[SIM_OP_COUNT] = {
-    "attention", "ffn", "gate", "expert", "alltoall", "allgather", "reducescatter",
-    "esp-allreduce", "mp-allreduce", "saa", "copy", "grad-allreduce",
-};
-
-const char *sim_op_name(sim_op_kind k)
-{
-    return (unsigned)k < SIM_OP_COUNT ? op_names[k] : "?";
-}
-
 void sim_init(sim *s)
 {
     memset(s, 0, sizeof *s);
@@ -114,7 +104,7 @@ int sim_add_stream(sim *s, const char *name, int resource)
     return s->n_streams++;
 }
 
-int sim_add_task(sim *s, int resource, int stream, sim_op_kind kind, double alpha_s,
+int sim_add_task(sim *s, int resource, int stream, fsmoe_task_kind kind, double alpha_s,
                  double work_s)
 {
     if (s->n_tasks >= SIM_MAX_TASKS) {
@@ -164,15 +154,7 @@ void sim_add_dep(sim *s, int task, int pred)
 const char *sim_task_label(const sim *s, int i, char *buf, int len)
 {
     const sim_task *t = &s->tasks[i];
-    static const char *const ph[] = {"fwd", "bwd", "tail"};
-    const char *p = (unsigned)t->phase < 3 ? ph[t->phase] : "?";
-    if (t->layer >= 0 && t->chunk >= 0)
-        snprintf(buf, (size_t)len, "%s L%d c%d %s", p, t->layer, t->chunk, sim_op_name(t->kind));
-    else if (t->layer >= 0)
-        snprintf(buf, (size_t)len, "%s L%d %s", p, t->layer, sim_op_name(t->kind));
-    else
-        snprintf(buf, (size_t)len, "%s %s", p, sim_op_name(t->kind));
-    return buf;
+    return fsmoe_task_label(t->phase, t->layer, t->chunk, t->kind, buf, len);
 }
 
 /* ---- queues sorted by (priority, id) ---- */

@@ -31,29 +31,13 @@
 #define FSMOE_SIM_H
 
 #include "status.h"
+#include "task.h"
 
 typedef enum { SIM_RES_EXCLUSIVE = 0, SIM_RES_SHARED } sim_res_mode;
 
-/* Operation kinds (for reports, colours and trace categories). */
-typedef enum {
-    SIM_OP_ATTN = 0,  /* attention block (GEMMs + its MP AllReduce) */
-    SIM_OP_FFN,       /* dense FFN */
-    SIM_OP_GATE,      /* gate/order/dump local work */
-    SIM_OP_EXPERT,    /* expert GEMMs */
-    SIM_OP_A2A,       /* dispatch/combine AllToAll (EP or EP&ESP) */
-    SIM_OP_AG,        /* ESP/MP AllGather */
-    SIM_OP_RS,        /* ESP ReduceScatter */
-    SIM_OP_AR_ESP,    /* ESP AllReduce (DeepSpeed) */
-    SIM_OP_AR_MP,     /* tensor-parallel (MP) AllReduce of a dense block */
-    SIM_OP_SAA,       /* Parm's simultaneous AllToAll + AllGather */
-    SIM_OP_COPY,      /* device re-layout copy (MoNTA D) */
-    SIM_OP_GRAD_AR,   /* Gradient-AllReduce (DP) */
-    SIM_OP_COUNT
-} sim_op_kind;
+/* Operation kinds: task.h's (one name table with fsmoe-run --trace). */
 
-const char *sim_op_name(sim_op_kind k); /* "attention", "ffn", "gate", "expert", "alltoall", ... */
-
-enum { SIM_PHASE_FWD = 0, SIM_PHASE_BWD = 1, SIM_PHASE_TAIL = 2 };
+enum { SIM_PHASE_FWD = FSMOE_PHASE_FWD, SIM_PHASE_BWD = FSMOE_PHASE_BWD, SIM_PHASE_TAIL = FSMOE_PHASE_TAIL };
 #define SIM_PRIO_LEVELS 8 /* priorities are 0 (most urgent) .. 7 */
 #define SIM_TASK_DEFER 1u
 
@@ -64,7 +48,7 @@ typedef struct {
     unsigned flags;
     double alpha_s, work_s;
     double bytes;          /* informational (what work_s moves), 0 for compute */
-    sim_op_kind kind;
+    fsmoe_task_kind kind;
     int phase, layer, chunk; /* layer/chunk -1 when not applicable */
     int dep_first, n_deps;   /* internal: predecessor ids in sim.dep_ids */
     /* output */
@@ -136,7 +120,7 @@ int sim_add_stream(sim *s, const char *name, int resource);
 /* A task on `resource` (and on `stream` when ≥ 0). A stream may carry tasks of several
  * resources (Tutel's single communication stream for intra- and inter-node collectives); its
  * own resource is only where reports draw it. */
-int sim_add_task(sim *s, int resource, int stream, sim_op_kind kind, double alpha_s,
+int sim_add_task(sim *s, int resource, int stream, fsmoe_task_kind kind, double alpha_s,
                  double work_s);
 void sim_add_dep(sim *s, int task, int pred); /* task starts after pred ends; -1 ignored */
 

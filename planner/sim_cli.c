@@ -94,15 +94,15 @@ static void print_report(const sim *s, const sim_model *m, const char *sched)
     }
     /* critical path, consecutive tasks of one kind/phase/layer/resource merged */
     printf("\ncritical path %.4f ms over %d tasks:\n", s->critical_s * 1e3, s->n_critical);
-    double by_kind[SIM_OP_COUNT] = {0};
+    double by_kind[FSMOE_TASK_COUNT] = {0};
     for (int a = 0; a < s->n_critical; a++) {
         const sim_task *t = &s->tasks[s->critical[a]];
         by_kind[t->kind] += t->end_s - t->start_s;
     }
     printf("  by operation:");
-    for (int k = 0; k < SIM_OP_COUNT; k++)
+    for (int k = 0; k < FSMOE_TASK_COUNT; k++)
         if (by_kind[k] > 0.0)
-            printf(" %s %.4f ms (%.1f%%);", sim_op_name((sim_op_kind)k), by_kind[k] * 1e3,
+            printf(" %s %.4f ms (%.1f%%);", fsmoe_task_name((fsmoe_task_kind)k), by_kind[k] * 1e3,
                    s->critical_s > 0.0 ? 100.0 * by_kind[k] / s->critical_s : 0.0);
     printf("\n");
     printf("  %10s %10s %10s  %-5s %-6s %-16s %s\n", "start ms", "end ms", "ms", "phase",
@@ -132,7 +132,7 @@ static void print_report(const sim *s, const sim_model *m, const char *sched)
             snprintf(layer, sizeof layer, t0->layer >= 0 ? "%d" : "-", t0->layer);
             printf("  %10.4f %10.4f %10.4f  %-5s %-6s %-16.16s %s",
                    t0->start_s * 1e3, t1->end_s * 1e3, (t1->end_s - t0->start_s) * 1e3,
-                   ph[t0->phase], layer, s->res[t0->resource].name, sim_op_name(t0->kind));
+                   ph[t0->phase], layer, s->res[t0->resource].name, fsmoe_task_name(t0->kind));
             if (b - a > 1)
                 printf(" (%d)", b - a);
             printf("\n");

@@ -17,7 +17,7 @@
 int sim_out_lanes(const sim *s, int *lane, int *lanes);
 
 /* Colour (#rrggbb) of an operation kind. */
-const char *sim_out_colour(sim_op_kind k);
+const char *sim_out_colour(fsmoe_task_kind k);
 
 /* Whether resource r appears in outputs. */
 int sim_out_shown(const sim *s, int r);

@@ -51,7 +51,7 @@ typedef struct {
     double available;  /* dense-only: gradient bytes ready and not yet sent */
 } gen;
 
-static int add(gen *g, int res, int stream, sim_op_kind kind, double alpha, double beta, double n,
+static int add(gen *g, int res, int stream, fsmoe_task_kind kind, double alpha, double beta, double n,
                int prio, int chunk, int prev)
 {
     if (!(n > 0.0))
@@ -69,7 +69,7 @@ static int add(gen *g, int res, int stream, sim_op_kind kind, double alpha, doub
     return id;
 }
 
-static int add_line(gen *g, int res, int stream, sim_op_kind kind, const fsmoe_line *l, double n,
+static int add_line(gen *g, int res, int stream, fsmoe_task_kind kind, const fsmoe_line *l, double n,
                     int prio, int chunk, int prev)
 {
     return add(g, res, stream, kind, l->alpha_s, l->beta_s, n, prio, chunk, prev);
@@ -80,7 +80,7 @@ static int join(gen *g, const int *deps, int n)
 {
     if (n == 1)
         return deps[0];
-    int id = sim_add_task(g->s, SIM_R_SYNC, -1, SIM_OP_GATE, 0.0, 0.0);
+    int id = sim_add_task(g->s, SIM_R_SYNC, -1, FSMOE_TASK_GATE, 0.0, 0.0);
     if (id < 0)
         return -1;
     g->s->tasks[id].phase = g->phase;
@@ -136,13 +136,13 @@ static int dense(gen *g, const workload_layer *wl, int n_attn, int n_ffn, int pr
             double o = sim_out_proj_bwd_s(m);
             if (o > c)
                 o = c;
-            prev = add(g, SIM_R_COMPUTE, -1, SIM_OP_ATTN, 0.0, 1.0, o, 0, -1, prev);
+            prev = add(g, SIM_R_COMPUTE, -1, FSMOE_TASK_ATTN, 0.0, 1.0, o, 0, -1, prev);
             *early_at = prev;
             c -= o;
         }
-        prev = add(g, SIM_R_COMPUTE, -1, is_attn ? SIM_OP_ATTN : SIM_OP_FFN, 0.0, 1.0, c, 0, -1,
+        prev = add(g, SIM_R_COMPUTE, -1, is_attn ? FSMOE_TASK_ATTN : FSMOE_TASK_FFN, 0.0, 1.0, c, 0, -1,
                    prev);
-        prev = add_line(g, SIM_R_INTRA, -1, SIM_OP_AR_MP, &m->lines.ar_mp, x, 0, -1, prev);
+        prev = add_line(g, SIM_R_INTRA, -1, FSMOE_TASK_AR_MP, &m->lines.ar_mp, x, 0, -1, prev);
     }
     return prev;
 }
@@ -173,20 +173,20 @@ static int moe_pipelined(gen *g, const workload_layer *wl, int r, int prev, doub
     r = sim_chunks(r);
     int last_d = prev;
     for (int j = 0; j < r; j++) {
-        int d = add(g, SIM_R_INTER, sx, SIM_OP_A2A, p->a2a_alpha, p->a2a_beta, p->n_a2a / r,
+        int d = add(g, SIM_R_INTER, sx, FSMOE_TASK_A2A, p->a2a_alpha, p->a2a_beta, p->n_a2a / r,
                     PRIO_DISPATCH, j, prev);
         last_d = d;
-        int a = add(g, SIM_R_INTRA, sy, SIM_OP_AG, p->ag_alpha, p->ag_beta, p->n_ag / r,
+        int a = add(g, SIM_R_INTRA, sy, FSMOE_TASK_AG, p->ag_alpha, p->ag_beta, p->n_ag / r,
                     PRIO_DISPATCH, j, d);
-        int e = add(g, SIM_R_COMPUTE, -1, SIM_OP_EXPERT, p->exp_alpha, p->exp_beta, p->n_exp / r,
+        int e = add(g, SIM_R_COMPUTE, -1, FSMOE_TASK_EXPERT, p->exp_alpha, p->exp_beta, p->n_exp / r,
                     PRIO_DISPATCH, j, a);
-        int rs = add(g, SIM_R_INTRA, sy, SIM_OP_RS, p->rs_alpha, p->rs_beta, p->n_rs / r,
+        int rs = add(g, SIM_R_INTRA, sy, FSMOE_TASK_RS, p->rs_alpha, p->rs_beta, p->n_rs / r,
                      PRIO_COMBINE, j, e);
-        ends[j] = add(g, SIM_R_INTER, sx, SIM_OP_A2A, p->a2a_alpha, p->a2a_beta, p->n_a2a / r,
+        ends[j] = add(g, SIM_R_INTER, sx, FSMOE_TASK_A2A, p->a2a_alpha, p->a2a_beta, p->n_a2a / r,
                       PRIO_COMBINE, j, rs);
     }
     if (gar_bytes > 0.0)
-        add_line(g, SIM_R_INTER, sx, SIM_OP_GRAD_AR, &g->m->lines.ar_dp, gar_bytes, PRIO_GAR, -1,
+        add_line(g, SIM_R_INTER, sx, FSMOE_TASK_GRAD_AR, &g->m->lines.ar_dp, gar_bytes, PRIO_GAR, -1,
                  last_d);
     return join(g, ends, r);
 }
@@ -222,21 +222,21 @@ static int moe_pausemp(gen *g, const workload_layer *wl, fsmoe_schedule kind, in
     r = sim_chunks(r);
     int last_d = prev;
     for (int j = 0; j < r; j++) {
-        int d = add(g, SIM_R_INTER, stream, SIM_OP_A2A, p->d_alpha, p->d_beta, p->u / r,
+        int d = add(g, SIM_R_INTER, stream, FSMOE_TASK_A2A, p->d_alpha, p->d_beta, p->u / r,
                     PRIO_DISPATCH, j, prev);
         last_d = d;
-        int e = add(g, SIM_R_COMPUTE, -1, SIM_OP_EXPERT, p->exp_alpha, p->exp_beta, p->n_exp / r,
+        int e = add(g, SIM_R_COMPUTE, -1, FSMOE_TASK_EXPERT, p->exp_alpha, p->exp_beta, p->n_exp / r,
                     PRIO_DISPATCH, j, d);
         ends[j] = add(g, SIM_R_INTER, stream,
-                      kind == FSMOE_SCHED_S2 && m->par.mp > 1 ? SIM_OP_SAA : SIM_OP_A2A,
+                      kind == FSMOE_SCHED_S2 && m->par.mp > 1 ? FSMOE_TASK_SAA : FSMOE_TASK_A2A,
                       p->c_alpha, p->c_beta, p->u / r, PRIO_COMBINE, j, e);
     }
     if (gar_bytes > 0.0)
-        add_line(g, SIM_R_INTER, stream, SIM_OP_GRAD_AR, &m->lines.ar_dp, gar_bytes, PRIO_GAR, -1,
+        add_line(g, SIM_R_INTER, stream, FSMOE_TASK_GRAD_AR, &m->lines.ar_dp, gar_bytes, PRIO_GAR, -1,
                  last_d);
     int end = join(g, ends, r);
     if (kind == FSMOE_SCHED_S1 && m->par.mp > 1)
-        end = add_line(g, SIM_R_INTRA, stream == g->st_comm ? g->st_comm : g->st_intra, SIM_OP_AG,
+        end = add_line(g, SIM_R_INTRA, stream == g->st_comm ? g->st_comm : g->st_intra, FSMOE_TASK_AG,
                        &m->lines.ag_mp, tokens_bytes(m), PRIO_COMBINE, -1, end);
     return end;
 }
@@ -251,10 +251,10 @@ static int monta_a2a(gen *g, int strategy, int N, double I, int prev, int st)
     if (m->par.ep <= 1)
         return prev;
     if (strategy == 0 || t <= 1)
-        return add_line(g, SIM_R_INTER, st, SIM_OP_A2A, &w->a2a_ep, I, 1, -1, prev);
+        return add_line(g, SIM_R_INTER, st, FSMOE_TASK_A2A, &w->a2a_ep, I, 1, -1, prev);
     if (strategy == 1) {
-        prev = add_line(g, SIM_R_INTER, st, SIM_OP_A2A, &w->a2a_ep, I / t, 1, -1, prev);
-        return add_line(g, SIM_R_INTRA, st, SIM_OP_AG, &w->ag_mp, I, 1, -1, prev);
+        prev = add_line(g, SIM_R_INTER, st, FSMOE_TASK_A2A, &w->a2a_ep, I / t, 1, -1, prev);
+        return add_line(g, SIM_R_INTRA, st, FSMOE_TASK_AG, &w->ag_mp, I, 1, -1, prev);
     }
     /* sim_model_check refused N past SIM_MAX_A2A_CHUNKS before the build */
     if (N < 1)
@@ -264,13 +264,13 @@ static int monta_a2a(gen *g, int strategy, int N, double I, int prev, int st)
     int ends[SIM_MAX_A2A_CHUNKS];
     int prev_ag = -1, prev_d = -1;
     for (int j = 0; j < N; j++) {
-        int a = add_line(g, SIM_R_INTER, g->st_inter, SIM_OP_A2A, &w->a2a_ep, I / ((double)N * t),
+        int a = add_line(g, SIM_R_INTER, g->st_inter, FSMOE_TASK_A2A, &w->a2a_ep, I / ((double)N * t),
                          1, j, prev);
-        int ag = add_line(g, SIM_R_INTRA, g->st_intra, SIM_OP_AG, &w->ag_mp, I / N, 1, j, a);
+        int ag = add_line(g, SIM_R_INTRA, g->st_intra, FSMOE_TASK_AG, &w->ag_mp, I / N, 1, j, a);
         if (strategy == 2 && prev_d >= 0 && ag != a)
             sim_add_dep(g->s, ag, prev_d); /* O2: AG_{j+1} after D_j */
         (void)prev_ag;
-        int d = add_line(g, SIM_R_COPY, -1, SIM_OP_COPY, &w->copy, w->have_copy ? I / N : 0.0, 1,
+        int d = add_line(g, SIM_R_COPY, -1, FSMOE_TASK_COPY, &w->copy, w->have_copy ? I / N : 0.0, 1,
                          j, ag);
         prev_ag = ag;
         prev_d = d;
@@ -304,19 +304,19 @@ static int moe_monta(gen *g, const sim_layer *L, int prev, double gar_bytes)
     int sx = plan ? g->st_inter : g->st_comm, sy = plan ? g->st_intra : g->st_comm;
     prev = monta_a2a(g, strategy, N, I, prev, sx);
     if (gar_bytes > 0.0)
-        add_line(g, SIM_R_INTER, g->st_inter, SIM_OP_GRAD_AR, &m->lines.ar_dp, gar_bytes,
+        add_line(g, SIM_R_INTER, g->st_inter, FSMOE_TASK_GRAD_AR, &m->lines.ar_dp, gar_bytes,
                  PRIO_GAR, -1, prev);
     /* every rank holds all I bytes of tokens again and computes its H/N_ESP slice (p->n_exp
      * is the ESP pipeline's: N_ESP gathered copies on the slice) */
-    prev = add(g, SIM_R_COMPUTE, -1, SIM_OP_EXPERT, p->exp_alpha, p->exp_beta,
+    prev = add(g, SIM_R_COMPUTE, -1, FSMOE_TASK_EXPERT, p->exp_alpha, p->exp_beta,
                p->n_exp / m->par.esp, 1, -1, prev);
-    prev = add_line(g, SIM_R_INTRA, sy, SIM_OP_RS, &m->lines.rs_esp, m->par.esp > 1 ? I : 0.0,
+    prev = add_line(g, SIM_R_INTRA, sy, FSMOE_TASK_RS, &m->lines.rs_esp, m->par.esp > 1 ? I : 0.0,
                     1, -1, prev);
     /* without EP there is no combine AllToAll (nor O1's AllGather after it) to bring the
      * ReduceScatter's 1/N_ESP of the tokens back: an ESP AllGather does (RS + AG = the
      * AllReduce of DeepSpeed's expert tensor parallelism) */
     if (m->par.ep <= 1 && m->par.esp > 1)
-        prev = add_line(g, SIM_R_INTRA, sy, SIM_OP_AG, &m->lines.ag_esp, I, 1, -1, prev);
+        prev = add_line(g, SIM_R_INTRA, sy, FSMOE_TASK_AG, &m->lines.ag_esp, I, 1, -1, prev);
     return monta_a2a(g, strategy, N, I, prev, sx);
 }
 
@@ -392,7 +392,7 @@ static void lina_micro_ops(gen *g, double bytes, int ready)
     int n = count > SIM_MAX_LINA_OPS ? SIM_MAX_LINA_OPS : (int)count;
     for (int i = 0; i < n; i++) {
         double size = i + 1 < n ? mo : bytes - (double)(n - 1) * mo;
-        int id = add_line(g, SIM_R_INTER, g->st_ar, SIM_OP_GRAD_AR, &g->m->lines.ar_dp, size,
+        int id = add_line(g, SIM_R_INTER, g->st_ar, FSMOE_TASK_GRAD_AR, &g->m->lines.ar_dp, size,
                           PRIO_LINA, -1, ready);
         if (id >= 0 && id != ready)
             g->s->tasks[id].flags |= SIM_TASK_DEFER;
@@ -423,7 +423,7 @@ static double dense_window(gen *g, double win, int window_start)
     if (fit > g->available)
         fit = g->available;
     if (fit > 0.0) {
-        add_line(g, SIM_R_INTER, g->st_ar, SIM_OP_GRAD_AR, ar, fit, PRIO_GAR, -1, window_start);
+        add_line(g, SIM_R_INTER, g->st_ar, FSMOE_TASK_GRAD_AR, ar, fit, PRIO_GAR, -1, window_start);
         g->available -= fit;
         return fit;
     }
@@ -506,7 +506,7 @@ fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_bui
         g.layer = i;
         int window_start = prev;
         if (g.grad == GRAD_PLAN && L->gar_dense_bytes > 0.0)
-            add_line(&g, SIM_R_INTER, gar_stream, SIM_OP_GRAD_AR, &m->lines.ar_dp,
+            add_line(&g, SIM_R_INTER, gar_stream, FSMOE_TASK_GRAD_AR, &m->lines.ar_dp,
                      L->gar_dense_bytes, PRIO_GAR, -1, window_start);
         if (g.grad == GRAD_DENSE_ONLY)
             dense_window(&g, dense_time(&L->wl, L->n_attn, L->n_ffn, 1), window_start);
@@ -519,7 +519,7 @@ fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_bui
      * that overlaps gradients with dense work (Lina's micro-ops find it on their own) */
     g.layer = -1;
     if (g.grad == GRAD_PLAN && m->fsmoe_prefix_window_bytes > 0.0)
-        add_line(&g, SIM_R_INTER, gar_stream, SIM_OP_GRAD_AR, &m->lines.ar_dp,
+        add_line(&g, SIM_R_INTER, gar_stream, FSMOE_TASK_GRAD_AR, &m->lines.ar_dp,
                  m->fsmoe_prefix_window_bytes, PRIO_GAR, -1, prev);
     double prefix_win = dense_time(wl0, m->prefix_attn, m->prefix_ffn, 1), first_sent = 0.0;
     if (g.grad == GRAD_DENSE_ONLY)
@@ -534,7 +534,7 @@ fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_bui
     if (!(early > 0.0) || m->prefix_attn < 1)
         early = 0.0; /* no attention block in the prefix: all ready at its end */
     if (g.grad == GRAD_PLAN && early > 0.0 && m->fsmoe_prefix_early_bytes > 0.0)
-        add_line(&g, SIM_R_INTER, gar_stream, SIM_OP_GRAD_AR, &m->lines.ar_dp,
+        add_line(&g, SIM_R_INTER, gar_stream, FSMOE_TASK_GRAD_AR, &m->lines.ar_dp,
                  m->fsmoe_prefix_early_bytes, PRIO_GAR, -1, early_at);
     if (g.grad == GRAD_DENSE_ONLY && early > 0.0) {
         double o = sim_out_proj_bwd_s(m);
@@ -556,7 +556,7 @@ fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_bui
     case GRAD_PLAN: tail = m->fsmoe_tail_bytes, tail_stream = gar_stream; break;
     case GRAD_LINA: tail = 0.0; break; /* the micro-ops already exist */
     }
-    add_line(&g, SIM_R_INTER, tail_stream, SIM_OP_GRAD_AR, &m->lines.ar_dp, tail, PRIO_GAR, -1,
+    add_line(&g, SIM_R_INTER, tail_stream, FSMOE_TASK_GRAD_AR, &m->lines.ar_dp, tail, PRIO_GAR, -1,
              prev);
     if (s->build_status != FSMOE_OK)
         return fsmoe_fail(err, s->build_status, "%s", s->build_msg);

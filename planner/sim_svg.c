@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *const colours[SIM_OP_COUNT] = {
+static const char *const colours[FSMOE_TASK_COUNT] = {
     "#8da0cb", /* attention */
     "#a6d854", /* ffn */
     "#b3b3b3", /* gate */
@@ -25,9 +25,9 @@ static const char *const colours[SIM_OP_COUNT] = {
     "#e41a1c", /* grad-allreduce */
 };
 
-const char *sim_out_colour(sim_op_kind k)
+const char *sim_out_colour(fsmoe_task_kind k)
 {
-    return (unsigned)k < SIM_OP_COUNT ? colours[k] : "#000000";
+    return (unsigned)k < FSMOE_TASK_COUNT ? colours[k] : "#000000";
 }
 
 int sim_out_shown(const sim *s, int r)
@@ -186,21 +186,21 @@ fsmoe_status sim_write_svg(const sim *s, const char *title, double from_s, doubl
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">time (ms)</text>\n",
             left + width, axis_y + 30.0);
     /* legend: the kinds that occur */
-    int used[SIM_OP_COUNT] = {0};
+    int used[FSMOE_TASK_COUNT] = {0};
     for (int i = 0; i < s->n_tasks; i++)
         if (sim_out_shown(s, s->tasks[i].resource) && s->tasks[i].end_s >= t0 &&
             s->tasks[i].start_s <= t1)
             used[s->tasks[i].kind] = 1;
     double lx = left;
-    for (int k = 0; k < SIM_OP_COUNT; k++) {
+    for (int k = 0; k < FSMOE_TASK_COUNT; k++) {
         if (!used[k])
             continue;
         fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\" "
                    "stroke=\"#333\" stroke-width=\"0.3\"/>\n",
-                lx, legend_y - 10.0, sim_out_colour((sim_op_kind)k));
+                lx, legend_y - 10.0, sim_out_colour((fsmoe_task_kind)k));
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", lx + 16.0, legend_y,
-                sim_op_name((sim_op_kind)k));
-        lx += 22.0 + 7.0 * (double)strlen(sim_op_name((sim_op_kind)k));
+                fsmoe_task_name((fsmoe_task_kind)k));
+        lx += 22.0 + 7.0 * (double)strlen(fsmoe_task_name((fsmoe_task_kind)k));
     }
     fprintf(f, "</svg>\n");
     free(lane);

@@ -55,7 +55,7 @@ fsmoe_status sim_write_trace(const sim *s, const char *title, const char *path, 
         fprintf(f, ",\n{\"name\":");
         fsmoe_json_string(f, sim_task_label(s, i, lb, sizeof lb));
         fprintf(f, ",\"cat\":");
-        fsmoe_json_string(f, sim_op_name(t->kind));
+        fsmoe_json_string(f, fsmoe_task_name(t->kind));
         fprintf(f, ",\"ph\":\"X\",\"ts\":%.6f,\"dur\":%.6f,\"pid\":1,\"tid\":%d,"
                    "\"args\":{\"bytes\":%.17g,\"alpha_s\":%.17g,\"work_s\":%.17g,"
                    "\"priority\":%d}}",

@@ -43,7 +43,7 @@ static void test_chain_closed_form(void **state)
     int prev = -1;
     for (int i = 0; i < 10; i++) {
         double a = 1e-4 * (i + 1), w = 3e-3 / (i + 1);
-        int t = sim_add_task(&s, cu, -1, SIM_OP_EXPERT, a, w);
+        int t = sim_add_task(&s, cu, -1, FSMOE_TASK_EXPERT, a, w);
         sim_add_dep(&s, t, prev);
         prev = t;
         want += a + w;
@@ -70,9 +70,9 @@ static void test_exclusive_priority(void **state)
     sim s;
     sim_init(&s);
     int cu = sim_add_resource(&s, "compute", SIM_RES_EXCLUSIVE);
-    int a = sim_add_task(&s, cu, -1, SIM_OP_FFN, 0.0, 1.0);
-    int b = sim_add_task(&s, cu, -1, SIM_OP_FFN, 0.0, 2.0);
-    int c = sim_add_task(&s, cu, -1, SIM_OP_FFN, 0.0, 4.0);
+    int a = sim_add_task(&s, cu, -1, FSMOE_TASK_FFN, 0.0, 1.0);
+    int b = sim_add_task(&s, cu, -1, FSMOE_TASK_FFN, 0.0, 2.0);
+    int c = sim_add_task(&s, cu, -1, FSMOE_TASK_FFN, 0.0, 4.0);
     s.tasks[a].priority = 3;
     s.tasks[b].priority = 3;
     s.tasks[c].priority = 1;
@@ -92,8 +92,8 @@ static void test_two_equal_transfers(void **state)
     sim s;
     sim_init(&s);
     int link = sim_add_resource(&s, "inter", SIM_RES_SHARED);
-    int a = sim_add_task(&s, link, -1, SIM_OP_A2A, 0.25, 3.0);
-    int b = sim_add_task(&s, link, -1, SIM_OP_GRAD_AR, 0.25, 3.0);
+    int a = sim_add_task(&s, link, -1, FSMOE_TASK_A2A, 0.25, 3.0);
+    int b = sim_add_task(&s, link, -1, FSMOE_TASK_GRAD_AR, 0.25, 3.0);
     run_ok(&s);
     assert_close(s.tasks[a].end_s, 6.25);
     assert_close(s.tasks[b].end_s, 6.25);
@@ -101,7 +101,7 @@ static void test_two_equal_transfers(void **state)
     assert_close(s.res[link].work_s, 6.0);
     sim_clear(&s);
     link = sim_add_resource(&s, "inter", SIM_RES_SHARED);
-    a = sim_add_task(&s, link, -1, SIM_OP_A2A, 0.25, 3.0);
+    a = sim_add_task(&s, link, -1, FSMOE_TASK_A2A, 0.25, 3.0);
     run_ok(&s);
     assert_close(s.makespan_s, 3.25);
     sim_free(&s);
@@ -116,9 +116,9 @@ static void test_staggered_share(void **state)
     sim_init(&s);
     int cu = sim_add_resource(&s, "compute", SIM_RES_EXCLUSIVE);
     int link = sim_add_resource(&s, "inter", SIM_RES_SHARED);
-    int t1 = sim_add_task(&s, link, -1, SIM_OP_A2A, 0.0, 4.0);
-    int c = sim_add_task(&s, cu, -1, SIM_OP_EXPERT, 0.0, 1.0);
-    int t2 = sim_add_task(&s, link, -1, SIM_OP_A2A, 0.0, 2.0);
+    int t1 = sim_add_task(&s, link, -1, FSMOE_TASK_A2A, 0.0, 4.0);
+    int c = sim_add_task(&s, cu, -1, FSMOE_TASK_EXPERT, 0.0, 1.0);
+    int t2 = sim_add_task(&s, link, -1, FSMOE_TASK_A2A, 0.0, 2.0);
     sim_add_dep(&s, t2, c);
     run_ok(&s);
     assert_close(s.tasks[t2].start_s, 1.0);
@@ -142,9 +142,9 @@ static void test_latency_not_shared(void **state)
     sim_init(&s);
     int cu = sim_add_resource(&s, "compute", SIM_RES_EXCLUSIVE);
     int link = sim_add_resource(&s, "inter", SIM_RES_SHARED);
-    int t1 = sim_add_task(&s, link, -1, SIM_OP_A2A, 1.0, 1.0);
-    int c = sim_add_task(&s, cu, -1, SIM_OP_EXPERT, 0.0, 0.5);
-    int t2 = sim_add_task(&s, link, -1, SIM_OP_A2A, 1.0, 1.0);
+    int t1 = sim_add_task(&s, link, -1, FSMOE_TASK_A2A, 1.0, 1.0);
+    int c = sim_add_task(&s, cu, -1, FSMOE_TASK_EXPERT, 0.0, 0.5);
+    int t2 = sim_add_task(&s, link, -1, FSMOE_TASK_A2A, 1.0, 1.0);
     sim_add_dep(&s, t2, c);
     run_ok(&s);
     assert_close(s.tasks[t1].end_s, 2.5);
@@ -162,8 +162,8 @@ static void test_stream_order(void **state)
     sim_init(&s);
     int link = sim_add_resource(&s, "inter", SIM_RES_SHARED);
     int st = sim_add_stream(&s, "inter-stream", link);
-    int a = sim_add_task(&s, link, st, SIM_OP_A2A, 0.5, 1.0);
-    int b = sim_add_task(&s, link, st, SIM_OP_A2A, 0.5, 2.0);
+    int a = sim_add_task(&s, link, st, FSMOE_TASK_A2A, 0.5, 1.0);
+    int b = sim_add_task(&s, link, st, FSMOE_TASK_A2A, 0.5, 2.0);
     s.tasks[b].priority = 0;
     s.tasks[a].priority = 2;
     run_ok(&s);
@@ -188,12 +188,12 @@ static void test_deferred_launch(void **state)
     int link = sim_add_resource(&s, "inter", SIM_RES_SHARED);
     int a2a_st = sim_add_stream(&s, "a2a", link);
     int ar_st = sim_add_stream(&s, "ar", link);
-    int a1 = sim_add_task(&s, link, a2a_st, SIM_OP_A2A, 0.0, 2.0);
-    int ar = sim_add_task(&s, link, ar_st, SIM_OP_GRAD_AR, 0.0, 3.0);
+    int a1 = sim_add_task(&s, link, a2a_st, FSMOE_TASK_A2A, 0.0, 2.0);
+    int ar = sim_add_task(&s, link, ar_st, FSMOE_TASK_GRAD_AR, 0.0, 3.0);
     s.tasks[ar].priority = 1;
     s.tasks[ar].flags = SIM_TASK_DEFER;
-    int c = sim_add_task(&s, cu, -1, SIM_OP_EXPERT, 0.0, 3.0);
-    int a2 = sim_add_task(&s, link, a2a_st, SIM_OP_A2A, 0.0, 1.0);
+    int c = sim_add_task(&s, cu, -1, FSMOE_TASK_EXPERT, 0.0, 3.0);
+    int a2 = sim_add_task(&s, link, a2a_st, FSMOE_TASK_A2A, 0.0, 1.0);
     sim_add_dep(&s, a2, c);
     run_ok(&s);
     assert_close(s.tasks[a1].end_s, 2.0);
@@ -223,14 +223,14 @@ static void test_golden_pipeline(void **state)
     int s_inter = sim_add_stream(&s, "inter", inter);
     int D[2], AG[2], E[2], RS[2], C[2];
     for (int j = 0; j < 2; j++) {
-        D[j] = sim_add_task(&s, inter, s_inter, SIM_OP_A2A, 0.0, 1.0);
+        D[j] = sim_add_task(&s, inter, s_inter, FSMOE_TASK_A2A, 0.0, 1.0);
         s.tasks[D[j]].priority = 1;
-        AG[j] = sim_add_task(&s, intra, s_intra, SIM_OP_AG, 0.0, 0.5);
+        AG[j] = sim_add_task(&s, intra, s_intra, FSMOE_TASK_AG, 0.0, 0.5);
         s.tasks[AG[j]].priority = 1;
-        E[j] = sim_add_task(&s, cu, -1, SIM_OP_EXPERT, 0.0, 2.0);
-        RS[j] = sim_add_task(&s, intra, s_intra, SIM_OP_RS, 0.0, 0.5);
+        E[j] = sim_add_task(&s, cu, -1, FSMOE_TASK_EXPERT, 0.0, 2.0);
+        RS[j] = sim_add_task(&s, intra, s_intra, FSMOE_TASK_RS, 0.0, 0.5);
         s.tasks[RS[j]].priority = 2;
-        C[j] = sim_add_task(&s, inter, s_inter, SIM_OP_A2A, 0.0, 1.0);
+        C[j] = sim_add_task(&s, inter, s_inter, FSMOE_TASK_A2A, 0.0, 1.0);
         s.tasks[C[j]].priority = 2;
         sim_add_dep(&s, AG[j], D[j]);
         sim_add_dep(&s, E[j], AG[j]);
@@ -272,19 +272,19 @@ static void test_errors(void **state)
     sim_init(&s);
     fsmoe_error err = {0};
     int cu = sim_add_resource(&s, "compute", SIM_RES_EXCLUSIVE);
-    int a = sim_add_task(&s, cu, -1, SIM_OP_FFN, 0.0, 1.0);
-    int b = sim_add_task(&s, cu, -1, SIM_OP_FFN, 0.0, 1.0);
+    int a = sim_add_task(&s, cu, -1, FSMOE_TASK_FFN, 0.0, 1.0);
+    int b = sim_add_task(&s, cu, -1, FSMOE_TASK_FFN, 0.0, 1.0);
     sim_add_dep(&s, a, b);
     sim_add_dep(&s, b, a);
     assert_int_equal(sim_run(&s, &err), FSMOE_ERR_INTERNAL);
     assert_non_null(strstr(err.msg, "cycle"));
     sim_clear(&s);
     cu = sim_add_resource(&s, "compute", SIM_RES_EXCLUSIVE);
-    a = sim_add_task(&s, cu, -1, SIM_OP_FFN, 0.0, -1.0);
+    a = sim_add_task(&s, cu, -1, FSMOE_TASK_FFN, 0.0, -1.0);
     assert_int_equal(sim_run(&s, &err), FSMOE_ERR_VALUE);
     sim_clear(&s);
     cu = sim_add_resource(&s, "compute", SIM_RES_EXCLUSIVE);
-    a = sim_add_task(&s, cu, -1, SIM_OP_FFN, 0.0, 1.0);
+    a = sim_add_task(&s, cu, -1, FSMOE_TASK_FFN, 0.0, 1.0);
     s.tasks[a].priority = SIM_PRIO_LEVELS;
     assert_int_equal(sim_run(&s, &err), FSMOE_ERR_VALUE);
     sim_clear(&s);
@@ -322,7 +322,7 @@ static void test_random_invariants(void **state)
             if (r == 3 && rand_r(&seed) % 2)
                 stream = st[2];
             double a = (rand_r(&seed) % 3) * 0.1, w = (rand_r(&seed) % 10) * 0.3;
-            int t = sim_add_task(&s, res[r], stream, SIM_OP_A2A, a, w);
+            int t = sim_add_task(&s, res[r], stream, FSMOE_TASK_A2A, a, w);
             s.tasks[t].priority = (int)(rand_r(&seed) % 3);
             if (r >= 2 && rand_r(&seed) % 4 == 0)
                 s.tasks[t].flags = SIM_TASK_DEFER;

@@ -321,15 +321,15 @@ static void test_bytes_and_lina(void **state)
                 double g = 0.0, a2a = 0.0;
                 for (int t = 0; t < s.n_tasks; t++) {
                     const sim_task *x = &s.tasks[t];
-                    if (x->kind == SIM_OP_GRAD_AR)
+                    if (x->kind == FSMOE_TASK_GRAD_AR)
                         g += x->bytes;
-                    if (x->kind == SIM_OP_A2A)
+                    if (x->kind == FSMOE_TASK_A2A)
                         a2a += x->bytes;
-                    if (k == SIM_SCHED_PIPEMOE_LINA && x->kind == SIM_OP_GRAD_AR) {
+                    if (k == SIM_SCHED_PIPEMOE_LINA && x->kind == FSMOE_TASK_GRAD_AR) {
                         assert_true(x->bytes <= 30e6 * (1 + 1e-12));
                         for (int u = 0; u < s.n_tasks; u++) {
                             const sim_task *y = &s.tasks[u];
-                            if (y->kind == SIM_OP_A2A)
+                            if (y->kind == FSMOE_TASK_A2A)
                                 assert_false(y->start_s < x->start_s - 1e-15 &&
                                              y->end_s > x->start_s + 1e-15);
                         }

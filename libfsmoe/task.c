@@ -1,0 +1,33 @@
+/* Implements: task.h. */
+#include "task.h"
+
+#include <stdio.h>
+
+static const char *const names[FSMOE_TASK_COUNT] = {
+    "attention", "ffn", "gate", "expert", "alltoall", "allgather", "reducescatter",
+    "esp-allreduce", "mp-allreduce", "saa", "copy", "grad-allreduce",
+};
+
+const char *fsmoe_task_name(fsmoe_task_kind k)
+{
+    return (unsigned)k < FSMOE_TASK_COUNT ? names[k] : "?";
+}
+
+const char *fsmoe_phase_name(int phase)
+{
+    static const char *const ph[] = {"fwd", "bwd", "tail"};
+    return (unsigned)phase < 3 ? ph[phase] : "?";
+}
+
+const char *fsmoe_task_label(int phase, int layer, int chunk, fsmoe_task_kind k, char *buf,
+                             int len)
+{
+    const char *p = fsmoe_phase_name(phase), *n = fsmoe_task_name(k);
+    if (layer >= 0 && chunk >= 0)
+        snprintf(buf, (size_t)len, "%s L%d c%d %s", p, layer, chunk, n);
+    else if (layer >= 0)
+        snprintf(buf, (size_t)len, "%s L%d %s", p, layer, n);
+    else
+        snprintf(buf, (size_t)len, "%s %s", p, n);
+    return buf;
+}
