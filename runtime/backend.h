@@ -115,7 +115,16 @@ struct rt_backend {
     void (*alltoallv_rows)(rt_backend *be, rt_stream *s, const rt_group *g, real *dst,
                            const real *src, const int *send_rows, const int *recv_rows, long M,
                            const char *what);
+
+    /* Timing marks (fsmoe-run --trace). mark queues a time stamp on s, taken when s reaches it
+     * (the default stream: now), and returns its id, or -1 when RT_MARKS_MAX are pending.
+     * marks_read, once every stream is synchronised, gives the first n ids' times in seconds
+     * (one clock per process) and empties the pool. */
+    int (*mark)(rt_backend *be, rt_stream *s);
+    fsmoe_status (*marks_read)(rt_backend *be, double *t, int n, fsmoe_error *err);
 };
+
+#define RT_MARKS_MAX 65536
 
 /* The backends. rt_backend_create fails with a message when `name` is unknown or not built,
  * or (cuda) when no device exists. threads <= 0 keeps the library default. */

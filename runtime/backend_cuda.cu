@@ -25,6 +25,7 @@ extern "C" {
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <stdlib.h>
+#include <time.h>
 
 #if defined(FSMOE_HAVE_NCCL)
 #include <nccl.h>
@@ -54,6 +55,9 @@ typedef struct {
     cublasHandle_t blas;
     double *d_acc;
     int streams_made;
+    cudaEvent_t *marks; /* RT_MARKS_MAX timing events (created as the marks need them) */
+    int n_marks, made_marks;
+    double origin_s;    /* host clock when the batch's base event was recorded */
 #if defined(FSMOE_HAVE_NCCL)
     nccl_entry nccl[NCCL_COMMS];
     int n_nccl;
@@ -502,10 +506,66 @@ static void c_alltoallv_rows(rt_backend *be, rt_stream *s, const rt_group *g, re
 #endif
 }
 
+static double host_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Mark 0 of a batch is an event on the default stream beside a host time stamp; every mark's
+ * time is that stamp plus its elapsed time after mark 0 (cudaEventElapsedTime). */
+static int c_mark(rt_backend *be, rt_stream *s)
+{
+    cuda_impl *im = impl(be);
+    if (!im->marks && !(im->marks = (cudaEvent_t *)calloc(RT_MARKS_MAX, sizeof *im->marks)))
+        return -1;
+    if (im->n_marks + 1 >= RT_MARKS_MAX)
+        return -1;
+    if (im->n_marks == 0) {
+        if (im->made_marks == 0) {
+            if (cudaEventCreate(&im->marks[0]) != cudaSuccess)
+                return -1;
+            im->made_marks = 1;
+        }
+        CUDA_OK(be, cudaEventRecord(im->marks[0], 0));
+        im->origin_s = host_now_s();
+        im->n_marks = 1;
+    }
+    int id = im->n_marks;
+    if (id >= im->made_marks) {
+        if (cudaEventCreate(&im->marks[id]) != cudaSuccess)
+            return -1;
+        im->made_marks = id + 1;
+    }
+    CUDA_OK(be, cudaEventRecord(im->marks[id], cs(s)));
+    im->n_marks++;
+    return id - 1; /* ids seen by the caller start at 0 */
+}
+
+static fsmoe_status c_marks_read(rt_backend *be, double *t, int n, fsmoe_error *err)
+{
+    cuda_impl *im = impl(be);
+    int taken = im->n_marks > 0 ? im->n_marks - 1 : 0;
+    if (n < 0 || n > taken)
+        return fsmoe_fail(err, FSMOE_ERR_INTERNAL, "trace: %d marks read, %d taken", n, taken);
+    for (int i = 0; i < n; i++) {
+        float ms = 0.0f;
+        if (cudaEventElapsedTime(&ms, im->marks[0], im->marks[i + 1]) != cudaSuccess)
+            return fsmoe_fail(err, FSMOE_ERR_CUDA, "trace: reading timing event %d failed", i);
+        t[i] = im->origin_s + 1e-3 * (double)ms;
+    }
+    im->n_marks = 0;
+    return FSMOE_OK;
+}
+
 static void c_destroy(rt_backend *be)
 {
     cuda_impl *im = impl(be);
     if (im) {
+        for (int i = 0; i < im->made_marks; i++)
+            cudaEventDestroy(im->marks[i]);
+        free(im->marks);
 #if defined(FSMOE_HAVE_NCCL)
         for (int i = 0; i < im->n_nccl; i++)
             ncclCommDestroy(im->nccl[i].comm);
@@ -560,6 +620,8 @@ extern "C" fsmoe_status rt_backend_cuda_create(int local_rank, rt_backend **out,
     be->event_record = c_event_record;
     be->stream_wait = c_stream_wait;
     be->stream_sync = c_stream_sync;
+    be->mark = c_mark;
+    be->marks_read = c_marks_read;
     be->gemm = c_gemm;
     be->embed_fwd = c_embed_fwd;
     be->embed_bwd = c_embed_bwd;

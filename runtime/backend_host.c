@@ -28,6 +28,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dist.h"
 #include "kernels.h"
@@ -55,6 +56,8 @@ typedef struct {
     int free_ids[HOST_EVENTS], n_free;
     int streams_made;
     int threads; /* OpenMP threads per parallel loop: the caller's, given to every stream */
+    double *marks; /* RT_MARKS_MAX time stamps (allocated by the first mark) */
+    int n_marks;
 } host_impl;
 
 static host_impl *H(rt_backend *be) { return be->impl; }
@@ -797,10 +800,56 @@ static void h_alltoallv_rows(rt_backend *be, rt_stream *s, const rt_group *g, re
     h_async(be, s, a2av_job, &a, sizeof a);
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+typedef struct {
+    double *slot;
+} mark_args;
+
+static fsmoe_status mark_job(void *arg, fsmoe_error *err)
+{
+    (void)err;
+    *((const mark_args *)arg)->slot = now_s();
+    return FSMOE_OK;
+}
+
+/* Ids are handed out on the caller's thread; a stream's job writes its own slot, read only after
+ * stream_sync (whose mutex orders the write before the read). */
+static int h_mark(rt_backend *be, rt_stream *s)
+{
+    host_impl *h = H(be);
+    if (!h->marks && !(h->marks = malloc(RT_MARKS_MAX * sizeof *h->marks)))
+        return -1;
+    if (h->n_marks >= RT_MARKS_MAX)
+        return -1;
+    int id = h->n_marks++;
+    mark_args a = {&h->marks[id]};
+    h_async(be, s, mark_job, &a, sizeof a);
+    return id;
+}
+
+static fsmoe_status h_marks_read(rt_backend *be, double *t, int n, fsmoe_error *err)
+{
+    host_impl *h = H(be);
+    if (n < 0 || n > h->n_marks)
+        return fsmoe_fail(err, FSMOE_ERR_INTERNAL, "trace: %d marks read, %d taken", n,
+                          h->n_marks);
+    if (n > 0)
+        memcpy(t, h->marks, (size_t)n * sizeof *t);
+    h->n_marks = 0;
+    return FSMOE_OK;
+}
+
 static void h_destroy(rt_backend *be)
 {
     host_impl *h = be ? be->impl : NULL;
     if (h) {
+        free(h->marks);
         stream_events_free(&h->ev);
         pthread_mutex_destroy(&h->mu);
         free(h);
@@ -851,6 +900,8 @@ fsmoe_status rt_backend_host_create(int threads, rt_backend **out, fsmoe_error *
     be->event_record = h_event_record;
     be->stream_wait = h_stream_wait;
     be->stream_sync = h_stream_sync;
+    be->mark = h_mark;
+    be->marks_read = h_marks_read;
     be->gemm = h_gemm;
     be->embed_fwd = h_embed_fwd;
     be->embed_bwd = h_embed_bwd;

@@ -39,6 +39,7 @@
 #include "transformer.h"
 #include "plan.h"
 #include "plan_check.h"
+#include "trace.h"
 #include "train.h"
 
 #ifndef FSMOE_DEFAULT_DATA
@@ -88,6 +89,9 @@ static void usage(const char *reason)
             "many ranks:     --ep N (expert-parallel group size; default the plan's, else 1)\n"
             "                --comm-timeout S (a peer silent this long ends the run; 30)\n"
             "                --no-overlap (compute and communication one after the other)\n"
+            "outputs:        --trace FILE (every task of every training step, timed where it\n"
+            "                runs, as Chrome trace JSON for ui.perfetto.dev; on many ranks each\n"
+            "                rank writes FILE with .rankN before its extension)\n"
             "limits:         --mem-limit SIZE (K/M/G; default the physical memory): a run that\n"
             "                needs more per rank is refused before it starts\n"
             "SIGINT/SIGTERM stop the run after the step in progress (exit 128+signal; the last\n"
@@ -247,6 +251,19 @@ static int die_input(const fsmoe_error *err)
     return err->status == FSMOE_ERR_IO ? 2 : fsmoe_exit_code(err->status);
 }
 
+/* path on one rank; on many, rank r's own file: path with ".rank<r>" before its extension. */
+static void rank_path(const char *path, int world, int rank, char *out, size_t len)
+{
+    const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
+    if (world <= 1) {
+        snprintf(out, len, "%s", path);
+    } else if (dot && (!slash || dot > slash + 1)) {
+        snprintf(out, len, "%.*s.rank%d%s", (int)(dot - path), path, rank, dot);
+    } else {
+        snprintf(out, len, "%s.rank%d", path, rank);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int world = 1, rank = 0, mpi = launched_by_mpi();
@@ -347,17 +364,26 @@ int main(int argc, char **argv)
     rt_backend *be = NULL;
     rt_trainer tr;
     memset(&tr, 0, sizeof tr);
+    rt_trace trace;
+    memset(&trace, 0, sizeof trace);
     int rc = 0, input_phase = 1;
     long saved = -1; /* the step of the last checkpoint this run wrote */
     /* outputs are checked before the work that produces them (every rank writes a shard) */
     if (save_dir && (st = checkpoint_prepare_dir("--save", save_dir, rank, &err)) != FSMOE_OK)
         goto fail;
+    char trace_path[1024] = "";
+    if (opt.trace_path) {
+        rank_path(opt.trace_path, world, rank, trace_path, sizeof trace_path);
+        if ((st = fsmoe_atomic_check("--trace", trace_path, &err)) != FSMOE_OK)
+            goto fail;
+    }
     if ((st = rt_backend_create(opt.backend, opt.threads, &be, &err)) != FSMOE_OK)
         goto fail;
     input_phase = 0; /* from here a failure is the run's (memory, MPI, the backend) */
     if ((st = trainer_init_dist(&tr, &cfg, be, &data, world > 1 ? &dist : NULL, &err)) !=
         FSMOE_OK)
         goto fail;
+    rt_trace_init(&trace, be);
     plan_info pinfo;
     plan_apply(&pcheck, &tr.model, &pinfo);
     if (resume_dir) {
@@ -396,9 +422,19 @@ int main(int argc, char **argv)
         if ((sig = stop_agreed(world, &err, &st)) != 0 || st != FSMOE_OK)
             break;
         double loss = 0, ce = 0, gnorm = 0, t0 = now_s();
+        model_set_trace(&tr.model, trace_path[0] ? &trace : NULL);
         if ((st = trainer_step(&tr, &loss, &ce, &gnorm, &err)) != FSMOE_OK)
             goto fail;
         double dt = now_s() - t0;
+        if (trace_path[0]) {
+            /* every stream done (the step's marks are all taken), then the step's tasks kept */
+            be->stream_sync(be, tr.model.comp);
+            be->stream_sync(be, tr.model.comm);
+            if ((st = rt_backend_check(be, &err)) != FSMOE_OK ||
+                (st = rt_trace_step(&trace, tr.step - 1, &err)) != FSMOE_OK)
+                goto fail;
+            model_set_trace(&tr.model, NULL);
+        }
         if (tr.step > 1) { /* the first step warms caches */
             t_all += dt;
             n_timed++;
@@ -445,10 +481,20 @@ int main(int argc, char **argv)
     if (n_timed > 0)
         printf("# mean step %.2f ms, %.1f tok/s over %ld steps\n", 1e3 * t_all / (double)n_timed,
                (double)tokens_per_step * (double)n_timed / t_all, n_timed);
+    if (trace_path[0]) {
+        if ((st = rt_trace_write(&trace, rank, cfg.name, trace_path, &err)) != FSMOE_OK)
+            goto fail;
+        printf("# trace: %s (%ld tasks", trace_path, trace.step_first);
+        if (trace.dropped_steps > 0)
+            printf("; %ld steps not kept: more than %ld tasks", trace.dropped_steps,
+                   RT_TRACE_MAX_EVENTS);
+        printf(")\n");
+    }
     goto done;
 fail:
     rc = input_phase ? die_input(&err) : die(&err);
 done:
+    rt_trace_free(&trace);
     trainer_free(&tr);
     rt_backend_destroy(&be);
     data_free(&data);

@@ -1,5 +1,6 @@
 /* Implements: the MoE layer executor (moe_layer.h). */
 #include "moe_layer.h"
+#include "trace.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -275,22 +276,31 @@ static void run_chunks(rt_moe *m, rt_backend *be, int backward, const real *in, 
     for (int j = 0; j <= r; j++) {
         if (j < r) {
             hook(m, RT_HOOK_BEFORE_DISPATCH, j, backward);
+            long h = rt_trace_begin(m->trace, m->comm, RT_TRACE_COMM, FSMOE_TASK_A2A, backward,
+                                    m->index, j);
             exchange_chunk(m, be, x, j, 1, in, xe, d_what);
+            rt_trace_end(m->trace, m->comm, h);
             be->event_record(be, ev_d[j], m->comm);
             hook(m, RT_HOOK_AFTER_DISPATCH, j, backward);
             be->stream_wait(be, m->comp, ev_d[j]);
             const long *r0 = x->r0 + j * El, *r1 = x->r1 + j * El;
+            h = rt_trace_begin(m->trace, m->comp, RT_TRACE_COMPUTE, FSMOE_TASK_EXPERT, backward,
+                               m->index, j);
             if (!backward)
                 experts_forward_ranges(&m->ex, be, m->comp, xe, ye, &m->eacts, m->Crep, r0, r1);
             else
                 experts_backward_ranges(&m->ex, be, m->comp, xe, m->Xe, ye, &m->eacts, m->dh,
                                         m->da, m->ex.kind == 1 ? m->dg : NULL, m->Crep, r0, r1);
+            rt_trace_end(m->trace, m->comp, h);
             be->event_record(be, ev_e[j], m->comp);
         }
         if (j >= 1) {
             hook(m, RT_HOOK_BEFORE_COMBINE, j - 1, backward);
             be->stream_wait(be, m->comm, ev_e[j - 1]);
+            long h = rt_trace_begin(m->trace, m->comm, RT_TRACE_COMM, FSMOE_TASK_A2A, backward,
+                                    m->index, j - 1);
             exchange_chunk(m, be, x, j - 1, 0, ye, out, c_what);
+            rt_trace_end(m->trace, m->comm, h);
             be->event_record(be, ev_c[j - 1], m->comm);
             hook(m, RT_HOOK_AFTER_COMBINE, j - 1, backward);
         }
@@ -302,6 +312,8 @@ fsmoe_status moe_forward(rt_moe *m, rt_backend *be, const real *x, real *y, long
                          uint64_t seed, long step)
 {
     hook(m, RT_HOOK_BEFORE_MOE_START, -1, 0);
+    long h = rt_trace_begin(m->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_GATE, FSMOE_PHASE_FWD,
+                            m->index, -1);
     fsmoe_status st = gate_forward(&m->gate, be, NULL, x, N, training, seed, step, m->freeze,
                                    &m->route);
     if (st != FSMOE_OK)
@@ -310,8 +322,12 @@ fsmoe_status moe_forward(rt_moe *m, rt_backend *be, const real *x, real *y, long
     if ((st = exchange_counts(m, be)) != FSMOE_OK)
         return rt_backend_check(be, NULL);
     xmap_build(m, be, 0, chunks(m->r_fwd));
+    rt_trace_end(m->trace, NULL, h);
     run_chunks(m, be, 0, m->Xd, m->Xe, m->Ye, m->Yc);
+    h = rt_trace_begin(m->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_GATE, FSMOE_PHASE_FWD, m->index,
+                       -1);
     iorder_forward(&m->order, be, NULL, &m->route, m->Yc, y);
+    rt_trace_end(m->trace, NULL, h);
     hook(m, RT_HOOK_BEFORE_MOE_END, -1, 0);
     return rt_backend_check(be, NULL);
 }
@@ -320,13 +336,19 @@ fsmoe_status moe_backward(rt_moe *m, rt_backend *be, const real *dy, const real 
                           double aux_coef)
 {
     hook(m, RT_HOOK_BEFORE_MOE_START, -1, 1);
+    long h = rt_trace_begin(m->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_GATE, FSMOE_PHASE_BWD,
+                            m->index, -1);
     iorder_backward(&m->order, be, NULL, &m->route, dy, m->Yc, m->dYc);
     xmap_build(m, be, 1, chunks(m->r_bwd));
+    rt_trace_end(m->trace, NULL, h);
     /* the backward of Combine is an AllToAll in the Dispatch direction and vice versa; empty
      * local slots of dXd stay 0 (run_chunks zeroes it), whichever order reads them */
     run_chunks(m, be, 1, m->dYc, m->dYe, m->dXe, m->dXd);
+    h = rt_trace_begin(m->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_GATE, FSMOE_PHASE_BWD, m->index,
+                       -1);
     order_backward(&m->order, be, NULL, &m->route, m->dXd, x, dx);
     gate_backward(&m->gate, be, NULL, x, dx, aux_coef, &m->route);
+    rt_trace_end(m->trace, NULL, h);
     hook(m, RT_HOOK_BEFORE_MOE_END, -1, 1);
     return rt_backend_check(be, NULL);
 }

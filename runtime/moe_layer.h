@@ -70,6 +70,7 @@ typedef struct {
     const struct rt_dist *dist; /* NULL: one rank */
     int r_fwd, r_bwd;         /* chunks (pipeline degree) */
     rt_hook_fn hook;
+    struct rt_trace *trace;   /* NULL: not traced (trace.h) */
     void *hook_user;
     rt_stream *comp, *comm;   /* the model's streams */
     rt_event *ev_start, *ev[3 * RT_MOE_MAX_CHUNKS];

@@ -21,7 +21,7 @@ enum {
     O_MODEL = 256, O_PLAN, O_DATA, O_STEPS, O_SEED, O_SAVE, O_SAVE_EVERY, O_RESUME,
     O_EVAL_EVERY, O_BACKEND, O_THREADS, O_BATCH, O_SEQ, O_LR, O_MIN_LR, O_WARMUP, O_WD,
     O_CLIP, O_AUX, O_NOISE, O_CF, O_GATE, O_ORDER, O_EXPERT, O_CHUNKS, O_EVAL_BATCHES, O_HELP,
-    O_EP, O_COMM_TIMEOUT, O_NO_OVERLAP, O_STOP_AT, O_MEM_LIMIT
+    O_EP, O_COMM_TIMEOUT, O_NO_OVERLAP, O_STOP_AT, O_MEM_LIMIT, O_TRACE
 };
 
 static const struct option opts[] = {
@@ -41,6 +41,7 @@ static const struct option opts[] = {
     {"help", 0, 0, O_HELP},         {"ep", 1, 0, O_EP},
     {"comm-timeout", 1, 0, O_COMM_TIMEOUT}, {"no-overlap", 0, 0, O_NO_OVERLAP},
     {"stop-at", 1, 0, O_STOP_AT},   {"mem-limit", 1, 0, O_MEM_LIMIT},
+    {"trace", 1, 0, O_TRACE},
     {0, 0, 0, 0}};
 
 /* A path flag's value: not empty (an empty name would open "" or the current directory). */
@@ -76,6 +77,7 @@ fsmoe_status options_parse(rt_options *o, int argc, char **argv, fsmoe_error *er
         case O_DATA: st = path_arg("--data", a, &o->data_path, err); break;
         case O_SAVE: st = path_arg("--save", a, &o->save_dir, err); break;
         case O_RESUME: st = path_arg("--resume", a, &o->resume_dir, err); break;
+        case O_TRACE: st = path_arg("--trace", a, &o->trace_path, err); break;
         case O_BACKEND: o->backend = a; break;
         case O_STEPS: st = fsmoe_cli_long("--steps", a, 1, 100000000, &o->steps, err); break;
         case O_SEED: st = fsmoe_cli_long("--seed", a, 0, 2147483647L, &o->seed, err); break;

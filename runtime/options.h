@@ -17,6 +17,7 @@
 
 typedef struct {
     const char *model_path, *plan_path, *data_path, *save_dir, *resume_dir, *backend;
+    const char *trace_path; /* --trace FILE (NULL: none) */
     int threads, ep; /* 0: not given */
     double comm_timeout; /* seconds; -1: not given (comm/mpi_coll.h's default) */
     /* overrides of the model file and the defaults; negative = not given (warmup: -2, cf: -2;

@@ -1,5 +1,6 @@
 /* Implements: the MoE transformer's construction, forward and explicit backward (model.h). */
 #include "transformer.h"
+#include "trace.h"
 
 #include "dist.h"
 
@@ -181,6 +182,24 @@ void model_freeze_routing(rt_model *md, int freeze)
         md->blocks[b].moe.freeze = freeze;
 }
 
+void model_set_trace(rt_model *md, struct rt_trace *tr)
+{
+    md->trace = tr;
+    for (long b = 0; b < md->cfg.layers; b++)
+        md->blocks[b].moe.trace = tr;
+}
+
+/* The generalised layer block b's dense work belongs to (sim_schedules.h): the MoE layer before
+ * it, -1 for the blocks before the first. */
+static int gen_layer(const rt_model *md, long b)
+{
+    int gl = -1;
+    for (long i = 0; i < b; i++)
+        if (md->blocks[i].is_moe)
+            gl = md->blocks[i].moe.index;
+    return gl;
+}
+
 void model_set_hook(rt_model *md, rt_hook_fn fn, void *user)
 {
     for (long b = 0; b < md->cfg.layers; b++) {
@@ -207,10 +226,14 @@ fsmoe_status model_forward(rt_model *md, const int *tokens, const int *targets, 
     for (long b = 0; b < c->layers; b++) {
         rt_block *bl = &md->blocks[b];
         real *x_next = b + 1 < c->layers ? md->blocks[b + 1].x_in : md->x_out;
+        int gl = gen_layer(md, b);
+        long h = rt_trace_begin(md->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_ATTN, FSMOE_PHASE_FWD,
+                                gl, -1);
         be->layernorm_fwd(be, NULL, bl->ln1, bl->ln1_mean, bl->ln1_rstd, bl->x_in, bl->ln1w,
                           bl->ln1b, N, M);
         attention_forward(&bl->attn, be, NULL, bl->ln1, bl->attn_out, &bl->aacts, B, L);
         be->add(be, NULL, bl->x_mid, bl->x_in, bl->attn_out, N * M);
+        rt_trace_end(md->trace, NULL, h);
         be->layernorm_fwd(be, NULL, bl->ln2, bl->ln2_mean, bl->ln2_rstd, bl->x_mid, bl->ln2w,
                           bl->ln2b, N, M);
         if (bl->is_moe) {
@@ -224,7 +247,10 @@ fsmoe_status model_forward(rt_model *md, const int *tokens, const int *targets, 
             }
             md->aux += bl->moe.gate.aux;
         } else {
+            h = rt_trace_begin(md->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_FFN, FSMOE_PHASE_FWD, gl,
+                               -1);
             experts_forward(&bl->ffn, be, NULL, bl->ln2, bl->ffn_out, &bl->facts, N, 0, N, NULL);
+            rt_trace_end(md->trace, NULL, h);
         }
         be->add(be, NULL, x_next, bl->x_mid, bl->ffn_out, N * M);
     }
@@ -273,17 +299,23 @@ fsmoe_status model_backward(rt_model *md, fsmoe_error *err)
                                                    bl->moe.index);
             }
         } else {
+            long h = rt_trace_begin(md->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_FFN,
+                                    FSMOE_PHASE_BWD, gen_layer(md, b), -1);
             experts_backward(&bl->ffn, be, NULL, md->dres, bl->ln2, md->dln, &bl->facts, md->dh,
                              md->da, bl->ffn.kind == 1 ? md->dg : NULL, N, 0, N, NULL);
+            rt_trace_end(md->trace, NULL, h);
         }
         be->layernorm_bwd(be, NULL, md->dres, bl->dln2w, bl->dln2b, md->dln, bl->x_mid,
                           bl->ln2_mean, bl->ln2_rstd, bl->ln2w, N, M);
         /* x_mid = x_in + Attn(LN1(x_in)) */
+        long h = rt_trace_begin(md->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_ATTN, FSMOE_PHASE_BWD,
+                                gen_layer(md, b), -1);
         be->zero(be, NULL, md->dln, (size_t)(N * M) * sizeof(real));
         attention_backward(&bl->attn, be, NULL, md->dres, bl->ln1, md->dln, &bl->aacts, &md->ascr,
                            B, L);
         be->layernorm_bwd(be, NULL, md->dres, bl->dln1w, bl->dln1b, md->dln, bl->x_in,
                           bl->ln1_mean, bl->ln1_rstd, bl->ln1w, N, M);
+        rt_trace_end(md->trace, NULL, h);
     }
     be->embed_bwd(be, NULL, md->dwte, md->dwpe, md->dres, md->tokens, B, L, M);
     /* the gradients of the global loss: replicated tensors summed over DP, expert shards over
@@ -291,9 +323,12 @@ fsmoe_status model_backward(rt_model *md, fsmoe_error *err)
     if (md->dist) {
         rt_params *p = &md->params;
         rt_group dp = dist_group(md->dist, RT_DP), edp = dist_group(md->dist, RT_EDP);
+        long h = rt_trace_begin(md->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_GRAD_AR,
+                                FSMOE_PHASE_TAIL, -1, -1);
         be->allreduce_sum(be, NULL, &dp, p->g, p->dense_total, "gradient AllReduce (dp)");
         be->allreduce_sum(be, NULL, &edp, p->g + p->dense_total, p->total - p->dense_total,
                           "expert gradient AllReduce (edp)");
+        rt_trace_end(md->trace, NULL, h);
     }
     be->stream_sync(be, NULL);
     return rt_backend_check(be, err);

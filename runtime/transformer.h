@@ -33,6 +33,7 @@ typedef struct {
     const struct rt_dist *dist; /* NULL: one rank */
     long N_global;              /* tokens of the global batch (B·L·world) */
     rt_stream *comp, *comm;     /* the MoE layers' compute and communication streams */
+    struct rt_trace *trace;     /* NULL: not traced (trace.h) */
     rt_params params;
     long N; /* B·L */
     real *wte, *dwte, *wpe, *dwpe, *lnfw, *dlnfw, *lnfb, *dlnfb, *head, *dhead;
@@ -70,5 +71,7 @@ void model_zero_grad(rt_model *md);
 void model_freeze_routing(rt_model *md, int freeze);
 /* Hooks on every MoE layer. */
 void model_set_hook(rt_model *md, rt_hook_fn fn, void *user);
+/* Times every task of the following steps into tr (trace.h; NULL stops). */
+void model_set_trace(rt_model *md, struct rt_trace *tr);
 
 #endif

@@ -17,7 +17,7 @@ scripts/build.sh build
 
 B=build
 out=out
-mkdir -p "$out/clusters" "$out/plans" "$out/sim"
+mkdir -p "$out/clusters" "$out/plans" "$out/sim" "$out/traces"
 plan=$B/planner/fsmoe-plan
 mpirun_local=(mpirun --allow-run-as-root --oversubscribe)
 section() { printf '\n=== %s\n' "$*"; }
@@ -45,7 +45,8 @@ if reason=$(scripts/emucluster.sh --check 2>&1); then
     echo "training tiny-moe on the emulated 2 x 2 cluster (4 ranks) following $emu_plan"
     scripts/emucluster.sh --nodes 2 --ranks-per-node 2 --rate 8gbit -- \
         "$B/runtime/fsmoe-run" --model models/tiny-moe.yaml --plan "$emu_plan" --steps 300 \
-        --eval-every 100 --threads 1 > "$out/train-tiny-moe-emulated-2x2.log" 2>&1 || {
+        --eval-every 100 --threads 1 --trace "$out/traces/tiny-moe-emulated-2x2.json" \
+        > "$out/train-tiny-moe-emulated-2x2.log" 2>&1 || {
         tail -20 "$out/train-tiny-moe-emulated-2x2.log"
         echo "main job: fsmoe-run on the emulated cluster failed" >&2
         exit 1
@@ -56,6 +57,7 @@ if reason=$(scripts/emucluster.sh --check 2>&1); then
     predicted=$(awk -F'pred ' '/^step/ {split($2, a, " "); p = a[1]} END {print p}' \
         "$out/train-tiny-moe-emulated-2x2.log")
     echo "emulated 2 x 2: measured ${measured} ms per step vs predicted ${predicted} ms"
+    echo "measured traces (one per rank, ui.perfetto.dev): $out/traces/tiny-moe-emulated-2x2.rank*.json"
 else
     echo "skipped: network namespaces cannot be made here ($reason)"
 fi
@@ -69,7 +71,7 @@ sed -n '/^# Fitted/,/^# Measured/p' "$out/clusters/local.log"
     -o "$out/plans/tiny-moe@local.yaml" 2>&1
 "$B/runtime/fsmoe-run" --model models/tiny-moe.yaml --plan "$out/plans/tiny-moe@local.yaml" \
     --steps 300 --eval-every 50 --threads 1 --save "$out/checkpoints" --save-every 100 \
-    | tee "$out/train-tiny-moe.log" | awk '/^step/ && ($2 ~ /^(1|50|100|150|200|250|300)\//) || !/^step/'
+    --trace "$out/traces/tiny-moe@local.json" | tee "$out/train-tiny-moe.log" | awk '/^step/ && ($2 ~ /^(1|50|100|150|200|250|300)\//) || !/^step/'
 measured=$(awk '/^# mean step/ {print $4}' "$out/train-tiny-moe.log")
 predicted=$(awk -F'pred ' '/^step/ {split($2, a, " "); p = a[1]} END {print p}' "$out/train-tiny-moe.log")
 echo "measured ${measured} ms per step vs predicted ${predicted} ms (the cost model counts GEMMs"
