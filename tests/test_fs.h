@@ -25,4 +25,15 @@ static inline void test_remove_tree(const char *path)
     rmdir(path);
 }
 
+/* A small training corpus at path: 400 lines of pangram text (tests that train a few steps). */
+static inline void test_write_corpus(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return; /* the test's data_load then names the path */
+    for (int i = 0; i < 400; i++)
+        fprintf(f, "line %d: the quick brown fox jumps over the lazy dog.\n", i);
+    fclose(f);
+}
+
 #endif

@@ -35,10 +35,7 @@ static int setup(void **s)
     (void)s;
     snprintf(dir, sizeof dir, "/tmp/fsmoe_resume.%d", (int)getpid());
     snprintf(datafile, sizeof datafile, "%s.txt", dir);
-    FILE *f = fopen(datafile, "w");
-    for (int i = 0; i < 400; i++)
-        fprintf(f, "line %d: the quick brown fox jumps over the lazy dog.\n", i);
-    fclose(f);
+    test_write_corpus(datafile);
     return 0;
 }
 

@@ -17,6 +17,7 @@
 
 #include "trace.h"
 #include "train.h"
+#include "../test_fs.h"
 
 static char datafile[160], jsonfile[160];
 
@@ -25,10 +26,7 @@ static int setup(void **s)
     (void)s;
     snprintf(datafile, sizeof datafile, "/tmp/fsmoe_trace.%d.txt", (int)getpid());
     snprintf(jsonfile, sizeof jsonfile, "/tmp/fsmoe_trace.%d.json", (int)getpid());
-    FILE *f = fopen(datafile, "w");
-    for (int i = 0; i < 400; i++)
-        fprintf(f, "line %d: the quick brown fox jumps over the lazy dog.\n", i);
-    fclose(f);
+    test_write_corpus(datafile);
     return 0;
 }
 
