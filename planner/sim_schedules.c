@@ -840,8 +840,6 @@ fsmoe_status sim_model_from_plan(const fsmoe_plan *p, const fsmoe_model *model,
         L->schedule = lp->schedule;
         L->r_f = lp->fwd.r > 0 ? lp->fwd.r : 1;
         L->r_b = lp->bwd.r > 0 ? lp->bwd.r : 1;
-        /* the degrees of the schedule the plan chose (fsmoe plays fsmoe_own's) */
-        L->esp_r_f = L->r_f, L->esp_r_b = L->r_b;
         double total = lp->window_bytes + lp->step2_bytes;
         double fit = ar->beta_s > 0.0 ? (lp->olp_dense_s - ar->alpha_s) / ar->beta_s : total;
         if (fit < 0.0)
@@ -854,7 +852,7 @@ fsmoe_status sim_model_from_plan(const fsmoe_plan *p, const fsmoe_model *model,
         L->monta_chunks_o2 = L->monta_chunks_o3 = chunked && lp->a2a_chunks > 0 ? lp->a2a_chunks : 1;
     }
     free(blocks);
-    if (strcmp(p->method, "fsmoe") != 0)
+    if (strcmp(p->method, plan_method_name(PLAN_METHOD_FSMOE)) != 0)
         st = fsmoe_own_model(p, model, c, cluster_path, m, err);
     if (st != FSMOE_OK)
         sim_model_free(m);

@@ -19,8 +19,6 @@ void rt_trace_free(rt_trace *tr)
     if (!tr)
         return;
     free(tr->ev);
-    free(tr->mark0);
-    free(tr->mark1);
     memset(tr, 0, sizeof *tr);
 }
 
@@ -39,14 +37,6 @@ static int grow(rt_trace *tr, long need)
     if (!ev)
         return 0;
     tr->ev = ev;
-    int *a = realloc(tr->mark0, (size_t)cap * sizeof *a);
-    if (a)
-        tr->mark0 = a;
-    int *b = a ? realloc(tr->mark1, (size_t)cap * sizeof *b) : NULL;
-    if (b)
-        tr->mark1 = b;
-    if (!a || !b)
-        return 0;
     tr->cap_ev = cap;
     return 1;
 }
@@ -66,9 +56,7 @@ long rt_trace_begin(rt_trace *tr, rt_stream *s, int stream, fsmoe_task_kind kind
     }
     long h = tr->n_ev++;
     tr->ev[h] = (rt_trace_event){.step = -1, .phase = phase, .layer = layer, .chunk = chunk,
-                                 .stream = stream, .kind = kind};
-    tr->mark0[h] = m;
-    tr->mark1[h] = -1;
+                                 .stream = stream, .kind = kind, .mark0 = m, .mark1 = -1};
     tr->n_marks_used = m + 1;
     return h;
 }
@@ -82,7 +70,7 @@ void rt_trace_end(rt_trace *tr, rt_stream *s, long h)
         tr->failed = 1;
         return;
     }
-    tr->mark1[h] = m;
+    tr->ev[h].mark1 = m;
     tr->n_marks_used = m + 1;
 }
 
@@ -97,7 +85,7 @@ fsmoe_status rt_trace_step(rt_trace *tr, long step, fsmoe_error *err)
     fsmoe_status st = tr->be->marks_read(tr->be, t, (int)tr->n_marks_used, err);
     if (st == FSMOE_OK) {
         for (long i = 0; i < n && !tr->failed; i++)
-            if (tr->mark1[first + i] < 0)
+            if (tr->ev[first + i].mark1 < 0)
                 tr->failed = 1; /* a task was opened and never closed: an executor bug */
         if (tr->failed) {
             tr->n_ev = first; /* the step's tasks go; the next step may fit again */
@@ -105,8 +93,8 @@ fsmoe_status rt_trace_step(rt_trace *tr, long step, fsmoe_error *err)
         } else {
             for (long i = first; i < tr->n_ev; i++) {
                 tr->ev[i].step = step;
-                tr->ev[i].t0_s = t[tr->mark0[i]];
-                tr->ev[i].t1_s = t[tr->mark1[i]];
+                tr->ev[i].t0_s = t[tr->ev[i].mark0];
+                tr->ev[i].t1_s = t[tr->ev[i].mark1];
             }
             tr->step_first = tr->n_ev;
         }

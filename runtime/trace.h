@@ -8,7 +8,7 @@
  *
  * A NULL recorder is valid everywhere and records nothing, so the executor calls it
  * unconditionally. Steps are recorded until RT_TRACE_MAX_EVENTS tasks are kept; later steps are
- * dropped (and counted), never the run. Memory: 48 bytes per kept task. */
+ * dropped (and counted), never the run. Memory: 56 bytes per kept task. */
 #ifndef RT_TRACE_H
 #define RT_TRACE_H
 
@@ -25,6 +25,7 @@ typedef struct {
     long step;
     int phase, layer, chunk, stream;
     fsmoe_task_kind kind;
+    int mark0, mark1;  /* its begin and end marks, until rt_trace_step reads them */
     double t0_s, t1_s; /* on the backend's clock */
 } rt_trace_event;
 
@@ -32,7 +33,6 @@ typedef struct rt_trace {
     rt_backend *be;
     rt_trace_event *ev; /* kept tasks; the current step's are completed by rt_trace_step */
     long n_ev, cap_ev, step_first;
-    int *mark0, *mark1; /* per task of the current step: its begin and end mark ids */
     long n_marks_used;
     long dropped_steps;
     int failed; /* a mark could not be taken this step: its tasks are dropped */
