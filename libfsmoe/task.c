@@ -13,6 +13,14 @@ const char *fsmoe_task_name(fsmoe_task_kind k)
     return (unsigned)k < FSMOE_TASK_COUNT ? names[k] : "?";
 }
 
+const char *fsmoe_anchor_name(fsmoe_anchor a)
+{
+    static const char *const at[FSMOE_AT_COUNT] = {"-",          "window",     "early-ready",
+                                                   "dense-ready", "dispatched", "moe-ready",
+                                                   "tail"};
+    return (unsigned)a < FSMOE_AT_COUNT ? at[a] : "?";
+}
+
 const char *fsmoe_phase_name(int phase)
 {
     static const char *const ph[] = {"fwd", "bwd", "tail"};

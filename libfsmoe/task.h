@@ -23,6 +23,28 @@ typedef enum {
 
 enum { FSMOE_PHASE_FWD = 0, FSMOE_PHASE_BWD = 1, FSMOE_PHASE_TAIL = 2 };
 
+/* Where a Gradient-AllReduce task hangs in the backward pass of one iteration: the schedule
+ * graph's builder (planner/sim_schedules.c) tags each such task with the point after which it is
+ * issued, and the runtime (runtime/grad_sync.h) issues it when its backward reaches that point.
+ * Per generalised layer i (layer -1: the prefix) the backward passes, in this order: WINDOW (the
+ * start of its dense backward), DENSE_READY (its dense gradients are final), DISPATCHED (the last
+ * Dispatch chunk of its MoE backward was issued), MOE_READY (its MoE gradients are final); the
+ * prefix has EARLY_READY (the output projection of its last attention block) between WINDOW and
+ * DENSE_READY; TAIL is after the whole backward. */
+typedef enum {
+    FSMOE_AT_NONE = 0,
+    FSMOE_AT_WINDOW,
+    FSMOE_AT_EARLY_READY,
+    FSMOE_AT_DENSE_READY,
+    FSMOE_AT_DISPATCHED,
+    FSMOE_AT_MOE_READY,
+    FSMOE_AT_TAIL,
+    FSMOE_AT_COUNT
+} fsmoe_anchor;
+
+/* "window", "early-ready", "dense-ready", "dispatched", "moe-ready", "tail"; "-" for NONE. */
+const char *fsmoe_anchor_name(fsmoe_anchor a);
+
 /* "attention", "ffn", "gate", "expert", "alltoall", ...; "?" out of range. */
 const char *fsmoe_task_name(fsmoe_task_kind k);
 /* "fwd", "bwd", "tail"; "?" out of range. */

@@ -79,3 +79,31 @@ fsmoe_status locate_named_by(const char *path, const char *field, fsmoe_error *e
     return locate_fail(path, field, err, FSMOE_ERR_IO, "names a file that cannot be read: %.700s",
                        msg);
 }
+
+void locate_input(const char *plan_path, const char *p, char *out, size_t len)
+{
+    FILE *f;
+    snprintf(out, len, "%s", p);
+    if (p[0] == '/' || (f = fopen(out, "r")) != NULL) {
+        if (p[0] != '/')
+            fclose(f);
+        return;
+    }
+    const char *root = getenv("FSMOE_SOURCE_ROOT");
+    if (root) {
+        snprintf(out, len, "%s/%s", root, p);
+        if ((f = fopen(out, "r")) != NULL) {
+            fclose(f);
+            return;
+        }
+    }
+    const char *slash = strrchr(plan_path, '/');
+    if (slash) {
+        snprintf(out, len, "%.*s/../%s", (int)(slash - plan_path), plan_path, p);
+        if ((f = fopen(out, "r")) != NULL) {
+            fclose(f);
+            return;
+        }
+    }
+    snprintf(out, len, "%s", p);
+}

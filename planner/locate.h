@@ -23,4 +23,10 @@ fsmoe_status locate_fail(const char *path, const char *field, fsmoe_error *err, 
  * where); other failures already name their own file and are kept. Returns err->status. */
 fsmoe_status locate_named_by(const char *path, const char *field, fsmoe_error *err);
 
+/* A path a plan names (provenance.model, provenance.cluster) as it can be opened: as written
+ * (absolute, or relative to the working directory), else under $FSMOE_SOURCE_ROOT, else
+ * relative to the directory above the plan's (plans/ sits beside models/ and clusters/); as
+ * written when none opens (the reader then names it). */
+void locate_input(const char *plan_path, const char *p, char *out, size_t len);
+
 #endif

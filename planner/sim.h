@@ -46,6 +46,7 @@ typedef struct {
     int resource, stream;  /* stream -1 = none */
     int priority;          /* 0..SIM_PRIO_LEVELS-1, smaller first */
     unsigned flags;
+    int anchor;            /* Gradient-AllReduce: where the runtime issues it (task.h fsmoe_anchor) */
     double alpha_s, work_s;
     double bytes;          /* informational (what work_s moves), 0 for compute */
     fsmoe_task_kind kind;

@@ -37,36 +37,6 @@ static int input_fail(const fsmoe_error *err)
     return err->status == FSMOE_ERR_IO ? 2 : fsmoe_exit_code(err->status);
 }
 
-/* A provenance path as written, else under $FSMOE_SOURCE_ROOT, else next to the plan's folder
- * (plans/x.yaml names models/m.yaml relative to the repository root). */
-static void resolve(const char *plan_path, const char *p, char *out, size_t len)
-{
-    FILE *f;
-    snprintf(out, len, "%s", p);
-    if (p[0] == '/' || (f = fopen(out, "r")) != NULL) {
-        if (p[0] != '/')
-            fclose(f);
-        return;
-    }
-    const char *root = getenv("FSMOE_SOURCE_ROOT");
-    if (root) {
-        snprintf(out, len, "%s/%s", root, p);
-        if ((f = fopen(out, "r")) != NULL) {
-            fclose(f);
-            return;
-        }
-    }
-    const char *slash = strrchr(plan_path, '/');
-    if (slash) {
-        snprintf(out, len, "%.*s/../%s", (int)(slash - plan_path), plan_path, p);
-        if ((f = fopen(out, "r")) != NULL) {
-            fclose(f);
-            return;
-        }
-    }
-    snprintf(out, len, "%s", p);
-}
-
 static void print_report(const sim *s, const sim_model *m, const char *sched)
 {
     double fwd_end = 0.0, bwd_end = 0.0;
@@ -188,8 +158,8 @@ int sim_cli_simulate(const plan_cli *cli)
     if (fsmoe_plan_load(plan_path, &plan, &err) != FSMOE_OK ||
         sim_plan_check(&plan, plan_path, &err) != FSMOE_OK)
         goto in_err;
-    resolve(plan_path, plan.model_path, model_path, sizeof model_path);
-    resolve(plan_path, plan.cluster_path, cluster_path, sizeof cluster_path);
+    locate_input(plan_path, plan.model_path, model_path, sizeof model_path);
+    locate_input(plan_path, plan.cluster_path, cluster_path, sizeof cluster_path);
     {
         static const char *const flags[] = {"--svg", "--trace"};
         const char *const outs[] = {svg, trace};

@@ -75,6 +75,16 @@ static int add_line(gen *g, int res, int stream, fsmoe_task_kind kind, const fsm
     return add(g, res, stream, kind, l->alpha_s, l->beta_s, n, prio, chunk, prev);
 }
 
+/* A Gradient-AllReduce of n bytes on stream st after prev; the runtime issues it when its
+ * backward reaches anchor `at` of the current layer (task.h). */
+static int gar(gen *g, int st, double n, int prio, int prev, fsmoe_anchor at)
+{
+    int id = add_line(g, SIM_R_INTER, st, FSMOE_TASK_GRAD_AR, &g->m->lines.ar_dp, n, prio, -1, prev);
+    if (id >= 0 && id != prev)
+        g->s->tasks[id].anchor = at;
+    return id;
+}
+
 /* A zero-cost task after every id in deps (n of them); the single dep itself when n == 1. */
 static int join(gen *g, const int *deps, int n)
 {
@@ -186,8 +196,7 @@ static int moe_pipelined(gen *g, const workload_layer *wl, int r, int prev, doub
                       PRIO_COMBINE, j, rs);
     }
     if (gar_bytes > 0.0)
-        add_line(g, SIM_R_INTER, sx, FSMOE_TASK_GRAD_AR, &g->m->lines.ar_dp, gar_bytes, PRIO_GAR, -1,
-                 last_d);
+        gar(g, sx, gar_bytes, PRIO_GAR, last_d, FSMOE_AT_DISPATCHED);
     return join(g, ends, r);
 }
 
@@ -232,8 +241,7 @@ static int moe_pausemp(gen *g, const workload_layer *wl, fsmoe_schedule kind, in
                       p->c_alpha, p->c_beta, p->u / r, PRIO_COMBINE, j, e);
     }
     if (gar_bytes > 0.0)
-        add_line(g, SIM_R_INTER, stream, FSMOE_TASK_GRAD_AR, &m->lines.ar_dp, gar_bytes, PRIO_GAR, -1,
-                 last_d);
+        gar(g, stream, gar_bytes, PRIO_GAR, last_d, FSMOE_AT_DISPATCHED);
     int end = join(g, ends, r);
     if (kind == FSMOE_SCHED_S1 && m->par.mp > 1)
         end = add_line(g, SIM_R_INTRA, stream == g->st_comm ? g->st_comm : g->st_intra, FSMOE_TASK_AG,
@@ -304,8 +312,7 @@ static int moe_monta(gen *g, const sim_layer *L, int prev, double gar_bytes)
     int sx = plan ? g->st_inter : g->st_comm, sy = plan ? g->st_intra : g->st_comm;
     prev = monta_a2a(g, strategy, N, I, prev, sx);
     if (gar_bytes > 0.0)
-        add_line(g, SIM_R_INTER, g->st_inter, FSMOE_TASK_GRAD_AR, &m->lines.ar_dp, gar_bytes,
-                 PRIO_GAR, -1, prev);
+        gar(g, g->st_inter, gar_bytes, PRIO_GAR, prev, FSMOE_AT_DISPATCHED);
     /* every rank holds all I bytes of tokens again and computes its H/N_ESP slice (p->n_exp
      * is the ESP pipeline's: N_ESP gathered copies on the slice) */
     prev = add(g, SIM_R_COMPUTE, -1, FSMOE_TASK_EXPERT, p->exp_alpha, p->exp_beta,
@@ -384,7 +391,7 @@ static int moe_phase(gen *g, const sim_layer *L, int prev, double gar_bytes,
 
 /* Lina: gradients of one generalised layer cut into 30 MB micro-ops (never mixing layers),
  * launched only while no A2A is ready or running on the inter link. */
-static void lina_micro_ops(gen *g, double bytes, int ready)
+static void lina_micro_ops(gen *g, double bytes, int ready, fsmoe_anchor at)
 {
     const double mo = GRAD_LINA_MICRO_OP_BYTES;
     /* a count, not a subtraction loop: sim_model_check bounded it (1e30 - 30e6 == 1e30) */
@@ -392,27 +399,26 @@ static void lina_micro_ops(gen *g, double bytes, int ready)
     int n = count > SIM_MAX_LINA_OPS ? SIM_MAX_LINA_OPS : (int)count;
     for (int i = 0; i < n; i++) {
         double size = i + 1 < n ? mo : bytes - (double)(n - 1) * mo;
-        int id = add_line(g, SIM_R_INTER, g->st_ar, FSMOE_TASK_GRAD_AR, &g->m->lines.ar_dp, size,
-                          PRIO_LINA, -1, ready);
+        int id = gar(g, g->st_ar, size, PRIO_LINA, ready, at);
         if (id >= 0 && id != ready)
             g->s->tasks[id].flags |= SIM_TASK_DEFER;
     }
 }
 
 /* Gradient bytes that became ready; what the schedule does with them. */
-static void grads_ready(gen *g, double bytes, int ready)
+static void grads_ready(gen *g, double bytes, int ready, fsmoe_anchor at)
 {
     if (!(bytes > 0.0))
         return;
     if (g->grad == GRAD_LINA)
-        lina_micro_ops(g, bytes, ready);
+        lina_micro_ops(g, bytes, ready, at);
     else if (g->grad == GRAD_DENSE_ONLY)
         g->available += bytes;
 }
 
 /* Tutel-Improved: as much of the ready gradients as fits a dense window of win seconds, in one
  * AllReduce from its start (the closed form's dense-only rule, grad_partition.c). */
-static double dense_window(gen *g, double win, int window_start)
+static double dense_window(gen *g, double win, int window_start, fsmoe_anchor at)
 {
     const fsmoe_line *ar = &g->m->lines.ar_dp;
     if (!(g->available > 0.0))
@@ -423,7 +429,7 @@ static double dense_window(gen *g, double win, int window_start)
     if (fit > g->available)
         fit = g->available;
     if (fit > 0.0) {
-        add_line(g, SIM_R_INTER, g->st_ar, FSMOE_TASK_GRAD_AR, ar, fit, PRIO_GAR, -1, window_start);
+        gar(g, g->st_ar, fit, PRIO_GAR, window_start, at);
         g->available -= fit;
         return fit;
     }
@@ -506,24 +512,23 @@ fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_bui
         g.layer = i;
         int window_start = prev;
         if (g.grad == GRAD_PLAN && L->gar_dense_bytes > 0.0)
-            add_line(&g, SIM_R_INTER, gar_stream, FSMOE_TASK_GRAD_AR, &m->lines.ar_dp,
-                     L->gar_dense_bytes, PRIO_GAR, -1, window_start);
+            gar(&g, gar_stream, L->gar_dense_bytes, PRIO_GAR, window_start, FSMOE_AT_WINDOW);
         if (g.grad == GRAD_DENSE_ONLY)
-            dense_window(&g, dense_time(&L->wl, L->n_attn, L->n_ffn, 1), window_start);
+            dense_window(&g, dense_time(&L->wl, L->n_attn, L->n_ffn, 1), window_start,
+                         FSMOE_AT_WINDOW);
         prev = dense(&g, &L->wl, L->n_attn, L->n_ffn, prev, NULL);
-        grads_ready(&g, L->dense_grad_bytes, prev);
+        grads_ready(&g, L->dense_grad_bytes, prev, FSMOE_AT_DENSE_READY);
         prev = moe_phase(&g, L, prev, g.grad == GRAD_PLAN ? L->gar_moe_bytes : 0.0, opts);
-        grads_ready(&g, L->moe_grad_bytes, prev);
+        grads_ready(&g, L->moe_grad_bytes, prev, FSMOE_AT_MOE_READY);
     }
     /* the prefix's backward: a dense window for the gradients already ready, for every schedule
      * that overlaps gradients with dense work (Lina's micro-ops find it on their own) */
     g.layer = -1;
     if (g.grad == GRAD_PLAN && m->fsmoe_prefix_window_bytes > 0.0)
-        add_line(&g, SIM_R_INTER, gar_stream, FSMOE_TASK_GRAD_AR, &m->lines.ar_dp,
-                 m->fsmoe_prefix_window_bytes, PRIO_GAR, -1, prev);
+        gar(&g, gar_stream, m->fsmoe_prefix_window_bytes, PRIO_GAR, prev, FSMOE_AT_WINDOW);
     double prefix_win = dense_time(wl0, m->prefix_attn, m->prefix_ffn, 1), first_sent = 0.0;
     if (g.grad == GRAD_DENSE_ONLY)
-        first_sent = dense_window(&g, prefix_win, prev);
+        first_sent = dense_window(&g, prefix_win, prev, FSMOE_AT_WINDOW);
     int early_at = prev;
     prev = dense(&g, wl0, m->prefix_attn, m->prefix_ffn, prev, &early_at);
     /* the prefix's early gradients (wo, bo of its last attention block): ready after that
@@ -534,17 +539,16 @@ fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_bui
     if (!(early > 0.0) || m->prefix_attn < 1)
         early = 0.0; /* no attention block in the prefix: all ready at its end */
     if (g.grad == GRAD_PLAN && early > 0.0 && m->fsmoe_prefix_early_bytes > 0.0)
-        add_line(&g, SIM_R_INTER, gar_stream, FSMOE_TASK_GRAD_AR, &m->lines.ar_dp,
-                 m->fsmoe_prefix_early_bytes, PRIO_GAR, -1, early_at);
+        gar(&g, gar_stream, m->fsmoe_prefix_early_bytes, PRIO_GAR, early_at, FSMOE_AT_EARLY_READY);
     if (g.grad == GRAD_DENSE_ONLY && early > 0.0) {
         double o = sim_out_proj_bwd_s(m);
         double t0 = first_sent > 0.0 ? fsmoe_line_time(&m->lines.ar_dp, first_sent) : 0.0;
         g.available += early;
-        dense_window(&g, prefix_win - (o > t0 ? o : t0), early_at);
+        dense_window(&g, prefix_win - (o > t0 ? o : t0), early_at, FSMOE_AT_EARLY_READY);
     } else if (g.grad == GRAD_LINA && early > 0.0) {
-        grads_ready(&g, early, early_at);
+        grads_ready(&g, early, early_at, FSMOE_AT_EARLY_READY);
     }
-    grads_ready(&g, m->prefix_grad_bytes - early, prev);
+    grads_ready(&g, m->prefix_grad_bytes - early, prev, FSMOE_AT_DENSE_READY);
 
     /* what is left of the Gradient-AllReduce, after the backward */
     g.phase = SIM_PHASE_TAIL;
@@ -556,8 +560,7 @@ fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_bui
     case GRAD_PLAN: tail = m->fsmoe_tail_bytes, tail_stream = gar_stream; break;
     case GRAD_LINA: tail = 0.0; break; /* the micro-ops already exist */
     }
-    add_line(&g, SIM_R_INTER, tail_stream, FSMOE_TASK_GRAD_AR, &m->lines.ar_dp, tail, PRIO_GAR, -1,
-             prev);
+    gar(&g, tail_stream, tail, PRIO_GAR, prev, FSMOE_AT_TAIL);
     if (s->build_status != FSMOE_OK)
         return fsmoe_fail(err, s->build_status, "%s", s->build_msg);
     return FSMOE_OK;

@@ -39,6 +39,8 @@
 #include "transformer.h"
 #include "plan.h"
 #include "plan_check.h"
+#include "report.h"
+#include "schedule.h"
 #include "trace.h"
 #include "train.h"
 
@@ -89,6 +91,12 @@ static void usage(const char *reason)
             "many ranks:     --ep N (expert-parallel group size; default the plan's, else 1)\n"
             "                --comm-timeout S (a peer silent this long ends the run; 30)\n"
             "                --no-overlap (compute and communication one after the other)\n"
+            "schedules:      --schedule NAME (with --plan: run that schedule of the plan's\n"
+            "                graph on its layout: plan (default), deepspeed, tutel,\n"
+            "                tutel-improved, pipemoe-lina, fsmoe, fsmoe-no-iio, ...)\n"
+            "                --cluster FILE (the profile that predicts the run; default the\n"
+            "                plan's) --report (measured vs predicted per task kind and layer,\n"
+            "                and whether every planned task ran)\n"
             "outputs:        --trace FILE (every task of every training step, timed where it\n"
             "                runs, as Chrome trace JSON for ui.perfetto.dev; on many ranks each\n"
             "                rank writes FILE with .rankN before its extension)\n"
@@ -122,6 +130,21 @@ typedef struct {
     char rs[256]; /* "fwd r 1,1,1,1 / bwd r 1,1,1,1" */
 } plan_info;
 
+/* "fwd r 1,2 / bwd r 2,2" into info->rs; returns its length (≥ sizeof rs when cut). */
+static size_t format_rs(plan_info *info, int n, const int *rf, const int *rb)
+{
+    size_t o = 0;
+    for (int dir = 0; dir < 2; dir++) {
+        o += (size_t)snprintf(info->rs + o, sizeof info->rs - o, "%s", dir ? " / bwd r " : "fwd r ");
+        for (int i = 0; i < n && o < sizeof info->rs; i++)
+            o += (size_t)snprintf(info->rs + o, sizeof info->rs - o, "%s%d", i ? "," : "",
+                                  dir ? rb[i] : rf[i]);
+        if (o >= sizeof info->rs)
+            break;
+    }
+    return o;
+}
+
 /* Sets r per MoE layer from the checked plan and keeps what the step lines report. */
 static void plan_apply(const plan_check_result *r, rt_model *md, plan_info *info)
 {
@@ -132,15 +155,23 @@ static void plan_apply(const plan_check_result *r, rt_model *md, plan_info *info
     }
     info->iteration_s = r->iteration_s;
     snprintf(info->cluster, sizeof info->cluster, "%s", r->cluster);
-    size_t o = 0;
-    for (int dir = 0; dir < 2; dir++) {
-        o += (size_t)snprintf(info->rs + o, sizeof info->rs - o, "%s", dir ? " / bwd r " : "fwd r ");
-        for (int i = 0; i < r->n_moe && o < sizeof info->rs; i++)
-            o += (size_t)snprintf(info->rs + o, sizeof info->rs - o, "%s%d", i ? "," : "",
-                                  dir ? r->r_bwd[i] : r->r_fwd[i]);
-        if (o >= sizeof info->rs)
-            break;
+    format_rs(info, r->n_moe, r->r_fwd, r->r_bwd);
+}
+
+/* The schedule graph's degrees and Gradient-AllReduce tasks onto the model; its prediction
+ * replaces the plan's (they are the same for the schedule `plan`). */
+static void schedule_apply(const rt_schedule *rs, const plan_check_result *r, rt_model *md,
+                           plan_info *info)
+{
+    for (int i = 0; i < r->n_moe && i < rs->n_layers; i++) {
+        md->blocks[r->block[i]].moe.r_fwd = rs->r_fwd[i];
+        md->blocks[r->block[i]].moe.r_bwd = rs->r_bwd[i];
     }
+    model_set_grad_tasks(md, rs->gar, rs->n_gar);
+    info->iteration_s = rs->iteration_s;
+    size_t o = format_rs(info, rs->n_layers, rs->r_fwd, rs->r_bwd);
+    if (o < sizeof info->rs)
+        snprintf(info->rs + o, sizeof info->rs - o, "; %d Gradient-AllReduce tasks", rs->n_gar);
 }
 
 /* Every rank writes its shard; once all succeeded (the gather of the shard descriptions is the
@@ -330,6 +361,18 @@ int main(int argc, char **argv)
         return die_input(&err);
     if (ep == 0)
         ep = 1;
+    /* the schedule graph of the plan (or of a baseline on its layout): what the executor runs */
+    rt_schedule sched;
+    memset(&sched, 0, sizeof sched);
+    if (plan_path) {
+        if ((st = rt_schedule_make(&sched, plan_path, model_path, opt.cluster_path,
+                                   opt.schedule ? opt.schedule : "plan", &err)) != FSMOE_OK) {
+            rt_schedule_free(&sched);
+            return die_input(&err);
+        }
+        if (sched.order >= 0)
+            cfg.order = (rt_order_kind)sched.order;
+    }
     if (world % ep != 0 || cfg.E % ep != 0) {
         fsmoe_fail(&err, FSMOE_ERR_USAGE,
                    "--ep %d: the expert-parallel group size must divide the %d ranks and the %ld "
@@ -366,6 +409,8 @@ int main(int argc, char **argv)
     memset(&tr, 0, sizeof tr);
     rt_trace trace;
     memset(&trace, 0, sizeof trace);
+    double *step_times = NULL; /* --report: the timed steps' durations */
+    int n_step_times = 0;
     int rc = 0, input_phase = 1;
     long saved = -1; /* the step of the last checkpoint this run wrote */
     /* outputs are checked before the work that produces them (every rank writes a shard) */
@@ -386,6 +431,14 @@ int main(int argc, char **argv)
     rt_trace_init(&trace, be);
     plan_info pinfo;
     plan_apply(&pcheck, &tr.model, &pinfo);
+    if (plan_path)
+        schedule_apply(&sched, &pcheck, &tr.model, &pinfo);
+    int tracing = trace_path[0] || opt.report;
+    step_times = opt.report ? calloc((size_t)(last - tr.step + 1), sizeof(double)) : NULL;
+    if (opt.report && !step_times) {
+        st = fsmoe_fail(&err, FSMOE_ERR_NOMEM, "--report: out of memory");
+        goto fail;
+    }
     if (resume_dir) {
         /* every rank reads the shards it needs itself (no MPI; reshards by tensor name) */
         rt_ckpt_rank ck = checkpoint_rank(&tr.model, &tr.opt, &layout);
@@ -400,9 +453,10 @@ int main(int argc, char **argv)
              plan_path ? plan_path : "");
     config_print(&cfg, stdout, bdesc, data_path, tr.model.params.total);
     if (plan_path)
-        printf("| %-14s | %s; predicts %.2f ms/iteration on cluster %s ('pred' in the "
-               "step lines); it matches the measured time only when that profile was measured on "
-               "this host |\n", "plan", pinfo.rs, 1e3 * pinfo.iteration_s, pinfo.cluster);
+        printf("| %-14s | schedule %s: %s; predicts %.2f ms/iteration on cluster %s ('pred' in "
+               "the step lines); it matches the measured time only when that profile was "
+               "measured on this host |\n", "plan", sched.name, pinfo.rs, 1e3 * pinfo.iteration_s,
+               pinfo.cluster);
     printf("# corpus: %ld bytes (train %ld), unigram entropy %.4f nats/byte\n", data.n,
            data.train_end, data_unigram_entropy(&data));
     fflush(stdout);
@@ -422,14 +476,15 @@ int main(int argc, char **argv)
         if ((sig = stop_agreed(world, &err, &st)) != 0 || st != FSMOE_OK)
             break;
         double loss = 0, ce = 0, gnorm = 0, t0 = now_s();
-        model_set_trace(&tr.model, trace_path[0] ? &trace : NULL);
+        model_set_trace(&tr.model, tracing ? &trace : NULL);
         if ((st = trainer_step(&tr, &loss, &ce, &gnorm, &err)) != FSMOE_OK)
             goto fail;
         double dt = now_s() - t0;
-        if (trace_path[0]) {
+        if (tracing) {
             /* every stream done (the step's marks are all taken), then the step's tasks kept */
             be->stream_sync(be, tr.model.comp);
             be->stream_sync(be, tr.model.comm);
+            be->stream_sync(be, tr.model.grad);
             if ((st = rt_backend_check(be, &err)) != FSMOE_OK ||
                 (st = rt_trace_step(&trace, tr.step - 1, &err)) != FSMOE_OK)
                 goto fail;
@@ -438,6 +493,8 @@ int main(int argc, char **argv)
         if (tr.step > 1) { /* the first step warms caches */
             t_all += dt;
             n_timed++;
+            if (step_times)
+                step_times[n_step_times++] = dt;
         }
         double tps = (double)tokens_per_step / dt;
         char pred[32] = "";
@@ -490,12 +547,20 @@ int main(int argc, char **argv)
                    RT_TRACE_MAX_EVENTS);
         printf(")\n");
     }
+    if (opt.report && rank == 0) {
+        rt_report_result res;
+        if ((st = rt_report_write(stdout, &trace, &sched, 1, step_times, n_step_times, &res,
+                                  &err)) != FSMOE_OK)
+            goto fail;
+    }
     goto done;
 fail:
     rc = input_phase ? die_input(&err) : die(&err);
 done:
     rt_trace_free(&trace);
+    free(step_times);
     trainer_free(&tr);
+    rt_schedule_free(&sched);
     rt_backend_destroy(&be);
     data_free(&data);
     plan_check_result_free(&pcheck);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "dist.h"
+#include "grad_sync.h"
 
 static const char *const hook_names[RT_HOOK_COUNT] = {
     "BeforeMoeStart", "BeforeDispatch", "AfterDispatch",
@@ -282,6 +283,8 @@ static void run_chunks(rt_moe *m, rt_backend *be, int backward, const real *in, 
             rt_trace_end(m->trace, m->comm, h);
             be->event_record(be, ev_d[j], m->comm);
             hook(m, RT_HOOK_AFTER_DISPATCH, j, backward);
+            if (backward && j == r - 1 && m->gsync)
+                gsync_at(m->gsync, FSMOE_AT_DISPATCHED, m->index);
             be->stream_wait(be, m->comp, ev_d[j]);
             const long *r0 = x->r0 + j * El, *r1 = x->r1 + j * El;
             h = rt_trace_begin(m->trace, m->comp, RT_TRACE_COMPUTE, FSMOE_TASK_EXPERT, backward,

@@ -71,6 +71,8 @@ typedef struct {
     int r_fwd, r_bwd;         /* chunks (pipeline degree) */
     rt_hook_fn hook;
     struct rt_trace *trace;   /* NULL: not traced (trace.h) */
+    struct rt_grad_sync *gsync; /* NULL: none; else told when the last backward Dispatch is
+                               * issued (grad_sync.h FSMOE_AT_DISPATCHED) */
     void *hook_user;
     rt_stream *comp, *comm;   /* the model's streams */
     rt_event *ev_start, *ev[3 * RT_MOE_MAX_CHUNKS];

@@ -7,6 +7,7 @@
 #endif
 
 #include "options.h"
+#include "schedule.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -21,7 +22,7 @@ enum {
     O_MODEL = 256, O_PLAN, O_DATA, O_STEPS, O_SEED, O_SAVE, O_SAVE_EVERY, O_RESUME,
     O_EVAL_EVERY, O_BACKEND, O_THREADS, O_BATCH, O_SEQ, O_LR, O_MIN_LR, O_WARMUP, O_WD,
     O_CLIP, O_AUX, O_NOISE, O_CF, O_GATE, O_ORDER, O_EXPERT, O_CHUNKS, O_EVAL_BATCHES, O_HELP,
-    O_EP, O_COMM_TIMEOUT, O_NO_OVERLAP, O_STOP_AT, O_MEM_LIMIT, O_TRACE
+    O_EP, O_COMM_TIMEOUT, O_NO_OVERLAP, O_STOP_AT, O_MEM_LIMIT, O_TRACE, O_SCHEDULE, O_CLUSTER, O_REPORT
 };
 
 static const struct option opts[] = {
@@ -41,7 +42,8 @@ static const struct option opts[] = {
     {"help", 0, 0, O_HELP},         {"ep", 1, 0, O_EP},
     {"comm-timeout", 1, 0, O_COMM_TIMEOUT}, {"no-overlap", 0, 0, O_NO_OVERLAP},
     {"stop-at", 1, 0, O_STOP_AT},   {"mem-limit", 1, 0, O_MEM_LIMIT},
-    {"trace", 1, 0, O_TRACE},
+    {"trace", 1, 0, O_TRACE},       {"schedule", 1, 0, O_SCHEDULE},
+    {"cluster", 1, 0, O_CLUSTER},   {"report", 0, 0, O_REPORT},
     {0, 0, 0, 0}};
 
 /* A path flag's value: not empty (an empty name would open "" or the current directory). */
@@ -78,6 +80,12 @@ fsmoe_status options_parse(rt_options *o, int argc, char **argv, fsmoe_error *er
         case O_SAVE: st = path_arg("--save", a, &o->save_dir, err); break;
         case O_RESUME: st = path_arg("--resume", a, &o->resume_dir, err); break;
         case O_TRACE: st = path_arg("--trace", a, &o->trace_path, err); break;
+        case O_CLUSTER: st = path_arg("--cluster", a, &o->cluster_path, err); break;
+        case O_SCHEDULE:
+            o->schedule = a;
+            st = rt_schedule_check_name(a, err);
+            break;
+        case O_REPORT: o->report = 1; break;
         case O_BACKEND: o->backend = a; break;
         case O_STEPS: st = fsmoe_cli_long("--steps", a, 1, 100000000, &o->steps, err); break;
         case O_SEED: st = fsmoe_cli_long("--seed", a, 0, 2147483647L, &o->seed, err); break;
@@ -140,6 +148,10 @@ fsmoe_status options_parse(rt_options *o, int argc, char **argv, fsmoe_error *er
         return fsmoe_fail(err, FSMOE_ERR_USAGE, "--model is required (see --help)");
     if (o->plan_path && o->chunks > 0)
         return fsmoe_fail(err, FSMOE_ERR_USAGE, "--plan and --chunks both set r; give one");
+    if ((o->schedule || o->cluster_path || o->report) && !o->plan_path)
+        return fsmoe_fail(err, FSMOE_ERR_USAGE, "%s needs --plan (the schedule graph is made "
+                          "from a plan and its cluster profile)",
+                          o->schedule ? "--schedule" : o->cluster_path ? "--cluster" : "--report");
     if (o->save_every > 0 && !o->save_dir)
         return fsmoe_fail(err, FSMOE_ERR_USAGE, "--save-every needs --save DIR");
     return FSMOE_OK;

@@ -66,7 +66,7 @@ fsmoe_status params_alloc(rt_params *t, rt_backend *be, uint64_t seed, fsmoe_err
             if ((p->shard == RT_SHARD_EP) != pass)
                 continue;
             p->offset = t->total;
-            t->total += (p->numel + 15) / 16 * 16;
+            t->total += param_span(p);
         }
         if (pass == 0)
             t->dense_total = t->total;

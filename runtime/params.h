@@ -39,6 +39,10 @@ typedef struct {
     int failed;  /* registration ran out of memory */
 } rt_params;
 
+/* The elements a tensor occupies in the flat buffers: numel rounded up to 16 (64-byte aligned
+ * starts); the padding holds zeros. */
+static inline long param_span(const rt_param *p) { return (p->numel + 15) / 16 * 16; }
+
 /* Registers a tensor of shape[0..ndim) named by a printf format. */
 void params_add(rt_params *t, real **w, real **g, int init, double std, const long *shape,
                 int ndim, const char *fmt_name, ...) __attribute__((format(printf, 8, 9)));

@@ -74,6 +74,12 @@ void rt_trace_end(rt_trace *tr, rt_stream *s, long h)
     tr->n_marks_used = m + 1;
 }
 
+void rt_trace_bytes(rt_trace *tr, long h, double bytes)
+{
+    if (tr && h >= 0 && h < tr->n_ev)
+        tr->ev[h].bytes = bytes;
+}
+
 fsmoe_status rt_trace_step(rt_trace *tr, long step, fsmoe_error *err)
 {
     if (!tr)
@@ -108,7 +114,8 @@ fsmoe_status rt_trace_step(rt_trace *tr, long step, fsmoe_error *err)
 fsmoe_status rt_trace_write(const rt_trace *tr, int rank, const char *title, const char *path,
                             fsmoe_error *err)
 {
-    static const char *const threads[RT_TRACE_STREAMS] = {"host", "compute", "comm"};
+    static const char *const threads[RT_TRACE_STREAMS] = {"host", "compute", "comm",
+                                                               "grad-allreduce"};
     fsmoe_atomic_file af;
     fsmoe_status st = fsmoe_atomic_open(&af, path, err);
     if (st != FSMOE_OK)
@@ -138,9 +145,12 @@ fsmoe_status rt_trace_write(const rt_trace *tr, int rank, const char *title, con
         fprintf(f, ",\"cat\":");
         fsmoe_json_string(f, fsmoe_task_name(e->kind));
         fprintf(f, ",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d,"
-                   "\"args\":{\"step\":%ld}}",
+                   "\"args\":{\"step\":%ld",
                 (e->t0_s - origin) * 1e6, (e->t1_s - e->t0_s) * 1e6, rank + 1, e->stream + 1,
                 e->step);
+        if (e->bytes > 0)
+            fprintf(f, ",\"bytes\":%.0f", e->bytes);
+        fprintf(f, "}}");
     }
     fprintf(f, "\n]}\n");
     return fsmoe_atomic_commit(&af, err);

@@ -8,7 +8,7 @@
  *
  * A NULL recorder is valid everywhere and records nothing, so the executor calls it
  * unconditionally. Steps are recorded until RT_TRACE_MAX_EVENTS tasks are kept; later steps are
- * dropped (and counted), never the run. Memory: 56 bytes per kept task. */
+ * dropped (and counted), never the run. Memory: 64 bytes per kept task. */
 #ifndef RT_TRACE_H
 #define RT_TRACE_H
 
@@ -19,12 +19,13 @@
 #define RT_TRACE_MAX_EVENTS 1000000L
 
 /* The streams a task runs on, as the trace's threads. */
-enum { RT_TRACE_HOST = 0, RT_TRACE_COMPUTE, RT_TRACE_COMM, RT_TRACE_STREAMS };
+enum { RT_TRACE_HOST = 0, RT_TRACE_COMPUTE, RT_TRACE_COMM, RT_TRACE_GRAD, RT_TRACE_STREAMS };
 
 typedef struct {
     long step;
     int phase, layer, chunk, stream;
     fsmoe_task_kind kind;
+    double bytes;      /* what a collective moved (the Gradient-AllReduce's), else 0 */
     int mark0, mark1;  /* its begin and end marks, until rt_trace_step reads them */
     double t0_s, t1_s; /* on the backend's clock */
 } rt_trace_event;
@@ -45,6 +46,8 @@ void rt_trace_free(rt_trace *tr);
 long rt_trace_begin(rt_trace *tr, rt_stream *s, int stream, fsmoe_task_kind kind, int phase,
                     int layer, int chunk);
 void rt_trace_end(rt_trace *tr, rt_stream *s, long h);
+/* The bytes task h moved (kept in the trace, compared with the plan's by --report). */
+void rt_trace_bytes(rt_trace *tr, long h, double bytes);
 /* After the step's streams are synchronised: reads the marks and keeps the step's tasks. */
 fsmoe_status rt_trace_step(rt_trace *tr, long step, fsmoe_error *err);
 /* Chrome trace-event JSON of the kept tasks of this rank (pid = rank + 1), times in µs after

@@ -14,6 +14,51 @@
             goto nomem;                                                                        \
     } while (0)
 
+static int gen_layer(const rt_model *md, long b)
+{
+    int gl = -1;
+    for (long i = 0; i < b; i++)
+        if (md->blocks[i].is_moe)
+            gl = md->blocks[i].moe.index;
+    return gl;
+}
+
+/* The last block whose attention belongs to the prefix (its output projection's gradients are
+ * the prefix's early ones, sim_schedules.h); -1 when there is none. */
+static long prefix_last_attention(const rt_model *md)
+{
+    long last = -1;
+    for (long b = 0; b < md->cfg.layers && gen_layer(md, b) < 0; b++)
+        last = b;
+    return last;
+}
+
+/* When each tensor's gradient is final in the backward (grad_sync.h): pidx holds per block its
+ * first tensor, the first after its attention and the first after the block; head0 the LM
+ * head's first (final norm, head: with the last MoE layer's dense part, whose backward they
+ * open). */
+static void assign_ready(rt_model *md, const int *pidx, int head0)
+{
+    rt_grad_sync *gs = &md->gsync;
+    long nl = md->cfg.layers, early = prefix_last_attention(md);
+    int n_moe = 0;
+    for (long b = 0; b < nl; b++)
+        n_moe += md->blocks[b].is_moe;
+    for (int i = 0; i < pidx[0]; i++) /* the embeddings: the prefix's, at its very end */
+        gsync_assign(gs, i, FSMOE_AT_DENSE_READY, -1);
+    for (long b = 0; b < nl; b++) {
+        const rt_block *bl = &md->blocks[b];
+        int gl = gen_layer(md, b);
+        for (int i = pidx[3 * b]; i < pidx[3 * b + 1]; i++)
+            gsync_assign(gs, i, b == early ? FSMOE_AT_EARLY_READY : FSMOE_AT_DENSE_READY, gl);
+        for (int i = pidx[3 * b + 1]; i < pidx[3 * b + 2]; i++)
+            gsync_assign(gs, i, bl->is_moe ? FSMOE_AT_MOE_READY : FSMOE_AT_DENSE_READY,
+                         bl->is_moe ? bl->moe.index : gl);
+    }
+    for (int i = head0; i < md->params.n; i++)
+        gsync_assign(gs, i, FSMOE_AT_DENSE_READY, n_moe - 1);
+}
+
 fsmoe_status model_init(rt_model *md, const rt_config *cfg, rt_backend *be, fsmoe_error *err)
 {
     return model_init_dist(md, cfg, be, NULL, err);
@@ -36,7 +81,8 @@ fsmoe_status model_init_dist(rt_model *md, const rt_config *cfg, rt_backend *be,
      * kind of worker as otherwise (only the overlap differs, not the threads) */
     md->comp = be->stream_create(be);
     md->comm = c->serial ? md->comp : be->stream_create(be);
-    if (!md->comp || !md->comm)
+    md->grad = c->serial ? md->comp : be->stream_create(be);
+    if (!md->comp || !md->comm || !md->grad)
         goto nomem;
     double std = c->init_std, std_out = c->init_std / sqrt(2.0 * (double)nl); /* GPT-2 */
     rt_params *t = &md->params;
@@ -46,14 +92,20 @@ fsmoe_status model_init_dist(rt_model *md, const rt_config *cfg, rt_backend *be,
     params_add(t, &md->wte, &md->dwte, RT_INIT_NORMAL, std, (const long[]){V, M}, 2, "wte");
     params_add(t, &md->wpe, &md->dwpe, RT_INIT_NORMAL, std, (const long[]){L, M}, 2, "wpe");
     long moe_index = 0;
+    /* per block: its first tensor, the first after its attention, the first after the block */
+    int *pidx = calloc((size_t)(3 * nl), sizeof(int));
+    if (!pidx)
+        goto nomem;
     for (long b = 0; b < nl; b++) {
         rt_block *bl = &md->blocks[b];
         char pre[48];
+        pidx[3 * b] = t->n;
         params_add(t, &bl->ln1w, &bl->dln1w, RT_INIT_ONE, 0, (const long[]){M}, 1, "h%ld.ln1.w", b);
         params_add(t, &bl->ln1b, &bl->dln1b, RT_INIT_ZERO, 0, (const long[]){M}, 1, "h%ld.ln1.b", b);
         snprintf(pre, sizeof pre, "h%ld.attn", b);
         attention_register(&bl->attn, t, pre, M, c->heads, c->kv_heads > 0 ? c->kv_heads : c->heads,
                            M / c->heads, std, std_out);
+        pidx[3 * b + 1] = t->n;
         params_add(t, &bl->ln2w, &bl->dln2w, RT_INIT_ONE, 0, (const long[]){M}, 1, "h%ld.ln2.w", b);
         params_add(t, &bl->ln2b, &bl->dln2b, RT_INIT_ZERO, 0, (const long[]){M}, 1, "h%ld.ln2.b", b);
         bl->is_moe = config_is_moe_block(c, b);
@@ -64,6 +116,7 @@ fsmoe_status model_init_dist(rt_model *md, const rt_config *cfg, rt_backend *be,
             m->ep = dist ? dist_group(dist, RT_EP) : rt_group_single();
             m->dist = dist;
             m->comp = md->comp, m->comm = md->comm;
+            m->gsync = &md->gsync;
             m->r_fwd = m->r_bwd = c->r;
             m->order.kind = c->order;
             m->gate.noise = c->gate_noise;
@@ -85,13 +138,21 @@ fsmoe_status model_init_dist(rt_model *md, const rt_config *cfg, rt_backend *be,
             snprintf(pre, sizeof pre, "h%ld.ffn", b);
             experts_register(&bl->ffn, t, pre, c->expert, 1, M, H, std, std_out);
         }
+        pidx[3 * b + 2] = t->n;
     }
+    int head0 = t->n;
     params_add(t, &md->lnfw, &md->dlnfw, RT_INIT_ONE, 0, (const long[]){M}, 1, "lnf.w");
     params_add(t, &md->lnfb, &md->dlnfb, RT_INIT_ZERO, 0, (const long[]){M}, 1, "lnf.b");
     params_add(t, &md->head, &md->dhead, RT_INIT_NORMAL, std, (const long[]){M, V}, 2, "head");
     fsmoe_status st = params_alloc(t, be, c->seed, err);
-    if (st != FSMOE_OK)
+    if (st == FSMOE_OK)
+        st = gsync_init(&md->gsync, be, dist, t, md->comm, md->grad, err);
+    if (st != FSMOE_OK) {
+        free(pidx);
         return st;
+    }
+    assign_ready(md, pidx, head0);
+    free(pidx);
     for (long b = 0; b < nl; b++) {
         rt_block *bl = &md->blocks[b];
         DALLOC(bl->x_in, N * M);
@@ -156,6 +217,9 @@ void model_free(rt_model *md)
             expert_acts_free(&bl->facts, be);
     }
     free(md->blocks);
+    gsync_free(&md->gsync);
+    if (md->grad && md->grad != md->comp)
+        be->stream_destroy(be, md->grad);
     if (md->comm && md->comm != md->comp)
         be->stream_destroy(be, md->comm);
     if (md->comp)
@@ -182,23 +246,21 @@ void model_freeze_routing(rt_model *md, int freeze)
         md->blocks[b].moe.freeze = freeze;
 }
 
+void model_set_grad_tasks(rt_model *md, const rt_gar_task *t, int n)
+{
+    gsync_set_tasks(&md->gsync, t, n);
+}
+
 void model_set_trace(rt_model *md, struct rt_trace *tr)
 {
     md->trace = tr;
+    md->gsync.trace = tr;
     for (long b = 0; b < md->cfg.layers; b++)
         md->blocks[b].moe.trace = tr;
 }
 
 /* The generalised layer block b's dense work belongs to (sim_schedules.h): the MoE layer before
  * it, -1 for the blocks before the first. */
-static int gen_layer(const rt_model *md, long b)
-{
-    int gl = -1;
-    for (long i = 0; i < b; i++)
-        if (md->blocks[i].is_moe)
-            gl = md->blocks[i].moe.index;
-    return gl;
-}
 
 void model_set_hook(rt_model *md, rt_hook_fn fn, void *user)
 {
@@ -286,10 +348,21 @@ fsmoe_status model_backward(rt_model *md, fsmoe_error *err)
     be->zero(be, NULL, md->dres, (size_t)(N * M) * sizeof(real));
     be->layernorm_bwd(be, NULL, md->dres, md->dlnfw, md->dlnfb, md->dln, md->x_out, md->lnf_mean,
                       md->lnf_rstd, md->lnfw, N, M);
+    /* the Gradient-AllReduce's anchors (grad_sync.h), generalised layer by layer: WINDOW, its
+     * dense part, DENSE_READY, the MoE layer (DISPATCHED inside), MOE_READY */
+    rt_grad_sync *gs = &md->gsync;
+    gsync_begin(gs);
+    int cur = -1;
+    for (long b = 0; b < c->layers; b++)
+        if (md->blocks[b].is_moe)
+            cur = md->blocks[b].moe.index;
+    long early = prefix_last_attention(md);
+    gsync_at(gs, FSMOE_AT_WINDOW, cur);
     for (long b = c->layers - 1; b >= 0; b--) {
         rt_block *bl = &md->blocks[b];
         /* x_next = x_mid + FFN(LN2(x_mid)): dres is ∂x_next */
         if (bl->is_moe) {
+            gsync_at(gs, FSMOE_AT_DENSE_READY, cur);
             be->zero(be, NULL, md->dln, (size_t)(N * M) * sizeof(real));
             fsmoe_status st = moe_backward(&bl->moe, be, md->dres, bl->ln2, md->dln, c->aux_coef);
             if (st != FSMOE_OK) {
@@ -307,6 +380,11 @@ fsmoe_status model_backward(rt_model *md, fsmoe_error *err)
         }
         be->layernorm_bwd(be, NULL, md->dres, bl->dln2w, bl->dln2b, md->dln, bl->x_mid,
                           bl->ln2_mean, bl->ln2_rstd, bl->ln2w, N, M);
+        if (bl->is_moe) {
+            gsync_at(gs, FSMOE_AT_MOE_READY, cur);
+            cur = bl->moe.index - 1;
+            gsync_at(gs, FSMOE_AT_WINDOW, cur);
+        }
         /* x_mid = x_in + Attn(LN1(x_in)) */
         long h = rt_trace_begin(md->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_ATTN, FSMOE_PHASE_BWD,
                                 gen_layer(md, b), -1);
@@ -316,22 +394,18 @@ fsmoe_status model_backward(rt_model *md, fsmoe_error *err)
         be->layernorm_bwd(be, NULL, md->dres, bl->dln1w, bl->dln1b, md->dln, bl->x_in,
                           bl->ln1_mean, bl->ln1_rstd, bl->ln1w, N, M);
         rt_trace_end(md->trace, NULL, h);
+        if (b == early)
+            gsync_at(gs, FSMOE_AT_EARLY_READY, -1);
     }
     be->embed_bwd(be, NULL, md->dwte, md->dwpe, md->dres, md->tokens, B, L, M);
     /* the gradients of the global loss: replicated tensors summed over DP, expert shards over
-     * EDP (the ranks holding the same experts) */
-    if (md->dist) {
-        rt_params *p = &md->params;
-        rt_group dp = dist_group(md->dist, RT_DP), edp = dist_group(md->dist, RT_EDP);
-        long h = rt_trace_begin(md->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_GRAD_AR,
-                                FSMOE_PHASE_TAIL, -1, -1);
-        be->allreduce_sum(be, NULL, &dp, p->g, p->dense_total, "gradient AllReduce (dp)");
-        be->allreduce_sum(be, NULL, &edp, p->g + p->dense_total, p->total - p->dense_total,
-                          "expert gradient AllReduce (edp)");
-        rt_trace_end(md->trace, NULL, h);
-    }
+     * EDP (the ranks holding the same experts), where the schedule puts them */
+    gsync_at(gs, FSMOE_AT_DENSE_READY, -1);
+    gsync_at(gs, FSMOE_AT_TAIL, -1);
+    fsmoe_status gst = gsync_finish(gs, err);
     be->stream_sync(be, NULL);
-    return rt_backend_check(be, err);
+    fsmoe_status bst = rt_backend_check(be, err);
+    return bst != FSMOE_OK ? bst : gst;
 }
 
 fsmoe_status model_clip_grads(rt_model *md, double clip, double *norm, fsmoe_error *err)

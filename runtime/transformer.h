@@ -10,6 +10,7 @@
 #include "backend.h"
 #include "config.h"
 #include "expert_ffn.h"
+#include "grad_sync.h"
 #include "moe_layer.h"
 #include "params.h"
 
@@ -33,6 +34,8 @@ typedef struct {
     const struct rt_dist *dist; /* NULL: one rank */
     long N_global;              /* tokens of the global batch (B·L·world) */
     rt_stream *comp, *comm;     /* the MoE layers' compute and communication streams */
+    rt_stream *grad;            /* the Gradient-AllReduce's own stream (grad_sync.h) */
+    rt_grad_sync gsync;         /* where the gradients are all-reduced (default: at the end) */
     struct rt_trace *trace;     /* NULL: not traced (trace.h) */
     rt_params params;
     long N; /* B·L */
@@ -71,6 +74,9 @@ void model_zero_grad(rt_model *md);
 void model_freeze_routing(rt_model *md, int freeze);
 /* Hooks on every MoE layer. */
 void model_set_hook(rt_model *md, rt_hook_fn fn, void *user);
+/* The Gradient-AllReduce tasks of the schedule (grad_sync.h; kept by reference; NULL, 0: all
+ * after the backward on the default stream). */
+void model_set_grad_tasks(rt_model *md, const rt_gar_task *t, int n);
 /* Times every task of the following steps into tr (trace.h; NULL stops). */
 void model_set_trace(rt_model *md, struct rt_trace *tr);
 

@@ -427,6 +427,62 @@ static void test_fsmoe_schedule_is_fsmoe_method(void **state)
     assert_true(replanned > 0); /* some shipped plan runs S1/S2/MoNTA somewhere */
 }
 
+/* Every schedule's graph of every shipped model/cluster pair all-reduces each gradient byte
+ * once (the Gradient-AllReduce tasks sum to the model's gradient bytes) and tells the runtime
+ * where each task is issued (task.h fsmoe_anchor; fsmoe-run executes these tasks there). */
+static void test_grad_tasks_anchored(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof combos / sizeof combos[0]; i++) {
+        fsmoe_model m;
+        fsmoe_cluster c;
+        fsmoe_parallel par;
+        char cpath[1024];
+        load(&combos[i], &m, &c, &par, cpath, sizeof cpath);
+        fsmoe_error err = {0};
+        fsmoe_plan p;
+        memset(&p, 0, sizeof p);
+        plan_options a = {.method = PLAN_METHOD_AUTO};
+        sim_model sm;
+        sim s;
+        sim_init(&s);
+        if (plan_model(&m, &c, cpath, &par, &a, &p, &err) != FSMOE_OK ||
+            sim_model_from_plan(&p, &m, &c, cpath, &sm, &err) != FSMOE_OK)
+            fail_msg("%s@%s: %s", combos[i].model, combos[i].cluster, err.msg);
+        for (int k = 0; k < SIM_SCHED_COUNT; k++) {
+            double it;
+            assert_int_equal(sim_schedule_time(&s, &sm, (sim_schedule)k, NULL, &it, &err),
+                             FSMOE_OK);
+            const sim_model *own = (k == SIM_SCHED_FSMOE || k == SIM_SCHED_FSMOE_NO_IIO) &&
+                                           sm.fsmoe_own ? sm.fsmoe_own : &sm;
+            double sum = 0.0;
+            for (int t = 0; t < s.n_tasks; t++) {
+                const sim_task *x = &s.tasks[t];
+                if (x->kind != FSMOE_TASK_GRAD_AR)
+                    continue;
+                sum += x->bytes;
+                if (x->anchor <= FSMOE_AT_NONE || x->anchor >= FSMOE_AT_COUNT)
+                    fail_msg("%s@%s %s: task %d has no anchor", combos[i].model,
+                             combos[i].cluster, sim_schedule_name((sim_schedule)k), t);
+                assert_int_equal(x->anchor == FSMOE_AT_TAIL, x->phase == SIM_PHASE_TAIL);
+                if (x->anchor == FSMOE_AT_DISPATCHED || x->anchor == FSMOE_AT_MOE_READY)
+                    assert_true(x->layer >= 0);
+                if (x->anchor == FSMOE_AT_EARLY_READY)
+                    assert_int_equal(x->layer, -1);
+            }
+            double want = sim_model_grad_bytes(own);
+            if (!(fabs(sum - want) <= 1e-9 * want))
+                fail_msg("%s@%s %s: Gradient-AllReduce tasks carry %.17g bytes of %.17g",
+                         combos[i].model, combos[i].cluster, sim_schedule_name((sim_schedule)k),
+                         sum, want);
+        }
+        sim_model_free(&sm);
+        sim_free(&s);
+        fsmoe_plan_free(&p);
+        fsmoe_cluster_free(&c);
+    }
+}
+
 static void test_schedule_choice(void **state)
 {
     (void)state;
@@ -660,6 +716,7 @@ int main(void)
         cmocka_unit_test(test_schedule_choice),
         cmocka_unit_test(test_deepspeed_baseline_matches_sim),
         cmocka_unit_test(test_fsmoe_schedule_is_fsmoe_method),
+        cmocka_unit_test(test_grad_tasks_anchored),
         cmocka_unit_test(test_grad_bytes_match_runtime),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

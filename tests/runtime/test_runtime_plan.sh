@@ -46,7 +46,7 @@ sed 's/forward: {r: 1,/forward: {r: 3,/; s/backward: {r: 1,/backward: {r: 5,/' \
     "$tmp/single.yaml" > "$tmp/chunked.yaml"
 grep -q 'forward: {r: 3,' "$tmp/chunked.yaml" || fail "could not raise r in the plan"
 "$run" $common --plan "$tmp/chunked.yaml" > "$tmp/chunked.out" || fail "chunked plan run failed"
-grep -q '^| plan *| fwd r 3,3,3,3 / bwd r 5,5,5,5' "$tmp/chunked.out" ||
+grep -q '^| plan *| schedule plan: fwd r 3,3,3,3 / bwd r 5,5,5,5' "$tmp/chunked.out" ||
     fail "the run did not take r from the plan"
 compare "$tmp/base.out" "$tmp/chunked.out" "plan r=3/5"
 

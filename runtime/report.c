@@ -1,0 +1,238 @@
+/* Implements: fsmoe-run --report (report.h). */
+#include "report.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "real.h"
+#include "sim_schedules.h"
+
+typedef struct {
+    int phase, layer, chunk, kind;
+    double pred, pred_bytes;
+    int pred_n;
+    double *meas, *meas_bytes; /* per compared step */
+    int *meas_n;
+} id_row;
+
+typedef struct {
+    id_row *r;
+    int n, cap, steps;
+} id_table;
+
+/* An unpipelined MoE operation is chunk -1 in the graph's sequential layers and chunk 0 of 1 in
+ * the executor: one id. */
+static int chunk_id(int kind, int chunk)
+{
+    return chunk < 0 && kind != FSMOE_TASK_GRAD_AR && kind != FSMOE_TASK_ATTN &&
+                   kind != FSMOE_TASK_FFN && kind != FSMOE_TASK_GATE
+               ? 0
+               : chunk;
+}
+
+static id_row *find(id_table *t, int phase, int layer, int chunk, int kind)
+{
+    chunk = chunk_id(kind, chunk);
+    for (int i = 0; i < t->n; i++)
+        if (t->r[i].phase == phase && t->r[i].layer == layer && t->r[i].chunk == chunk &&
+            t->r[i].kind == kind)
+            return &t->r[i];
+    if (t->n == t->cap) {
+        int cap = t->cap ? 2 * t->cap : 64;
+        id_row *r = realloc(t->r, (size_t)cap * sizeof *r);
+        if (!r)
+            return NULL;
+        t->r = r, t->cap = cap;
+    }
+    id_row *w = &t->r[t->n];
+    memset(w, 0, sizeof *w);
+    w->phase = phase, w->layer = layer, w->chunk = chunk, w->kind = kind;
+    size_t S = (size_t)(t->steps > 0 ? t->steps : 1);
+    w->meas = calloc(S, sizeof(double));
+    w->meas_bytes = calloc(S, sizeof(double));
+    w->meas_n = calloc(S, sizeof(int));
+    if (!w->meas || !w->meas_bytes || !w->meas_n) {
+        free(w->meas), free(w->meas_bytes), free(w->meas_n);
+        return NULL;
+    }
+    t->n++;
+    return w;
+}
+
+static void table_free(id_table *t)
+{
+    for (int i = 0; i < t->n; i++)
+        free(t->r[i].meas), free(t->r[i].meas_bytes), free(t->r[i].meas_n);
+    free(t->r);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* q-quantile of v[0..n) (sorted in place; nearest rank); NAN when n = 0. */
+static double quantile(double *v, int n, double q)
+{
+    if (n <= 0)
+        return NAN;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    int i = (int)ceil(q * n) - 1;
+    return v[i < 0 ? 0 : i >= n ? n - 1 : i];
+}
+
+static int conformance_kind(int k)
+{
+    return k == FSMOE_TASK_A2A || k == FSMOE_TASK_EXPERT || k == FSMOE_TASK_GRAD_AR;
+}
+
+/* One table line over the rows selected by sel(row, arg). */
+static void line(FILE *f, const id_table *t, const char *name,
+                 int (*sel)(const id_row *, int), int arg, double *ratios)
+{
+    double meas = 0, pred = 0;
+    int n = 0, tasks = 0;
+    for (int i = 0; i < t->n; i++) {
+        const id_row *r = &t->r[i];
+        if (!sel(r, arg))
+            continue;
+        pred += r->pred;
+        tasks += r->pred_n;
+        for (int s = 0; s < t->steps; s++) {
+            meas += r->meas[s] / t->steps;
+            if (r->pred > 0 && r->meas_n[s] > 0)
+                ratios[n++] = r->meas[s] / r->pred;
+        }
+    }
+    if (meas == 0 && pred == 0)
+        return;
+    double med = quantile(ratios, n, 0.5), p90 = quantile(ratios, n, 0.9);
+    fprintf(f, "  %-16s %12.3f %12.3f", name, 1e3 * meas, 1e3 * pred);
+    if (pred > 0)
+        fprintf(f, " %8.2f %8.2f %8.2f %7d\n", meas / pred, med, p90, tasks);
+    else
+        fprintf(f, " %8s %8s %8s %7s  (not in the cost model)\n", "-", "-", "-", "-");
+}
+
+static int sel_kind(const id_row *r, int k) { return r->kind == k; }
+static int sel_layer(const id_row *r, int l) { return r->layer == l; }
+
+fsmoe_status rt_report_write(FILE *f, const rt_trace *tr, const rt_schedule *rs, long skip,
+                             const double *step_s, int n_steps, rt_report_result *res,
+                             fsmoe_error *err)
+{
+    memset(res, 0, sizeof *res);
+    id_table t = {0};
+    /* the compared steps: the kept ones after the first `skip` */
+    long first = -1, last = -1, n_kept = 0;
+    for (long i = 0; i < tr->step_first; i++) {
+        long s = tr->ev[i].step;
+        if (first < 0 || s < first)
+            first = s;
+        if (s > last)
+            last = s;
+    }
+    if (first >= 0)
+        n_kept = last - first + 1;
+    long s0 = first + (skip < n_kept ? skip : 0);
+    t.steps = first < 0 ? 0 : (int)(last - s0 + 1);
+    if (t.steps < 1)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "--report: no step was traced");
+    double *ratios = NULL;
+    fsmoe_status st = FSMOE_OK;
+    const sim *g = &rs->graph;
+    for (int i = 0; i < g->n_tasks; i++) {
+        const sim_task *k = &g->tasks[i];
+        double d = k->end_s - k->start_s;
+        if (k->resource == SIM_R_SYNC || !(d > 0.0))
+            continue;
+        id_row *r = find(&t, k->phase, k->layer, k->chunk, k->kind);
+        if (!r)
+            goto nomem;
+        r->pred += d, r->pred_bytes += k->bytes, r->pred_n++;
+    }
+    double scale = (double)rs->elem_bytes / (double)sizeof(real);
+    for (long i = 0; i < tr->step_first; i++) {
+        const rt_trace_event *e = &tr->ev[i];
+        if (e->step < s0)
+            continue;
+        id_row *r = find(&t, e->phase, e->layer, e->chunk, e->kind);
+        if (!r)
+            goto nomem;
+        int s = (int)(e->step - s0);
+        r->meas[s] += e->t1_s - e->t0_s;
+        r->meas_bytes[s] += e->bytes * scale;
+        r->meas_n[s]++;
+    }
+    res->steps = t.steps;
+    for (int i = 0; i < t.n; i++) {
+        const id_row *r = &t.r[i];
+        if (!conformance_kind(r->kind))
+            continue;
+        res->ids_planned += r->pred_n > 0;
+        int bad = 0;
+        for (int s = 0; s < t.steps; s++)
+            bad |= r->meas_n[s] != r->pred_n;
+        res->ids_mismatched += bad;
+        if (r->kind == FSMOE_TASK_GRAD_AR) {
+            res->gar_planned_bytes += r->pred_bytes;
+            res->gar_executed_bytes += r->meas_bytes[0];
+            double dd = fabs(r->meas_bytes[0] - r->pred_bytes);
+            if (dd > res->gar_max_diff_bytes)
+                res->gar_max_diff_bytes = dd;
+        }
+    }
+    size_t nr = (size_t)t.n * (size_t)t.steps + 1;
+    if (!(ratios = malloc(nr * sizeof *ratios)))
+        goto nomem;
+    fprintf(f, "# report: schedule %s, %d measured steps against its graph (%d tasks) on "
+               "cluster profile %s\n",
+            rs->name, t.steps, g->n_tasks, rs->cluster_path);
+    fprintf(f, "# conformance: %d task ids of alltoall/expert/grad-allreduce planned, %d "
+               "mismatched; Gradient-AllReduce %.3f MB planned, %.3f MB executed per step "
+               "(largest difference of one task %.0f B)\n",
+            res->ids_planned, res->ids_mismatched, res->gar_planned_bytes / 1e6,
+            res->gar_executed_bytes / 1e6, res->gar_max_diff_bytes);
+    for (int i = 0; i < t.n && res->ids_mismatched; i++) {
+        const id_row *r = &t.r[i];
+        char lb[64];
+        for (int s = 0; s < t.steps && conformance_kind(r->kind); s++)
+            if (r->meas_n[s] != r->pred_n) {
+                fprintf(f, "#   %s: planned %d, executed %d in step %d\n",
+                        fsmoe_task_label(r->phase, r->layer, r->chunk, (fsmoe_task_kind)r->kind,
+                                         lb, sizeof lb),
+                        r->pred_n, r->meas_n[s], s);
+                break;
+            }
+    }
+    fprintf(f, "  %-16s %12s %12s %8s %8s %8s %7s\n", "per kind", "measured ms", "predicted ms",
+            "ratio", "median", "p90", "tasks");
+    for (int k = 0; k < FSMOE_TASK_COUNT; k++)
+        line(f, &t, fsmoe_task_name((fsmoe_task_kind)k), sel_kind, k, ratios);
+    fprintf(f, "  %-16s %12s %12s %8s %8s %8s %7s\n", "per layer", "measured ms", "predicted ms",
+            "ratio", "median", "p90", "tasks");
+    for (int l = -1; l < rs->n_layers; l++) {
+        char name[32];
+        snprintf(name, sizeof name, l < 0 ? "outside MoE" : "L%d", l);
+        line(f, &t, name, sel_layer, l, ratios);
+    }
+    if (step_s && n_steps > 0) {
+        double *v = malloc((size_t)n_steps * sizeof *v);
+        if (!v)
+            goto nomem;
+        memcpy(v, step_s, (size_t)n_steps * sizeof *v);
+        double med = quantile(v, n_steps, 0.5), p90 = quantile(v, n_steps, 0.9);
+        free(v);
+        fprintf(f, "  %-16s %12.3f %12.3f %8.2f  (median of %d steps; p90 %.3f ms)\n", "step",
+                1e3 * med, 1e3 * rs->iteration_s, med / rs->iteration_s, n_steps, 1e3 * p90);
+    }
+    goto out;
+nomem:
+    st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "--report: out of memory");
+out:
+    free(ratios);
+    table_free(&t);
+    return st;
+}

@@ -1,0 +1,42 @@
+/* Implements: fsmoe-run --report — the measured run against the schedule graph it executed
+ * (design.md §10.1: "measured vs predicted per operation is a join on task ids").
+ *
+ * Join. A task's id is its label (phase, layer, chunk, kind: libfsmoe/task.h). Per step, the
+ * measured time of an id is the sum over the trace's tasks with that id; the predicted time is
+ * the sum over the graph's tasks with that id (the simulator may cut one block in two, e.g. the
+ * prefix's output projection; the sums compare like with like). Tasks the graph times at zero
+ * (joins, collectives of one-rank groups) and work the graph does not model (the gate and
+ * token order, which the trace times as `gate`) are listed apart.
+ *
+ * Conformance ("the run follows the plan" as a check): for the kinds the executor issues as
+ * tasks of the graph — AllToAll chunks, expert chunks, Gradient-AllReduces — every id must
+ * occur as often in every measured step as in the graph, and the Gradient-AllReduce bytes
+ * executed per id are compared with the graph's.
+ *
+ * Tables: per task kind and per MoE layer, the mean measured and predicted time per step, their
+ * ratio, and the median and 90th percentile of the per-task ratios; then the step. */
+#ifndef RT_REPORT_H
+#define RT_REPORT_H
+
+#include <stdio.h>
+
+#include "schedule.h"
+#include "status.h"
+#include "trace.h"
+
+typedef struct {
+    int steps;              /* measured steps compared */
+    int ids_planned;        /* ids of the conformance kinds in the graph */
+    int ids_mismatched;     /* ... whose count differs in some step, or executed but not planned */
+    double gar_planned_bytes, gar_executed_bytes; /* per step (executed: the first step's) */
+    double gar_max_diff_bytes; /* the largest |executed − planned| bytes of one id */
+} rt_report_result;
+
+/* Writes the report of the trace's kept steps after the first `skip` to f (executed gradient
+ * bytes counted in the plan's element size); step_s: the measured step times (n_steps of them,
+ * for the step line; may be NULL). */
+fsmoe_status rt_report_write(FILE *f, const rt_trace *tr, const rt_schedule *rs, long skip,
+                             const double *step_s, int n_steps, rt_report_result *res,
+                             fsmoe_error *err);
+
+#endif

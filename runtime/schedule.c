@@ -1,0 +1,165 @@
+/* Implements: the executor's schedule from the schedule graph (schedule.h). */
+#include "schedule.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster.h"
+#include "locate.h"
+#include "model.h"
+#include "order.h"
+#include "plan.h"
+#include "sim_schedules.h"
+
+void rt_schedule_free(rt_schedule *rs)
+{
+    free(rs->r_fwd), free(rs->r_bwd), free(rs->gar);
+    sim_free(&rs->graph);
+    memset(rs, 0, sizeof *rs);
+}
+
+/* Work of the graph the executor does not run yet (schedule.h); NULL when it runs all of it. */
+static const sim_task *unsupported(const sim *s)
+{
+    for (int i = 0; i < s->n_tasks; i++) {
+        const sim_task *t = &s->tasks[i];
+        switch (t->kind) {
+        case FSMOE_TASK_AG:
+        case FSMOE_TASK_RS:
+        case FSMOE_TASK_AR_ESP:
+        case FSMOE_TASK_AR_MP:
+        case FSMOE_TASK_SAA:
+        case FSMOE_TASK_COPY:
+            if (t->end_s - t->start_s > 0.0)
+                return t;
+            break;
+        default: break;
+        }
+    }
+    return NULL;
+}
+
+/* Reads the degrees, the Gradient-AllReduce tasks and the order from the timed graph. */
+static fsmoe_status read_graph(rt_schedule *rs, const sim_model *m, fsmoe_error *err)
+{
+    const sim *s = &rs->graph;
+    int n = m->n_layers;
+    rs->n_layers = n;
+    rs->r_fwd = calloc((size_t)n, sizeof(int));
+    rs->r_bwd = calloc((size_t)n, sizeof(int));
+    rs->gar = calloc((size_t)(s->n_tasks > 0 ? s->n_tasks : 1), sizeof *rs->gar);
+    if (!rs->r_fwd || !rs->r_bwd || !rs->gar)
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "schedule %s: out of memory", rs->name);
+    for (int i = 0; i < n; i++)
+        rs->r_fwd[i] = rs->r_bwd[i] = 1;
+    for (int i = 0; i < s->n_tasks; i++) {
+        const sim_task *t = &s->tasks[i];
+        if ((t->kind == FSMOE_TASK_A2A || t->kind == FSMOE_TASK_EXPERT) && t->layer >= 0 &&
+            t->layer < n && t->chunk >= 0) {
+            int *r = t->phase == SIM_PHASE_FWD ? rs->r_fwd : rs->r_bwd;
+            if (t->chunk + 1 > r[t->layer])
+                r[t->layer] = t->chunk + 1;
+        }
+        if (t->kind != FSMOE_TASK_GRAD_AR || !(t->bytes > 0.0))
+            continue;
+        if (t->anchor <= FSMOE_AT_NONE || t->anchor >= FSMOE_AT_COUNT)
+            return fsmoe_fail(err, FSMOE_ERR_INTERNAL,
+                              "schedule %s: a Gradient-AllReduce task without an anchor",
+                              rs->name);
+        rt_gar_task *g = &rs->gar[rs->n_gar++];
+        g->at = (fsmoe_anchor)t->anchor;
+        g->layer = t->layer;
+        g->elems = llround(t->bytes / rs->elem_bytes);
+        g->stream = t->stream < 0                                      ? RT_GS_DEFAULT
+                    : strcmp(s->streams[t->stream].name, "allreduce") == 0 ? RT_GS_OWN
+                                                                          : RT_GS_COMM;
+        rs->grad_bytes += t->bytes;
+    }
+    switch (rs->kind) {
+    case SIM_SCHED_DEEPSPEED: rs->order = RT_ORDER_GSHARD; break;
+    case SIM_SCHED_TUTEL:
+    case SIM_SCHED_TUTEL_IMPROVED:
+    case SIM_SCHED_PIPEMOE_LINA: rs->order = RT_ORDER_TUTEL; break;
+    default: rs->order = -1; break;
+    }
+    return FSMOE_OK;
+}
+
+fsmoe_status rt_schedule_check_name(const char *name, fsmoe_error *err)
+{
+    if (sim_schedule_from_name(name) >= 0)
+        return FSMOE_OK;
+    char names[400] = "";
+    for (int k = 0; k < SIM_SCHED_COUNT; k++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k ? ", " : "",
+                 sim_schedule_name((sim_schedule)k));
+    return fsmoe_fail(err, FSMOE_ERR_USAGE, "--schedule: unknown schedule '%s' (expected %s)",
+                      name, names);
+}
+
+fsmoe_status rt_schedule_make(rt_schedule *rs, const char *plan_path, const char *model_path,
+                              const char *cluster_path, const char *name, fsmoe_error *err)
+{
+    memset(rs, 0, sizeof *rs);
+    sim_init(&rs->graph);
+    snprintf(rs->name, sizeof rs->name, "%s", name);
+    fsmoe_status st = rt_schedule_check_name(name, err);
+    if (st != FSMOE_OK)
+        return st;
+    rs->kind = sim_schedule_from_name(name);
+    fsmoe_plan plan = {0};
+    fsmoe_model model = {0};
+    fsmoe_cluster cl = {0};
+    sim_model m = {0};
+    st = fsmoe_plan_load(plan_path, &plan, err);
+    if (st == FSMOE_OK)
+        st = sim_plan_check(&plan, plan_path, err);
+    if (st != FSMOE_OK)
+        goto out;
+    if (cluster_path)
+        snprintf(rs->cluster_path, sizeof rs->cluster_path, "%s", cluster_path);
+    else
+        locate_input(plan_path, plan.cluster_path, rs->cluster_path, sizeof rs->cluster_path);
+    if ((st = fsmoe_model_load(model_path, &model, err)) != FSMOE_OK)
+        goto out;
+    if ((st = fsmoe_cluster_load(rs->cluster_path, &cl, err)) != FSMOE_OK) {
+        if (!cluster_path)
+            locate_named_by(plan_path, "provenance.cluster", err);
+        goto out;
+    }
+    if (model.experts_is_ep)
+        model.E = plan.parallel.ep;
+    if ((st = sim_model_from_plan(&plan, &model, &cl, rs->cluster_path, &m, err)) != FSMOE_OK)
+        goto out;
+    rs->elem_bytes = m.shape.bytes_per_element > 0 ? m.shape.bytes_per_element : 4;
+    if ((st = sim_tutel_degree(&rs->graph, &m, &m.tutel_r, err)) != FSMOE_OK)
+        goto out;
+    if (rs->kind == SIM_SCHED_TUTEL || rs->kind == SIM_SCHED_TUTEL_IMPROVED ||
+        rs->kind == SIM_SCHED_PIPEMOE_LINA)
+        rs->tutel_r = m.tutel_r;
+    if ((st = sim_schedule_time(&rs->graph, &m, (sim_schedule)rs->kind, NULL, &rs->iteration_s,
+                                err)) != FSMOE_OK)
+        goto out;
+    const sim_task *u = unsupported(&rs->graph);
+    if (u) {
+        char lb[64];
+        st = fsmoe_fail(err, FSMOE_ERR_VALUE,
+                        "schedule %s of %s needs '%s' (%s group of the layout mp %d, esp %d): "
+                        "fsmoe-run does not shard over MP or ESP yet; plan the layout with "
+                        "--mp 1 --esp 1",
+                        name, plan_path,
+                        fsmoe_task_label(u->phase, u->layer, u->chunk, u->kind, lb, sizeof lb),
+                        u->kind == FSMOE_TASK_AR_MP || u->kind == FSMOE_TASK_AG ? "the MP"
+                                                                                : "the ESP",
+                        plan.parallel.mp, plan.parallel.esp);
+        goto out;
+    }
+    st = read_graph(rs, &m, err);
+out:
+    sim_model_free(&m);
+    fsmoe_cluster_free(&cl);
+    fsmoe_plan_free(&plan);
+    return st;
+}

@@ -1,0 +1,49 @@
+/* Implements: what fsmoe-run executes, taken from the schedule graph (design.md §10.1). The
+ * plan (or, with --schedule, a baseline on the plan's layout) is expanded by the simulator's
+ * graph builder (planner/sim_schedules.h) — the same code `fsmoe-plan simulate` times — and
+ * the executor reads from that graph:
+ *   - per MoE layer and phase, the pipeline degree: the chunks of its AllToAll and expert
+ *     tasks (one rank has no AllToAll);
+ *   - every Gradient-AllReduce task: its anchor in the backward (libfsmoe/task.h), its layer,
+ *     its bytes (as elements of the plan's element size) and its stream (the AllToAll's stream,
+ *     or the graph's "allreduce" stream of its own);
+ *   - the token order: DeepSpeed-MoE's dense one-hot einsums for `deepspeed`, Tutel's sparse
+ *     indices for tutel, tutel-improved and pipemoe-lina, the model's own otherwise;
+ *   - the graph's timed tasks: the prediction `--report` compares every measured task with.
+ * A graph holding work fsmoe-run does not execute yet — a collective of the MP or ESP groups
+ * (AllGather, ReduceScatter, SAA, tensor-parallel AllReduce) or MoNTA's re-layout copy, with a
+ * non-zero cost — is refused by name: its layout needs MP/ESP sharding. Lina's micro-ops run on
+ * their own stream in the graph's order, without its launch-only-while-no-AllToAll rule. */
+#ifndef RT_SCHEDULE_H
+#define RT_SCHEDULE_H
+
+#include "grad_sync.h"
+#include "sim.h"
+#include "status.h"
+
+typedef struct {
+    int kind;          /* sim_schedule */
+    char name[32];
+    int n_layers;
+    int *r_fwd, *r_bwd; /* per MoE layer */
+    int order;         /* -1: the model's; else rt_order_kind */
+    rt_gar_task *gar;  /* in the graph's order */
+    int n_gar;
+    double grad_bytes; /* Σ of the graph's Gradient-AllReduce bytes */
+    int elem_bytes;    /* the plan's bytes per element */
+    int tutel_r;       /* Tutel's degree (tutel, tutel-improved, pipemoe-lina), else 0 */
+    sim graph;         /* the simulated iteration: per task start/end */
+    double iteration_s;
+    char cluster_path[1200];
+} rt_schedule;
+
+/* Builds schedule `name` ("plan", "deepspeed", "tutel", ...: sim_schedules.h) for the plan at
+ * plan_path, the model at model_path and the cluster profile at cluster_path (NULL: the one the
+ * plan names). Errors name the file and field, or the schedule and the work it cannot run. */
+fsmoe_status rt_schedule_make(rt_schedule *rs, const char *plan_path, const char *model_path,
+                              const char *cluster_path, const char *name, fsmoe_error *err);
+void rt_schedule_free(rt_schedule *rs);
+/* FSMOE_ERR_USAGE naming --schedule and the known names unless `name` is one. */
+fsmoe_status rt_schedule_check_name(const char *name, fsmoe_error *err);
+
+#endif

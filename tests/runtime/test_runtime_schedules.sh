@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Every schedule fsmoe-run executes on a 4-rank layout (dp 4, ep 2) follows its graph and trains
+# like one rank (design.md §10.1):
+#  1. a cluster profile of these 4 local ranks (fsmoe-bench, small sizes) and a plan for tiny-moe;
+#  2. one rank on the whole global batch: the reference losses;
+#  3. per schedule (plan, deepspeed, tutel, tutel-improved, pipemoe-lina, fsmoe, fsmoe-no-iio):
+#     4 ranks with --schedule S --report; the report's conformance line must say that every
+#     planned AllToAll, expert and Gradient-AllReduce task ran as often as the graph has it and
+#     that the executed Gradient-AllReduce bytes equal the planned ones; the losses equal the
+#     reference's (fp32, printed to 4 decimals: within 2e-3). The plan and the overlapping
+#     baselines must all-reduce in several tasks (the partition is executed, not a tail);
+#  4. --schedule with an unknown name and --schedule without --plan exit 2 naming the flag.
+# Usage: test_runtime_schedules.sh FSMOE_BENCH FSMOE_PLAN FSMOE_RUN SOURCE_ROOT
+set -u
+bench=$1 plan=$2 run=$3 root=$4
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mpi=(timeout 300 mpirun --allow-run-as-root --oversubscribe --mca mpi_yield_when_idle 1)
+failed=0
+fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
+model="$root/models/tiny-moe.yaml"
+common=(--model "$model" --seq 64 --steps 6 --threads 1 --eval-every 0)
+
+"${mpi[@]}" -np 4 "$bench" -b 64K -e 1M -f 2 -n 3 --extra-time 0 --gemm-min 64K \
+    --gemm-max 512K --gemm-step 128K -o "$tmp/local4.yaml" > "$tmp/bench.log" 2>&1 ||
+    { tail -5 "$tmp/bench.log"; echo "FAIL: fsmoe-bench on 4 ranks"; exit 1; }
+"$plan" --model "$model" --cluster "$tmp/local4.yaml" --world 4 --gpus-per-node 4 --dp 4 \
+    --mp 1 --esp 1 --ep 2 --batch 4 --seq 64 -o "$tmp/plan.yaml" --quiet ||
+    { echo "FAIL: fsmoe-plan for 4 ranks"; exit 1; }
+"$run" "${common[@]}" --batch 16 > "$tmp/one.out" 2>&1 || { cat "$tmp/one.out"; exit 1; }
+losses() { awk '/^step /{print $5}' "$1"; }
+losses "$tmp/one.out" > "$tmp/ref"
+[ "$(wc -l < "$tmp/ref")" = 6 ] || { echo "FAIL: the one-rank run has no 6 losses"; exit 1; }
+
+for s in plan deepspeed tutel tutel-improved pipemoe-lina fsmoe fsmoe-no-iio; do
+    out="$tmp/$s.out"
+    if ! "${mpi[@]}" -np 4 "$run" "${common[@]}" --batch 4 --plan "$tmp/plan.yaml" \
+        --schedule "$s" --report > "$out" 2>&1; then
+        tail -5 "$out"; fail "$s: the run failed"; continue
+    fi
+    conf=$(grep '^# conformance:' "$out")
+    echo "$s: $conf"
+    echo "$conf" | grep -Eq ': [1-9][0-9]* task ids .* planned, 0 mismatched' ||
+        fail "$s: executed tasks differ from the graph's"
+    planned=$(echo "$conf" | sed -n 's/.*Gradient-AllReduce \([0-9.]*\) MB planned.*/\1/p')
+    executed=$(echo "$conf" | sed -n 's/.* MB planned, \([0-9.]*\) MB executed.*/\1/p')
+    { [ -n "$planned" ] && [ "$planned" = "$executed" ]; } ||
+        fail "$s: Gradient-AllReduce planned '$planned' MB, executed '$executed' MB"
+    ntasks=$(sed -n 's/^| plan .*; \([0-9]*\) Gradient-AllReduce tasks.*/\1/p' "$out")
+    case "$s" in
+        plan|tutel-improved|pipemoe-lina|fsmoe|fsmoe-no-iio)
+            [ "${ntasks:-0}" -gt 1 ] || fail "$s: ${ntasks:-no} Gradient-AllReduce tasks" ;;
+    esac
+    losses "$out" > "$tmp/got"
+    paste "$tmp/ref" "$tmp/got" | awk -v s="$s" '
+        NF != 2 { bad++; next }
+        { d = $1 - $2; if (d < 0) d = -d; if (d > 2e-3) { bad++; print s ": step " NR ": " $1 " vs " $2 } }
+        END { exit (bad > 0 || NR != 6) }' || fail "$s: losses differ from one rank's"
+done
+
+if "$run" "${common[@]}" --plan "$tmp/plan.yaml" --schedule nosuch > /dev/null 2> "$tmp/err"; then
+    fail "--schedule nosuch accepted"
+else
+    [ $? = 2 ] && grep -q -- "--schedule: unknown schedule 'nosuch'" "$tmp/err" ||
+        fail "--schedule nosuch: $(cat "$tmp/err")"
+fi
+if "$run" "${common[@]}" --schedule tutel > /dev/null 2> "$tmp/err"; then
+    fail "--schedule without --plan accepted"
+else
+    grep -q -- "--schedule needs --plan" "$tmp/err" || fail "no --plan: $(cat "$tmp/err")"
+fi
+[ "$failed" = 0 ] && echo "OK" || { echo "$failed failed"; exit 1; }
