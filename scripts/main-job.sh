@@ -9,7 +9,10 @@
 # Everything it writes lands in out/ (profiles, plots, plans, Gantt chart, trace, training log).
 # On the emulated cluster fsmoe-run trains tiny-moe on its 4 ranks following a plan made from
 # that cluster's fresh profile (data parallelism over the 4 ranks, experts over EP groups of 2;
-# fsmoe-run does not shard attention or experts over MP/ESP yet, so that plan has mp = esp = 1).
+# fsmoe-run does not shard attention or experts over MP/ESP yet, so that plan has mp = esp = 1)
+# and reports the run against the schedule graph it executed (--report); then
+# scripts/bench-schedules.sh trains models/comm-moe.yaml there under the plan and each baseline
+# schedule and draws measured vs predicted step time (out/bench/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -45,7 +48,7 @@ if reason=$(scripts/emucluster.sh --check 2>&1); then
     echo "training tiny-moe on the emulated 2 x 2 cluster (4 ranks) following $emu_plan"
     scripts/emucluster.sh --nodes 2 --ranks-per-node 2 --rate 8gbit -- \
         "$B/runtime/fsmoe-run" --model models/tiny-moe.yaml --plan "$emu_plan" --steps 300 \
-        --eval-every 100 --threads 1 --trace "$out/traces/tiny-moe-emulated-2x2.json" \
+        --eval-every 100 --threads 1 --trace "$out/traces/tiny-moe-emulated-2x2.json" --report \
         > "$out/train-tiny-moe-emulated-2x2.log" 2>&1 || {
         tail -20 "$out/train-tiny-moe-emulated-2x2.log"
         echo "main job: fsmoe-run on the emulated cluster failed" >&2
@@ -53,11 +56,17 @@ if reason=$(scripts/emucluster.sh --check 2>&1); then
     }
     awk '/^# [0-9]+ ranks/ || /^# corpus/ || (/^step/ && ($2 ~ /^(1|100|200|300)\//)) || /^eval/ || /^# mean/' \
         "$out/train-tiny-moe-emulated-2x2.log"
+    # the run against the schedule graph it executed (rank 0): conformance, measured vs predicted
+    sed -n '/^# report:/,$p' "$out/train-tiny-moe-emulated-2x2.log" | grep -v '^# trace:' 
     measured=$(awk '/^# mean step/ {print $4}' "$out/train-tiny-moe-emulated-2x2.log")
     predicted=$(awk -F'pred ' '/^step/ {split($2, a, " "); p = a[1]} END {print p}' \
         "$out/train-tiny-moe-emulated-2x2.log")
     echo "emulated 2 x 2: measured ${measured} ms per step vs predicted ${predicted} ms"
     echo "measured traces (one per rank, ui.perfetto.dev): $out/traces/tiny-moe-emulated-2x2.rank*.json"
+    echo
+    echo "schedules side by side: the communication-heavy model on the same emulated cluster, its"
+    echo "plan and each baseline schedule executed by fsmoe-run (measured vs predicted)"
+    scripts/bench-schedules.sh --profile "$emu_profile" --steps 20 --out "$out/bench" "$B"
 else
     echo "skipped: network namespaces cannot be made here ($reason)"
 fi
@@ -91,3 +100,4 @@ echo "  profiles and fit plots   $out/clusters/*.yaml, *.svg"
 echo "  plans                    $out/plans/  ($plan explain PLAN for the per-layer tables)"
 echo "  Gantt chart and trace    $out/sim/  (open the .json in ui.perfetto.dev)"
 echo "  training log             $out/train-tiny-moe.log, checkpoints in $out/checkpoints/"
+echo "  schedules benchmark      $out/bench/ (table in the log above, bar chart comm-moe-schedules.svg)"

@@ -87,6 +87,18 @@ static void load(const combo *cb, fsmoe_model *m, fsmoe_cluster *c, fsmoe_parall
         fail_msg("%s on %s: no valid layout", cb->model, cb->cluster);
 }
 
+/* load(), then the plan of the combo by `method` into p. */
+static void load_and_plan(const combo *cb, plan_method method, fsmoe_model *m, fsmoe_cluster *c,
+                          fsmoe_parallel *par, char *cpath, size_t cpath_len, fsmoe_plan *p)
+{
+    load(cb, m, c, par, cpath, cpath_len);
+    memset(p, 0, sizeof *p);
+    plan_options o = {.method = method};
+    fsmoe_error err = {0};
+    if (plan_model(m, c, cpath, par, &o, p, &err) != FSMOE_OK)
+        fail_msg("%s@%s: %s", cb->model, cb->cluster, err.msg);
+}
+
 static int same_plan(const fsmoe_plan *a, const fsmoe_plan *b)
 {
     if (a->n_layers != b->n_layers || memcmp(&a->predicted, &b->predicted, sizeof a->predicted))
@@ -389,14 +401,12 @@ static void test_fsmoe_schedule_is_fsmoe_method(void **state)
         fsmoe_cluster c;
         fsmoe_parallel par;
         char cpath[1024];
-        load(&combos[i], &m, &c, &par, cpath, sizeof cpath);
         fsmoe_error err = {0};
         fsmoe_plan p, q;
-        memset(&p, 0, sizeof p);
+        load_and_plan(&combos[i], PLAN_METHOD_AUTO, &m, &c, &par, cpath, sizeof cpath, &p);
         memset(&q, 0, sizeof q);
-        plan_options a = {.method = PLAN_METHOD_AUTO}, f = {.method = PLAN_METHOD_FSMOE};
-        if (plan_model(&m, &c, cpath, &par, &a, &p, &err) != FSMOE_OK ||
-            plan_model(&m, &c, cpath, &par, &f, &q, &err) != FSMOE_OK)
+        plan_options f = {.method = PLAN_METHOD_FSMOE};
+        if (plan_model(&m, &c, cpath, &par, &f, &q, &err) != FSMOE_OK)
             fail_msg("%s@%s: %s", combos[i].model, combos[i].cluster, err.msg);
         int other = 0;
         for (int j = 0; j < q.n_layers; j++)
@@ -438,16 +448,13 @@ static void test_grad_tasks_anchored(void **state)
         fsmoe_cluster c;
         fsmoe_parallel par;
         char cpath[1024];
-        load(&combos[i], &m, &c, &par, cpath, sizeof cpath);
         fsmoe_error err = {0};
         fsmoe_plan p;
-        memset(&p, 0, sizeof p);
-        plan_options a = {.method = PLAN_METHOD_AUTO};
+        load_and_plan(&combos[i], PLAN_METHOD_AUTO, &m, &c, &par, cpath, sizeof cpath, &p);
         sim_model sm;
         sim s;
         sim_init(&s);
-        if (plan_model(&m, &c, cpath, &par, &a, &p, &err) != FSMOE_OK ||
-            sim_model_from_plan(&p, &m, &c, cpath, &sm, &err) != FSMOE_OK)
+        if (sim_model_from_plan(&p, &m, &c, cpath, &sm, &err) != FSMOE_OK)
             fail_msg("%s@%s: %s", combos[i].model, combos[i].cluster, err.msg);
         for (int k = 0; k < SIM_SCHED_COUNT; k++) {
             double it;

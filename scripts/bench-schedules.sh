@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The schedules side by side on the emulated cluster (design.md §10.1: speed-ups measured, not
+# only predicted): profile 2 nodes x 2 ranks with fsmoe-bench, plan MODEL for that profile
+# (dp 4 and ep 4 — fsmoe-run does not shard over MP/ESP yet — so the plan's layers pipeline the
+# AllToAll and partition the gradients), then train it with fsmoe-run once per schedule, one
+# after the other in the same conditions, each with --report. Prints a table (measured median
+# step, predicted step, measured speed-up of the plan over each schedule, the report's
+# conformance) and draws measured vs predicted per schedule as an SVG bar chart.
+# A measurement: it exits non-zero only when a run fails (or 77 without namespaces).
+# --profile FILE uses a profile of the same emulated cluster (the main job's) instead of
+# measuring one.
+# usage: scripts/bench-schedules.sh [--model M] [--rate RATE] [--steps N] [--out DIR]
+#                                   [--profile FILE] [BUILD]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+model=models/comm-moe.yaml rate=8gbit steps=30 out=out/bench build=build profile=
+while [ $# -gt 0 ]; do
+    case $1 in
+        --model) model=$2; shift 2 ;;
+        --rate) rate=$2; shift 2 ;;
+        --steps) steps=$2; shift 2 ;;
+        --out) out=$2; shift 2 ;;
+        --profile) profile=$2; shift 2 ;;
+        -*) echo "bench-schedules: unknown option $1" >&2; exit 2 ;;
+        *) build=$1; shift ;;
+    esac
+done
+case $steps in '' | *[!0-9]* | 0 | 1) echo "bench-schedules: --steps must be ≥ 2" >&2; exit 2 ;; esac
+[ -f "$model" ] || { echo "bench-schedules: --model $model: no such file" >&2; exit 2; }
+for p in microbench/fsmoe-bench planner/fsmoe-plan runtime/fsmoe-run; do
+    [ -x "$build/$p" ] || { echo "bench-schedules: $build/$p is not built" >&2; exit 2; }
+done
+if ! reason=$(scripts/emucluster.sh --check 2>&1); then
+    echo "bench-schedules: skipped ($reason)"
+    exit 77
+fi
+name=$(basename "$model" .yaml)
+mkdir -p "$out"
+emu=(scripts/emucluster.sh --nodes 2 --ranks-per-node 2 --rate "$rate" --)
+plan=$out/$name@emulated-2x2-$rate.yaml
+if [ -z "$profile" ]; then
+    profile=$out/emulated-2x2-$rate.yaml
+    "${emu[@]}" "$build/microbench/fsmoe-bench" -o "$profile" > "$out/bench-$rate.log" 2>&1 ||
+        { tail -20 "$out/bench-$rate.log"; echo "bench-schedules: fsmoe-bench failed" >&2; exit 1; }
+fi
+"$build/planner/fsmoe-plan" --model "$model" --cluster "$profile" --world 4 --gpus-per-node 2 \
+    --dp 4 --mp 1 --esp 1 --ep 4 -o "$plan" --quiet
+schedules=(plan deepspeed tutel tutel-improved pipemoe-lina fsmoe-no-iio)
+rows=$out/$name-schedules.tsv
+: > "$rows"
+for s in "${schedules[@]}"; do
+    log=$out/$name-$s.log
+    "${emu[@]}" "$build/runtime/fsmoe-run" --model "$model" --plan "$plan" --schedule "$s" \
+        --steps "$steps" --eval-every 0 --threads 1 --report > "$log" 2>&1 ||
+        { tail -20 "$log"; echo "bench-schedules: fsmoe-run --schedule $s failed" >&2; exit 1; }
+    # the report's step line: measured median, predicted, ratio
+    read -r meas pred < <(awk '$1 == "step" && NF >= 4 && $2 ~ /^[0-9.]+$/ {print $2, $3}' "$log")
+    conf=$(sed -n 's/^# conformance: \([0-9]*\) task ids.* planned, \([0-9]*\) mismatched.*/\1 ids, \2 mismatched/p' "$log")
+    printf '%s\t%s\t%s\t%s\n' "$s" "$meas" "$pred" "$conf" >> "$rows"
+done
+plan_ms=$(awk -F'\t' '$1 == "plan" {print $2}' "$rows")
+echo "$name on the emulated 2 x 2 cluster at $rate per link, $steps steps per schedule (this machine)"
+echo "| schedule | measured ms/step | predicted ms/step | measured/predicted | plan speed-up (measured) | predicted speed-up | conformance |"
+echo "|---|---|---|---|---|---|---|"
+plan_pred=$(awk -F'\t' '$1 == "plan" {print $3}' "$rows")
+awk -F'\t' -v pm="$plan_ms" -v pp="$plan_pred" '{
+    printf "| %s | %.1f | %.1f | %.2f | %.2fx | %.2fx | %s |\n", $1, $2, $3, $2 / $3, $2 / pm, $3 / pp, $4 }' "$rows"
+# the bar chart: per schedule, measured and predicted ms per step
+svg=$out/$name-schedules.svg
+awk -F'\t' -v title="$name, emulated 2 x 2 at $rate: ms per step" '
+    { n++; s[n] = $1; m[n] = $2; p[n] = $3; if ($2 > top) top = $2; if ($3 > top) top = $3 }
+    END {
+        W = 120 * n + 120; H = 360; x0 = 70; y0 = 300; h = 240
+        step = 10; while (top / step > 8) step *= (step ~ /^1/ ? 2 : (step ~ /^2/ ? 2.5 : 2))
+        ymax = step * (int(top / step) + 1)
+        printf "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" font-size=\"12\">\n", W, H
+        printf "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
+        printf "<text x=\"%d\" y=\"22\" font-size=\"14\">%s</text>\n", x0, title
+        for (v = 0; v <= ymax + 1e-9; v += step) {
+            y = y0 - h * v / ymax
+            printf "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", x0, W - 20, y, y
+            printf "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n", x0 - 6, y + 4, v
+        }
+        for (i = 1; i <= n; i++) {
+            x = x0 + 20 + 120 * (i - 1)
+            hm = h * m[i] / ymax; hp = h * p[i] / ymax
+            printf "<rect x=\"%d\" y=\"%.1f\" width=\"40\" height=\"%.1f\" fill=\"#3a6ea5\"><title>%s measured %.1f ms</title></rect>\n", x, y0 - hm, hm, s[i], m[i]
+            printf "<rect x=\"%d\" y=\"%.1f\" width=\"40\" height=\"%.1f\" fill=\"#f0a030\"><title>%s predicted %.1f ms</title></rect>\n", x + 42, y0 - hp, hp, s[i], p[i]
+            printf "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", x + 41, y0 + 18, s[i]
+        }
+        printf "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"#3a6ea5\"/><text x=\"%d\" y=\"%d\">measured (median step)</text>\n", x0, y0 + 32, x0 + 16, y0 + 42
+        printf "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"#f0a030\"/><text x=\"%d\" y=\"%d\">predicted (schedule graph on the profile)</text>\n", x0 + 200, y0 + 32, x0 + 216, y0 + 42
+        printf "</svg>\n"
+    }' "$rows" > "$svg.tmp" && mv "$svg.tmp" "$svg"
+echo "chart: $svg; per-schedule logs with the --report tables: $out/$name-*.log"
