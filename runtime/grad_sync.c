@@ -68,13 +68,21 @@ static rt_stream *stream_of(const rt_grad_sync *gs, rt_gs_stream s)
     return s == RT_GS_COMM ? gs->comm : s == RT_GS_OWN ? gs->own : NULL;
 }
 
-/* The tensors final at (at, layer) join the FIFO, after an event on the default stream. */
+/* Ranks in the group that all-reduces a tensor: EDP for expert shards, else DP. */
+static int group_size(const rt_grad_sync *gs, int expert)
+{
+    return gs->dist ? gs->dist->g[expert ? RT_EDP : RT_DP].size : 1;
+}
+
+/* The tensors final at (at, layer) join the FIFO (those of a one-rank group have nothing to
+ * all-reduce and never do), after an event on the default stream. */
 static void make_ready(rt_grad_sync *gs, fsmoe_anchor at, int layer)
 {
     const rt_params *p = gs->params;
     int ev = -1;
     for (int i = 0; i < p->n; i++) {
-        if (gs->at[i] != (int)at || gs->layer[i] != layer || p->p[i].numel == 0)
+        if (gs->at[i] != (int)at || gs->layer[i] != layer || p->p[i].numel == 0 ||
+            group_size(gs, p->p[i].offset >= p->dense_total) < 2)
             continue;
         if (ev < 0) {
             if (gs->n_ev >= RT_GS_MAX_EVENTS) {
@@ -181,11 +189,14 @@ fsmoe_status gsync_finish(rt_grad_sync *gs, fsmoe_error *err)
         return fsmoe_fail(err, FSMOE_ERR_NOMEM,
                           "gradient AllReduce: out of events or a gradient made ready twice");
     long sum = 0;
+    const rt_params *p = gs->params;
+    long need = (group_size(gs, 0) > 1 ? p->dense_total : 0) +
+                (group_size(gs, 1) > 1 ? p->total - p->dense_total : 0);
     for (int i = 0; i < (gs->n_tasks > 0 ? gs->n_tasks : 1); i++)
         sum += gs->done_elems[i];
-    if (sum != gs->params->total)
+    if (sum != need)
         return fsmoe_fail(err, FSMOE_ERR_INTERNAL,
                           "gradient AllReduce: %ld of %ld gradient elements all-reduced", sum,
-                          gs->params->total);
+                          need);
     return FSMOE_OK;
 }

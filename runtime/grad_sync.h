@@ -11,7 +11,8 @@
  * tensors of that anchor join a FIFO of ready ranges, in registration order. A task takes the
  * next n elements from the FIFO (splitting a tensor where n ends; the sum of a range does not
  * depend on how the buffer is cut), waits on its stream for the events of the ranges it takes,
- * and all-reduces them — replicated tensors over DP, expert shards over EDP. The TAIL takes
+ * and all-reduces them — replicated tensors over DP, expert shards over EDP (a group of one
+ * rank has nothing to all-reduce: its tensors never enter the FIFO). The TAIL takes
  * whatever is left. Every element is therefore all-reduced exactly once, after it is final,
  * whatever the plan's byte counts: when a task asks for more than is ready it takes what is
  * ready (the shortfall is counted), and the tail completes the step.

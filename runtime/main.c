@@ -330,6 +330,8 @@ int main(int argc, char **argv)
         usage(err.msg);
     if (opt.help)
         usage(NULL);
+    if (opt.schedule && (st = rt_schedule_check_name(opt.schedule, &err)) != FSMOE_OK)
+        usage(err.msg);
     const char *model_path = opt.model_path, *plan_path = opt.plan_path,
                *data_path = opt.data_path ? opt.data_path : FSMOE_DEFAULT_DATA,
                *save_dir = opt.save_dir, *resume_dir = opt.resume_dir;

@@ -7,7 +7,6 @@
 #endif
 
 #include "options.h"
-#include "schedule.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -81,10 +80,7 @@ fsmoe_status options_parse(rt_options *o, int argc, char **argv, fsmoe_error *er
         case O_RESUME: st = path_arg("--resume", a, &o->resume_dir, err); break;
         case O_TRACE: st = path_arg("--trace", a, &o->trace_path, err); break;
         case O_CLUSTER: st = path_arg("--cluster", a, &o->cluster_path, err); break;
-        case O_SCHEDULE:
-            o->schedule = a;
-            st = rt_schedule_check_name(a, err);
-            break;
+        case O_SCHEDULE: o->schedule = a; break; /* checked by main (schedule.h) */
         case O_REPORT: o->report = 1; break;
         case O_BACKEND: o->backend = a; break;
         case O_STEPS: st = fsmoe_cli_long("--steps", a, 1, 100000000, &o->steps, err); break;
