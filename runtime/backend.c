@@ -68,6 +68,14 @@ void rt_backend_fail(rt_backend *be, fsmoe_status st, const char *fmt, ...)
     pthread_mutex_unlock(&fail_mu);
 }
 
+int rt_backend_failed(rt_backend *be)
+{
+    pthread_mutex_lock(&fail_mu);
+    int failed = be->err.status != FSMOE_OK;
+    pthread_mutex_unlock(&fail_mu);
+    return failed;
+}
+
 rt_group rt_group_single(void)
 {
     rt_group g = {1, 0, NULL};

@@ -132,6 +132,10 @@ fsmoe_status rt_backend_create(const char *name, int threads, rt_backend **out, 
 void rt_backend_destroy(rt_backend **be);
 /* Returns be->err's status (FSMOE_OK when no asynchronous op failed) and copies the message. */
 fsmoe_status rt_backend_check(rt_backend *be, fsmoe_error *err);
+/* Whether an asynchronous op has failed (any thread). Collectives issued after a failure are
+ * skipped: their peers may be gone, so each would only wait out the watchdog again, and the
+ * first failure is the one the run reports. */
+int rt_backend_failed(rt_backend *be);
 /* Records the first asynchronous failure. */
 void rt_backend_fail(rt_backend *be, fsmoe_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -718,6 +718,8 @@ typedef struct {
 static fsmoe_status allreduce_job(void *arg, fsmoe_error *err)
 {
     allreduce_args *a = arg;
+    if (rt_backend_failed(a->be)) /* backend.h: skipped after a failure */
+        return FSMOE_ERR_MPI;
     /* MPI counts are ints: large buffers go in pieces */
     const long piece = 1L << 28;
     for (long off = 0; off < a->n; off += piece) {
@@ -755,6 +757,8 @@ typedef struct {
 static fsmoe_status a2av_job(void *arg, fsmoe_error *err)
 {
     a2av_args *a = arg;
+    if (rt_backend_failed(a->be)) /* backend.h: skipped after a failure */
+        return FSMOE_ERR_MPI;
     int P = a->P;
     int *c = malloc((size_t)(4 * P) * sizeof(int));
     if (!c) {
