@@ -169,6 +169,9 @@ static void schedule_apply(const rt_schedule *rs, const plan_check_result *r, rt
     }
     model_set_grad_tasks(md, rs->gar, rs->n_gar);
     info->iteration_s = rs->iteration_s;
+    const char *base = strrchr(rs->cluster_path, '/'); /* the profile that predicts (--cluster) */
+    base = base ? base + 1 : rs->cluster_path;
+    snprintf(info->cluster, sizeof info->cluster, "%.*s", (int)strcspn(base, "."), base);
     size_t o = format_rs(info, rs->n_layers, rs->r_fwd, rs->r_bwd);
     if (o < sizeof info->rs)
         snprintf(info->rs + o, sizeof info->rs - o, "; %d Gradient-AllReduce tasks", rs->n_gar);

@@ -125,8 +125,13 @@ fsmoe_status rt_schedule_make(rt_schedule *rs, const char *plan_path, const char
     if ((st = fsmoe_model_load(model_path, &model, err)) != FSMOE_OK)
         goto out;
     if ((st = fsmoe_cluster_load(rs->cluster_path, &cl, err)) != FSMOE_OK) {
-        if (!cluster_path)
+        if (!cluster_path) {
             locate_named_by(plan_path, "provenance.cluster", err);
+            char msg[FSMOE_ERROR_MAX];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            fsmoe_fail(err, err->status, "%.900s (fsmoe-run predicts and schedules the run from "
+                       "that profile; --cluster FILE names another)", msg);
+        }
         goto out;
     }
     if (model.experts_is_ep)
