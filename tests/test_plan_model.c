@@ -87,15 +87,23 @@ static void load(const combo *cb, fsmoe_model *m, fsmoe_cluster *c, fsmoe_parall
         fail_msg("%s on %s: no valid layout", cb->model, cb->cluster);
 }
 
-/* load(), then the plan of the combo by `method` into p. */
-static void load_and_plan(const combo *cb, plan_method method, fsmoe_model *m, fsmoe_cluster *c,
-                          fsmoe_parallel *par, char *cpath, size_t cpath_len, fsmoe_plan *p)
+/* A shipped pair loaded and planned. */
+typedef struct {
+    fsmoe_model m;
+    fsmoe_cluster c;
+    fsmoe_parallel par;
+    char cpath[1024];
+    fsmoe_plan p;
+} planned_pair;
+
+/* load(), then the plan of the combo by `method` into x->p. */
+static void load_and_plan(const combo *cb, plan_method method, planned_pair *x)
 {
-    load(cb, m, c, par, cpath, cpath_len);
-    memset(p, 0, sizeof *p);
+    load(cb, &x->m, &x->c, &x->par, x->cpath, sizeof x->cpath);
+    memset(&x->p, 0, sizeof x->p);
     plan_options o = {.method = method};
     fsmoe_error err = {0};
-    if (plan_model(m, c, cpath, par, &o, p, &err) != FSMOE_OK)
+    if (plan_model(&x->m, &x->c, x->cpath, &x->par, &o, &x->p, &err) != FSMOE_OK)
         fail_msg("%s@%s: %s", cb->model, cb->cluster, err.msg);
 }
 
@@ -397,13 +405,14 @@ static void test_fsmoe_schedule_is_fsmoe_method(void **state)
     (void)state;
     int replanned = 0;
     for (size_t i = 0; i < sizeof combos / sizeof combos[0]; i++) {
-        fsmoe_model m;
-        fsmoe_cluster c;
-        fsmoe_parallel par;
-        char cpath[1024];
+        planned_pair x;
+        load_and_plan(&combos[i], PLAN_METHOD_AUTO, &x);
+        fsmoe_model m = x.m;
+        fsmoe_cluster c = x.c;
+        fsmoe_parallel par = x.par;
+        const char *cpath = x.cpath;
         fsmoe_error err = {0};
-        fsmoe_plan p, q;
-        load_and_plan(&combos[i], PLAN_METHOD_AUTO, &m, &c, &par, cpath, sizeof cpath, &p);
+        fsmoe_plan p = x.p, q;
         memset(&q, 0, sizeof q);
         plan_options f = {.method = PLAN_METHOD_FSMOE};
         if (plan_model(&m, &c, cpath, &par, &f, &q, &err) != FSMOE_OK)
@@ -444,13 +453,13 @@ static void test_grad_tasks_anchored(void **state)
 {
     (void)state;
     for (size_t i = 0; i < sizeof combos / sizeof combos[0]; i++) {
-        fsmoe_model m;
-        fsmoe_cluster c;
-        fsmoe_parallel par;
-        char cpath[1024];
+        planned_pair x;
+        load_and_plan(&combos[i], PLAN_METHOD_AUTO, &x);
+        fsmoe_model m = x.m;
+        fsmoe_cluster c = x.c;
+        const char *cpath = x.cpath;
         fsmoe_error err = {0};
-        fsmoe_plan p;
-        load_and_plan(&combos[i], PLAN_METHOD_AUTO, &m, &c, &par, cpath, sizeof cpath, &p);
+        fsmoe_plan p = x.p;
         sim_model sm;
         sim s;
         sim_init(&s);
@@ -464,18 +473,18 @@ static void test_grad_tasks_anchored(void **state)
                                            sm.fsmoe_own ? sm.fsmoe_own : &sm;
             double sum = 0.0;
             for (int t = 0; t < s.n_tasks; t++) {
-                const sim_task *x = &s.tasks[t];
-                if (x->kind != FSMOE_TASK_GRAD_AR)
+                const sim_task *tk = &s.tasks[t];
+                if (tk->kind != FSMOE_TASK_GRAD_AR)
                     continue;
-                sum += x->bytes;
-                if (x->anchor <= FSMOE_AT_NONE || x->anchor >= FSMOE_AT_COUNT)
+                sum += tk->bytes;
+                if (tk->anchor <= FSMOE_AT_NONE || tk->anchor >= FSMOE_AT_COUNT)
                     fail_msg("%s@%s %s: task %d has no anchor", combos[i].model,
                              combos[i].cluster, sim_schedule_name((sim_schedule)k), t);
-                assert_int_equal(x->anchor == FSMOE_AT_TAIL, x->phase == SIM_PHASE_TAIL);
-                if (x->anchor == FSMOE_AT_DISPATCHED || x->anchor == FSMOE_AT_MOE_READY)
-                    assert_true(x->layer >= 0);
-                if (x->anchor == FSMOE_AT_EARLY_READY)
-                    assert_int_equal(x->layer, -1);
+                assert_int_equal(tk->anchor == FSMOE_AT_TAIL, tk->phase == SIM_PHASE_TAIL);
+                if (tk->anchor == FSMOE_AT_DISPATCHED || tk->anchor == FSMOE_AT_MOE_READY)
+                    assert_true(tk->layer >= 0);
+                if (tk->anchor == FSMOE_AT_EARLY_READY)
+                    assert_int_equal(tk->layer, -1);
             }
             double want = sim_model_grad_bytes(own);
             if (!(fabs(sum - want) <= 1e-9 * want))
