@@ -123,7 +123,7 @@ int parm_pausemp_problems(const workload_shape *s, const fsmoe_parallel *par,
     fwd->exp_alpha = wl->fwd.exp_alpha, fwd->exp_beta = wl->fwd.exp_beta;
     fwd->n_exp = wl->fwd.n_exp / par->mp; /* the duplicates are gone (see the header) */
     fwd->t_gar = 0.0;
-    fwd->r_max = workload_r_max(wl->tokens_per_expert, fwd->u);
+    fwd->r_max = workload_r_max(wl->tokens_per_expert, fwd->u, workload_min_chunk(&w->a2a_ep_esp));
     *bwd = *fwd;
     bwd->exp_alpha = wl->bwd.exp_alpha, bwd->exp_beta = wl->bwd.exp_beta;
     bwd->n_exp = wl->bwd.n_exp / par->mp;

@@ -123,14 +123,22 @@ fsmoe_status workload_lines_init(const fsmoe_cluster *c, const char *cluster_pat
     return FSMOE_OK;
 }
 
-int workload_r_max(double tokens_per_expert, double n_a2a)
+double workload_min_chunk(const fsmoe_line *l)
+{
+    double m = WORKLOAD_MIN_CHUNK_BYTES;
+    if (l && l->entry && l->entry->n_points > 0 && l->entry->points[0].n > m)
+        m = l->entry->points[0].n;
+    return m;
+}
+
+int workload_r_max(double tokens_per_expert, double n_a2a, double min_chunk_bytes)
 {
     double r = PIPELINE_R_CAP;
     double by_tokens = floor(tokens_per_expert);       /* ≥ 1 token per expert per chunk */
     if (by_tokens < r)
         r = by_tokens;
     if (n_a2a > 0.0) {                                 /* no AllToAll: no message bound */
-        double by_bytes = floor(n_a2a / WORKLOAD_MIN_CHUNK_BYTES);
+        double by_bytes = floor(n_a2a / min_chunk_bytes);
         if (by_bytes < r)
             r = by_bytes;
     }
@@ -167,7 +175,8 @@ void workload_layer_init(const workload_shape *s, const fsmoe_parallel *par,
     out->n_ag = out->n_rs = par->esp > 1 ? esp * routed * M * b : 0.0;
     out->n_exp = routed * M * H * n_gemm; /* esp·routed tokens on an H/esp shard */
     out->tokens_per_expert = E > 0.0 ? routed / E : 0.0;
-    out->r_max = workload_r_max(out->tokens_per_expert, out->n_a2a);
+    out->r_max = workload_r_max(out->tokens_per_expert, out->n_a2a,
+                                workload_min_chunk(&w->a2a_ep));
 
     phase_problem(&out->fwd, w, out->n_a2a, out->n_ag, out->n_rs, out->n_exp, n_gemm,
                   out->r_max);

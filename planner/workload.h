@@ -69,9 +69,15 @@ void workload_layer_init(const workload_shape *s, const fsmoe_parallel *par,
                          const workload_lines *w, workload_layer *out);
 
 /* The pipeline-degree upper bound: each chunk keeps ≥ 1 token per expert and ≥ min_chunk_bytes
- * of AllToAll payload, and never more than PIPELINE_R_CAP chunks. */
+ * of AllToAll payload (workload_min_chunk), and never more than PIPELINE_R_CAP chunks. */
 #define WORKLOAD_MIN_CHUNK_BYTES 65536.0
 #define PIPELINE_R_CAP 64
-int workload_r_max(double tokens_per_expert, double n_a2a);
+int workload_r_max(double tokens_per_expert, double n_a2a, double min_chunk_bytes);
+/* The smallest AllToAll chunk a plan may use on line l: WORKLOAD_MIN_CHUNK_BYTES, or the
+ * smallest message the profile measured for l when that is larger. A fitted line is not trusted
+ * below the sizes it was fitted on: a fit over 1–24 MB can put α at 0 (the emulated cluster's
+ * world-tier AllToAll did), which prices small chunks as free — the planner then cut a layer
+ * into 38 chunks that measured 1.6× slower than 2 (README, schedules benchmark). */
+double workload_min_chunk(const fsmoe_line *l);
 
 #endif

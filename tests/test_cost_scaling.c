@@ -307,6 +307,29 @@ static void test_testbed_a_nodes(void **state)
     fsmoe_cluster_free(&c);
 }
 
+/* The pipeline degree never cuts an AllToAll below the smallest message the profile measured
+ * for its line (workload.h workload_min_chunk), nor below 64 KB; a line without points keeps
+ * the 64 KB bound. Independent side: the counts by hand. */
+static void test_min_chunk_from_points(void **state)
+{
+    (void)state;
+    fsmoe_point pts[2] = {{1048576.0, 1e-3}, {2097152.0, 2e-3}};
+    fsmoe_cost_entry e;
+    memset(&e, 0, sizeof e);
+    e.n_points = 2, e.points = pts;
+    fsmoe_line measured = {0.0, 1e-9, &e}, fitted_only = {0.0, 1e-9, NULL};
+    assert_true(workload_min_chunk(&measured) == 1048576.0);
+    assert_true(workload_min_chunk(&fitted_only) == WORKLOAD_MIN_CHUNK_BYTES);
+    e.n_points = 0; /* an entry without its points */
+    assert_true(workload_min_chunk(&measured) == WORKLOAD_MIN_CHUNK_BYTES);
+    /* 2.5 MB of AllToAll and 600 tokens per expert: 2 chunks of ≥ 1 MB, 38 of ≥ 64 KB */
+    assert_int_equal(workload_r_max(600.0, 2.5 * 1048576.0, 1048576.0), 2);
+    assert_int_equal(workload_r_max(600.0, 2.5 * 1048576.0, WORKLOAD_MIN_CHUNK_BYTES), 40);
+    /* below one chunk: 1; no AllToAll: the token bound only */
+    assert_int_equal(workload_r_max(600.0, 0.5 * 1048576.0, 1048576.0), 1);
+    assert_int_equal(workload_r_max(20.0, 0.0, 1048576.0), 20);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -314,6 +337,7 @@ int main(void)
         cmocka_unit_test(test_exact_match),    cmocka_unit_test(test_two_sizes),
         cmocka_unit_test(test_profile_two_sizes), cmocka_unit_test(test_add),
         cmocka_unit_test(test_testbed_a_nodes),
+        cmocka_unit_test(test_min_chunk_from_points),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
