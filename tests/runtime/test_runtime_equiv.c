@@ -96,9 +96,11 @@ int main(int argc, char **argv)
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_size(MPI_COMM_WORLD, &P);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    if (argc != 8 && !(argc == 9 && strcmp(argv[8], "serial") == 0)) {
-        fprintf(stderr,
-                "usage: test_runtime_equiv EP R_FWD R_BWD CAPACITY STEPS EXPERT GATE [serial]\n");
+    const char *mode = argc == 9 ? argv[8] : "";
+    if (argc != 8 && !(argc == 9 && (strcmp(mode, "serial") == 0 ||
+                                     strcmp(mode, "partitioned") == 0))) {
+        fprintf(stderr, "usage: test_runtime_equiv EP R_FWD R_BWD CAPACITY STEPS EXPERT GATE "
+                        "[serial|partitioned]\n");
         MPI_Finalize();
         return 2;
     }
@@ -118,7 +120,8 @@ int main(int argc, char **argv)
     fsmoe_error err = {0};
     die_st(config_validate(&c, &err), &err);
     rt_config c1 = c; /* the one-rank reference always overlaps */
-    c.serial = argc == 9; /* the P-rank run: one in-order stream (fsmoe-run --no-overlap) */
+    c.serial = strcmp(mode, "serial") == 0; /* the P-rank run: one in-order stream
+                                              * (fsmoe-run --no-overlap) */
     rt_data data;
     die_st(data_load(&data, path, c.V, c.L, &err), &err);
     rt_backend *be = NULL, *be1 = NULL;
@@ -136,6 +139,24 @@ int main(int argc, char **argv)
     for (long b = 0; b < c.layers; b++) {
         tr.model.blocks[b].moe.r_fwd = one.model.blocks[b].moe.r_fwd = r_fwd;
         tr.model.blocks[b].moe.r_bwd = one.model.blocks[b].moe.r_bwd = r_bwd;
+    }
+    /* partitioned: the P-rank run all-reduces its gradients in tasks at every anchor of the
+     * backward (grad_sync.h), on both streams, of sizes that cut tensors in the middle and ask
+     * for more than is ready; the tail takes the rest */
+    rt_gar_task parts[4 * 2 + 4];
+    int n_parts = 0;
+    if (strcmp(mode, "partitioned") == 0) {
+        for (int i = 0; i < 2; i++) {
+            parts[n_parts++] = (rt_gar_task){FSMOE_AT_WINDOW, i, 37, RT_GS_OWN};
+            parts[n_parts++] = (rt_gar_task){FSMOE_AT_DENSE_READY, i, 1001, RT_GS_COMM};
+            parts[n_parts++] = (rt_gar_task){FSMOE_AT_DISPATCHED, i, 5003, RT_GS_COMM};
+            parts[n_parts++] = (rt_gar_task){FSMOE_AT_MOE_READY, i, 3001, RT_GS_OWN};
+        }
+        parts[n_parts++] = (rt_gar_task){FSMOE_AT_WINDOW, -1, 101, RT_GS_OWN};
+        parts[n_parts++] = (rt_gar_task){FSMOE_AT_EARLY_READY, -1, 777, RT_GS_OWN};
+        parts[n_parts++] = (rt_gar_task){FSMOE_AT_DENSE_READY, -1, 2003, RT_GS_COMM};
+        parts[n_parts++] = (rt_gar_task){FSMOE_AT_TAIL, -1, -1, RT_GS_COMM};
+        model_set_grad_tasks(&tr.model, parts, n_parts);
     }
     long n1 = one.model.params.total;
     real *ref = malloc((size_t)n1 * sizeof(real));
@@ -182,9 +203,9 @@ int main(int argc, char **argv)
     int bad = failures;
     MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank_ == 0)
-        printf("%s P=%d ep=%d r=%d/%d%s capacity=%s %s %s steps=%ld: max loss rel diff %.3g, grad "
+        printf("%s P=%d ep=%d r=%d/%d%s%s capacity=%s %s %s steps=%ld: max loss rel diff %.3g, grad "
                "diff %.3g, weight diff %.3g: %s\n",
-               REAL_IS_DOUBLE ? "fp64" : "fp32", P, ep, r_fwd, r_bwd, c.serial ? " serial" : "",
+               REAL_IS_DOUBLE ? "fp64" : "fp32", P, ep, r_fwd, r_bwd, mode[0] ? " " : "", mode,
                f > 0 ? argv[4] : "none",
                argv[6], argv[7], steps, worst[0], worst[1], worst[2], bad ? "FAIL" : "ok");
     free(ref), free(tok), free(tgt);

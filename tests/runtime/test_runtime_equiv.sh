@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Implements: the mpi-suite equivalence runs (test_runtime_equiv.c): dp2, dp4, dp2·ep2, ep4,
 # dropless and with capacity, several pipeline degrees, both expert kinds and three gates in
-# the fp64 build, once with one in-order stream (--no-overlap); 50 steps of dp2, dp4, dp2·ep2 and ep4 in the fp32 build.
+# the fp64 build, once with one in-order stream (--no-overlap) and three times with the gradient
+# AllReduce cut into tasks at every anchor of the backward on two streams (partitioned: the
+# scheduled Gradient-AllReduce of grad_sync.h); 50 steps of dp2, dp4, dp2·ep2 and ep4 in the
+# fp32 build, once partitioned.
 # usage: test_runtime_equiv.sh EQUIV64 EQUIV32
 set -u
 e64=$1 e32=$2
@@ -26,9 +29,13 @@ run 4 "$e64" 2 3 2 0   3 swiglu gshard
 run 4 "$e64" 4 1 4 0   3 gpt xmoe
 run 4 "$e64" 4 2 2 1.0 3 gpt gshard
 run 4 "$e64" 2 3 2 0   3 swiglu gshard serial
+run 2 "$e64" 2 2 3 0   3 gpt gshard partitioned
+run 4 "$e64" 2 2 3 0   3 gpt gshard partitioned
+run 4 "$e64" 4 1 2 1.2 3 swiglu gshard partitioned
 run 2 "$e32" 1 1 1 0  50 gpt gshard
 run 4 "$e32" 1 2 2 0  50 gpt gshard
 run 4 "$e32" 2 2 1 0  50 swiglu gshard
 run 4 "$e32" 4 1 1 0  50 gpt gshard
+run 4 "$e32" 2 2 2 0  50 gpt gshard partitioned
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
