@@ -42,24 +42,23 @@ void gsync_assign(rt_grad_sync *gs, int i, fsmoe_anchor at, int layer)
         gs->at[i] = at, gs->layer[i] = layer;
 }
 
-void gsync_set_tasks(rt_grad_sync *gs, const rt_gar_task *t, int n)
+fsmoe_status gsync_set_tasks(rt_grad_sync *gs, const rt_gar_task *t, int n, fsmoe_error *err)
 {
     long *d = calloc((size_t)(n > 0 ? n : 1), sizeof(long));
-    if (!d) {
-        gs->failed = 1;
-        return;
-    }
+    if (!d)
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "gradient AllReduce: out of memory for %d tasks",
+                          n);
     free(gs->done_elems);
     gs->done_elems = d;
     gs->tasks = n > 0 ? t : NULL;
     gs->n_tasks = n > 0 ? n : 0;
+    return FSMOE_OK;
 }
 
 void gsync_begin(rt_grad_sync *gs)
 {
     gs->q_head = gs->q_n = 0;
     gs->n_ev = 0;
-    gs->short_elems = 0;
     memset(gs->done_elems, 0, (size_t)(gs->n_tasks > 0 ? gs->n_tasks : 1) * sizeof(long));
 }
 
@@ -144,8 +143,6 @@ static void run_task(rt_grad_sync *gs, int ti, fsmoe_anchor at, int layer, long 
     rt_trace_bytes(gs->trace, h, (double)done * (double)sizeof(real));
     rt_trace_end(gs->trace, s, h);
     gs->done_elems[ti] += done;
-    if (want > done)
-        gs->short_elems += want - done;
 }
 
 void gsync_at(rt_grad_sync *gs, fsmoe_anchor at, int layer)

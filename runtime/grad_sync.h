@@ -15,7 +15,7 @@
  * rank has nothing to all-reduce: its tensors never enter the FIFO). The TAIL takes
  * whatever is left. Every element is therefore all-reduced exactly once, after it is final,
  * whatever the plan's byte counts: when a task asks for more than is ready it takes what is
- * ready (the shortfall is counted), and the tail completes the step.
+ * ready (--report shows the difference), and the tail completes the step.
  *
  * Streams: the default stream (the one-rank-at-the-end behaviour), the MoE communication stream
  * (the ESP pipeline's inter-node stream: FSMoE puts the gradient window there, after the
@@ -64,7 +64,6 @@ typedef struct rt_grad_sync {
     int n_ev;
     /* this step's results, per task (n_tasks, or 1 without a plan) */
     long *done_elems;
-    long short_elems;           /* asked for but not ready (moved to later tasks) */
     int failed;
 } rt_grad_sync;
 
@@ -75,7 +74,7 @@ void gsync_free(rt_grad_sync *gs);
 /* Tensor i's gradient is final at anchor `at` of `layer`. */
 void gsync_assign(rt_grad_sync *gs, int i, fsmoe_anchor at, int layer);
 /* The tasks to run (kept by reference; NULL: everything at the tail on the default stream). */
-void gsync_set_tasks(rt_grad_sync *gs, const rt_gar_task *t, int n);
+fsmoe_status gsync_set_tasks(rt_grad_sync *gs, const rt_gar_task *t, int n, fsmoe_error *err);
 void gsync_begin(rt_grad_sync *gs);
 /* The backward reached anchor `at` of `layer`: the gradients final there become ready and
  * the tasks anchored there are issued. */

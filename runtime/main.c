@@ -123,58 +123,38 @@ static int die(const fsmoe_error *err)
     return fsmoe_exit_code(err->status);
 }
 
-/* What the run keeps of its plan: the per-layer r it applied and the plan's prediction. */
+/* What the run keeps of its plan: the per-layer r it applied and the graph's prediction. */
 typedef struct {
     double iteration_s; /* the plan's predicted iteration time on its cluster profile */
     char cluster[64];
     char rs[256]; /* "fwd r 1,1,1,1 / bwd r 1,1,1,1" */
 } plan_info;
 
-/* "fwd r 1,2 / bwd r 2,2" into info->rs; returns its length (≥ sizeof rs when cut). */
-static size_t format_rs(plan_info *info, int n, const int *rf, const int *rb)
-{
-    size_t o = 0;
-    for (int dir = 0; dir < 2; dir++) {
-        o += (size_t)snprintf(info->rs + o, sizeof info->rs - o, "%s", dir ? " / bwd r " : "fwd r ");
-        for (int i = 0; i < n && o < sizeof info->rs; i++)
-            o += (size_t)snprintf(info->rs + o, sizeof info->rs - o, "%s%d", i ? "," : "",
-                                  dir ? rb[i] : rf[i]);
-        if (o >= sizeof info->rs)
-            break;
-    }
-    return o;
-}
-
-/* Sets r per MoE layer from the checked plan and keeps what the step lines report. */
-static void plan_apply(const plan_check_result *r, rt_model *md, plan_info *info)
-{
-    memset(info, 0, sizeof *info);
-    for (int i = 0; i < r->n_moe; i++) {
-        md->blocks[r->block[i]].moe.r_fwd = r->r_fwd[i];
-        md->blocks[r->block[i]].moe.r_bwd = r->r_bwd[i];
-    }
-    info->iteration_s = r->iteration_s;
-    snprintf(info->cluster, sizeof info->cluster, "%s", r->cluster);
-    format_rs(info, r->n_moe, r->r_fwd, r->r_bwd);
-}
-
-/* The schedule graph's degrees and Gradient-AllReduce tasks onto the model; its prediction
- * replaces the plan's (they are the same for the schedule `plan`). */
-static void schedule_apply(const rt_schedule *rs, const plan_check_result *r, rt_model *md,
-                           plan_info *info)
+/* The schedule graph's degrees and Gradient-AllReduce tasks onto the model (r->block maps MoE
+ * layer i to its block), and what the step lines report: the degrees and the graph's predicted
+ * iteration on the profile that made it. */
+static fsmoe_status schedule_apply(const rt_schedule *rs, const plan_check_result *r,
+                                   rt_model *md, plan_info *info, fsmoe_error *err)
 {
     for (int i = 0; i < r->n_moe && i < rs->n_layers; i++) {
         md->blocks[r->block[i]].moe.r_fwd = rs->r_fwd[i];
         md->blocks[r->block[i]].moe.r_bwd = rs->r_bwd[i];
     }
-    model_set_grad_tasks(md, rs->gar, rs->n_gar);
+    fsmoe_status st = model_set_grad_tasks(md, rs->gar, rs->n_gar, err);
+    if (st != FSMOE_OK)
+        return st;
     info->iteration_s = rs->iteration_s;
-    const char *base = strrchr(rs->cluster_path, '/'); /* the profile that predicts (--cluster) */
-    base = base ? base + 1 : rs->cluster_path;
-    snprintf(info->cluster, sizeof info->cluster, "%.*s", (int)strcspn(base, "."), base);
-    size_t o = format_rs(info, rs->n_layers, rs->r_fwd, rs->r_bwd);
+    snprintf(info->cluster, sizeof info->cluster, "%s", rs->cluster_name); /* --cluster's */
+    size_t o = 0; /* "fwd r 1,2 / bwd r 2,2; 3 Gradient-AllReduce tasks" */
+    for (int dir = 0; dir < 2 && o < sizeof info->rs; dir++) {
+        o += (size_t)snprintf(info->rs + o, sizeof info->rs - o, "%s", dir ? " / bwd r " : "fwd r ");
+        for (int i = 0; i < rs->n_layers && o < sizeof info->rs; i++)
+            o += (size_t)snprintf(info->rs + o, sizeof info->rs - o, "%s%d", i ? "," : "",
+                                  dir ? rs->r_bwd[i] : rs->r_fwd[i]);
+    }
     if (o < sizeof info->rs)
         snprintf(info->rs + o, sizeof info->rs - o, "; %d Gradient-AllReduce tasks", rs->n_gar);
+    return FSMOE_OK;
 }
 
 /* Every rank writes its shard; once all succeeded (the gather of the shard descriptions is the
@@ -435,9 +415,9 @@ int main(int argc, char **argv)
         goto fail;
     rt_trace_init(&trace, be);
     plan_info pinfo;
-    plan_apply(&pcheck, &tr.model, &pinfo);
-    if (plan_path)
-        schedule_apply(&sched, &pcheck, &tr.model, &pinfo);
+    memset(&pinfo, 0, sizeof pinfo);
+    if (plan_path && (st = schedule_apply(&sched, &pcheck, &tr.model, &pinfo, &err)) != FSMOE_OK)
+        goto fail;
     int tracing = trace_path[0] || opt.report;
     step_times = opt.report ? calloc((size_t)(last - tr.step + 1), sizeof(double)) : NULL;
     if (opt.report && !step_times) {

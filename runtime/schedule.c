@@ -75,7 +75,6 @@ static fsmoe_status read_graph(rt_schedule *rs, const sim_model *m, fsmoe_error 
         g->stream = t->stream < 0                                      ? RT_GS_DEFAULT
                     : strcmp(s->streams[t->stream].name, "allreduce") == 0 ? RT_GS_OWN
                                                                           : RT_GS_COMM;
-        rs->grad_bytes += t->bytes;
     }
     switch (rs->kind) {
     case SIM_SCHED_DEEPSPEED: rs->order = RT_ORDER_GSHARD; break;
@@ -134,16 +133,12 @@ fsmoe_status rt_schedule_make(rt_schedule *rs, const char *plan_path, const char
         }
         goto out;
     }
+    snprintf(rs->cluster_name, sizeof rs->cluster_name, "%s", cl.name);
     if (model.experts_is_ep)
         model.E = plan.parallel.ep;
     if ((st = sim_model_from_plan(&plan, &model, &cl, rs->cluster_path, &m, err)) != FSMOE_OK)
         goto out;
     rs->elem_bytes = m.shape.bytes_per_element > 0 ? m.shape.bytes_per_element : 4;
-    if ((st = sim_tutel_degree(&rs->graph, &m, &m.tutel_r, err)) != FSMOE_OK)
-        goto out;
-    if (rs->kind == SIM_SCHED_TUTEL || rs->kind == SIM_SCHED_TUTEL_IMPROVED ||
-        rs->kind == SIM_SCHED_PIPEMOE_LINA)
-        rs->tutel_r = m.tutel_r;
     if ((st = sim_schedule_time(&rs->graph, &m, (sim_schedule)rs->kind, NULL, &rs->iteration_s,
                                 err)) != FSMOE_OK)
         goto out;

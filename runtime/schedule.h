@@ -29,12 +29,11 @@ typedef struct {
     int order;         /* -1: the model's; else rt_order_kind */
     rt_gar_task *gar;  /* in the graph's order */
     int n_gar;
-    double grad_bytes; /* Σ of the graph's Gradient-AllReduce bytes */
     int elem_bytes;    /* the plan's bytes per element */
-    int tutel_r;       /* Tutel's degree (tutel, tutel-improved, pipemoe-lina), else 0 */
     sim graph;         /* the simulated iteration: per task start/end */
     double iteration_s;
     char cluster_path[1200];
+    char cluster_name[64]; /* the profile's own name */
 } rt_schedule;
 
 /* Builds schedule `name` ("plan", "deepspeed", "tutel", ...: sim_schedules.h) for the plan at

@@ -246,9 +246,9 @@ void model_freeze_routing(rt_model *md, int freeze)
         md->blocks[b].moe.freeze = freeze;
 }
 
-void model_set_grad_tasks(rt_model *md, const rt_gar_task *t, int n)
+fsmoe_status model_set_grad_tasks(rt_model *md, const rt_gar_task *t, int n, fsmoe_error *err)
 {
-    gsync_set_tasks(&md->gsync, t, n);
+    return gsync_set_tasks(&md->gsync, t, n, err);
 }
 
 void model_set_trace(rt_model *md, struct rt_trace *tr)

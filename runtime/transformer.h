@@ -76,7 +76,7 @@ void model_freeze_routing(rt_model *md, int freeze);
 void model_set_hook(rt_model *md, rt_hook_fn fn, void *user);
 /* The Gradient-AllReduce tasks of the schedule (grad_sync.h; kept by reference; NULL, 0: all
  * after the backward on the default stream). */
-void model_set_grad_tasks(rt_model *md, const rt_gar_task *t, int n);
+fsmoe_status model_set_grad_tasks(rt_model *md, const rt_gar_task *t, int n, fsmoe_error *err);
 /* Times every task of the following steps into tr (trace.h; NULL stops). */
 void model_set_trace(rt_model *md, struct rt_trace *tr);
 

@@ -407,27 +407,23 @@ static void test_fsmoe_schedule_is_fsmoe_method(void **state)
     for (size_t i = 0; i < sizeof combos / sizeof combos[0]; i++) {
         planned_pair x;
         load_and_plan(&combos[i], PLAN_METHOD_AUTO, &x);
-        fsmoe_model m = x.m;
-        fsmoe_cluster c = x.c;
-        fsmoe_parallel par = x.par;
-        const char *cpath = x.cpath;
         fsmoe_error err = {0};
-        fsmoe_plan p = x.p, q;
+        fsmoe_plan q;
         memset(&q, 0, sizeof q);
         plan_options f = {.method = PLAN_METHOD_FSMOE};
-        if (plan_model(&m, &c, cpath, &par, &f, &q, &err) != FSMOE_OK)
+        if (plan_model(&x.m, &x.c, x.cpath, &x.par, &f, &q, &err) != FSMOE_OK)
             fail_msg("%s@%s: %s", combos[i].model, combos[i].cluster, err.msg);
         int other = 0;
         for (int j = 0; j < q.n_layers; j++)
             assert_int_equal(q.layers[j].schedule, FSMOE_SCHED_ESP_PIPELINE);
-        for (int j = 0; j < p.n_layers; j++)
-            other += p.layers[j].schedule != FSMOE_SCHED_ESP_PIPELINE;
+        for (int j = 0; j < x.p.n_layers; j++)
+            other += x.p.layers[j].schedule != FSMOE_SCHED_ESP_PIPELINE;
         replanned += other > 0;
         sim_model sp, sq;
         sim s;
         sim_init(&s);
-        assert_int_equal(sim_model_from_plan(&p, &m, &c, cpath, &sp, &err), FSMOE_OK);
-        assert_int_equal(sim_model_from_plan(&q, &m, &c, cpath, &sq, &err), FSMOE_OK);
+        assert_int_equal(sim_model_from_plan(&x.p, &x.m, &x.c, x.cpath, &sp, &err), FSMOE_OK);
+        assert_int_equal(sim_model_from_plan(&q, &x.m, &x.c, x.cpath, &sq, &err), FSMOE_OK);
         assert_null(sq.fsmoe_own);
         double t_fsmoe, t_q;
         assert_int_equal(sim_schedule_time(&s, &sp, SIM_SCHED_FSMOE, NULL, &t_fsmoe, &err),
@@ -439,9 +435,9 @@ static void test_fsmoe_schedule_is_fsmoe_method(void **state)
         sim_model_free(&sp);
         sim_model_free(&sq);
         sim_free(&s);
-        fsmoe_plan_free(&p);
+        fsmoe_plan_free(&x.p);
         fsmoe_plan_free(&q);
-        fsmoe_cluster_free(&c);
+        fsmoe_cluster_free(&x.c);
     }
     assert_true(replanned > 0); /* some shipped plan runs S1/S2/MoNTA somewhere */
 }
@@ -455,15 +451,11 @@ static void test_grad_tasks_anchored(void **state)
     for (size_t i = 0; i < sizeof combos / sizeof combos[0]; i++) {
         planned_pair x;
         load_and_plan(&combos[i], PLAN_METHOD_AUTO, &x);
-        fsmoe_model m = x.m;
-        fsmoe_cluster c = x.c;
-        const char *cpath = x.cpath;
         fsmoe_error err = {0};
-        fsmoe_plan p = x.p;
         sim_model sm;
         sim s;
         sim_init(&s);
-        if (sim_model_from_plan(&p, &m, &c, cpath, &sm, &err) != FSMOE_OK)
+        if (sim_model_from_plan(&x.p, &x.m, &x.c, x.cpath, &sm, &err) != FSMOE_OK)
             fail_msg("%s@%s: %s", combos[i].model, combos[i].cluster, err.msg);
         for (int k = 0; k < SIM_SCHED_COUNT; k++) {
             double it;
@@ -494,8 +486,8 @@ static void test_grad_tasks_anchored(void **state)
         }
         sim_model_free(&sm);
         sim_free(&s);
-        fsmoe_plan_free(&p);
-        fsmoe_cluster_free(&c);
+        fsmoe_plan_free(&x.p);
+        fsmoe_cluster_free(&x.c);
     }
 }
 

@@ -156,7 +156,7 @@ int main(int argc, char **argv)
         parts[n_parts++] = (rt_gar_task){FSMOE_AT_EARLY_READY, -1, 777, RT_GS_OWN};
         parts[n_parts++] = (rt_gar_task){FSMOE_AT_DENSE_READY, -1, 2003, RT_GS_COMM};
         parts[n_parts++] = (rt_gar_task){FSMOE_AT_TAIL, -1, -1, RT_GS_COMM};
-        model_set_grad_tasks(&tr.model, parts, n_parts);
+        die_st(model_set_grad_tasks(&tr.model, parts, n_parts, &err), &err);
     }
     long n1 = one.model.params.total;
     real *ref = malloc((size_t)n1 * sizeof(real));
