@@ -654,6 +654,18 @@ static void test_diff(void **state)
 
 /* A plan whose layer runs MoNTA's layer: written as schedule monta with schedule_s.monta, read
  * back field for field, the second write byte-identical; explain and diff name it. */
+/* What `fsmoe-plan explain` prints for p (malloc'd). */
+static char *explained(const fsmoe_plan *p)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    assert_non_null(mem);
+    explain_plan(p, "x.yaml", mem);
+    fclose(mem);
+    return text;
+}
+
 static void test_monta_layer(void **state)
 {
     (void)state;
@@ -689,12 +701,9 @@ static void test_monta_layer(void **state)
     free(ta);
     free(tb);
 
-    char *text = NULL;
+    char *text = explained(&q);
     size_t len = 0;
-    FILE *mem = open_memstream(&text, &len);
-    assert_non_null(mem);
-    explain_plan(&q, "x.yaml", mem);
-    fclose(mem);
+    FILE *mem;
     assert_non_null(strstr(text, "schedule monta: "));
     assert_non_null(strstr(text, "MoNTA's layer, every op after the previous one (not pipelined): "
                                  "dispatch and combine AllToAll by O3 in 6 chunks"));
@@ -725,12 +734,7 @@ static void test_explain(void **state)
         p.layers[i].index = idx;
         p.layers[i].block = blk;
     }
-    char *text = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&text, &len);
-    assert_non_null(mem);
-    explain_plan(&p, "x.yaml", mem);
-    fclose(mem);
+    char *text = explained(&p);
     assert_non_null(strstr(text, "layers 2–5: same as 1\n"));
     assert_non_null(strstr(text, "case 1, inter-node bound (AllToAll + Gradient-AllReduce)"));
     assert_non_null(strstr(text, "Q1 Q3 held -> case"));
