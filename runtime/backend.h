@@ -62,8 +62,11 @@ struct rt_backend {
                  real *C, long ldc, long sC, long batch);
 
     /* element-wise and row kernels (math in kernels.h) */
+    /* out[n,:] = wte[tok[n],:] + wpe[n % L,:]. For a vocabulary slice: tok[n] < 0 (a token of
+     * another member's slice) reads a zero row, wpe NULL adds no position embedding. */
     void (*embed_fwd)(rt_backend *be, rt_stream *s, real *out, const real *wte, const real *wpe,
                       const int *tok, long B, long L, long M);
+    /* dwte, dwpe accumulate; rows with tok < 0 add nothing, dwpe NULL skips the positions */
     void (*embed_bwd)(rt_backend *be, rt_stream *s, real *dwte, real *dwpe, const real *dout,
                       const int *tok, long B, long L, long M);
     void (*layernorm_fwd)(rt_backend *be, rt_stream *s, real *out, real *mean, real *rstd,
@@ -87,6 +90,16 @@ struct rt_backend {
     /* losses[n] = CE of row n; dlogits = (softmax - onehot)·scale when not NULL */
     void (*crossent)(rt_backend *be, rt_stream *s, real *losses, real *dlogits,
                      const real *logits, const int *targets, long N, long V, real scale);
+    /* The same over a vocabulary slice (kernels.h): logits (N, Vl) are the columns of global
+     * ids [v0, v0 + Vl), targets global ids. crossent_stats writes this member's (N, 3)
+     * statistics; crossent_finish takes every member's, stats (P, N, 3) member-major (an
+     * allgather of the 3N), and gives the losses and (dlogits not NULL) the local columns of
+     * (softmax - onehot)·scale. */
+    void (*crossent_stats)(rt_backend *be, rt_stream *s, real *stats, const real *logits,
+                           const int *targets, long N, long Vl, long v0);
+    void (*crossent_finish)(rt_backend *be, rt_stream *s, real *losses, real *dlogits,
+                            const real *logits, const int *targets, const real *stats, int P,
+                            long N, long Vl, long v0, real scale);
     void (*adamw)(rt_backend *be, rt_stream *s, real *p, const real *g, real *m, real *v, long n,
                   real lr, real b1, real b2, real eps, real wd, real bc1, real bc2);
     void (*add)(rt_backend *be, rt_stream *s, real *out, const real *a, const real *b, long n);
@@ -115,6 +128,14 @@ struct rt_backend {
     void (*alltoallv_rows)(rt_backend *be, rt_stream *s, const rt_group *g, real *dst,
                            const real *src, const int *send_rows, const int *recv_rows, long M,
                            const char *what);
+    /* AllGather: every member contributes n reals; dst (size·n) holds member p's at dst + p·n.
+     * src must not overlap dst. */
+    void (*allgather)(rt_backend *be, rt_stream *s, const rt_group *g, real *dst, const real *src,
+                      long n, const char *what);
+    /* ReduceScatter: src holds size·n reals; dst (n) receives the element-wise sum over the
+     * members of their block `rank` (src + rank·n). src must not overlap dst. */
+    void (*reducescatter_sum)(rt_backend *be, rt_stream *s, const rt_group *g, real *dst,
+                              const real *src, long n, const char *what);
 
     /* Timing marks (fsmoe-run --trace). mark queues a time stamp on s, taken when s reaches it
      * (the default stream: now), and returns its id, or -1 when RT_MARKS_MAX are pending.

@@ -12,7 +12,8 @@
  * communicators (runtime/dist.h): two streams never share a communicator, so their collectives
  * cannot be matched across each other. A communicator is made on its first collective (every
  * member reaches it in the same program order), bootstrapped over the group's MPI communicator
- * of that slot (comm/nccl_boot.h). AllToAllv is ncclSend/ncclRecv per member in one group call.
+ * of that slot (comm/nccl_boot.h). AllToAllv is ncclSend/ncclRecv per member in one group call;
+ * AllGather and ReduceScatter are NCCL's own.
  * Without NCCL in the build, groups of more than one rank fail with a message. */
 #define OMPI_SKIP_MPICXX 1
 extern "C" {
@@ -100,7 +101,7 @@ __global__ void g_embed_fwd(long n, real *out, const real *wte, const real *wpe,
 __global__ void g_embed_bwd_tok(long n, real *dwte, const real *dout, const int *tok, long M)
 {
     IDX;
-    if (i < n)
+    if (i < n && tok[i / M] >= 0) /* tok < 0: another member's vocabulary slice */
         atomicAdd(&dwte[(long)tok[i / M] * M + i % M], dout[i]);
 }
 __global__ void g_wpe_grad(long L, real *dwpe, const real *dout, long B, long M)
@@ -175,6 +176,22 @@ __global__ void g_crossent(long N, real *losses, real *dlogits, const real *logi
     IDX;
     if (i < N)
         losses[i] = k_crossent_row(i, dlogits, logits, targets, V, scale);
+}
+__global__ void g_crossent_stats(long N, real *stats, const real *logits, const int *targets,
+                                 long Vl, long v0)
+{
+    IDX;
+    if (i < N)
+        k_crossent_stats_row(i, stats, logits, targets, Vl, v0);
+}
+__global__ void g_crossent_finish(long N, real *losses, real *dlogits, const real *logits,
+                                  const int *targets, const real *stats, int P, long Vl, long v0,
+                                  real scale)
+{
+    IDX;
+    if (i < N)
+        losses[i] = k_crossent_finish_row(i, dlogits, logits, targets, stats, P, N, Vl, v0,
+                                          scale);
 }
 __global__ void g_adamw(long n, real *p, const real *g, real *m, real *v, real lr, real b1,
                         real b2, real eps, real wd, real bc1, real bc2)
@@ -324,7 +341,8 @@ static void c_embed_bwd(rt_backend *be, rt_stream *s, real *dwte, real *dwpe, co
                         const int *tok, long B, long L, long M)
 {
     LAUNCH(be, s, B * L * M, g_embed_bwd_tok, B * L * M, dwte, dout, tok, M);
-    LAUNCH(be, s, L, g_wpe_grad, L, dwpe, dout, B, M);
+    if (dwpe)
+        LAUNCH(be, s, L, g_wpe_grad, L, dwpe, dout, B, M);
 }
 static void c_layernorm_fwd(rt_backend *be, rt_stream *s, real *out, real *mean, real *rstd,
                             const real *x, const real *w, const real *b, long N, long M)
@@ -370,6 +388,18 @@ static void c_crossent(rt_backend *be, rt_stream *s, real *losses, real *dlogits
                        const real *logits, const int *targets, long N, long V, real scale)
 {
     LAUNCH(be, s, N, g_crossent, N, losses, dlogits, logits, targets, V, scale);
+}
+static void c_crossent_stats(rt_backend *be, rt_stream *s, real *stats, const real *logits,
+                             const int *targets, long N, long Vl, long v0)
+{
+    LAUNCH(be, s, N, g_crossent_stats, N, stats, logits, targets, Vl, v0);
+}
+static void c_crossent_finish(rt_backend *be, rt_stream *s, real *losses, real *dlogits,
+                              const real *logits, const int *targets, const real *stats, int P,
+                              long N, long Vl, long v0, real scale)
+{
+    LAUNCH(be, s, N, g_crossent_finish, N, losses, dlogits, logits, targets, stats, P, Vl, v0,
+           scale);
 }
 static void c_adamw(rt_backend *be, rt_stream *s, real *p, const real *g, real *m, real *v, long n,
                     real lr, real b1, real b2, real eps, real wd, real bc1, real bc2)
@@ -506,6 +536,45 @@ static void c_alltoallv_rows(rt_backend *be, rt_stream *s, const rt_group *g, re
 #endif
 }
 
+/* AllGather / ReduceScatter (sum): NCCL's counts are per member, like backend.h's n. */
+static void c_allgather(rt_backend *be, rt_stream *s, const rt_group *g, real *dst,
+                        const real *src, long n, const char *what)
+{
+    if (n <= 0)
+        return;
+    if (g->size == 1) {
+        CUDA_OK(be, cudaMemcpyAsync(dst, src, (size_t)n * sizeof(real), cudaMemcpyDeviceToDevice,
+                                    cs(s)));
+        return;
+    }
+#if defined(FSMOE_HAVE_NCCL)
+    ncclComm_t c = nccl_comm(be, g, s, what);
+    if (c)
+        NCCL_OK(be, ncclAllGather(src, dst, (size_t)n, ncclFloat, c, cs(s)), c);
+#else
+    nccl_comm(be, g, s, what);
+#endif
+}
+
+static void c_reducescatter_sum(rt_backend *be, rt_stream *s, const rt_group *g, real *dst,
+                                const real *src, long n, const char *what)
+{
+    if (n <= 0)
+        return;
+    if (g->size == 1) {
+        CUDA_OK(be, cudaMemcpyAsync(dst, src, (size_t)n * sizeof(real), cudaMemcpyDeviceToDevice,
+                                    cs(s)));
+        return;
+    }
+#if defined(FSMOE_HAVE_NCCL)
+    ncclComm_t c = nccl_comm(be, g, s, what);
+    if (c)
+        NCCL_OK(be, ncclReduceScatter(src, dst, (size_t)n, ncclFloat, ncclSum, c, cs(s)), c);
+#else
+    nccl_comm(be, g, s, what);
+#endif
+}
+
 static double host_now_s(void)
 {
     struct timespec ts;
@@ -634,6 +703,8 @@ extern "C" fsmoe_status rt_backend_cuda_create(int local_rank, rt_backend **out,
     be->attn_softmax_fwd = c_attn_softmax_fwd;
     be->attn_softmax_bwd = c_attn_softmax_bwd;
     be->crossent = c_crossent;
+    be->crossent_stats = c_crossent_stats;
+    be->crossent_finish = c_crossent_finish;
     be->adamw = c_adamw;
     be->add = c_add;
     be->axpy = c_axpy;
@@ -644,6 +715,8 @@ extern "C" fsmoe_status rt_backend_cuda_create(int local_rank, rt_backend **out,
     be->row_dot = c_row_dot;
     be->allreduce_sum = c_allreduce_sum;
     be->alltoallv_rows = c_alltoallv_rows;
+    be->allgather = c_allgather;
+    be->reducescatter_sum = c_reducescatter_sum;
     *out = be;
     return FSMOE_OK;
 }

@@ -327,10 +327,16 @@ static void h_embed_bwd(rt_backend *be, rt_stream *s, real *dwte, real *dwpe, co
                         const int *tok, long B, long L, long M)
 {
     h_drain(be, s);
-    /* token rows collide: sequential in token order (deterministic) */
-    for (long n = 0; n < B * L; n++)
+    /* token rows collide: sequential in token order (deterministic); tok < 0 lies in another
+     * member's vocabulary slice (kernels.h) */
+    for (long n = 0; n < B * L; n++) {
+        if (tok[n] < 0)
+            continue;
         for (long m = 0; m < M; m++)
             dwte[(long)tok[n] * M + m] += dout[n * M + m];
+    }
+    if (!dwpe)
+        return;
     PAR_IF(B * L * M) for (long l = 0; l < L; l++)
         k_wpe_grad_col(l, dwpe, dout, B, L, M);
 }
@@ -517,6 +523,24 @@ static void h_crossent(rt_backend *be, rt_stream *s, real *losses, real *dlogits
     h_drain(be, s);
     PAR_IF(N * V * 4) for (long n = 0; n < N; n++)
         losses[n] = k_crossent_row(n, dlogits, logits, targets, V, scale);
+}
+
+static void h_crossent_stats(rt_backend *be, rt_stream *s, real *stats, const real *logits,
+                             const int *targets, long N, long Vl, long v0)
+{
+    h_drain(be, s);
+    PAR_IF(N * Vl * 2) for (long n = 0; n < N; n++)
+        k_crossent_stats_row(n, stats, logits, targets, Vl, v0);
+}
+
+static void h_crossent_finish(rt_backend *be, rt_stream *s, real *losses, real *dlogits,
+                              const real *logits, const int *targets, const real *stats, int P,
+                              long N, long Vl, long v0, real scale)
+{
+    h_drain(be, s);
+    PAR_IF(N * Vl * 2) for (long n = 0; n < N; n++)
+        losses[n] = k_crossent_finish_row(n, dlogits, logits, targets, stats, P, N, Vl, v0,
+                                          scale);
 }
 
 static void h_adamw(rt_backend *be, rt_stream *s, real *p, const real *g, real *m, real *v,
@@ -804,6 +828,66 @@ static void h_alltoallv_rows(rt_backend *be, rt_stream *s, const rt_group *g, re
     h_async(be, s, a2av_job, &a, sizeof a);
 }
 
+/* AllGather and ReduceScatter: one job type, one MPI call each (the calls fsmoe-bench times). */
+typedef struct {
+    rt_backend *be;
+    MPI_Comm comm;
+    int P;
+    int reduce; /* 0: allgather, 1: reducescatter_sum */
+    real *dst;
+    const real *src;
+    long n;
+    const char *what;
+} gather_args;
+
+static fsmoe_status gather_job(void *arg, fsmoe_error *err)
+{
+    gather_args *a = arg;
+    if (rt_backend_failed(a->be)) /* backend.h: skipped after a failure */
+        return FSMOE_ERR_MPI;
+    fsmoe_status st;
+    /* counts are ints, and MPI implementations keep the whole buffer's count (P·n) in an int
+     * too (MPICH's reduce-scatter does): refused above that (a derived datatype could lift the
+     * limit; no tensor of the runtime comes near it) */
+    if (a->n > INT_MAX / a->P)
+        st = fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: %d members x %ld elements exceed MPI's int "
+                        "counts", a->what, a->P, a->n);
+    else if (a->reduce)
+        st = fsmoe_mpi_reducescatter(a->comm, a->src, a->dst, (int)a->n, MPI_REAL_T, MPI_SUM,
+                                     a->what, err);
+    else
+        st = fsmoe_mpi_allgather(a->comm, a->src, a->dst, (int)a->n, MPI_REAL_T, a->what, err);
+    if (st != FSMOE_OK)
+        rt_backend_fail(a->be, st, "%s", err->msg);
+    return st;
+}
+
+static void h_gather(rt_backend *be, rt_stream *s, const rt_group *g, int reduce, real *dst,
+                     const real *src, long n, const char *what)
+{
+    if (n <= 0)
+        return;
+    if (g->size == 1) {
+        copy_args a = {dst, src, (size_t)n * sizeof(real)};
+        h_async(be, s, copy_job, &a, sizeof a);
+        return;
+    }
+    gather_args a = {be, group_comm(g, s), g->size, reduce, dst, src, n, what};
+    h_async(be, s, gather_job, &a, sizeof a);
+}
+
+static void h_allgather(rt_backend *be, rt_stream *s, const rt_group *g, real *dst,
+                        const real *src, long n, const char *what)
+{
+    h_gather(be, s, g, 0, dst, src, n, what);
+}
+
+static void h_reducescatter_sum(rt_backend *be, rt_stream *s, const rt_group *g, real *dst,
+                                const real *src, long n, const char *what)
+{
+    h_gather(be, s, g, 1, dst, src, n, what);
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -918,6 +1002,8 @@ fsmoe_status rt_backend_host_create(int threads, rt_backend **out, fsmoe_error *
     be->attn_softmax_fwd = h_attn_softmax_fwd;
     be->attn_softmax_bwd = h_attn_softmax_bwd;
     be->crossent = h_crossent;
+    be->crossent_stats = h_crossent_stats;
+    be->crossent_finish = h_crossent_finish;
     be->adamw = h_adamw;
     be->add = h_add;
     be->axpy = h_axpy;
@@ -928,6 +1014,8 @@ fsmoe_status rt_backend_host_create(int threads, rt_backend **out, fsmoe_error *
     be->row_dot = h_row_dot;
     be->allreduce_sum = h_allreduce_sum;
     be->alltoallv_rows = h_alltoallv_rows;
+    be->allgather = h_allgather;
+    be->reducescatter_sum = h_reducescatter_sum;
     *out = be;
     return FSMOE_OK;
 }

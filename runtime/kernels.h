@@ -123,13 +123,33 @@ FSMOE_HD void k_act_bwd(int kind, long i, real *da, real *dg, const real *dh, co
     }
 }
 
-/* ---- embedding: out[n,:] = wte[tok[n],:] + wpe[n % L,:] ---- */
+/* ---- embedding: out[n,:] = wte[tok[n],:] + wpe[n % L,:] ----
+ * Vocabulary-parallel (Megatron-LM's VocabParallelEmbedding): a rank holding a slice of the
+ * vocabulary gets tok[n] < 0 for a token of another rank's slice and reads a zero row; wpe NULL
+ * adds no position embedding (one member of the slice group adds it, so that the sum over the
+ * members has it once). Pointers are offset only when used: wte + (negative)·M and NULL + k are
+ * undefined. */
 FSMOE_HD void k_embed_fwd(long n, real *out, const real *wte, const real *wpe, const int *tok,
                           long L, long M)
 {
-    const real *a = wte + (long)tok[n] * M, *p = wpe + (n % L) * M;
-    for (long m = 0; m < M; m++)
-        out[n * M + m] = a[m] + p[m];
+    int t = tok[n];
+    real *o = out + n * M;
+    if (t >= 0 && wpe) {
+        const real *a = wte + (long)t * M, *p = wpe + (n % L) * M;
+        for (long m = 0; m < M; m++)
+            o[m] = a[m] + p[m];
+    } else if (t >= 0) {
+        const real *a = wte + (long)t * M;
+        for (long m = 0; m < M; m++)
+            o[m] = a[m];
+    } else if (wpe) {
+        const real *p = wpe + (n % L) * M;
+        for (long m = 0; m < M; m++)
+            o[m] = p[m];
+    } else {
+        for (long m = 0; m < M; m++)
+            o[m] = 0;
+    }
 }
 
 /* Column m of the position-embedding gradient (a reduction over the B samples). */
@@ -287,6 +307,60 @@ FSMOE_HD real k_crossent_row(long n, real *dlogits, const real *logits, const in
             dlogits[n * V + j] = (RT_EXP(z[j] - lse) - (j == y ? (real)1 : (real)0)) * scale;
     }
     return lse - z[y];
+}
+
+/* ---- vocabulary-parallel cross-entropy (Megatron-LM's vocab_parallel_cross_entropy) ----
+ * Member p of the slice group holds the logits' columns [v0, v0 + Vl) (Vl >= 1); targets are
+ * global ids. Each member reduces its slice of row n to three numbers, the members exchange
+ * them (an AllGather of 3N reals), and each finishes the row from all of them. Megatron-LM
+ * all-reduces the row maxima before the sums (two rounds); merging partial (max, Σ exp) pairs
+ * with online softmax's rescaling needs one round. With P = 1 and v0 = 0 the two functions
+ * give k_crossent_row's results bit for bit (exp(0) = 1; the sums run in the same order). */
+
+/* stats[3n..3n+2] = (max_j z[j], Σ_j exp(z[j] − max), z[target − v0] or 0 when the target lies
+ * outside the slice) for row n of this member's (N, Vl) logits. */
+FSMOE_HD void k_crossent_stats_row(long n, real *stats, const real *logits, const int *targets,
+                                   long Vl, long v0)
+{
+    const real *z = logits + n * Vl;
+    real mx = z[0];
+    for (long j = 1; j < Vl; j++)
+        if (z[j] > mx)
+            mx = z[j];
+    real s = 0;
+    for (long j = 0; j < Vl; j++)
+        s += RT_EXP(z[j] - mx);
+    long y = (long)targets[n] - v0;
+    stats[3 * n] = mx;
+    stats[3 * n + 1] = s;
+    stats[3 * n + 2] = y >= 0 && y < Vl ? z[y] : (real)0;
+}
+
+/* Row n's loss from every member's statistics, stats (P, N, 3) member-major:
+ * m* = max_p m_p, lse = m* + log Σ_p s_p·exp(m_p − m*), loss = lse − Σ_p t_p (exactly one
+ * member holds the target). dlogits (the local columns; NULL: none) = (softmax − onehot)·scale. */
+FSMOE_HD real k_crossent_finish_row(long n, real *dlogits, const real *logits, const int *targets,
+                                    const real *stats, int P, long N, long Vl, long v0,
+                                    real scale)
+{
+    real mx = stats[3 * n];
+    for (int p = 1; p < P; p++)
+        if (stats[3 * (p * N + n)] > mx)
+            mx = stats[3 * (p * N + n)];
+    real s = 0, zt = 0;
+    for (int p = 0; p < P; p++) {
+        const real *st = stats + 3 * (p * N + n);
+        s += st[1] * RT_EXP(st[0] - mx);
+        zt += st[2];
+    }
+    real lse = mx + RT_LOG(s);
+    if (dlogits) {
+        const real *z = logits + n * Vl;
+        long y = (long)targets[n] - v0;
+        for (long j = 0; j < Vl; j++)
+            dlogits[n * Vl + j] = (RT_EXP(z[j] - lse) - (j == y ? (real)1 : (real)0)) * scale;
+    }
+    return lse - zt;
 }
 
 /* ---- AdamW (decoupled weight decay, bias-corrected), element i ---- */

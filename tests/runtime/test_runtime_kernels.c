@@ -5,7 +5,17 @@
  *    transposes and strided operands) against a naive double-precision product, at 1 and 2
  *    threads;
  *  - the experts' skipping of empty capacity slots against the same experts run on every slot:
- *    equal outputs and parameter gradients on the filled slots, zeros in the empty ones. */
+ *    equal outputs and parameter gradients on the filled slots, zeros in the empty ones.
+ * and the vocabulary-parallel pieces, in the fp32 build and (test_runtime_kernels64) the fp64
+ * one, against the whole-vocabulary ops:
+ *  - cross-entropy over P = 1, 2, 3, 4 column slices (crossent_stats, the stats concatenated as
+ *    an allgather gives them, crossent_finish) against crossent: P = 1 bit for bit, else within
+ *    rounding, targets in every slice and at its edges;
+ *  - the embedding over vocabulary slices (ids < 0 outside the slice, wpe on the first slice
+ *    only): the slices' outputs sum to the whole table's exactly, their dwte rows are the whole
+ *    table's rows, nothing is written for ids < 0;
+ *  - allgather and reducescatter_sum on the one-rank group: a copy, on the caller and on a
+ *    stream. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -21,6 +31,7 @@
 #include "expert_ffn.h"
 #include "kernels.h"
 
+#if !REAL_IS_DOUBLE /* the fp32 kernels and GEMM; the fp64 build runs the tests below only */
 static double gelu_ref(double x)
 {
     return 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
@@ -214,14 +225,234 @@ static void check_skip(int kind)
 
 static void test_skip_empty_slots_gpt(void **s) { (void)s; check_skip(0); }
 static void test_skip_empty_slots_swiglu(void **s) { (void)s; check_skip(1); }
+#endif
+
+static real rrand(unsigned *x)
+{
+    *x = *x * 1103515245u + 12345u;
+    return (real)((*x >> 8) & 0xffff) / (real)32768 - (real)1;
+}
+
+/* Rounding tolerance of the vocabulary-parallel results against the whole-vocabulary ones. */
+#if REAL_IS_DOUBLE
+#define SPLIT_TOL 1e-12
+#else
+#define SPLIT_TOL 1e-5
+#endif
+
+/* First vocabulary id of slice p of P (uneven widths when P does not divide V). */
+static long slice_v0(long V, int P, int p) { return V * p / P; }
+
+static void check_crossent_split(rt_backend *be, int P)
+{
+    const long N = 29, V = 103;
+    const real scale = (real)1 / (real)N;
+    real *logits = malloc(sizeof(real) * (size_t)(N * V));
+    real *dref = malloc(sizeof(real) * (size_t)(N * V)), *lref = malloc(sizeof(real) * (size_t)N);
+    real *dsplit = malloc(sizeof(real) * (size_t)(N * V)), *slice = NULL;
+    real *stats = malloc(sizeof(real) * (size_t)(3 * P * N));
+    real *loss = malloc(sizeof(real) * (size_t)(N * P));
+    int *targets = malloc(sizeof(int) * (size_t)N);
+    unsigned x = 4242u + (unsigned)P;
+    for (long i = 0; i < N * V; i++)
+        logits[i] = 4 * rrand(&x);
+    for (long j = 0; j < V; j++) /* a row whose maximum is far out, in one slice only */
+        logits[3 * V + j] += j == 70 ? 60 : 0;
+    for (long n = 0; n < N; n++) {
+        x = x * 1103515245u + 12345u;
+        targets[n] = (int)((x >> 8) % (unsigned)V);
+    }
+    for (int p = 0; p < P; p++) { /* every slice's first and last id are targets */
+        targets[2 * p] = (int)slice_v0(V, P, p);
+        targets[2 * p + 1] = (int)slice_v0(V, P, p + 1) - 1;
+    }
+    be->crossent(be, NULL, lref, dref, logits, targets, N, V, scale);
+
+    /* each member's columns, as a (N, Vl) matrix of its own */
+    slice = malloc(sizeof(real) * (size_t)(N * V));
+    for (int p = 0; p < P; p++) {
+        long v0 = slice_v0(V, P, p), Vl = slice_v0(V, P, p + 1) - v0;
+        for (long n = 0; n < N; n++)
+            memcpy(slice + n * Vl, logits + n * V + v0, sizeof(real) * (size_t)Vl);
+        be->crossent_stats(be, NULL, stats + 3 * p * N, slice, targets, N, Vl, v0);
+    }
+    long wrong = 0;
+    for (int p = 0; p < P; p++) {
+        long v0 = slice_v0(V, P, p), Vl = slice_v0(V, P, p + 1) - v0;
+        real *dl = malloc(sizeof(real) * (size_t)(N * Vl));
+        for (long n = 0; n < N; n++)
+            memcpy(slice + n * Vl, logits + n * V + v0, sizeof(real) * (size_t)Vl);
+        be->crossent_finish(be, NULL, loss + p * N, dl, slice, targets, stats, P, N, Vl, v0,
+                            scale);
+        for (long n = 0; n < N; n++)
+            memcpy(dsplit + n * V + v0, dl + n * Vl, sizeof(real) * (size_t)Vl);
+        free(dl);
+        /* no dlogits: the losses alone */
+        real *l2 = malloc(sizeof(real) * (size_t)N);
+        be->crossent_finish(be, NULL, l2, NULL, slice, targets, stats, P, N, Vl, v0, scale);
+        for (long n = 0; n < N; n++)
+            wrong += l2[n] != loss[p * N + n];
+        free(l2);
+    }
+    double e_loss = 0, e_d = 0;
+    for (int p = 0; p < P; p++)
+        for (long n = 0; n < N; n++) {
+            double e = fabs((double)loss[p * N + n] - (double)lref[n]) / (1 + fabs((double)lref[n]));
+            e_loss = e > e_loss ? e : e_loss;
+            if (P == 1)
+                wrong += loss[n] != lref[n];
+        }
+    for (long i = 0; i < N * V; i++) {
+        double e = fabs((double)dsplit[i] - (double)dref[i]) / (fabs((double)dref[i]) + (double)scale);
+        e_d = e > e_d ? e : e_d;
+        if (P == 1)
+            wrong += dsplit[i] != dref[i];
+    }
+    wrong += (e_loss > SPLIT_TOL) + (e_d > SPLIT_TOL);
+    printf("# crossent over %d slices: max rel err loss %.3g, dlogits %.3g, #wrong %ld\n", P,
+           e_loss, e_d, wrong);
+    assert_int_equal(wrong, 0);
+    free(logits), free(dref), free(lref), free(dsplit), free(slice), free(stats), free(loss);
+    free(targets);
+}
+
+static void test_crossent_vocab_split(void **s)
+{
+    (void)s;
+    rt_backend *be = NULL;
+    fsmoe_error err = {0};
+    assert_int_equal(rt_backend_create("host", 2, &be, &err), FSMOE_OK);
+    for (int P = 1; P <= 4; P++)
+        check_crossent_split(be, P);
+    assert_int_equal(rt_backend_check(be, &err), FSMOE_OK);
+    rt_backend_destroy(&be);
+}
+
+/* Rows of a slice's dwte buffer before its first row: an id < 0 used as a row lands there. */
+#define GUARD_ROWS 3
+
+static void test_embed_vocab_split(void **s)
+{
+    (void)s;
+    rt_backend *be = NULL;
+    fsmoe_error err = {0};
+    assert_int_equal(rt_backend_create("host", 2, &be, &err), FSMOE_OK);
+    enum { P = 3 };
+    const long B = 3, L = 7, M = 9, V = 17, N = B * L;
+    real *wte = malloc(sizeof(real) * (size_t)(V * M)), *wpe = malloc(sizeof(real) * (size_t)(L * M));
+    real *dout = malloc(sizeof(real) * (size_t)(N * M));
+    real *out = malloc(sizeof(real) * (size_t)(N * M)), *sum = calloc((size_t)(N * M), sizeof(real));
+    real *part = malloc(sizeof(real) * (size_t)(N * M));
+    real *dwte = calloc((size_t)(V * M), sizeof(real)), *dwpe = calloc((size_t)(L * M), sizeof(real));
+    real *dwpe0 = calloc((size_t)(L * M), sizeof(real));
+    real *dwte_p = calloc((size_t)((V + GUARD_ROWS) * M), sizeof(real));
+    int *tok = malloc(sizeof(int) * (size_t)N), *tok_p = malloc(sizeof(int) * (size_t)N);
+    unsigned x = 77u;
+    for (long i = 0; i < V * M; i++)
+        wte[i] = rrand(&x);
+    for (long i = 0; i < L * M; i++)
+        wpe[i] = rrand(&x);
+    for (long i = 0; i < N * M; i++)
+        dout[i] = rrand(&x);
+    for (long n = 0; n < N; n++) { /* ids repeat (rows of dwte collect several tokens) */
+        x = x * 1103515245u + 12345u;
+        tok[n] = (int)((x >> 8) % (unsigned)(V - 5));
+    }
+    tok[4] = V - 1;
+
+    long wrong = 0;
+    /* the whole table: what the kernel always did */
+    be->embed_fwd(be, NULL, out, wte, wpe, tok, B, L, M);
+    for (long n = 0; n < N; n++)
+        for (long m = 0; m < M; m++)
+            wrong += out[n * M + m] != wte[(long)tok[n] * M + m] + wpe[(n % L) * M + m];
+    be->embed_bwd(be, NULL, dwte, dwpe, dout, tok, B, L, M);
+
+    for (int p = 0; p < P; p++) {
+        long v0 = slice_v0(V, P, p), Vl = slice_v0(V, P, p + 1) - v0;
+        for (long n = 0; n < N; n++) /* ids outside the slice: -1, -2, -3 */
+            tok_p[n] = tok[n] >= v0 && tok[n] < v0 + Vl ? tok[n] - (int)v0 : -1 - (int)(n % 3);
+        be->embed_fwd(be, NULL, part, wte + v0 * M, p == 0 ? wpe : NULL, tok_p, B, L, M);
+        for (long i = 0; i < N * M; i++)
+            sum[i] += part[i];
+        memset(dwte_p, 0, sizeof(real) * (size_t)((V + GUARD_ROWS) * M));
+        real *d = dwte_p + GUARD_ROWS * M;
+        be->embed_bwd(be, NULL, d, p == 0 ? dwpe0 : NULL, dout, tok_p, B, L, M);
+        for (long i = 0; i < GUARD_ROWS * M; i++)
+            wrong += dwte_p[i] != 0;
+        for (long i = 0; i < Vl * M; i++) /* the same sums in the same order: exact */
+            wrong += d[i] != dwte[v0 * M + i];
+        for (long i = Vl * M; i < V * M; i++)
+            wrong += d[i] != 0;
+    }
+    /* one slice adds the row, the first adds the position, the others zeros: exact */
+    for (long i = 0; i < N * M; i++)
+        wrong += sum[i] != out[i];
+    for (long i = 0; i < L * M; i++)
+        wrong += dwpe0[i] != dwpe[i];
+    printf("# embedding over %d vocabulary slices: #wrong %ld\n", P, wrong);
+    assert_int_equal(wrong, 0);
+    assert_int_equal(rt_backend_check(be, &err), FSMOE_OK);
+    free(wte), free(wpe), free(dout), free(out), free(sum), free(part), free(dwte), free(dwpe);
+    free(dwpe0), free(dwte_p), free(tok), free(tok_p);
+    rt_backend_destroy(&be);
+}
+
+static void test_gather_single(void **s)
+{
+    (void)s;
+    rt_backend *be = NULL;
+    fsmoe_error err = {0};
+    assert_int_equal(rt_backend_create("host", 1, &be, &err), FSMOE_OK);
+    rt_stream *st = be->stream_create(be);
+    assert_non_null(st);
+    rt_group g = rt_group_single();
+    const long n = 1000;
+    real *src = malloc(sizeof(real) * (size_t)n), *dst = malloc(sizeof(real) * (size_t)(n + 1));
+    for (long i = 0; i < n; i++)
+        src[i] = (real)(i + 1);
+    long wrong = 0;
+    for (int op = 0; op < 2; op++)
+        for (int on_stream = 0; on_stream < 2; on_stream++) {
+            rt_stream *q = on_stream ? st : NULL;
+            for (long i = 0; i <= n; i++)
+                dst[i] = -7;
+            if (op == 0)
+                be->allgather(be, q, &g, dst, src, n, "allgather test");
+            else
+                be->reducescatter_sum(be, q, &g, dst, src, n, "reducescatter test");
+            be->stream_sync(be, q);
+            for (long i = 0; i < n; i++)
+                wrong += dst[i] != src[i];
+            wrong += dst[n] != -7; /* one past the end: untouched */
+            /* nothing to move: nothing written */
+            if (op == 0)
+                be->allgather(be, q, &g, dst, src, 0, "allgather test");
+            else
+                be->reducescatter_sum(be, q, &g, dst, src, 0, "reducescatter test");
+            be->stream_sync(be, q);
+            wrong += dst[0] != src[0];
+        }
+    printf("# allgather, reducescatter_sum on one rank: #wrong %ld\n", wrong);
+    assert_int_equal(wrong, 0);
+    assert_int_equal(rt_backend_check(be, &err), FSMOE_OK);
+    free(src), free(dst);
+    be->stream_destroy(be, st);
+    rt_backend_destroy(&be);
+}
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+#if !REAL_IS_DOUBLE
         cmocka_unit_test(test_exp_gelu_accuracy),
         cmocka_unit_test(test_gemm_threads),
         cmocka_unit_test(test_skip_empty_slots_gpt),
         cmocka_unit_test(test_skip_empty_slots_swiglu),
+#endif
+        cmocka_unit_test(test_crossent_vocab_split),
+        cmocka_unit_test(test_embed_vocab_split),
+        cmocka_unit_test(test_gather_single),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
