@@ -19,6 +19,24 @@ void attention_register(rt_attention *at, rt_params *t, const char *prefix, long
     params_add(t, &at->bo, &at->dbo, RT_INIT_ZERO, 0, (const long[]){M}, 1, "%s.bo", prefix);
 }
 
+void attention_register_mp(rt_attention *at, rt_params *t, const char *prefix, long M,
+                           long heads, long kv_heads, long d, rt_group mp, double std,
+                           double std_out)
+{
+    int first = t->n, P = mp.size, q = mp.rank;
+    long nh = heads / P, nkv = kv_heads / P;
+    attention_register(at, t, prefix, M, nh, nkv, d, std, std_out);
+    at->mp = mp;
+    if (P == 1)
+        return;
+    /* this member's heads: its q, k and v columns of the whole projection, its rows of Wo */
+    long off[3] = {q * nh * d, heads * d + q * nkv * d, (heads + kv_heads) * d + q * nkv * d};
+    long len[3] = {nh * d, nkv * d, nkv * d}, W = (heads + 2 * kv_heads) * d;
+    params_slice_cols(t, first, 3, off, len, W, RT_PART_MP);     /* wqkv */
+    params_slice_cols(t, first + 1, 3, off, len, W, RT_PART_MP); /* bqkv */
+    params_slice_dim(t, first + 2, 0, q * nh * d, heads * d, RT_PART_MP); /* wo */
+}
+
 #define ALLOC(p, n)                                                                            \
     do {                                                                                       \
         if (!((p) = be->alloc(be, (size_t)(n) * sizeof(real))))                                \
@@ -138,8 +156,6 @@ void attention_forward(const rt_attention *at, rt_backend *be, rt_stream *s, con
     be->gemm(be, s, 0, 0, N, M, D, 1, a->y, D, 0, at->wo, M, 0, 0, out, M, 0, 1);
     if (at->mp.rank == 0)
         be->bias_add(be, s, out, at->bo, N, M);
-    if (at->mp.size > 1)
-        be->allreduce_sum(be, s, &at->mp, out, N * M, "attention output allreduce (mp)");
 }
 
 void attention_backward(const rt_attention *at, rt_backend *be, rt_stream *s, const real *dout,
@@ -171,6 +187,5 @@ void attention_backward(const rt_attention *at, rt_backend *be, rt_stream *s, co
     be->bias_grad(be, s, at->dbqkv, w->dqkv, N, W);
     be->gemm(be, s, 1, 0, M, W, N, 1, x, M, 0, w->dqkv, W, 0, 1, at->dwqkv, W, 0, 1);
     be->gemm(be, s, 0, 1, N, M, W, 1, w->dqkv, W, 0, at->wqkv, W, 0, 1, dx, M, 0, 1);
-    if (at->mp.size > 1)
-        be->allreduce_sum(be, s, &at->mp, dx, N * M, "attention input-gradient allreduce (mp)");
+
 }

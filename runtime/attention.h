@@ -1,8 +1,9 @@
 /* Implements: causal multi-head self-attention with explicit backward.
  * Tensor-parallel-ready: the QKV projection's columns and the output projection's rows are
  * grouped by head, so an MP rank owns `nh` = heads/N_MP consecutive heads (Megatron split). With
- * N_MP > 1 the output projection's result is summed over the MP group (allreduce_sum); this
- * issue runs N_MP = 1. Grouped-query attention: nkv key/value heads, query head h reads kv
+ * N_MP > 1 each member's output and input gradient are partial sums (bo added by member 0
+ * only): the caller sums them over the MP group (the schedule's tensor-parallel AllReduce
+ * tasks). Grouped-query attention: nkv key/value heads, query head h reads kv
  * head h / (nh/nkv) (nkv = nh is ordinary multi-head attention).
  *
  * No head split/merge copies: Q, K and V are read in place from the (B·L, ·) projection output
@@ -36,6 +37,12 @@ typedef struct {
 
 void attention_register(rt_attention *at, rt_params *t, const char *prefix, long M, long nh,
                         long nkv, long d, double std, double std_out);
+/* Member mp.rank's slice of attention with `heads` query and `kv_heads` key/value heads in all
+ * (Megatron split: heads/N_MP consecutive query heads and their kv heads; the caller has checked
+ * divisibility), registered as slices of the whole tensors (params.h RT_PART_MP). */
+void attention_register_mp(rt_attention *at, rt_params *t, const char *prefix, long M,
+                           long heads, long kv_heads, long d, rt_group mp, double std,
+                           double std_out);
 fsmoe_status attn_acts_alloc(rt_attn_acts *a, const rt_attention *at, rt_backend *be, long B,
                              long L);
 void attn_acts_free(rt_attn_acts *a, rt_backend *be);

@@ -6,7 +6,7 @@
 #include "check.h"
 #include "mpi_coll.h"
 
-static const char *const group_names[RT_NGROUPS] = {"dp", "ep", "edp"};
+static const char *const group_names[RT_NGROUPS] = {"dp", "ep", "edp", "mp", "esp"};
 
 static void group_single(rt_comm_group *g, const char *name)
 {
@@ -46,15 +46,20 @@ fsmoe_status dist_init(rt_dist *d, const rt_layout *l, fsmoe_error *err)
         return FSMOE_OK;
     d->mpi = 1;
     fsmoe_status st;
-    /* numbering as libfsmoe/parallel.h with mp = esp = 1: EP blocks of ep consecutive ranks,
-     * EDP strides ep */
-    if ((st = group_make(&d->g[RT_DP], "dp", 0, l->rank, err)) ||
-        (st = group_make(&d->g[RT_EP], "ep", l->rank / l->ep, l->rank % l->ep, err)) ||
-        (st = group_make(&d->g[RT_EDP], "edp", l->rank % l->ep, l->rank / l->ep, err)))
+    /* numbering as libfsmoe/parallel.h (layout.h): MP and ESP blocks of consecutive ranks, DP
+     * strides mp, EP strides esp inside blocks of ep·esp, EDP strides ep·esp */
+    int r = l->rank, epesp = l->ep * l->esp;
+    if ((st = group_make(&d->g[RT_DP], "dp", r % l->mp, l->dp_rank, err)) ||
+        (st = group_make(&d->g[RT_EP], "ep", r / epesp * l->esp + r % l->esp, l->ep_rank, err)) ||
+        (st = group_make(&d->g[RT_EDP], "edp", r % epesp, l->edp_rank, err)) ||
+        (st = group_make(&d->g[RT_MP], "mp", r / l->mp, l->mp_rank, err)) ||
+        (st = group_make(&d->g[RT_ESP], "esp", r / l->esp, l->esp_rank, err)))
         return st;
-    if (d->g[RT_EP].size != l->ep || d->g[RT_EDP].size != l->edp)
-        return fsmoe_fail(err, FSMOE_ERR_INTERNAL, "groups of %d/%d ranks, layout says ep=%d edp=%d",
-                          d->g[RT_EP].size, d->g[RT_EDP].size, l->ep, l->edp);
+    int want[RT_NGROUPS] = {l->dp, l->ep, l->edp, l->mp, l->esp};
+    for (int k = 0; k < RT_NGROUPS; k++)
+        if (d->g[k].size != want[k])
+            return fsmoe_fail(err, FSMOE_ERR_INTERNAL, "group %s has %d ranks, the layout says %d",
+                              group_names[k], d->g[k].size, want[k]);
     return FSMOE_OK;
 }
 

@@ -1,6 +1,8 @@
 /* Implements: the runtime's side of the communication layer (design.md §10.1): the MPI
- * communicators of the groups a multi-rank run uses — DP (every rank: with mp = 1 all ranks
- * hold different samples), EP (experts distributed) and EDP (ranks holding the same experts) —
+ * communicators of the groups a multi-rank run uses — DP (the ranks holding different samples
+ * and the same dense slice), MP (tensor parallelism: the same samples, different slices of
+ * the dense tensors), EP (experts distributed), ESP (slices of the same experts) and EDP (ranks
+ * holding the same expert slice), numbered as layout.h says —
  * and the small host-side collectives the executor needs outside the backends' streams (gate
  * statistics, loss sums, gradient norms).
  *
@@ -24,12 +26,12 @@
 #define RT_STREAM_SLOTS 8
 
 typedef struct {
-    const char *name; /* "dp", "ep", "edp" */
+    const char *name; /* "dp", "ep", "edp", "mp", "esp" */
     int size, rank;
     MPI_Comm comm[RT_STREAM_SLOTS]; /* MPI_COMM_NULL on one rank */
 } rt_comm_group;
 
-typedef enum { RT_DP = 0, RT_EP, RT_EDP, RT_NGROUPS } rt_group_kind;
+typedef enum { RT_DP = 0, RT_EP, RT_EDP, RT_MP, RT_ESP, RT_NGROUPS } rt_group_kind;
 
 typedef struct rt_dist {
     rt_layout layout;

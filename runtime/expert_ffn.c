@@ -26,9 +26,33 @@ void experts_register_shard(rt_experts *ex, rt_params *t, const char *prefix, in
                             long E_total, long e0, long E_local, long M, long H, double std,
                             double std_out)
 {
+    experts_register_slice(ex, t, prefix, kind, 0, E_total, e0, E_local, M, H, 0, H, std,
+                           std_out);
+}
+
+void experts_register_slice(rt_experts *ex, rt_params *t, const char *prefix, int kind,
+                            int dense, long E_total, long e0, long E_local, long M, long H_total,
+                            long h0, long H_local, double std, double std_out)
+{
     int first = t->n;
-    experts_register(ex, t, prefix, kind, E_local, M, H, std, std_out);
-    params_shard_since(t, first, e0, E_total);
+    experts_register(ex, t, prefix, kind, E_local, M, H_local, std, std_out);
+    if (!dense)
+        params_shard_since(t, first, e0, E_total);
+    if (H_local == H_total)
+        return;
+    int sliced = dense ? RT_PART_MP : RT_PART_EXPERT;
+    long seg_len = H_local;
+    for (int i = first; i < t->n; i++) {
+        rt_param *p = &t->p[i];
+        real **slot = p->w; /* the tensor's pointer slot names it */
+        if (slot == &ex->w1 || slot == &ex->w3 || slot == &ex->b1)
+            params_slice_cols(t, i, 1, &h0, &seg_len, H_total, sliced);
+        else if (slot == &ex->w2)
+            params_slice_dim(t, i, 1, h0, H_total, sliced);
+        else /* b2: whole on every slice, added by the first */
+            p->part = dense ? RT_PART_REPLICA : RT_PART_EXPERT_REPLICA;
+    }
+    ex->skip_b2 = h0 != 0;
 }
 
 fsmoe_status expert_acts_alloc(rt_expert_acts *a, const rt_experts *ex, rt_backend *be, long C)
@@ -130,7 +154,7 @@ void experts_forward_ranges(const rt_experts *ex, rt_backend *be, rt_stream *s, 
     }
     gemm_ranges(be, s, r0, r1, E, 0, 0, 0, M, H, h, H, C * H, H, ex->w2, M, H * M, 0, 0, y, M,
                 C * M, M);
-    if (ex->kind == 0)
+    if (ex->kind == 0 && !ex->skip_b2)
         for (long e = 0; e < E; e++) {
             long r = r1[e] - r0[e];
             if (r > 0)

@@ -16,6 +16,7 @@ typedef struct {
     real *w3, *dw3; /* (E, M, H), SwiGLU only */
     real *w2, *dw2; /* (E, H, M) */
     real *b2, *db2; /* (E, M), GPT only */
+    int skip_b2;    /* a slice of H other than the first: its partial output leaves b2 out */
 } rt_experts;
 
 /* Per-layer activations kept for backward, (E, C, H) each (g only for SwiGLU). */
@@ -30,6 +31,13 @@ void experts_register(rt_experts *ex, rt_params *t, const char *prefix, int kind
 void experts_register_shard(rt_experts *ex, rt_params *t, const char *prefix, int kind,
                             long E_total, long e0, long E_local, long M, long H, double std,
                             double std_out);
+/* The same on a slice of the hidden width: columns [h0, h0 + H_local) of H_total (of W1, W3,
+ * b1; rows of W2), so that the slices' outputs sum to the whole FFN's (b2 is whole on every
+ * slice and only the first adds it). dense: the dense FFN's tensor-parallel slice (RT_PART_MP,
+ * E_total = E_local = 1, e0 = 0); else expert slices over ESP (RT_PART_EXPERT, rows over EP). */
+void experts_register_slice(rt_experts *ex, rt_params *t, const char *prefix, int kind,
+                            int dense, long E_total, long e0, long E_local, long M, long H_total,
+                            long h0, long H_local, double std, double std_out);
 /* Allocates acts for C slots per expert. */
 fsmoe_status expert_acts_alloc(rt_expert_acts *a, const rt_experts *ex, rt_backend *be, long C);
 void expert_acts_free(rt_expert_acts *a, rt_backend *be);

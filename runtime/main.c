@@ -89,6 +89,8 @@ static void usage(const char *reason)
             "                --gate-noise X --capacity-factor X|none --gate NAME --order NAME\n"
             "                --expert gpt|swiglu --chunks R --eval-batches N\n"
             "many ranks:     --ep N (expert-parallel group size; default the plan's, else 1)\n"
+            "                --mp N (tensor-parallel group size), --esp N (expert slices);\n"
+            "                default the plan's, else 1\n"
             "                --comm-timeout S (a peer silent this long ends the run; 30)\n"
             "                --no-overlap (compute and communication one after the other)\n"
             "schedules:      --schedule NAME (with --plan: run that schedule of the plan's\n"
@@ -278,6 +280,24 @@ static void rank_path(const char *path, int world, int rank, char *out, size_t l
     }
 }
 
+/* The tensor-parallel and expert-slice group sizes against the world and the model's shapes
+ * (each slice must be whole: heads, kv heads, the vocabulary and the hidden width). */
+static fsmoe_status check_slices(const rt_config *c, int world, int mp, int ep, int esp,
+                                 fsmoe_error *err)
+{
+    long kv = c->kv_heads > 0 ? c->kv_heads : c->heads;
+    if (world % mp || c->heads % mp || kv % mp || c->V % mp || c->H % mp)
+        return fsmoe_fail(err, FSMOE_ERR_USAGE,
+                          "--mp %d: the tensor-parallel group size must divide the %d ranks, the "
+                          "%ld heads, the %ld key/value heads, the vocabulary (%ld) and the FFN "
+                          "width (%ld)", mp, world, c->heads, kv, c->V, c->H);
+    if (world % (ep * esp) || c->H % esp)
+        return fsmoe_fail(err, FSMOE_ERR_USAGE,
+                          "--esp %d: ep · esp (%d · %d) must divide the %d ranks, and esp the "
+                          "expert width (%ld)", esp, ep, esp, world, c->H);
+    return FSMOE_OK;
+}
+
 int main(int argc, char **argv)
 {
     int world = 1, rank = 0, mpi = launched_by_mpi();
@@ -318,7 +338,7 @@ int main(int argc, char **argv)
     const char *model_path = opt.model_path, *plan_path = opt.plan_path,
                *data_path = opt.data_path ? opt.data_path : FSMOE_DEFAULT_DATA,
                *save_dir = opt.save_dir, *resume_dir = opt.resume_dir;
-    int ep = opt.ep;
+    int ep = opt.ep, mp = opt.mp, esp = opt.esp;
 
     if ((st = input_regular("--model", model_path, &err)) != FSMOE_OK ||
         (plan_path && (st = input_regular("--plan", plan_path, &err)) != FSMOE_OK))
@@ -342,10 +362,9 @@ int main(int argc, char **argv)
     memset(&pcheck, 0, sizeof pcheck);
     int gpus_per_node = world > 1 ? ranks_per_node() : 0;
     if (plan_path && (st = plan_check_file(plan_path, model_path, &cfg, world, rank, gpus_per_node,
-                                           &ep, &pcheck, &err)) != FSMOE_OK)
+                                           &mp, &ep, &esp, &pcheck, &err)) != FSMOE_OK)
         return die_input(&err);
-    if (ep == 0)
-        ep = 1;
+    ep = ep ? ep : 1, mp = mp ? mp : 1, esp = esp ? esp : 1;
     /* the schedule graph of the plan (or of a baseline on its layout): what the executor runs */
     rt_schedule sched;
     memset(&sched, 0, sizeof sched);
@@ -364,6 +383,16 @@ int main(int argc, char **argv)
                    "experts", ep, world, cfg.E);
         return die_input(&err);
     }
+    if ((st = check_slices(&cfg, world, mp, ep, esp, &err)) != FSMOE_OK)
+        return die_input(&err);
+    if ((mp > 1 || esp > 1) && (save_dir || resume_dir)) {
+        fsmoe_fail(&err, FSMOE_ERR_USAGE,
+                   "%s: checkpoints of runs with tensor parallelism or expert slices (mp %d, esp "
+                   "%d) are not supported yet (their shards are cut along other dimensions than "
+                   "the expert rows a checkpoint reshards by)", save_dir ? "--save" : "--resume",
+                   mp, esp);
+        return die_input(&err);
+    }
     if (world > 1 && (cfg.gate == RT_GATE_EXPERT_CHOICE || cfg.gate == RT_GATE_SOFTMOE)) {
         fsmoe_fail(&err, FSMOE_ERR_USAGE,
                    "--gate %s: fsmoe-run runs this gate on one rank only (its routing mixes "
@@ -371,7 +400,7 @@ int main(int argc, char **argv)
                    "sigmoid or xmoe on %d ranks", gate_kind_name(cfg.gate), world);
         return die_input(&err);
     }
-    rt_layout layout = layout_make(world, rank, gpus_per_node, ep, cfg.E, cfg.B);
+    rt_layout layout = layout_make_mp(world, rank, gpus_per_node, mp, ep, esp, cfg.E, cfg.B);
     /* What the run needs, before anything of its size is allocated; the data gets what is
      * left. */
     const char *limit_what = "";
@@ -446,9 +475,10 @@ int main(int argc, char **argv)
            data.train_end, data_unigram_entropy(&data));
     fflush(stdout);
     if (world > 1)
-        printf("# %d ranks: dp %d, ep %d (experts %ld-%ld on rank 0), edp %d; global batch %ld "
-               "samples, %ld per rank\n", world, layout.dp, layout.ep, layout.expert0,
-               layout.expert0 + layout.E_local - 1, layout.edp, layout.B_global, layout.B);
+        printf("# %d ranks: dp %d, mp %d, ep %d (experts %ld-%ld on rank 0), esp %d, edp %d; "
+               "global batch %ld samples, %ld per rank\n", world, layout.dp, layout.mp,
+               layout.ep, layout.expert0, layout.expert0 + layout.E_local - 1, layout.esp,
+               layout.edp, layout.B_global, layout.B);
     long tokens_per_step = layout.B_global * cfg.L;
     double t_all = 0;
     long n_timed = 0;

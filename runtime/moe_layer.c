@@ -20,11 +20,28 @@ static void hook(rt_moe *m, rt_hook h, int chunk, int backward)
         m->hook(m->hook_user, h, m->index, chunk, backward);
 }
 
-static int group_size(const rt_moe *m) { return m->ep.size > 0 ? m->ep.size : 1; }
+#define RANGES_ESP 256 /* local experts per rank with ESP (moe_alloc checks) */
 
-static fsmoe_status xmap_alloc(rt_xmap *x, rt_backend *be, int P, long E_local, long nA, long nB)
+static int group_size(const rt_moe *m) { return m->ep.size > 0 ? m->ep.size : 1; }
+static int esp_size(const rt_moe *m) { return m->esp.size > 0 ? m->esp.size : 1; }
+
+static fsmoe_status xmap_alloc(rt_xmap *x, rt_backend *be, int P, int S, long E_local, long nA,
+                               long nB)
 {
     int R = RT_MOE_MAX_CHUNKS;
+    if (S > 1) { /* own rows ≤ S·nB in all chunks (each ≤ the largest member's), stacked S× */
+        x->R = calloc((size_t)R, sizeof(long));
+        x->offO = calloc((size_t)R + 1, sizeof(long));
+        x->offG = calloc((size_t)R + 1, sizeof(long));
+        x->g0 = calloc((size_t)(R * S * E_local), sizeof(long));
+        x->g1 = calloc((size_t)(R * S * E_local), sizeof(long));
+        x->h_eidx = calloc((size_t)((S + 1) * S * nB) + 1, sizeof(int));
+        x->eidx = be->alloc(be, (size_t)(S * nB + 1) * sizeof(int));
+        x->gidx = be->alloc(be, (size_t)(S * S * nB + 1) * sizeof(int));
+        if (!x->R || !x->offO || !x->offG || !x->g0 || !x->g1 || !x->h_eidx || !x->eidx ||
+            !x->gidx)
+            return FSMOE_ERR_NOMEM;
+    }
     x->send_rows = calloc((size_t)(R * P), sizeof(int));
     x->recv_rows = calloc((size_t)(R * P), sizeof(int));
     x->offA = calloc((size_t)R + 1, sizeof(long));
@@ -44,6 +61,11 @@ static void xmap_free(rt_xmap *x, rt_backend *be)
 {
     free(x->send_rows), free(x->recv_rows), free(x->offA), free(x->offB), free(x->h_idx);
     free(x->r0), free(x->r1);
+    free(x->R), free(x->offO), free(x->offG), free(x->g0), free(x->g1), free(x->h_eidx);
+    if (x->eidx)
+        be->free(be, x->eidx);
+    if (x->gidx)
+        be->free(be, x->gidx);
     if (x->idxA)
         be->free(be, x->idxA);
     if (x->idxB)
@@ -53,9 +75,11 @@ static void xmap_free(rt_xmap *x, rt_backend *be)
 
 fsmoe_status moe_alloc(rt_moe *m, rt_backend *be)
 {
-    int P = group_size(m);
+    int P = group_size(m), S = esp_size(m);
     long M = m->M, H = m->ex.H;
     m->E_local = m->E / P;
+    if (S > 1 && m->E_local > RANGES_ESP)
+        return FSMOE_ERR_VALUE;
     /* token-choice gates fill at most one slot per token and expert on this rank */
     if (m->gate.kind != RT_GATE_EXPERT_CHOICE && m->gate.kind != RT_GATE_SOFTMOE &&
         m->gate.C_max < m->N_max)
@@ -70,32 +94,35 @@ fsmoe_status moe_alloc(rt_moe *m, rt_backend *be)
     st = order_alloc(&m->order, &m->route, be, m->order.kind, M, m->N_max, m->C_max, m->E, A_max);
     if (st != FSMOE_OK)
         return st;
-    st = expert_acts_alloc(&m->eacts, &m->ex, be, m->Crep_max);
+    st = expert_acts_alloc(&m->eacts, &m->ex, be, S * m->Crep_max);
     if (st != FSMOE_OK)
         return st;
     size_t bl = (size_t)(EC * M + 1) * sizeof(real), br = (size_t)(ER * M + 1) * sizeof(real);
     size_t bs = (size_t)((EC > ER ? EC : ER) * M + 1) * sizeof(real);
-    size_t bh = (size_t)(ER * H + 1) * sizeof(real);
+    size_t bh = (size_t)(S * ER * H + 1) * sizeof(real);
+    size_t bg = S > 1 ? (size_t)(S * ER * M + 1) * sizeof(real) : 0;
     struct {
         real **p;
         size_t bytes;
     } bufs[] = {{&m->Xd, bl},  {&m->Yc, bl},  {&m->dYc, bl}, {&m->dXd, bl},
                 {&m->Xe, br},  {&m->Ye, br},  {&m->dYe, br}, {&m->dXe, br},
                 {&m->dh, bh},  {&m->da, bh},  {&m->dg, bh},  {&m->send_stage, bs},
-                {&m->recv_stage, bs}};
+                {&m->recv_stage, bs}, {&m->Xg, bg}, {&m->Yg, bg}, {&m->dYg, bg},
+                {&m->dXg, bg}, {&m->ag_send, bg}, {&m->ag_recv, bg}};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        if (!(*bufs[i].p = be->alloc(be, bufs[i].bytes)))
+        if (bufs[i].bytes && !(*bufs[i].p = be->alloc(be, bufs[i].bytes)))
             return FSMOE_ERR_NOMEM;
     m->K = calloc((size_t)(P * m->E), sizeof(long));
-    if (!m->K)
+    m->Tall = calloc((size_t)(S * m->E_local), sizeof(long));
+    if (!m->K || !m->Tall)
         return FSMOE_ERR_NOMEM;
     for (int ph = 0; ph < 2; ph++)
-        if ((st = xmap_alloc(&m->xm[ph], be, P, m->E_local, EC, ER)) != FSMOE_OK)
+        if ((st = xmap_alloc(&m->xm[ph], be, P, S, m->E_local, EC, ER)) != FSMOE_OK)
             return st;
     m->ev_start = be->event_create(be);
     if (!m->ev_start)
         return FSMOE_ERR_NOMEM;
-    for (int i = 0; i < 3 * RT_MOE_MAX_CHUNKS; i++)
+    for (int i = 0; i < 5 * RT_MOE_MAX_CHUNKS; i++)
         if (!(m->ev[i] = be->event_create(be)))
             return FSMOE_ERR_NOMEM;
     return FSMOE_OK;
@@ -109,24 +136,28 @@ void moe_free(rt_moe *m, rt_backend *be)
     order_free(&m->order, &m->route, be);
     gate_free(&m->gate, &m->route, be);
     expert_acts_free(&m->eacts, be);
-    real *bufs[] = {m->Xd, m->Yc, m->dYc, m->dXd, m->Xe, m->Ye, m->dYe, m->dXe,
-                    m->dh, m->da, m->dg, m->send_stage, m->recv_stage};
+    real *bufs[] = {m->Xd, m->Yc,         m->dYc,        m->dXd, m->Xe, m->Ye,
+                    m->dYe, m->dXe,       m->dh,         m->da,  m->dg, m->send_stage,
+                    m->recv_stage, m->Xg, m->Yg,         m->dYg, m->dXg, m->ag_send,
+                    m->ag_recv};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
             be->free(be, bufs[i]);
     for (int ph = 0; ph < 2; ph++)
         xmap_free(&m->xm[ph], be);
     free(m->K);
-    m->K = NULL;
+    free(m->Tall);
+    m->K = NULL, m->Tall = NULL;
     if (m->ev_start)
         be->event_destroy(be, m->ev_start);
-    for (int i = 0; i < 3 * RT_MOE_MAX_CHUNKS; i++)
+    for (int i = 0; i < 5 * RT_MOE_MAX_CHUNKS; i++)
         if (m->ev[i])
             be->event_destroy(be, m->ev[i]);
     m->ev_start = NULL;
 }
 
-/* K[s][e] for every member s of the EP group; Crep for this step. */
+/* K[s][e] for every member s of the EP group; Crep for this step; with ESP, every member's
+ * replica rows (Tall) and the stacked rows per block (Cs). */
 static fsmoe_status exchange_counts(rt_moe *m, rt_backend *be)
 {
     int P = group_size(m);
@@ -155,6 +186,25 @@ static fsmoe_status exchange_counts(rt_moe *m, rt_backend *be)
         return FSMOE_ERR_INTERNAL;
     }
     m->Crep = Crep;
+    int S = esp_size(m);
+    if (S == 1)
+        return FSMOE_OK;
+    /* every ESP member's replica rows per local expert (the same experts on every member) */
+    long T[RANGES_ESP];
+    for (long el = 0; el < m->E_local; el++) {
+        T[el] = 0;
+        for (int s = 0; s < P; s++)
+            T[el] += m->K[s * E + q * m->E_local + el];
+    }
+    fsmoe_status st = dist_allgather_longs(m->dist, RT_ESP, T, m->Tall, (int)m->E_local,
+                                           "MoE token-count exchange (esp)", &err);
+    if (st != FSMOE_OK) {
+        rt_backend_fail(be, st, "%s", err.msg);
+        return st;
+    }
+    m->Cs = 1;
+    for (long i = 0; i < S * m->E_local; i++)
+        m->Cs = m->Tall[i] > m->Cs ? m->Tall[i] : m->Cs;
     return FSMOE_OK;
 }
 
@@ -173,6 +223,60 @@ static void chunk_part(const rt_moe *m, int P, long e, int s, int j, int r, long
     *lo = a > o ? a : o;
     *hi = b < o + k ? b : o + k;
     *off = o;
+}
+
+/* The ESP part of a phase's plan (moe_layer.h): per chunk, every member's rows of every local
+ * expert ([j·T/r, (j+1)·T/r) of its T replica rows, as its own xmap cuts them), padded to the
+ * largest member's; this member's replica positions and every member's stacked positions. */
+static void esp_build(rt_moe *m, rt_backend *be, rt_xmap *x, int r)
+{
+    int S = esp_size(m), u = m->esp.rank;
+    long El = m->E_local, Cs = m->Cs, Crep = m->Crep, nO = 0, nG = 0;
+    for (int j = 0; j < r; j++) {
+        long R = 0;
+        for (int v = 0; v < S; v++) {
+            long n = 0;
+            for (long el = 0; el < El; el++) {
+                long T = m->Tall[v * El + el], i = (j * S + v) * El + el;
+                x->g0[i] = (long)j * T / r, x->g1[i] = (long)(j + 1) * T / r;
+                n += x->g1[i] - x->g0[i];
+            }
+            R = n > R ? n : R;
+        }
+        x->R[j] = R;
+    }
+    int *O = x->h_eidx;
+    for (int j = 0; j < r; j++) {
+        x->offO[j] = nO;
+        long n0 = nO;
+        for (long el = 0; el < El; el++) {
+            long i = (j * S + u) * El + el;
+            for (long row = x->g0[i]; row < x->g1[i]; row++)
+                O[nO++] = (int)(el * Crep + row);
+        }
+        while (nO < n0 + x->R[j])
+            O[nO++] = -1;
+    }
+    x->offO[r] = nO;
+    int *G = O + nO;
+    for (int j = 0; j < r; j++) {
+        x->offG[j] = nG;
+        for (int v = 0; v < S; v++) {
+            long n0 = nG;
+            for (long el = 0; el < El; el++) {
+                long i = (j * S + v) * El + el;
+                for (long row = x->g0[i]; row < x->g1[i]; row++)
+                    G[nG++] = (int)((v * El + el) * Cs + row);
+            }
+            while (nG < n0 + x->R[j])
+                G[nG++] = -1;
+        }
+    }
+    x->offG[r] = nG;
+    if (nO)
+        be->copy(be, NULL, x->eidx, O, (size_t)nO * sizeof(int), RT_H2D);
+    if (nG)
+        be->copy(be, NULL, x->gidx, G, (size_t)nG * sizeof(int), RT_H2D);
 }
 
 /* Builds phase ph's exchange plan for r chunks and uploads its index arrays. */
@@ -225,6 +329,8 @@ static void xmap_build(rt_moe *m, rt_backend *be, int ph, int r)
         be->copy(be, NULL, x->idxA, A, (size_t)nA * sizeof(int), RT_H2D);
     if (nB)
         be->copy(be, NULL, x->idxB, B, (size_t)nB * sizeof(int), RT_H2D);
+    if (esp_size(m) > 1)
+        esp_build(m, be, x, r);
     be->stream_sync(be, NULL);
 }
 
@@ -254,26 +360,83 @@ static int chunks(int r)
     return r > RT_MOE_MAX_CHUNKS ? RT_MOE_MAX_CHUNKS : r;
 }
 
-/* The pipelined middle of both phases: per chunk Dispatch (comm) → expert (comp) → Combine
- * (comm), issued D0 D1 C0 D2 C1 … (see moe_layer.h). in/out are local (E, C, M); xe/ye replica
- * buffers. backward selects the expert pass. */
+/* Chunk j's ESP AllGather (own replica rows → every member's stacked rows) on the intra
+ * stream; stk was zeroed and every stacked row is written once. */
+static void esp_gather(rt_moe *m, rt_backend *be, const rt_xmap *x, int j, const real *own,
+                       real *stk, const char *what)
+{
+    long R = x->R[j], M = m->M;
+    be->gather_rows(be, m->intra, m->ag_send, own, x->eidx + x->offO[j], R, M);
+    be->allgather(be, m->intra, &m->esp, m->ag_recv, m->ag_send, R * M, what);
+    be->scatter_add_rows(be, m->intra, stk, m->ag_recv, x->gidx + x->offG[j], NULL,
+                         esp_size(m) * R, M);
+}
+
+/* Chunk j's ESP ReduceScatter: the slices' partial outputs of every member's stacked rows,
+ * summed into this member's own replica rows (own was zeroed). */
+static void esp_reduce(rt_moe *m, rt_backend *be, const rt_xmap *x, int j, const real *stk,
+                       real *own, const char *what)
+{
+    long R = x->R[j], M = m->M;
+    be->gather_rows(be, m->intra, m->ag_recv, stk, x->gidx + x->offG[j], esp_size(m) * R, M);
+    be->reducescatter_sum(be, m->intra, &m->esp, m->ag_send, m->ag_recv, R * M, what);
+    be->scatter_add_rows(be, m->intra, own, m->ag_send, x->eidx + x->offO[j], NULL, R, M);
+}
+
+/* Chunk j's expert work. Without ESP on the replica rows; with ESP on every member's block of
+ * the stacked rows (moe_layer.h). in/out: the phase's expert input and output (replica or
+ * stacked); xf: the forward's expert input (the backward's x). */
+static void expert_chunk(rt_moe *m, rt_backend *be, int backward, const rt_xmap *x, int j,
+                         const real *in, real *out, const real *xf)
+{
+    int S = esp_size(m);
+    long El = m->E_local, M = m->M, H = m->ex.H;
+    long C = S > 1 ? m->Cs : m->Crep;
+    for (int v = 0; v < S; v++) {
+        const long *r0 = S > 1 ? x->g0 + ((long)j * S + v) * El : x->r0 + j * El;
+        const long *r1 = S > 1 ? x->g1 + ((long)j * S + v) * El : x->r1 + j * El;
+        long bm = v * El * C * M, bh = v * El * C * H;
+        rt_expert_acts acts = {m->eacts.a + bh, m->eacts.g ? m->eacts.g + bh : NULL,
+                               m->eacts.h + bh};
+        if (!backward)
+            experts_forward_ranges(&m->ex, be, m->comp, in + bm, out + bm, &acts, C, r0, r1);
+        else
+            experts_backward_ranges(&m->ex, be, m->comp, in + bm, xf + bm, out + bm, &acts,
+                                    m->dh + bh, m->da + bh, m->ex.kind == 1 ? m->dg + bh : NULL,
+                                    C, r0, r1);
+    }
+}
+
+/* The pipelined middle of both phases: per chunk Dispatch (comm) → [ESP AllGather (intra)] →
+ * expert (comp) → [ESP ReduceScatter (intra)] → Combine (comm), issued D0 D1 C0 D2 C1 … on
+ * the communication stream and G0 G1 R0 G2 R1 … on the intra stream (see moe_layer.h). in/out
+ * are local (E, C, M); xe/ye replica buffers; with ESP, xg/yg the stacked ones. backward
+ * selects the expert pass. */
 static void run_chunks(rt_moe *m, rt_backend *be, int backward, const real *in, real *xe,
-                       real *ye, real *out)
+                       real *ye, real *xg, real *yg, real *out)
 {
     const rt_xmap *x = &m->xm[backward];
-    int r = x->r;
+    int r = x->r, S = esp_size(m);
     long El = m->E_local, M = m->M;
     rt_event **ev_d = m->ev, **ev_e = m->ev + RT_MOE_MAX_CHUNKS,
-             **ev_c = m->ev + 2 * RT_MOE_MAX_CHUNKS;
+             **ev_c = m->ev + 2 * RT_MOE_MAX_CHUNKS, **ev_g = m->ev + 3 * RT_MOE_MAX_CHUNKS,
+             **ev_r = m->ev + 4 * RT_MOE_MAX_CHUNKS;
     const char *d_what = backward ? "MoE backward Dispatch AllToAllv (ep)"
                                   : "MoE Dispatch AllToAllv (ep)";
     const char *c_what = backward ? "MoE backward Combine AllToAllv (ep)"
                                   : "MoE Combine AllToAllv (ep)";
+    const char *g_what = backward ? "MoE backward ESP AllGather" : "MoE ESP AllGather";
+    const char *s_what = backward ? "MoE backward ESP ReduceScatter" : "MoE ESP ReduceScatter";
     be->event_record(be, m->ev_start, NULL);
     be->stream_wait(be, m->comm, m->ev_start);
     be->stream_wait(be, m->comp, m->ev_start);
     be->zero(be, m->comm, xe, (size_t)(El * m->Crep * M) * sizeof(real));
     be->zero(be, m->comm, out, (size_t)(m->E * m->route.C * M) * sizeof(real));
+    if (S > 1) {
+        be->stream_wait(be, m->intra, m->ev_start);
+        be->zero(be, m->intra, xg, (size_t)(S * El * m->Cs * M) * sizeof(real));
+        be->zero(be, m->intra, ye, (size_t)(El * m->Crep * M) * sizeof(real));
+    }
     for (int j = 0; j <= r; j++) {
         if (j < r) {
             hook(m, RT_HOOK_BEFORE_DISPATCH, j, backward);
@@ -285,21 +448,37 @@ static void run_chunks(rt_moe *m, rt_backend *be, int backward, const real *in, 
             hook(m, RT_HOOK_AFTER_DISPATCH, j, backward);
             if (backward && j == r - 1 && m->gsync)
                 gsync_at(m->gsync, FSMOE_AT_DISPATCHED, m->index);
-            be->stream_wait(be, m->comp, ev_d[j]);
-            const long *r0 = x->r0 + j * El, *r1 = x->r1 + j * El;
+            rt_event *ready = ev_d[j];
+            if (S > 1) {
+                be->stream_wait(be, m->intra, ev_d[j]);
+                h = rt_trace_begin(m->trace, m->intra, RT_TRACE_INTRA, FSMOE_TASK_AG, backward,
+                                   m->index, j);
+                esp_gather(m, be, x, j, xe, xg, g_what);
+                rt_trace_end(m->trace, m->intra, h);
+                be->event_record(be, ev_g[j], m->intra);
+                ready = ev_g[j];
+            }
+            be->stream_wait(be, m->comp, ready);
             h = rt_trace_begin(m->trace, m->comp, RT_TRACE_COMPUTE, FSMOE_TASK_EXPERT, backward,
                                m->index, j);
-            if (!backward)
-                experts_forward_ranges(&m->ex, be, m->comp, xe, ye, &m->eacts, m->Crep, r0, r1);
-            else
-                experts_backward_ranges(&m->ex, be, m->comp, xe, m->Xe, ye, &m->eacts, m->dh,
-                                        m->da, m->ex.kind == 1 ? m->dg : NULL, m->Crep, r0, r1);
+            expert_chunk(m, be, backward, x, j, S > 1 ? xg : xe, S > 1 ? yg : ye,
+                         S > 1 ? m->Xg : m->Xe);
             rt_trace_end(m->trace, m->comp, h);
             be->event_record(be, ev_e[j], m->comp);
         }
         if (j >= 1) {
+            rt_event *done = ev_e[j - 1];
+            if (S > 1) {
+                be->stream_wait(be, m->intra, ev_e[j - 1]);
+                long h = rt_trace_begin(m->trace, m->intra, RT_TRACE_INTRA, FSMOE_TASK_RS,
+                                        backward, m->index, j - 1);
+                esp_reduce(m, be, x, j - 1, yg, ye, s_what);
+                rt_trace_end(m->trace, m->intra, h);
+                be->event_record(be, ev_r[j - 1], m->intra);
+                done = ev_r[j - 1];
+            }
             hook(m, RT_HOOK_BEFORE_COMBINE, j - 1, backward);
-            be->stream_wait(be, m->comm, ev_e[j - 1]);
+            be->stream_wait(be, m->comm, done);
             long h = rt_trace_begin(m->trace, m->comm, RT_TRACE_COMM, FSMOE_TASK_A2A, backward,
                                     m->index, j - 1);
             exchange_chunk(m, be, x, j - 1, 0, ye, out, c_what);
@@ -309,6 +488,25 @@ static void run_chunks(rt_moe *m, rt_backend *be, int backward, const real *in, 
         }
     }
     be->stream_wait(be, NULL, ev_c[r - 1]);
+}
+
+/* The expert gradients of one layer divided by the copies of each token (moe_layer.h), on the
+ * default stream after the layer's backward. */
+static void undo_duplicates(rt_moe *m, rt_backend *be)
+{
+    if (m->dup <= 1)
+        return;
+    const rt_experts *ex = &m->ex;
+    long E = ex->E, M = ex->M, H = ex->H;
+    real f = (real)(1.0 / m->dup);
+    be->scale(be, NULL, ex->dw1, f, E * M * H);
+    be->scale(be, NULL, ex->dw2, f, E * H * M);
+    if (ex->kind == 1) {
+        be->scale(be, NULL, ex->dw3, f, E * M * H);
+    } else {
+        be->scale(be, NULL, ex->db1, f, E * H);
+        be->scale(be, NULL, ex->db2, f, E * M);
+    }
 }
 
 fsmoe_status moe_forward(rt_moe *m, rt_backend *be, const real *x, real *y, long N, int training,
@@ -326,7 +524,7 @@ fsmoe_status moe_forward(rt_moe *m, rt_backend *be, const real *x, real *y, long
         return rt_backend_check(be, NULL);
     xmap_build(m, be, 0, chunks(m->r_fwd));
     rt_trace_end(m->trace, NULL, h);
-    run_chunks(m, be, 0, m->Xd, m->Xe, m->Ye, m->Yc);
+    run_chunks(m, be, 0, m->Xd, m->Xe, m->Ye, m->Xg, m->Yg, m->Yc);
     h = rt_trace_begin(m->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_GATE, FSMOE_PHASE_FWD, m->index,
                        -1);
     iorder_forward(&m->order, be, NULL, &m->route, m->Yc, y);
@@ -346,7 +544,8 @@ fsmoe_status moe_backward(rt_moe *m, rt_backend *be, const real *dy, const real 
     rt_trace_end(m->trace, NULL, h);
     /* the backward of Combine is an AllToAll in the Dispatch direction and vice versa; empty
      * local slots of dXd stay 0 (run_chunks zeroes it), whichever order reads them */
-    run_chunks(m, be, 1, m->dYc, m->dYe, m->dXe, m->dXd);
+    run_chunks(m, be, 1, m->dYc, m->dYe, m->dXe, m->dYg, m->dXg, m->dXd);
+    undo_duplicates(m, be);
     h = rt_trace_begin(m->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_GATE, FSMOE_PHASE_BWD, m->index,
                        -1);
     order_backward(&m->order, be, NULL, &m->route, m->dXd, x, dx);

@@ -19,7 +19,24 @@
  * ordered by events. Issue order on the communication stream: D0 D1 C0 D2 C1 … D(r−1) C(r−2)
  * C(r−1): the next chunk's Dispatch is queued before this chunk's Combine, so it moves while
  * the experts compute (issuing D_j C_j pairs would serialise the layer on any asynchronous
- * stream: C_j waits for the expert). A single rank is the P = 1 case of the EP group. */
+ * stream: C_j waits for the expert). A single rank is the P = 1 case of the EP group.
+ *
+ * Expert slicing (ESP, FSMoE §4). With an ESP group of S > 1 members, each holds columns
+ * [u·H/S, (u+1)·H/S) of the same local experts. After chunk j's Dispatch, an AllGather over ESP
+ * brings every member's chunk rows into a stacked buffer (S, E_local, Cs, M) — member u's
+ * replica rows of expert e at block (u, e), at the same rows as in its replica, so the stacked
+ * layout does not depend on r either; every member runs its slice on all stacked rows, and a
+ * ReduceScatter sums the slices' partial outputs back into each member's own replica rows,
+ * which the Combine returns. AllGather and ReduceScatter run on a stream of their own
+ * (`intra`), so chunk j's intra-node collectives overlap chunk j±1's AllToAll (FSMoE's IIO).
+ * Rows are padded per chunk to the largest member's count (the collectives move equal
+ * blocks; with MP duplicates all members hold the same counts). The backward runs the same
+ * pattern on the gradients.
+ *
+ * Duplicated tokens. Under tensor parallelism the MP group's members hold the same tokens and
+ * each dispatches its copy, as FSMoE and Tutel run it: every expert sees each token `dup`
+ * times, outputs are right, and the expert gradients are `dup` times the single copy's; the
+ * backward divides them by dup (exact for powers of two). */
 #ifndef RT_MOE_LAYER_H
 #define RT_MOE_LAYER_H
 
@@ -55,6 +72,11 @@ typedef struct {
     int *idxA;                  /* backend: local slot row (e·C + c) of each sent row */
     int *idxB;                  /* backend: replica row (e'·Crep + i) of each received row */
     long *r0, *r1;              /* (r, E_local) replica row range of each chunk */
+    /* ESP (S > 1): per chunk, R[j] rows per member (padded); own replica rows (eidx, R[j] per
+     * chunk) and every member's stacked rows (gidx, S·R[j] per chunk), -1 for padding; each
+     * member's stacked row ranges (r, S, E_local) */
+    long *R, *offO, *offG, *g0, *g1;
+    int *h_eidx, *eidx, *gidx;
 } rt_xmap;
 
 typedef struct {
@@ -67,6 +89,8 @@ typedef struct {
     rt_order order;
     rt_experts ex;            /* this rank's E_local experts */
     rt_group ep;
+    rt_group esp;             /* expert slicing (one member: none) */
+    int dup;                  /* copies of each token in the world (MP group size; 0 or 1: one) */
     const struct rt_dist *dist; /* NULL: one rank */
     int r_fwd, r_bwd;         /* chunks (pipeline degree) */
     rt_hook_fn hook;
@@ -75,7 +99,8 @@ typedef struct {
                                * issued (grad_sync.h FSMOE_AT_DISPATCHED) */
     void *hook_user;
     rt_stream *comp, *comm;   /* the model's streams */
-    rt_event *ev_start, *ev[3 * RT_MOE_MAX_CHUNKS];
+    rt_stream *intra;         /* ESP AllGather / ReduceScatter (NULL: comm) */
+    rt_event *ev_start, *ev[5 * RT_MOE_MAX_CHUNKS];
     long *K;                  /* (P, E) rows every member holds for every expert */
     rt_xmap xm[2];            /* forward, backward */
     real *send_stage, *recv_stage;
@@ -84,7 +109,11 @@ typedef struct {
     /* replica (E_local, Crep_max, M) */
     real *Xe, *Ye, *dYe, *dXe;
     rt_expert_acts eacts;
-    real *dh, *da, *dg;       /* (E_local, Crep_max, H) */
+    real *dh, *da, *dg;       /* (S, E_local, Crep_max, H) (H: this member's slice) */
+    /* ESP: replica rows of every member's local experts (S, E_local), stacked rows per block
+     * this step, stacked buffers (S, E_local, Crep_max, M) and the collectives' staging */
+    long *Tall, Cs;
+    real *Xg, *Yg, *dYg, *dXg, *ag_send, *ag_recv;
     int freeze; /* hold routing fixed (tests) */
 } rt_moe;
 

@@ -21,7 +21,8 @@ enum {
     O_MODEL = 256, O_PLAN, O_DATA, O_STEPS, O_SEED, O_SAVE, O_SAVE_EVERY, O_RESUME,
     O_EVAL_EVERY, O_BACKEND, O_THREADS, O_BATCH, O_SEQ, O_LR, O_MIN_LR, O_WARMUP, O_WD,
     O_CLIP, O_AUX, O_NOISE, O_CF, O_GATE, O_ORDER, O_EXPERT, O_CHUNKS, O_EVAL_BATCHES, O_HELP,
-    O_EP, O_COMM_TIMEOUT, O_NO_OVERLAP, O_STOP_AT, O_MEM_LIMIT, O_TRACE, O_SCHEDULE, O_CLUSTER, O_REPORT
+    O_EP, O_COMM_TIMEOUT, O_NO_OVERLAP, O_STOP_AT, O_MEM_LIMIT, O_TRACE, O_SCHEDULE, O_CLUSTER, O_REPORT,
+    O_MP, O_ESP
 };
 
 static const struct option opts[] = {
@@ -43,6 +44,7 @@ static const struct option opts[] = {
     {"stop-at", 1, 0, O_STOP_AT},   {"mem-limit", 1, 0, O_MEM_LIMIT},
     {"trace", 1, 0, O_TRACE},       {"schedule", 1, 0, O_SCHEDULE},
     {"cluster", 1, 0, O_CLUSTER},   {"report", 0, 0, O_REPORT},
+    {"mp", 1, 0, O_MP},             {"esp", 1, 0, O_ESP},
     {0, 0, 0, 0}};
 
 /* A path flag's value: not empty (an empty name would open "" or the current directory). */
@@ -115,6 +117,8 @@ fsmoe_status options_parse(rt_options *o, int argc, char **argv, fsmoe_error *er
         case O_ORDER: st = fsmoe_cli_enum_parse("--order", a, config_order_names, &o->order, err); break;
         case O_EXPERT: st = fsmoe_cli_enum_parse("--expert", a, config_expert_names, &o->expert, err); break;
         case O_EP: st = fsmoe_cli_int("--ep", a, 1, 65536, &o->ep, err); break;
+        case O_MP: st = fsmoe_cli_int("--mp", a, 1, 65536, &o->mp, err); break;
+        case O_ESP: st = fsmoe_cli_int("--esp", a, 1, 65536, &o->esp, err); break;
         case O_COMM_TIMEOUT:
             st = fsmoe_cli_double("--comm-timeout", a, 0, 1e6, &o->comm_timeout, err);
             break;

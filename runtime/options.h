@@ -21,7 +21,7 @@ typedef struct {
     const char *schedule;     /* --schedule NAME (NULL: the plan's) */
     const char *cluster_path; /* --cluster FILE (NULL: the profile the plan names) */
     int report;               /* --report */
-    int threads, ep; /* 0: not given */
+    int threads, ep, mp, esp; /* 0: not given */
     double comm_timeout; /* seconds; -1: not given (comm/mpi_coll.h's default) */
     /* overrides of the model file and the defaults; negative = not given (warmup: -2, cf: -2;
      * cf 0 = --capacity-factor none) */

@@ -36,6 +36,9 @@ void params_add(rt_params *t, real **w, real **g, int init, double std, const lo
     p->shard = RT_SHARD_NONE;
     p->dim0_start = 0;
     p->dim0_total = ndim > 0 ? shape[0] : 1;
+    p->part = RT_PART_REPLICA;
+    for (int i = 0; i < ndim; i++)
+        p->slice.gshape[i] = shape[i];
     p->init = init;
     p->std = std;
     p->w = w;
@@ -47,30 +50,87 @@ void params_add(rt_params *t, real **w, real **g, int init, double std, const lo
 void params_shard_since(rt_params *t, int first, long start, long total)
 {
     for (int i = first; i < t->n; i++) {
-        t->p[i].shard = RT_SHARD_EP;
-        t->p[i].dim0_start = start;
-        t->p[i].dim0_total = total;
+        rt_param *p = &t->p[i];
+        p->shard = RT_SHARD_EP;
+        p->dim0_start = start;
+        p->dim0_total = total;
+        p->slice.off[0] = start;
+        p->slice.gshape[0] = total;
+        if (p->part < RT_PART_EXPERT)
+            p->part = RT_PART_EXPERT;
     }
+}
+
+void params_slice_dim(rt_params *t, int i, int dim, long off, long gtotal, int part)
+{
+    rt_param *p = &t->p[i];
+    p->slice.off[dim] = off;
+    p->slice.gshape[dim] = gtotal;
+    p->part = part;
+    if (dim == 0) {
+        p->dim0_start = off;
+        p->dim0_total = gtotal;
+    }
+}
+
+void params_slice_cols(rt_params *t, int i, int n, const long *seg_off, const long *seg_len,
+                       long gtotal, int part)
+{
+    rt_param *p = &t->p[i];
+    p->slice.nseg = n;
+    for (int s = 0; s < n; s++)
+        p->slice.seg_off[s] = seg_off[s], p->slice.seg_len[s] = seg_len[s];
+    p->slice.gshape[p->ndim - 1] = gtotal;
+    p->part = part;
+}
+
+long param_global_numel(const rt_param *p)
+{
+    long n = 1;
+    for (int d = 0; d < p->ndim; d++)
+        n *= p->slice.gshape[d];
+    return n;
+}
+
+long param_global_index(const rt_param *p, long j)
+{
+    const rt_slice *s = &p->slice;
+    long g = 0, stride = 1;
+    for (int d = p->ndim - 1; d >= 0; d--) {
+        long i = j % p->shape[d];
+        j /= p->shape[d];
+        long gi = i + s->off[d];
+        if (d == p->ndim - 1 && s->nseg > 0) {
+            int k = 0;
+            while (k + 1 < s->nseg && i >= s->seg_len[k])
+                i -= s->seg_len[k++];
+            gi = s->seg_off[k] + i;
+        }
+        g += gi * stride;
+        stride *= s->gshape[d];
+    }
+    return g;
 }
 
 fsmoe_status params_alloc(rt_params *t, rt_backend *be, uint64_t seed, fsmoe_error *err)
 {
     if (t->failed)
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "parameter table: out of memory");
-    /* replicated tensors first, then the expert shards, so that each gradient AllReduce (DP,
-     * EDP) is one contiguous range; each tensor stays 64-byte aligned */
+    /* part by part (replicated, MP slices, expert slices, expert replicas), so that each
+     * gradient AllReduce (DP, EDP) is one contiguous range and each part's norm one sum; each
+     * tensor stays 64-byte aligned */
     t->total = 0;
-    for (int pass = 0; pass < 2; pass++) {
+    for (int part = 0; part < RT_PART_COUNT; part++) {
         for (int i = 0; i < t->n; i++) {
             rt_param *p = &t->p[i];
-            if ((p->shard == RT_SHARD_EP) != pass)
+            if (p->part != part)
                 continue;
             p->offset = t->total;
             t->total += param_span(p);
         }
-        if (pass == 0)
-            t->dense_total = t->total;
+        t->part_end[part] = t->total;
     }
+    t->dense_total = t->part_end[RT_PART_MP];
     size_t bytes = (size_t)t->total * sizeof(real);
     t->w = be->alloc(be, bytes);
     t->g = be->alloc(be, bytes);
@@ -84,11 +144,11 @@ fsmoe_status params_alloc(rt_params *t, rt_backend *be, uint64_t seed, fsmoe_err
         *p->w = t->w + p->offset;
         *p->g = t->g + p->offset;
         real *h = host + p->offset;
-        /* element j of this rank's part is element j0 + j of the whole tensor */
-        long j0 = p->shape[0] > 0 ? p->dim0_start * (p->numel / p->shape[0]) : 0;
+        /* element j of this rank's part is element param_global_index(p, j) of the whole */
         for (long j = 0; j < p->numel; j++) {
             if (p->init == RT_INIT_NORMAL)
-                h[j] = (real)(p->std * rng_normal(seed, 0x1417, (uint64_t)i, (uint64_t)(j0 + j)));
+                h[j] = (real)(p->std * rng_normal(seed, 0x1417, (uint64_t)i,
+                                                  (uint64_t)param_global_index(p, j)));
             else
                 h[j] = p->init == RT_INIT_ONE ? (real)1 : (real)0;
         }

@@ -18,11 +18,33 @@ enum { RT_INIT_NORMAL = 0, RT_INIT_ZERO, RT_INIT_ONE };
  * these two numbers. */
 enum { RT_SHARD_NONE = 0, RT_SHARD_EP };
 
+/* Which ranks hold equal values of a tensor, which orders the flat buffers (in this order) and
+ * says how the gradient norm counts it:
+ *   REPLICA         whole on every rank (norms, biases after a sum, the gate, wpe);
+ *   MP              a slice over the MP group (Megatron: column- or row-parallel weights);
+ *   EXPERT          an expert slice: rows over EP, H columns over ESP;
+ *   EXPERT_REPLICA  expert rows over EP, whole over ESP (the output bias b2 of a sliced GPT
+ *                   expert).
+ * Dense tensors (the first two) are all-reduced over DP, expert ones over EDP. */
+enum { RT_PART_REPLICA = 0, RT_PART_MP, RT_PART_EXPERT, RT_PART_EXPERT_REPLICA, RT_PART_COUNT };
+
+/* The part of the whole tensor this rank holds: dims 0..ndim-2 start at off[d] of gshape[d];
+ * the last dim is nseg pieces laid one after the other locally, piece s taken from global
+ * columns [seg_off[s], seg_off[s] + seg_len[s]) of gshape[ndim-1] (one piece: a plain column
+ * range; three: the q, k and v columns of a tensor-parallel QKV projection). */
+typedef struct {
+    long gshape[4], off[4];
+    int nseg;
+    long seg_off[3], seg_len[3];
+} rt_slice;
+
 typedef struct {
     char name[64];
     int ndim;
     long shape[4]; /* this rank's part */
     int shard;     /* RT_SHARD_* */
+    int part;      /* RT_PART_* */
+    rt_slice slice;
     long dim0_start, dim0_total;
     long numel, offset;
     int init;
@@ -34,7 +56,8 @@ typedef struct {
     rt_param *p;
     int n, cap;
     long total;
-    long dense_total; /* replicated tensors come first: [0, dense_total), then the EP shards */
+    long dense_total; /* dense tensors come first: [0, dense_total), then the expert ones */
+    long part_end[RT_PART_COUNT]; /* where each part's tensors end in the flat buffers */
     real *w, *g; /* backend memory, owned */
     int failed;  /* registration ran out of memory */
 } rt_params;
@@ -51,6 +74,17 @@ void params_add(rt_params *t, real **w, real **g, int init, double std, const lo
  * same elements of the whole tensor, so a sharded run starts from the single-rank run's
  * weights. */
 void params_shard_since(rt_params *t, int first, long start, long total);
+/* Marks tensor i as a slice: dim `dim` (not the last) starts at `off` of `gtotal`; or, with
+ * params_slice_cols, its last dim is the n pieces (global offset, length) of `gtotal`
+ * columns. part is the tensor's RT_PART_*. Initial values are those of the same elements of
+ * the whole tensor. */
+void params_slice_dim(rt_params *t, int i, int dim, long off, long gtotal, int part);
+void params_slice_cols(rt_params *t, int i, int n, const long *seg_off, const long *seg_len,
+                       long gtotal, int part);
+/* Element j of tensor p's local part as a flat index of the whole tensor. */
+long param_global_index(const rt_param *p, long j);
+/* Elements of the whole tensor. */
+long param_global_numel(const rt_param *p);
 /* Allocates both buffers, binds every registered pointer, initialises weights from seed and
  * zeroes gradients. */
 fsmoe_status params_alloc(rt_params *t, rt_backend *be, uint64_t seed, fsmoe_error *err);

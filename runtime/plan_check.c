@@ -43,8 +43,7 @@ static fsmoe_status unsupported(fsmoe_error *err, const char *path, const char *
 {
     return fsmoe_fail(err, FSMOE_ERR_VALUE,
                       "%s: %s: the plan has %ld; %s is not supported by fsmoe-run yet (it runs "
-                      "%s = 1: data parallelism over all ranks, expert parallelism over EP groups)",
-                      path, field, have, what, strchr(field, '.') + 1);
+                      "%s = 1)", path, field, have, what, strchr(field, '.') + 1);
 }
 
 static fsmoe_status check_layout(const char *path, const fsmoe_plan *p, const rt_layout *lay,
@@ -59,17 +58,18 @@ static fsmoe_status check_layout(const char *path, const fsmoe_plan *p, const rt
                        "runs %ld ranks per node (as the MPI library placed them: make the plan "
                        "with that --gpus-per-node, or place the ranks as the plan assumes, e.g. "
                        "mpirun --map-by ppr:N:node)", lay->gpus_per_node);
-    if (par->mp != 1)
-        return unsupported(err, path, "parallel.mp", par->mp, "model (tensor) parallelism");
-    if (par->esp != 1)
-        return unsupported(err, path, "parallel.esp", par->esp, "expert-sharding parallelism");
     if (par->pp != 1)
         return unsupported(err, path, "parallel.pp", par->pp, "pipeline parallelism");
+    if (par->mp != lay->mp)
+        return differs(err, path, "parallel.mp", par->mp, "was started with mp = %ld", lay->mp);
     if (par->dp != lay->dp)
-        return differs(err, path, "parallel.dp", par->dp,
-                       "runs data parallelism over all %ld ranks", lay->dp);
+        return differs(err, path, "parallel.dp", par->dp, "runs data parallelism over %ld ranks",
+                       lay->dp);
     if (par->ep != lay->ep)
         return differs(err, path, "parallel.ep", par->ep, "was started with ep = %ld", lay->ep);
+    if (par->esp != lay->esp)
+        return differs(err, path, "parallel.esp", par->esp, "was started with esp = %ld",
+                       lay->esp);
     if (p->edp != lay->edp)
         return differs(err, path, "parallel.edp", p->edp,
                        "has %ld ranks holding the same experts", lay->edp);
@@ -198,9 +198,8 @@ fail:
 }
 
 fsmoe_status plan_check_file(const char *plan_path, const char *model_path, const rt_config *c,
-                             int world, int rank, int gpus_per_node, int *ep,
-                             plan_check_result *out,
-                             fsmoe_error *err)
+                             int world, int rank, int gpus_per_node, int *mp, int *ep,
+                             int *esp, plan_check_result *out, fsmoe_error *err)
 {
     fsmoe_plan plan;
     char sha[FSMOE_SHA256_HEX];
@@ -215,7 +214,12 @@ fsmoe_status plan_check_file(const char *plan_path, const char *model_path, cons
         return st;
     if (*ep == 0)
         *ep = plan.parallel.ep;
-    rt_layout lay = layout_make(world, rank, gpus_per_node, *ep, c->E, c->B);
+    if (*mp == 0)
+        *mp = plan.parallel.mp;
+    if (*esp == 0)
+        *esp = plan.parallel.esp;
+    /* a layout that does not fit this world is refused by plan_check, naming the field */
+    rt_layout lay = layout_make_mp(world, rank, gpus_per_node, *mp, *ep, *esp, c->E, c->B);
     st = plan_check(plan_path, &plan, model_path ? sha : NULL, c, &lay, out, err);
     fsmoe_plan_free(&plan);
     return st;

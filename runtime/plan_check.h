@@ -35,14 +35,13 @@ fsmoe_status plan_check(const char *plan_path, const fsmoe_plan *plan, const cha
 
 /* What fsmoe-run does with --plan: loads plan_path once, hashes model_path (NULL: no checksum
  * check) and checks it as above for rank `rank` of `world` with `gpus_per_node` ranks on each
- * node (0: unknown, not compared) and expert parallelism *ep — 0 takes the plan's, and *ep is
- * set to it. A plan's own layout is valid (its reader checks that ep divides world and the
+ * node (0: unknown, not compared) and the group sizes *mp, *ep, *esp — 0 takes the plan's, and
+ * each is set to it. A plan's own layout is valid (its reader checks that ep divides world and the
  * experts), so a plan for another world size is reported as parallel.world. A plan file that
  * does not read fails with fsmoe_plan_load's status and message. */
 fsmoe_status plan_check_file(const char *plan_path, const char *model_path, const rt_config *c,
-                             int world, int rank, int gpus_per_node, int *ep,
-                             plan_check_result *out,
-                             fsmoe_error *err);
+                             int world, int rank, int gpus_per_node, int *mp, int *ep,
+                             int *esp, plan_check_result *out, fsmoe_error *err);
 
 void plan_check_result_free(plan_check_result *r); /* safe on a zeroed or freed result */
 

@@ -26,10 +26,12 @@ static const sim_task *unsupported(const sim *s)
     for (int i = 0; i < s->n_tasks; i++) {
         const sim_task *t = &s->tasks[i];
         switch (t->kind) {
-        case FSMOE_TASK_AG:
-        case FSMOE_TASK_RS:
+        case FSMOE_TASK_AG: /* the ESP pipeline's chunks run; an MP AllGather (S1/S2,     */
+        case FSMOE_TASK_RS: /* DeepSpeed's gather_tokens) is one task of the whole layer */
+            if (t->chunk < 0 && t->end_s - t->start_s > 0.0)
+                return t;
+            break;
         case FSMOE_TASK_AR_ESP:
-        case FSMOE_TASK_AR_MP:
         case FSMOE_TASK_SAA:
         case FSMOE_TASK_COPY:
             if (t->end_s - t->start_s > 0.0)
@@ -146,13 +148,13 @@ fsmoe_status rt_schedule_make(rt_schedule *rs, const char *plan_path, const char
     if (u) {
         char lb[64];
         st = fsmoe_fail(err, FSMOE_ERR_VALUE,
-                        "schedule %s of %s needs '%s' (%s group of the layout mp %d, esp %d): "
-                        "fsmoe-run does not shard over MP or ESP yet; plan the layout with "
-                        "--mp 1 --esp 1",
+                        "schedule %s of %s needs '%s' (layout mp %d, esp %d): fsmoe-run runs "
+                        "the ESP pipeline's AllGather/ReduceScatter chunks and the tensor-"
+                        "parallel AllReduce, not yet Parm's S1/S2 (PauseMP, SAA), MoNTA's "
+                        "copies or DeepSpeed's ESP AllReduce and token gathering; run "
+                        "--schedule fsmoe or a Tutel-family schedule on this layout",
                         name, plan_path,
                         fsmoe_task_label(u->phase, u->layer, u->chunk, u->kind, lb, sizeof lb),
-                        u->kind == FSMOE_TASK_AR_MP || u->kind == FSMOE_TASK_AG ? "the MP"
-                                                                                : "the ESP",
                         plan.parallel.mp, plan.parallel.esp);
         goto out;
     }

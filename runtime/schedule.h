@@ -10,9 +10,10 @@
  *   - the token order: DeepSpeed-MoE's dense one-hot einsums for `deepspeed`, Tutel's sparse
  *     indices for tutel, tutel-improved and pipemoe-lina, the model's own otherwise;
  *   - the graph's timed tasks: the prediction `--report` compares every measured task with.
- * A graph holding work fsmoe-run does not execute yet — a collective of the MP or ESP groups
- * (AllGather, ReduceScatter, SAA, tensor-parallel AllReduce) or MoNTA's re-layout copy, with a
- * non-zero cost — is refused by name: its layout needs MP/ESP sharding. Lina's micro-ops run on
+ * The ESP pipeline's per-chunk AllGather and ReduceScatter and the tensor-parallel AllReduce
+ * run as the model executes them (moe_layer.h, transformer.h). A graph holding work fsmoe-run
+ * does not execute yet — Parm's S1/S2 (a whole-layer MP AllGather, SAA), DeepSpeed's ESP
+ * AllReduce or MoNTA's re-layout copy, with a non-zero cost — is refused by name. Lina's micro-ops run on
  * their own stream in the graph's order, without its launch-only-while-no-AllToAll rule. */
 #ifndef RT_SCHEDULE_H
 #define RT_SCHEDULE_H

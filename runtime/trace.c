@@ -115,7 +115,7 @@ fsmoe_status rt_trace_write(const rt_trace *tr, int rank, const char *title, con
                             fsmoe_error *err)
 {
     static const char *const threads[RT_TRACE_STREAMS] = {"host", "compute", "comm",
-                                                               "grad-allreduce"};
+                                                               "grad-allreduce", "intra-comm"};
     fsmoe_atomic_file af;
     fsmoe_status st = fsmoe_atomic_open(&af, path, err);
     if (st != FSMOE_OK)

@@ -19,7 +19,14 @@
 #define RT_TRACE_MAX_EVENTS 1000000L
 
 /* The streams a task runs on, as the trace's threads. */
-enum { RT_TRACE_HOST = 0, RT_TRACE_COMPUTE, RT_TRACE_COMM, RT_TRACE_GRAD, RT_TRACE_STREAMS };
+enum {
+    RT_TRACE_HOST = 0,
+    RT_TRACE_COMPUTE,
+    RT_TRACE_COMM,
+    RT_TRACE_GRAD,
+    RT_TRACE_INTRA, /* the ESP AllGather / ReduceScatter stream */
+    RT_TRACE_STREAMS
+};
 
 typedef struct {
     long step;

@@ -14,6 +14,24 @@
             goto nomem;                                                                        \
     } while (0)
 
+/* x (B·L, M) summed over the MP group (the tensor-parallel blocks' partial results); nothing
+ * without tensor parallelism. */
+static void mp_sum(rt_model *md, real *x, const char *what)
+{
+    if (md->mp.size > 1)
+        md->be->allreduce_sum(md->be, NULL, &md->mp, x, md->N * md->cfg.M, what);
+}
+
+/* The same as a task of the schedule graph (its MP AllReduce of generalised layer gl). */
+static void mp_sum_task(rt_model *md, real *x, int phase, int gl, const char *what)
+{
+    if (md->mp.size == 1)
+        return;
+    long h = rt_trace_begin(md->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_AR_MP, phase, gl, -1);
+    mp_sum(md, x, what);
+    rt_trace_end(md->trace, NULL, h);
+}
+
 static int gen_layer(const rt_model *md, long b)
 {
     int gl = -1;
@@ -77,19 +95,28 @@ fsmoe_status model_init_dist(rt_model *md, const rt_config *cfg, rt_backend *be,
     rt_layout one = layout_make(1, 0, 1, 1, c->E, c->B);
     const rt_layout *lay = dist ? &dist->layout : &one;
     md->N_global = lay->B_global * L;
+    /* tensor parallelism (Megatron): this rank's vocabulary slice of the embedding and the LM
+     * head, its heads of the attention, its columns of the dense FFN; expert slicing: its
+     * columns of every local expert */
+    md->mp = dist ? dist_group(dist, RT_MP) : rt_group_single();
+    long P = md->mp.size, Vl = V / P, v0 = md->mp.rank * Vl;
+    md->V_local = Vl, md->v0 = v0;
     /* serial: one stream for both, so compute and communication run in issue order on the same
      * kind of worker as otherwise (only the overlap differs, not the threads) */
     md->comp = be->stream_create(be);
     md->comm = c->serial ? md->comp : be->stream_create(be);
     md->grad = c->serial ? md->comp : be->stream_create(be);
-    if (!md->comp || !md->comm || !md->grad)
+    md->intra = c->serial ? md->comp : be->stream_create(be);
+    if (!md->comp || !md->comm || !md->grad || !md->intra)
         goto nomem;
     double std = c->init_std, std_out = c->init_std / sqrt(2.0 * (double)nl); /* GPT-2 */
     rt_params *t = &md->params;
     md->blocks = calloc((size_t)nl, sizeof(rt_block));
     if (!md->blocks)
         goto nomem;
-    params_add(t, &md->wte, &md->dwte, RT_INIT_NORMAL, std, (const long[]){V, M}, 2, "wte");
+    params_add(t, &md->wte, &md->dwte, RT_INIT_NORMAL, std, (const long[]){Vl, M}, 2, "wte");
+    if (P > 1)
+        params_slice_dim(t, t->n - 1, 0, v0, V, RT_PART_MP);
     params_add(t, &md->wpe, &md->dwpe, RT_INIT_NORMAL, std, (const long[]){L, M}, 2, "wpe");
     long moe_index = 0;
     /* per block: its first tensor, the first after its attention, the first after the block */
@@ -103,8 +130,9 @@ fsmoe_status model_init_dist(rt_model *md, const rt_config *cfg, rt_backend *be,
         params_add(t, &bl->ln1w, &bl->dln1w, RT_INIT_ONE, 0, (const long[]){M}, 1, "h%ld.ln1.w", b);
         params_add(t, &bl->ln1b, &bl->dln1b, RT_INIT_ZERO, 0, (const long[]){M}, 1, "h%ld.ln1.b", b);
         snprintf(pre, sizeof pre, "h%ld.attn", b);
-        attention_register(&bl->attn, t, pre, M, c->heads, c->kv_heads > 0 ? c->kv_heads : c->heads,
-                           M / c->heads, std, std_out);
+        attention_register_mp(&bl->attn, t, pre, M, c->heads,
+                              c->kv_heads > 0 ? c->kv_heads : c->heads, M / c->heads, md->mp, std,
+                              std_out);
         pidx[3 * b + 1] = t->n;
         params_add(t, &bl->ln2w, &bl->dln2w, RT_INIT_ONE, 0, (const long[]){M}, 1, "h%ld.ln2.w", b);
         params_add(t, &bl->ln2b, &bl->dln2b, RT_INIT_ZERO, 0, (const long[]){M}, 1, "h%ld.ln2.b", b);
@@ -114,8 +142,10 @@ fsmoe_status model_init_dist(rt_model *md, const rt_config *cfg, rt_backend *be,
             m->index = (int)moe_index++;
             m->M = M, m->E = c->E, m->N_max = N;
             m->ep = dist ? dist_group(dist, RT_EP) : rt_group_single();
+            m->esp = dist ? dist_group(dist, RT_ESP) : rt_group_single();
+            m->dup = (int)P;
             m->dist = dist;
-            m->comp = md->comp, m->comm = md->comm;
+            m->comp = md->comp, m->comm = md->comm, m->intra = md->intra;
             m->gsync = &md->gsync;
             m->r_fwd = m->r_bwd = c->r;
             m->order.kind = c->order;
@@ -132,18 +162,22 @@ fsmoe_status model_init_dist(rt_model *md, const rt_config *cfg, rt_backend *be,
             m->gate.tok0 = lay->sample0 * L;
             m->gate.N_global = md->N_global;
             snprintf(pre, sizeof pre, "h%ld.experts", b);
-            experts_register_shard(&m->ex, t, pre, c->expert, c->E, lay->expert0, lay->E_local, M,
-                                   H, std, std_out);
+            long Hs = H / m->esp.size;
+            experts_register_slice(&m->ex, t, pre, c->expert, 0, c->E, lay->expert0, lay->E_local,
+                                   M, H, m->esp.rank * Hs, Hs, std, std_out);
         } else {
             snprintf(pre, sizeof pre, "h%ld.ffn", b);
-            experts_register(&bl->ffn, t, pre, c->expert, 1, M, H, std, std_out);
+            experts_register_slice(&bl->ffn, t, pre, c->expert, 1, 1, 0, 1, M, H,
+                                   md->mp.rank * (H / P), H / P, std, std_out);
         }
         pidx[3 * b + 2] = t->n;
     }
     int head0 = t->n;
     params_add(t, &md->lnfw, &md->dlnfw, RT_INIT_ONE, 0, (const long[]){M}, 1, "lnf.w");
     params_add(t, &md->lnfb, &md->dlnfb, RT_INIT_ZERO, 0, (const long[]){M}, 1, "lnf.b");
-    params_add(t, &md->head, &md->dhead, RT_INIT_NORMAL, std, (const long[]){M, V}, 2, "head");
+    params_add(t, &md->head, &md->dhead, RT_INIT_NORMAL, std, (const long[]){M, Vl}, 2, "head");
+    if (P > 1)
+        params_slice_cols(t, t->n - 1, 1, &v0, &Vl, V, RT_PART_MP);
     fsmoe_status st = params_alloc(t, be, c->seed, err);
     if (st == FSMOE_OK)
         st = gsync_init(&md->gsync, be, dist, t, md->comm, md->grad, err);
@@ -178,8 +212,10 @@ fsmoe_status model_init_dist(rt_model *md, const rt_config *cfg, rt_backend *be,
     DALLOC(md->lnf, N * M);
     DALLOC(md->lnf_mean, N);
     DALLOC(md->lnf_rstd, N);
-    DALLOC(md->logits, N * V);
-    DALLOC(md->dlogits, N * V);
+    DALLOC(md->logits, N * Vl);
+    DALLOC(md->dlogits, N * Vl);
+    DALLOC(md->ce_stats, 3 * N);
+    DALLOC(md->ce_all, 3 * N * P);
     DALLOC(md->losses, N);
     DALLOC(md->tokens, N);
     DALLOC(md->targets, N);
@@ -191,7 +227,8 @@ fsmoe_status model_init_dist(rt_model *md, const rt_config *cfg, rt_backend *be,
     if (attn_scratch_alloc(&md->ascr, &md->blocks[0].attn, be, c->B, L) != FSMOE_OK)
         goto nomem;
     md->h_losses = calloc((size_t)N, sizeof(real));
-    if (!md->h_losses)
+    md->h_tokens = calloc((size_t)N, sizeof(int));
+    if (!md->h_losses || !md->h_tokens)
         goto nomem;
     return FSMOE_OK;
 nomem:
@@ -220,18 +257,22 @@ void model_free(rt_model *md)
     gsync_free(&md->gsync);
     if (md->grad && md->grad != md->comp)
         be->stream_destroy(be, md->grad);
+    if (md->intra && md->intra != md->comp)
+        be->stream_destroy(be, md->intra);
     if (md->comm && md->comm != md->comp)
         be->stream_destroy(be, md->comm);
     if (md->comp)
         be->stream_destroy(be, md->comp);
     void *ps[] = {md->x_out, md->lnf, md->lnf_mean, md->lnf_rstd, md->logits, md->dlogits,
-                  md->losses, md->tokens, md->targets, md->dres, md->dln, md->dh, md->da, md->dg};
+                  md->losses, md->tokens, md->targets, md->dres, md->dln, md->dh, md->da, md->dg,
+                  md->ce_stats, md->ce_all};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
         if (ps[i])
             be->free(be, ps[i]);
     attn_scratch_free(&md->ascr, be);
     params_free(&md->params, be);
     free(md->h_losses);
+    free(md->h_tokens);
     memset(md, 0, sizeof(*md));
 }
 
@@ -281,9 +322,21 @@ fsmoe_status model_forward(rt_model *md, const int *tokens, const int *targets, 
             return fsmoe_fail(err, FSMOE_ERR_VALUE, "token %d at position %ld outside the "
                               "vocabulary 0..%ld", tokens[n] < 0 || tokens[n] >= V ? tokens[n]
                               : targets[n], n, V - 1);
-    be->copy(be, NULL, md->tokens, tokens, (size_t)N * sizeof(int), RT_H2D);
+    /* the embedding's vocabulary slice: ids of other slices read a zero row; the position
+     * embedding is added once, by MP member 0, before the sum over the group */
+    const int *tok = tokens;
+    if (md->mp.size > 1) {
+        for (long n = 0; n < N; n++)
+            md->h_tokens[n] = tokens[n] >= md->v0 && tokens[n] < md->v0 + md->V_local
+                                  ? tokens[n] - (int)md->v0
+                                  : -1;
+        tok = md->h_tokens;
+    }
+    be->copy(be, NULL, md->tokens, tok, (size_t)N * sizeof(int), RT_H2D);
     be->copy(be, NULL, md->targets, targets, (size_t)N * sizeof(int), RT_H2D);
-    be->embed_fwd(be, NULL, md->blocks[0].x_in, md->wte, md->wpe, md->tokens, B, L, M);
+    be->embed_fwd(be, NULL, md->blocks[0].x_in, md->wte, md->mp.rank == 0 ? md->wpe : NULL,
+                  md->tokens, B, L, M);
+    mp_sum(md, md->blocks[0].x_in, "embedding allreduce (mp)");
     md->aux = 0;
     for (long b = 0; b < c->layers; b++) {
         rt_block *bl = &md->blocks[b];
@@ -294,8 +347,9 @@ fsmoe_status model_forward(rt_model *md, const int *tokens, const int *targets, 
         be->layernorm_fwd(be, NULL, bl->ln1, bl->ln1_mean, bl->ln1_rstd, bl->x_in, bl->ln1w,
                           bl->ln1b, N, M);
         attention_forward(&bl->attn, be, NULL, bl->ln1, bl->attn_out, &bl->aacts, B, L);
-        be->add(be, NULL, bl->x_mid, bl->x_in, bl->attn_out, N * M);
         rt_trace_end(md->trace, NULL, h);
+        mp_sum_task(md, bl->attn_out, FSMOE_PHASE_FWD, gl, "attention output allreduce (mp)");
+        be->add(be, NULL, bl->x_mid, bl->x_in, bl->attn_out, N * M);
         be->layernorm_fwd(be, NULL, bl->ln2, bl->ln2_mean, bl->ln2_rstd, bl->x_mid, bl->ln2w,
                           bl->ln2b, N, M);
         if (bl->is_moe) {
@@ -313,15 +367,26 @@ fsmoe_status model_forward(rt_model *md, const int *tokens, const int *targets, 
                                -1);
             experts_forward(&bl->ffn, be, NULL, bl->ln2, bl->ffn_out, &bl->facts, N, 0, N, NULL);
             rt_trace_end(md->trace, NULL, h);
+            mp_sum_task(md, bl->ffn_out, FSMOE_PHASE_FWD, gl, "dense FFN output allreduce (mp)");
         }
         be->add(be, NULL, x_next, bl->x_mid, bl->ffn_out, N * M);
     }
     be->layernorm_fwd(be, NULL, md->lnf, md->lnf_mean, md->lnf_rstd, md->x_out, md->lnfw,
                       md->lnfb, N, M);
-    be->gemm(be, NULL, 0, 0, N, V, M, 1, md->lnf, M, 0, md->head, V, 0, 0, md->logits, V, 0, 1);
+    long Vl = md->V_local;
+    be->gemm(be, NULL, 0, 0, N, Vl, M, 1, md->lnf, M, 0, md->head, Vl, 0, 0, md->logits, Vl, 0,
+             1);
     /* the loss is the mean over the global batch: this rank's share of its gradient */
-    be->crossent(be, NULL, md->losses, md->dlogits, md->logits, md->targets, N, V,
-                 (real)(1.0 / (double)md->N_global));
+    real ce_scale = (real)(1.0 / (double)md->N_global);
+    if (md->mp.size == 1) {
+        be->crossent(be, NULL, md->losses, md->dlogits, md->logits, md->targets, N, V, ce_scale);
+    } else { /* vocabulary-parallel: every member's row statistics, then each its columns */
+        be->crossent_stats(be, NULL, md->ce_stats, md->logits, md->targets, N, Vl, md->v0);
+        be->allgather(be, NULL, &md->mp, md->ce_all, md->ce_stats, 3 * N,
+                      "cross-entropy statistics allgather (mp)");
+        be->crossent_finish(be, NULL, md->losses, md->dlogits, md->logits, md->targets,
+                            md->ce_all, md->mp.size, N, Vl, md->v0, ce_scale);
+    }
     be->copy(be, NULL, md->h_losses, md->losses, (size_t)N * sizeof(real), RT_D2H);
     be->stream_sync(be, NULL);
     double s = 0;
@@ -341,10 +406,11 @@ fsmoe_status model_backward(rt_model *md, fsmoe_error *err)
 {
     rt_backend *be = md->be;
     const rt_config *c = &md->cfg;
-    long B = c->B, L = c->L, M = c->M, V = c->V, N = md->N;
+    long B = c->B, L = c->L, M = c->M, V = md->V_local, N = md->N;
     /* LM head and final norm */
     be->gemm(be, NULL, 1, 0, M, V, N, 1, md->lnf, M, 0, md->dlogits, V, 0, 1, md->dhead, V, 0, 1);
     be->gemm(be, NULL, 0, 1, N, M, V, 1, md->dlogits, V, 0, md->head, V, 0, 0, md->dln, M, 0, 1);
+    mp_sum(md, md->dln, "LM head input-gradient allreduce (mp)");
     be->zero(be, NULL, md->dres, (size_t)(N * M) * sizeof(real));
     be->layernorm_bwd(be, NULL, md->dres, md->dlnfw, md->dlnfb, md->dln, md->x_out, md->lnf_mean,
                       md->lnf_rstd, md->lnfw, N, M);
@@ -377,6 +443,8 @@ fsmoe_status model_backward(rt_model *md, fsmoe_error *err)
             experts_backward(&bl->ffn, be, NULL, md->dres, bl->ln2, md->dln, &bl->facts, md->dh,
                              md->da, bl->ffn.kind == 1 ? md->dg : NULL, N, 0, N, NULL);
             rt_trace_end(md->trace, NULL, h);
+            mp_sum_task(md, md->dln, FSMOE_PHASE_BWD, gen_layer(md, b),
+                        "dense FFN input-gradient allreduce (mp)");
         }
         be->layernorm_bwd(be, NULL, md->dres, bl->dln2w, bl->dln2b, md->dln, bl->x_mid,
                           bl->ln2_mean, bl->ln2_rstd, bl->ln2w, N, M);
@@ -391,9 +459,11 @@ fsmoe_status model_backward(rt_model *md, fsmoe_error *err)
         be->zero(be, NULL, md->dln, (size_t)(N * M) * sizeof(real));
         attention_backward(&bl->attn, be, NULL, md->dres, bl->ln1, md->dln, &bl->aacts, &md->ascr,
                            B, L);
+        rt_trace_end(md->trace, NULL, h);
+        mp_sum_task(md, md->dln, FSMOE_PHASE_BWD, gen_layer(md, b),
+                    "attention input-gradient allreduce (mp)");
         be->layernorm_bwd(be, NULL, md->dres, bl->dln1w, bl->dln1b, md->dln, bl->x_in,
                           bl->ln1_mean, bl->ln1_rstd, bl->ln1w, N, M);
-        rt_trace_end(md->trace, NULL, h);
         if (b == early)
             gsync_at(gs, FSMOE_AT_EARLY_READY, -1);
     }
@@ -412,16 +482,29 @@ fsmoe_status model_clip_grads(rt_model *md, double clip, double *norm, fsmoe_err
 {
     rt_backend *be = md->be;
     rt_params *p = &md->params;
-    /* replicated tensors are equal on every rank after the AllReduce: counted once; every EP
-     * group holds each expert once */
-    double sq[2] = {be->sumsq(be, NULL, p->g, p->dense_total),
-                    be->sumsq(be, NULL, p->g + p->dense_total, p->total - p->dense_total)};
+    /* after the AllReduce, replicated tensors are equal on every rank: counted once; MP slices
+     * summed over the MP group; expert slices over EP and ESP, expert tensors whole over ESP
+     * once per ESP group */
+    const long *e = p->part_end;
+    double part[RT_PART_COUNT];
+    for (int k = 0; k < RT_PART_COUNT; k++) {
+        long a = k ? e[k - 1] : 0;
+        part[k] = e[k] > a ? be->sumsq(be, NULL, p->g + a, e[k] - a) : 0.0;
+    }
+    int esp = md->dist ? md->dist->g[RT_ESP].size : 1;
+    double sq[2] = {part[RT_PART_MP],
+                    part[RT_PART_EXPERT] + part[RT_PART_EXPERT_REPLICA] / esp};
     if (md->dist) {
-        fsmoe_status st = dist_sum_doubles(md->dist, RT_EP, sq + 1, 1,
-                                           "expert gradient norm (ep)", err);
+        fsmoe_status st = dist_sum_doubles(md->dist, RT_MP, sq, 1, "dense gradient norm (mp)",
+                                           err);
+        if (st == FSMOE_OK)
+            st = dist_sum_doubles(md->dist, RT_ESP, sq + 1, 1, "expert gradient norm (esp)", err);
+        if (st == FSMOE_OK)
+            st = dist_sum_doubles(md->dist, RT_EP, sq + 1, 1, "expert gradient norm (ep)", err);
         if (st != FSMOE_OK)
             return st;
     }
+    sq[0] += part[RT_PART_REPLICA];
     double n = sqrt(sq[0] + sq[1]);
     if (clip > 0 && n > clip)
         be->scale(be, NULL, p->g, (real)(clip / n), p->total);

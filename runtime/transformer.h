@@ -2,7 +2,14 @@
  * embedding; `layers` pre-LayerNorm blocks x += Attn(LN1(x)); x += FFN_or_MoE(LN2(x)); final
  * LayerNorm; LM head (untied); mean cross-entropy over B·L next-byte targets, plus
  * aux_coef·Σ auxiliary gate losses. Explicit forward and backward; all activations kept.
- * Dense blocks use one expert of the model's expert kind applied to every token. */
+ * Dense blocks use one expert of the model's expert kind applied to every token.
+ *
+ * Tensor parallelism over the MP group (Megatron): the embedding and the LM head hold a
+ * vocabulary slice each (the embedding's partial rows summed over the group, the cross-entropy
+ * from every member's row statistics), the attention its heads, a dense FFN its columns of the
+ * hidden width; each block's partial output and partial input gradient are summed over the
+ * group, so every member holds the same activations. MoE layers slice their experts over ESP
+ * (moe_layer.h). */
 #ifndef RT_TRANSFORMER_H
 #define RT_TRANSFORMER_H
 
@@ -35,18 +42,23 @@ typedef struct {
     long N_global;              /* tokens of the global batch (B·L·world) */
     rt_stream *comp, *comm;     /* the MoE layers' compute and communication streams */
     rt_stream *grad;            /* the Gradient-AllReduce's own stream (grad_sync.h) */
+    rt_stream *intra;           /* the MoE layers' ESP AllGather / ReduceScatter stream */
     rt_grad_sync gsync;         /* where the gradients are all-reduced (default: at the end) */
     struct rt_trace *trace;     /* NULL: not traced (trace.h) */
     rt_params params;
+    rt_group mp;          /* tensor parallelism (one rank: none) */
+    long V_local, v0;     /* this rank's vocabulary slice of the embedding and the LM head */
     long N; /* B·L */
     real *wte, *dwte, *wpe, *dwpe, *lnfw, *dlnfw, *lnfb, *dlnfb, *head, *dhead;
     rt_block *blocks;
     real *x_out, *lnf, *lnf_mean, *lnf_rstd, *logits, *dlogits, *losses;
+    real *ce_stats, *ce_all; /* vocabulary-parallel cross-entropy: (N, 3), (mp, N, 3) */
     int *tokens, *targets; /* backend */
     /* backward scratch */
     real *dres, *dln, *dh, *da, *dg;
     rt_attn_scratch ascr;
     real *h_losses; /* host (N) */
+    int *h_tokens;  /* host (N): token ids in this rank's vocabulary slice (-1: another's) */
     /* results of the last forward */
     double ce, aux, loss;
 } rt_model;

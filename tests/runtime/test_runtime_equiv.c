@@ -1,15 +1,18 @@
 /* Implements: the multi-rank correctness oracle (design.md §10.1): the same global batch trained
- * on world 1 and on P ranks (any dp/ep, any pipeline degrees, dropless or with capacity) gives
- * the same losses, gradients and weights.
+ * on world 1 and on P ranks (any dp/mp/ep/esp, any pipeline degrees, dropless or with capacity)
+ * gives the same losses, gradients and weights.
  *
  * Run under mpirun with P ranks. Rank 0 also builds the one-rank model on the global batch
  * (P·B samples) in the same process; both train side by side. After the first backward every
- * rank compares its gradients — replicated tensors whole, expert shards against the same rows of
- * the one-rank tensor — and after every step its weights, with the one-rank values broadcast
- * from rank 0; the losses are compared on rank 0.
+ * rank compares its gradients — replicated tensors whole, slices (expert rows, MP and ESP
+ * columns) against the same elements of the one-rank tensor — and after every step its
+ * weights, with the one-rank values broadcast from rank 0; the losses are compared on rank 0.
  *
- *   test_runtime_equiv EP R_FWD R_BWD CAPACITY STEPS EXPERT GATE
- *     CAPACITY: a capacity factor, or 0 for dropless; EXPERT gpt|swiglu; GATE gshard|sigmoid|xmoe
+ *   test_runtime_equiv LAYOUT R_FWD R_BWD CAPACITY STEPS EXPERT GATE [MODE]
+ *     LAYOUT: ep, or MPxEPxESP (e.g. 2x2x2: tensor parallelism 2, expert parallelism 2, expert
+ *     slices 2); CAPACITY: a capacity factor, or 0 for dropless; EXPERT gpt|swiglu; GATE
+ *     gshard|sigmoid|xmoe; MODE serial (one in-order stream), partitioned (gradient AllReduce
+ *     tasks at every anchor) or dense (every other block a dense FFN)
  *
  * Tolerances. fp64 build (the FSMOE_REAL_DOUBLE runtime): the P-rank run differs from the
  * one-rank run only in summation order (the AllReduce adds P partial sums of gradients and
@@ -74,14 +77,16 @@ static double compare(const rt_params *mp, const real *mine, const rt_params *rt
         CHECK(q != NULL, "%s: tensor %s missing in the one-rank model", what, p->name);
         if (!q)
             continue;
-        long row = p->shape[0] > 0 ? p->numel / p->shape[0] : 0;
-        const real *a = mine + p->offset, *b = ref + q->offset + p->dim0_start * row;
+        CHECK(param_global_numel(p) == q->numel, "%s: %s: the whole of the slice has %ld "
+              "elements, the one-rank tensor %ld", what, p->name, param_global_numel(p), q->numel);
+        const real *a = mine + p->offset, *b = ref + q->offset;
         for (long j = 0; j < p->numel; j++) {
-            double d = fabs((double)a[j] - (double)b[j]);
+            long g = param_global_index(p, j);
+            double d = fabs((double)a[j] - (double)b[g]);
             worst = d > worst ? d : worst;
-            if (d > tol * (1 + fabs((double)b[j]))) {
-                CHECK(0, "%s: %s[%ld]: %.17g vs one rank %.17g", what, p->name, j, (double)a[j],
-                      (double)b[j]);
+            if (d > tol * (1 + fabs((double)b[g]))) {
+                CHECK(0, "%s: %s[%ld] (whole [%ld]): %.17g vs one rank %.17g", what, p->name, j,
+                      g, (double)a[j], (double)b[g]);
                 break;
             }
         }
@@ -97,14 +102,18 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &P);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     const char *mode = argc == 9 ? argv[8] : "";
+    int mp = 1, ep = 1, esp = 1;
     if (argc != 8 && !(argc == 9 && (strcmp(mode, "serial") == 0 ||
-                                     strcmp(mode, "partitioned") == 0))) {
-        fprintf(stderr, "usage: test_runtime_equiv EP R_FWD R_BWD CAPACITY STEPS EXPERT GATE "
-                        "[serial|partitioned]\n");
+                                     strcmp(mode, "partitioned") == 0 ||
+                                     strcmp(mode, "dense") == 0))) {
+        fprintf(stderr, "usage: test_runtime_equiv EP|MPxEPxESP R_FWD R_BWD CAPACITY STEPS "
+                        "EXPERT GATE [serial|partitioned|dense]\n");
         MPI_Finalize();
         return 2;
     }
-    int ep = atoi(argv[1]), r_fwd = atoi(argv[2]), r_bwd = atoi(argv[3]);
+    if (sscanf(argv[1], "%dx%dx%d", &mp, &ep, &esp) != 3)
+        mp = 1, ep = atoi(argv[1]), esp = 1;
+    int r_fwd = atoi(argv[2]), r_bwd = atoi(argv[3]);
     double f = atof(argv[4]);
     long steps = atol(argv[5]);
     const char *src = getenv("FSMOE_SOURCE_ROOT");
@@ -116,7 +125,7 @@ int main(int argc, char **argv)
     c.M = 32, c.H = 64, c.heads = 2, c.layers = 2, c.L = 16, c.B = 2, c.E = 4, c.k = 2;
     c.f = f, c.expert = strcmp(argv[6], "swiglu") == 0;
     c.gate = (rt_gate_kind)gate_kind_from_name(argv[7]);
-    c.moe_every = 1, c.steps = steps, c.warmup = 2, c.gate_noise = 0.5;
+    c.moe_every = strcmp(mode, "dense") == 0 ? 2 : 1, c.steps = steps, c.warmup = 2, c.gate_noise = 0.5;
     fsmoe_error err = {0};
     die_st(config_validate(&c, &err), &err);
     rt_config c1 = c; /* the one-rank reference always overlaps */
@@ -127,12 +136,12 @@ int main(int argc, char **argv)
     rt_backend *be = NULL, *be1 = NULL;
     die_st(rt_backend_create("host", 1, &be, &err), &err);
 
-    rt_layout lay = layout_make(P, rank_, P, ep, c.E, c.B);
+    rt_layout lay = layout_make_mp(P, rank_, P, mp, ep, esp, c.E, c.B);
     rt_dist dist;
     die_st(dist_init(&dist, &lay, &err), &err);
     rt_trainer tr, one;
     die_st(trainer_init_dist(&tr, &c, be, &data, &dist, &err), &err);
-    c1.B = c.B * P;
+    c1.B = c.B * lay.dp;
     /* every rank builds the one-rank model's table (to find tensors by name); rank 0 runs it */
     die_st(rt_backend_create("host", 1, &be1, &err), &err);
     die_st(trainer_init(&one, &c1, be1, &data, &err), &err);
@@ -163,7 +172,8 @@ int main(int argc, char **argv)
     double worst_g = 0, worst_w = 0, worst_l = 0;
 
     /* 1. gradients of the first step (before clipping and the update) */
-    int *tok = malloc((size_t)(c1.B * c.L) * sizeof(int)), *tgt = malloc((size_t)(c1.B * c.L) * sizeof(int));
+    int *tok = malloc((size_t)(c1.B * c.L) * sizeof(int)),
+        *tgt = malloc((size_t)(c1.B * c.L) * sizeof(int));
     data_batch_slice(&data, 0, c.seed, 0, lay.sample0, c.B, c.L, tok, tgt);
     model_zero_grad(&tr.model);
     die_st(model_forward(&tr.model, tok, tgt, 1, 0, &err), &err);
@@ -203,9 +213,10 @@ int main(int argc, char **argv)
     int bad = failures;
     MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank_ == 0)
-        printf("%s P=%d ep=%d r=%d/%d%s%s capacity=%s %s %s steps=%ld: max loss rel diff %.3g, grad "
-               "diff %.3g, weight diff %.3g: %s\n",
-               REAL_IS_DOUBLE ? "fp64" : "fp32", P, ep, r_fwd, r_bwd, mode[0] ? " " : "", mode,
+        printf("%s P=%d mp=%d ep=%d esp=%d r=%d/%d%s%s capacity=%s %s %s steps=%ld: max loss rel "
+               "diff %.3g, grad diff %.3g, weight diff %.3g: %s\n",
+               REAL_IS_DOUBLE ? "fp64" : "fp32", P, mp, ep, esp, r_fwd, r_bwd,
+               mode[0] ? " " : "", mode,
                f > 0 ? argv[4] : "none",
                argv[6], argv[7], steps, worst[0], worst[1], worst[2], bad ? "FAIL" : "ok");
     free(ref), free(tok), free(tgt);

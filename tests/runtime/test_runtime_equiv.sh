@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Implements: the mpi-suite equivalence runs (test_runtime_equiv.c): dp2, dp4, dp2·ep2, ep4,
+# tensor parallelism and expert slices (mp2, esp2, mp2·ep2, esp2·ep2, mp2·ep2·esp2),
 # dropless and with capacity, several pipeline degrees, both expert kinds and three gates in
 # the fp64 build, once with one in-order stream (--no-overlap) and three times with the gradient
 # AllReduce cut into tasks at every anchor of the backward on two streams (partitioned: the
@@ -32,10 +33,21 @@ run 4 "$e64" 2 3 2 0   3 swiglu gshard serial
 run 2 "$e64" 2 2 3 0   3 gpt gshard partitioned
 run 4 "$e64" 2 2 3 0   3 gpt gshard partitioned
 run 4 "$e64" 4 1 2 1.2 3 swiglu gshard partitioned
+# tensor parallelism (MPxEPxESP): duplicated tokens, vocabulary-parallel cross-entropy, expert
+# slices with the ESP AllGather/ReduceScatter, dense FFN blocks split over MP
+run 2 "$e64" 2x1x1 1 1 0   3 gpt gshard dense
+run 2 "$e64" 1x1x2 2 1 0   3 gpt gshard
+run 4 "$e64" 1x2x2 1 2 0   3 swiglu gshard
+run 4 "$e64" 2x2x1 2 3 0   3 gpt gshard
+run 4 "$e64" 2x2x2 1 2 0   3 gpt gshard
+run 4 "$e64" 2x2x2 2 1 1.2 3 swiglu sigmoid
+run 4 "$e64" 2x2x2 3 2 0   3 gpt gshard dense
+run 4 "$e64" 2x2x2 2 2 0   3 gpt gshard partitioned
 run 2 "$e32" 1 1 1 0  50 gpt gshard
 run 4 "$e32" 1 2 2 0  50 gpt gshard
 run 4 "$e32" 2 2 1 0  50 swiglu gshard
 run 4 "$e32" 4 1 1 0  50 gpt gshard
 run 4 "$e32" 2 2 2 0  50 gpt gshard partitioned
+run 4 "$e32" 2x2x2 2 2 0 50 gpt gshard
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

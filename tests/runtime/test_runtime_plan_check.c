@@ -166,14 +166,13 @@ static void test_refuses_each_field(void **state)
         {E_GPN, FSMOE_ERR_VALUE, "parallel.gpus_per_node: the plan has 2, fsmoe-run runs 1 ranks "
                                  "per node"},
         {E_GPN_UNKNOWN, FSMOE_OK, NULL},
-        {E_MP, FSMOE_ERR_VALUE, "parallel.mp: the plan has 2; model (tensor) parallelism is not "
-                                "supported by fsmoe-run yet (it runs mp = 1"},
-        {E_ESP, FSMOE_ERR_VALUE, "parallel.esp: the plan has 2; expert-sharding parallelism is "
-                                 "not supported by fsmoe-run yet (it runs esp = 1"},
+        {E_MP, FSMOE_ERR_VALUE, "parallel.mp: the plan has 2, fsmoe-run was started with mp = 1"},
+        {E_ESP, FSMOE_ERR_VALUE, "parallel.esp: the plan has 2, fsmoe-run was started with esp = "
+                                 "1"},
         {E_PP, FSMOE_ERR_VALUE, "parallel.pp: the plan has 2; pipeline parallelism is not "
                                 "supported"},
         {E_DP, FSMOE_ERR_VALUE, "parallel.dp: the plan has 2, fsmoe-run runs data parallelism "
-                                "over all 4 ranks"},
+                                "over 4 ranks"},
         {E_EP, FSMOE_ERR_VALUE, "parallel.ep: the plan has 4, fsmoe-run was started with ep = 2"},
         {E_EDP, FSMOE_ERR_VALUE, "parallel.edp: the plan has 1, fsmoe-run has 2 ranks holding"},
         {E_BATCH, FSMOE_ERR_VALUE, "model.batch: the plan has 4, fsmoe-run was started with 8 "
@@ -258,30 +257,32 @@ static void test_check_file(void **state)
 
     rt_config c = make_config();
     plan_check_result r;
-    int ep = 0; /* the plan's */
-    if (plan_check_file(path, model, &c, 4, 3, 0, &ep, &r, &err) != FSMOE_OK)
+    int mp = 0, ep = 0, esp = 0; /* the plan's */
+    if (plan_check_file(path, model, &c, 4, 3, 0, &mp, &ep, &esp, &r, &err) != FSMOE_OK)
         fail_msg("%s", err.msg);
     assert_int_equal(ep, 2);
+    assert_int_equal(mp, 1);
+    assert_int_equal(esp, 1);
     assert_int_equal(r.n_moe, 4);
     assert_int_equal(r.r_fwd[3], 4);
     plan_check_result_free(&r);
     /* the run's detected ranks per node reach the check (the plan has 2) */
     ep = 0;
-    assert_int_equal(plan_check_file(path, model, &c, 4, 3, 4, &ep, &r, &err), FSMOE_ERR_VALUE);
+    assert_int_equal(plan_check_file(path, model, &c, 4, 3, 4, &mp, &ep, &esp, &r, &err), FSMOE_ERR_VALUE);
     assert_non_null(strstr(err.msg, "parallel.gpus_per_node: the plan has 2, fsmoe-run runs 4"));
     ep = 0;
-    assert_int_equal(plan_check_file(path, model, &c, 4, 3, 2, &ep, &r, &err), FSMOE_OK);
+    assert_int_equal(plan_check_file(path, model, &c, 4, 3, 2, &mp, &ep, &esp, &r, &err), FSMOE_OK);
     plan_check_result_free(&r);
 
     /* another model file (the plan names the one it was made from) */
     char other[400];
     snprintf(other, sizeof other, "%s/models/bert-base-moe.yaml", root ? root : ".");
-    assert_int_equal(plan_check_file(path, other, &c, 4, 3, 0, &ep, &r, &err), FSMOE_ERR_VALUE);
+    assert_int_equal(plan_check_file(path, other, &c, 4, 3, 0, &mp, &ep, &esp, &r, &err), FSMOE_ERR_VALUE);
     assert_non_null(strstr(err.msg, ": provenance.model_sha256: the plan was made from "));
     assert_non_null(strstr(err.msg, "fsmoe-plan --regenerate"));
 
     unlink(path);
-    assert_int_not_equal(plan_check_file(path, model, &c, 4, 3, 0, &ep, &r, &err), FSMOE_OK);
+    assert_int_not_equal(plan_check_file(path, model, &c, 4, 3, 0, &mp, &ep, &esp, &r, &err), FSMOE_OK);
     assert_non_null(strstr(err.msg, path));
     assert_null(r.block);
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Every schedule fsmoe-run executes on a 4-rank layout (dp 4, ep 2) follows its graph and trains
-# like one rank (design.md §10.1):
+# Every schedule fsmoe-run executes on two 4-rank layouts (dp 4 · ep 2; mp 2 · ep 2 · esp 2)
+# follows its graph and trains like one rank (design.md §10.1):
 #  1. a cluster profile of these 4 local ranks (fsmoe-bench, small sizes) and a plan for tiny-moe;
 #  2. one rank on the whole global batch: the reference losses;
 #  3. per schedule (plan, deepspeed, tutel, tutel-improved, pipemoe-lina, fsmoe, fsmoe-no-iio):
@@ -32,31 +32,60 @@ losses() { awk '/^step /{print $5}' "$1"; }
 losses "$tmp/one.out" > "$tmp/ref"
 [ "$(wc -l < "$tmp/ref")" = 6 ] || { echo "FAIL: the one-rank run has no 6 losses"; exit 1; }
 
-for s in plan deepspeed tutel tutel-improved pipemoe-lina fsmoe fsmoe-no-iio; do
-    out="$tmp/$s.out"
-    if ! "${mpi[@]}" -np 4 "$run" "${common[@]}" --batch 4 --plan "$tmp/plan.yaml" \
+# check PLAN REF SCHEDULE...: each schedule on 4 ranks conforms to its graph and trains like
+# the reference
+check() {
+    local pl=$1 ref=$2 tag=$3
+    shift 3
+    for s in "$@"; do
+    out="$tmp/$tag-$s.out"
+    if ! "${mpi[@]}" -np 4 "$run" "${common[@]}" --batch 4 --plan "$pl" \
         --schedule "$s" --report > "$out" 2>&1; then
-        tail -5 "$out"; fail "$s: the run failed"; continue
+        tail -5 "$out"; fail "$tag $s: the run failed"; continue
     fi
     conf=$(grep '^# conformance:' "$out")
-    echo "$s: $conf"
+    echo "$tag $s: $conf"
     echo "$conf" | grep -Eq ': [1-9][0-9]* task ids .* planned, 0 mismatched' ||
-        fail "$s: executed tasks differ from the graph's"
+        fail "$tag $s: executed tasks differ from the graph's"
     planned=$(echo "$conf" | sed -n 's/.*Gradient-AllReduce \([0-9.]*\) MB planned.*/\1/p')
     executed=$(echo "$conf" | sed -n 's/.* MB planned, \([0-9.]*\) MB executed.*/\1/p')
     { [ -n "$planned" ] && [ "$planned" = "$executed" ]; } ||
-        fail "$s: Gradient-AllReduce planned '$planned' MB, executed '$executed' MB"
+        fail "$tag $s: Gradient-AllReduce planned '$planned' MB, executed '$executed' MB"
     ntasks=$(sed -n 's/^| plan .*; \([0-9]*\) Gradient-AllReduce tasks.*/\1/p' "$out")
     case "$s" in
         plan|tutel-improved|pipemoe-lina|fsmoe|fsmoe-no-iio)
-            [ "${ntasks:-0}" -gt 1 ] || fail "$s: ${ntasks:-no} Gradient-AllReduce tasks" ;;
+            [ "${ntasks:-0}" -gt 1 ] || fail "$tag $s: ${ntasks:-no} Gradient-AllReduce tasks" ;;
     esac
     losses "$out" > "$tmp/got"
-    paste "$tmp/ref" "$tmp/got" | awk -v s="$s" '
+    paste "$ref" "$tmp/got" | awk -v s="$s" '
         NF != 2 { bad++; next }
         { d = $1 - $2; if (d < 0) d = -d; if (d > 2e-3) { bad++; print s ": step " NR ": " $1 " vs " $2 } }
-        END { exit (bad > 0 || NR != 6) }' || fail "$s: losses differ from one rank's"
-done
+        END { exit (bad > 0 || NR != 6) }' || fail "$tag $s: losses differ from one rank's"
+    done
+}
+check "$tmp/plan.yaml" "$tmp/ref" dp4ep2 plan deepspeed tutel tutel-improved pipemoe-lina \
+    fsmoe fsmoe-no-iio
+
+# tensor parallelism and expert slices: mp 2 · ep 2 · esp 2 (dp 2); the ESP pipeline's
+# schedules run (AllGather/ReduceScatter per chunk on their own stream, the MP AllReduce of every
+# attention), Parm's S1/S2 and DeepSpeed's ESP AllReduce are refused by name
+"$plan" --model "$model" --cluster "$tmp/local4.yaml" --world 4 --gpus-per-node 4 --dp 2 \
+    --mp 2 --esp 2 --ep 2 --batch 4 --seq 64 --capacity-factor none -o "$tmp/plan-mp.yaml" \
+    --quiet || { echo "FAIL: fsmoe-plan mp2 esp2 ep2"; exit 1; }
+"$run" "${common[@]}" --batch 8 --capacity-factor none > "$tmp/one-mp.out" 2>&1 ||
+    { cat "$tmp/one-mp.out"; exit 1; }
+losses "$tmp/one-mp.out" > "$tmp/ref-mp"
+common+=(--capacity-factor none)
+check "$tmp/plan-mp.yaml" "$tmp/ref-mp" mp2esp2 fsmoe tutel tutel-improved pipemoe-lina \
+    fsmoe-no-iio
+grep -Eq '^  (allgather|reducescatter|mp-allreduce) +[0-9.]+ +[0-9.]+ ' "$tmp/mp2esp2-fsmoe.out" ||
+    fail "mp2esp2: the report has no measured AllGather/ReduceScatter/MP AllReduce line"
+if "${mpi[@]}" -np 4 "$run" "${common[@]}" --batch 4 --plan "$tmp/plan-mp.yaml" \
+    --schedule deepspeed > /dev/null 2> "$tmp/err"; then
+    fail "deepspeed on mp2·esp2 accepted"
+else
+    grep -q "not yet Parm's S1/S2" "$tmp/err" || fail "deepspeed on mp2·esp2: $(head -3 "$tmp/err")"
+fi
 
 if "$run" "${common[@]}" --plan "$tmp/plan.yaml" --schedule nosuch > /dev/null 2> "$tmp/err"; then
     fail "--schedule nosuch accepted"
