@@ -6,7 +6,7 @@
 #include "check.h"
 #include "mpi_coll.h"
 
-static const char *const group_names[RT_NGROUPS] = {"dp", "ep", "edp", "mp", "esp"};
+static const char *const group_names[RT_NGROUPS] = {"dp", "ep", "edp", "mp", "esp", "ep_esp", "world"};
 
 static void group_single(rt_comm_group *g, const char *name)
 {
@@ -53,9 +53,11 @@ fsmoe_status dist_init(rt_dist *d, const rt_layout *l, fsmoe_error *err)
         (st = group_make(&d->g[RT_EP], "ep", r / epesp * l->esp + r % l->esp, l->ep_rank, err)) ||
         (st = group_make(&d->g[RT_EDP], "edp", r % epesp, l->edp_rank, err)) ||
         (st = group_make(&d->g[RT_MP], "mp", r / l->mp, l->mp_rank, err)) ||
-        (st = group_make(&d->g[RT_ESP], "esp", r / l->esp, l->esp_rank, err)))
+        (st = group_make(&d->g[RT_ESP], "esp", r / l->esp, l->esp_rank, err)) ||
+        (st = group_make(&d->g[RT_EP_ESP], "ep_esp", r / epesp, r % epesp, err)) ||
+        (st = group_make(&d->g[RT_WORLD], "world", 0, r, err)))
         return st;
-    int want[RT_NGROUPS] = {l->dp, l->ep, l->edp, l->mp, l->esp};
+    int want[RT_NGROUPS] = {l->dp, l->ep, l->edp, l->mp, l->esp, epesp, l->world};
     for (int k = 0; k < RT_NGROUPS; k++)
         if (d->g[k].size != want[k])
             return fsmoe_fail(err, FSMOE_ERR_INTERNAL, "group %s has %d ranks, the layout says %d",

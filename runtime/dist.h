@@ -26,12 +26,23 @@
 #define RT_STREAM_SLOTS 8
 
 typedef struct {
-    const char *name; /* "dp", "ep", "edp", "mp", "esp" */
+    const char *name; /* "dp", "ep", "edp", "mp", "esp", "ep_esp", "world" */
     int size, rank;
     MPI_Comm comm[RT_STREAM_SLOTS]; /* MPI_COMM_NULL on one rank */
 } rt_comm_group;
 
-typedef enum { RT_DP = 0, RT_EP, RT_EDP, RT_MP, RT_ESP, RT_NGROUPS } rt_group_kind;
+/* RT_EP_ESP: the EP group's members with all their ESP slices (Parm's EP&ESP AllToAll);
+ * RT_WORLD: every rank. */
+typedef enum {
+    RT_DP = 0,
+    RT_EP,
+    RT_EDP,
+    RT_MP,
+    RT_ESP,
+    RT_EP_ESP,
+    RT_WORLD,
+    RT_NGROUPS
+} rt_group_kind;
 
 typedef struct rt_dist {
     rt_layout layout;

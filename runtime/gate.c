@@ -191,10 +191,10 @@ void gate_topk_route(rt_gate *g, rt_routing *r, const double *probs, long N, int
     memcpy(tot, cnt, (size_t)kE * sizeof(long));
     memset(pre, 0, (size_t)kE * sizeof(long));
     if (g->dist) {
-        fsmoe_status st = dist_exscan_longs(g->dist, RT_DP, cnt, pre, (int)kE,
-                                            "gate capacity prefix (dp)", &g->dist_err);
+        fsmoe_status st = dist_exscan_longs(g->dist, g->group, cnt, pre, (int)kE,
+                                            "gate capacity prefix", &g->dist_err);
         if (st == FSMOE_OK)
-            st = dist_sum_longs(g->dist, RT_DP, tot, (int)kE, "gate load totals (dp)",
+            st = dist_sum_longs(g->dist, g->group, tot, (int)kE, "gate load totals",
                                 &g->dist_err);
         if (st != FSMOE_OK) {
             free(cnt), free(kept);

@@ -79,6 +79,8 @@ typedef struct {
      * routed the same whatever the world size; noise and the auxiliary loss use global token
      * indices and global means. dist NULL: one rank. */
     const struct rt_dist *dist;
+    int group;       /* rt_group_kind holding the other tokens: RT_DP (MP members hold copies),
+                      * RT_WORLD when the MP group splits its tokens (Parm's PauseMP) */
     long tok0, N_global;
     fsmoe_error dist_err; /* a failed collective of the last routing (status OK if none) */
     double *aux_grad_coef; /* (E) ∂aux/∂p[n,e]·N */

@@ -37,7 +37,7 @@ void gate_gshard_route(rt_gate *g, rt_routing *r, long N, int training, uint64_t
         stat[E + e] = P;
     }
     if (g->dist && g->dist_err.status == FSMOE_OK)
-        dist_sum_doubles(g->dist, RT_DP, stat, (int)(2 * E), "gate auxiliary-loss statistics (dp)",
+        dist_sum_doubles(g->dist, g->group, stat, (int)(2 * E), "gate auxiliary-loss statistics",
                          &g->dist_err);
     double Ng = (double)(g->N_global > 0 ? g->N_global : N), aux = 0;
     for (long e = 0; e < E; e++) {

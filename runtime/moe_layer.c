@@ -22,8 +22,26 @@ static void hook(rt_moe *m, rt_hook h, int chunk, int backward)
 
 #define RANGES_ESP 256 /* local experts per rank with ESP (moe_alloc checks) */
 
-static int group_size(const rt_moe *m) { return m->ep.size > 0 ? m->ep.size : 1; }
 static int esp_size(const rt_moe *m) { return m->esp.size > 0 ? m->esp.size : 1; }
+static int ep_size(const rt_moe *m) { return m->ep.size > 0 ? m->ep.size : 1; }
+
+/* The exchange group: EP, or EP&ESP under PauseMP (moe_layer.h). */
+static const rt_group *xgroup(const rt_moe *m) { return m->pause_mp ? &m->epesp : &m->ep; }
+static int group_size(const rt_moe *m) { return xgroup(m)->size > 0 ? xgroup(m)->size : 1; }
+
+/* Experts the exchange addresses: E, or under PauseMP each expert once per ESP slice, owner-
+ * major: virtual expert v belongs to exchange member v / E_local = q·S + u (EP member q, slice
+ * u) and is local expert v % E_local of it. */
+static long xexperts(const rt_moe *m) { return m->pause_mp ? m->E * esp_size(m) : m->E; }
+static long real_expert(const rt_moe *m, long v)
+{
+    long El = m->E_local;
+    return m->pause_mp ? v / El / esp_size(m) * El + v % El : v;
+}
+
+/* ESP slices exchanging rows by AllGather/ReduceScatter (the ESP pipeline); 1 under PauseMP,
+ * whose AllToAll reaches every slice itself. */
+static int stacked(const rt_moe *m) { return m->pause_mp ? 1 : esp_size(m); }
 
 static fsmoe_status xmap_alloc(rt_xmap *x, rt_backend *be, int P, int S, long E_local, long nA,
                                long nB)
@@ -75,9 +93,11 @@ static void xmap_free(rt_xmap *x, rt_backend *be)
 
 fsmoe_status moe_alloc(rt_moe *m, rt_backend *be)
 {
-    int P = group_size(m), S = esp_size(m);
+    /* sized for both ways of running a layer (the ESP pipeline, PauseMP), which a schedule
+     * may switch between */
+    int S = esp_size(m), P = ep_size(m) * S;
     long M = m->M, H = m->ex.H;
-    m->E_local = m->E / P;
+    m->E_local = m->E / ep_size(m);
     if (S > 1 && m->E_local > RANGES_ESP)
         return FSMOE_ERR_VALUE;
     /* token-choice gates fill at most one slot per token and expert on this rank */
@@ -86,7 +106,7 @@ fsmoe_status moe_alloc(rt_moe *m, rt_backend *be)
         m->gate.C_max = m->N_max;
     m->C_max = m->gate.C_max;
     m->Crep_max = (long)P * m->C_max;
-    long EC = m->E * m->C_max, ER = m->E_local * m->Crep_max;
+    long EC = m->E * m->C_max, ER = m->E_local * m->Crep_max, ECS = S * EC;
     fsmoe_status st = gate_alloc(&m->gate, &m->route, be);
     if (st != FSMOE_OK)
         return st;
@@ -98,7 +118,8 @@ fsmoe_status moe_alloc(rt_moe *m, rt_backend *be)
     if (st != FSMOE_OK)
         return st;
     size_t bl = (size_t)(EC * M + 1) * sizeof(real), br = (size_t)(ER * M + 1) * sizeof(real);
-    size_t bs = (size_t)((EC > ER ? EC : ER) * M + 1) * sizeof(real);
+    size_t bs = (size_t)((ECS > ER ? ECS : ER) * M + 1) * sizeof(real);
+    size_t bn = (size_t)(m->N_max * M + 1) * sizeof(real);
     size_t bh = (size_t)(S * ER * H + 1) * sizeof(real);
     size_t bg = S > 1 ? (size_t)(S * ER * M + 1) * sizeof(real) : 0;
     struct {
@@ -108,16 +129,18 @@ fsmoe_status moe_alloc(rt_moe *m, rt_backend *be)
                 {&m->Xe, br},  {&m->Ye, br},  {&m->dYe, br}, {&m->dXe, br},
                 {&m->dh, bh},  {&m->da, bh},  {&m->dg, bh},  {&m->send_stage, bs},
                 {&m->recv_stage, bs}, {&m->Xg, bg}, {&m->Yg, bg}, {&m->dYg, bg},
-                {&m->dXg, bg}, {&m->ag_send, bg}, {&m->ag_recv, bg}};
+                {&m->dXg, bg}, {&m->ag_send, bg}, {&m->ag_recv, bg}, {&m->own, bn},
+                {&m->whole, bn}};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i].bytes && !(*bufs[i].p = be->alloc(be, bufs[i].bytes)))
             return FSMOE_ERR_NOMEM;
-    m->K = calloc((size_t)(P * m->E), sizeof(long));
+    m->K = calloc((size_t)(P * m->E * S), sizeof(long));
+    m->load_v = calloc((size_t)(m->E * S), sizeof(long));
     m->Tall = calloc((size_t)(S * m->E_local), sizeof(long));
-    if (!m->K || !m->Tall)
+    if (!m->K || !m->load_v || !m->Tall)
         return FSMOE_ERR_NOMEM;
     for (int ph = 0; ph < 2; ph++)
-        if ((st = xmap_alloc(&m->xm[ph], be, P, S, m->E_local, EC, ER)) != FSMOE_OK)
+        if ((st = xmap_alloc(&m->xm[ph], be, P, S, m->E_local, ECS, ER)) != FSMOE_OK)
             return st;
     m->ev_start = be->event_create(be);
     if (!m->ev_start)
@@ -139,7 +162,7 @@ void moe_free(rt_moe *m, rt_backend *be)
     real *bufs[] = {m->Xd, m->Yc,         m->dYc,        m->dXd, m->Xe, m->Ye,
                     m->dYe, m->dXe,       m->dh,         m->da,  m->dg, m->send_stage,
                     m->recv_stage, m->Xg, m->Yg,         m->dYg, m->dXg, m->ag_send,
-                    m->ag_recv};
+                    m->ag_recv,    m->own, m->whole};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
             be->free(be, bufs[i]);
@@ -147,7 +170,8 @@ void moe_free(rt_moe *m, rt_backend *be)
         xmap_free(&m->xm[ph], be);
     free(m->K);
     free(m->Tall);
-    m->K = NULL, m->Tall = NULL;
+    free(m->load_v);
+    m->K = NULL, m->Tall = NULL, m->load_v = NULL;
     if (m->ev_start)
         be->event_destroy(be, m->ev_start);
     for (int i = 0; i < 5 * RT_MOE_MAX_CHUNKS; i++)
@@ -161,19 +185,25 @@ void moe_free(rt_moe *m, rt_backend *be)
 static fsmoe_status exchange_counts(rt_moe *m, rt_backend *be)
 {
     int P = group_size(m);
-    long E = m->E;
+    long E = xexperts(m);
     fsmoe_error err = {0};
+    const long *load = m->route.load;
+    if (m->pause_mp) { /* every slice of an expert receives its rows */
+        for (long v = 0; v < E; v++)
+            m->load_v[v] = m->route.load[real_expert(m, v)];
+        load = m->load_v;
+    }
     if (P == 1 || !m->dist) {
-        memcpy(m->K, m->route.load, (size_t)E * sizeof(long));
+        memcpy(m->K, load, (size_t)E * sizeof(long));
     } else {
-        fsmoe_status st = dist_allgather_longs(m->dist, RT_EP, m->route.load, m->K, (int)E,
-                                               "MoE token-count exchange (ep)", &err);
+        fsmoe_status st = dist_allgather_longs(m->dist, m->pause_mp ? RT_EP_ESP : RT_EP, load,
+                                               m->K, (int)E, "MoE token-count exchange", &err);
         if (st != FSMOE_OK) {
             rt_backend_fail(be, st, "%s", err.msg);
             return st;
         }
     }
-    long q = m->ep.rank, Crep = 1;
+    long q = xgroup(m)->rank, Crep = 1;
     for (long el = 0; el < m->E_local; el++) {
         long T = 0;
         for (int s = 0; s < P; s++)
@@ -186,7 +216,7 @@ static fsmoe_status exchange_counts(rt_moe *m, rt_backend *be)
         return FSMOE_ERR_INTERNAL;
     }
     m->Crep = Crep;
-    int S = esp_size(m);
+    int S = stacked(m);
     if (S == 1)
         return FSMOE_OK;
     /* every ESP member's replica rows per local expert (the same experts on every member) */
@@ -213,7 +243,7 @@ static fsmoe_status exchange_counts(rt_moe *m, rt_backend *be)
 static void chunk_part(const rt_moe *m, int P, long e, int s, int j, int r, long *lo, long *hi,
                        long *off)
 {
-    long E = m->E, T = 0, o = 0;
+    long E = xexperts(m), T = 0, o = 0;
     for (int t = 0; t < P; t++) {
         if (t < s)
             o += m->K[t * E + e];
@@ -283,8 +313,8 @@ static void esp_build(rt_moe *m, rt_backend *be, rt_xmap *x, int r)
 static void xmap_build(rt_moe *m, rt_backend *be, int ph, int r)
 {
     rt_xmap *x = &m->xm[ph];
-    int P = group_size(m), q = m->ep.rank;
-    long El = m->E_local, C = m->route.C, Crep = m->Crep, E = m->E;
+    int P = group_size(m), q = xgroup(m)->rank;
+    long El = m->E_local, C = m->route.C, Crep = m->Crep, E = xexperts(m);
     x->r = r;
     long nA = 0, nB = 0;
     int *A = x->h_idx;
@@ -297,7 +327,7 @@ static void xmap_build(rt_moe *m, rt_backend *be, int ph, int r)
                 long lo, hi, off;
                 chunk_part(m, P, e, q, j, r, &lo, &hi, &off);
                 for (long i = lo; i < hi; i++, rows++)
-                    A[nA++] = (int)(e * C + (i - off));
+                    A[nA++] = (int)(real_expert(m, e) * C + (i - off));
             }
             x->send_rows[j * P + p] = rows;
         }
@@ -329,7 +359,7 @@ static void xmap_build(rt_moe *m, rt_backend *be, int ph, int r)
         be->copy(be, NULL, x->idxA, A, (size_t)nA * sizeof(int), RT_H2D);
     if (nB)
         be->copy(be, NULL, x->idxB, B, (size_t)nB * sizeof(int), RT_H2D);
-    if (esp_size(m) > 1)
+    if (stacked(m) > 1)
         esp_build(m, be, x, r);
     be->stream_sync(be, NULL);
 }
@@ -337,7 +367,8 @@ static void xmap_build(rt_moe *m, rt_backend *be, int ph, int r)
 /* Chunk j of one exchange. Towards the experts (Dispatch): local slots of src (E, C, M), in
  * idxA order, to replica rows of dst (idxB). Back (Combine): the same exchange reversed —
  * replica rows of src in idxB order to local slots of dst (idxA), the row counts swapped. dst
- * was zeroed, and every row of it is written once, so the scatter-add is a copy. */
+ * was zeroed; every row of it is written once (a copy), or under PauseMP once per ESP slice
+ * (the slices' partial outputs add up to the expert's). */
 static void exchange_chunk(rt_moe *m, rt_backend *be, const rt_xmap *x, int j, int to_experts,
                            const real *src, real *dst, const char *what)
 {
@@ -347,7 +378,7 @@ static void exchange_chunk(rt_moe *m, rt_backend *be, const rt_xmap *x, int j, i
     const int *ra = x->send_rows + j * P, *rb = x->recv_rows + j * P;
     be->gather_rows(be, m->comm, m->send_stage, src, to_experts ? A : B, to_experts ? nA : nB,
                     m->M);
-    be->alltoallv_rows(be, m->comm, &m->ep, m->recv_stage, m->send_stage, to_experts ? ra : rb,
+    be->alltoallv_rows(be, m->comm, xgroup(m), m->recv_stage, m->send_stage, to_experts ? ra : rb,
                        to_experts ? rb : ra, m->M, what);
     be->scatter_add_rows(be, m->comm, dst, m->recv_stage, to_experts ? B : A, NULL,
                          to_experts ? nB : nA, m->M);
@@ -389,7 +420,7 @@ static void esp_reduce(rt_moe *m, rt_backend *be, const rt_xmap *x, int j, const
 static void expert_chunk(rt_moe *m, rt_backend *be, int backward, const rt_xmap *x, int j,
                          const real *in, real *out, const real *xf)
 {
-    int S = esp_size(m);
+    int S = stacked(m);
     long El = m->E_local, M = m->M, H = m->ex.H;
     long C = S > 1 ? m->Cs : m->Crep;
     for (int v = 0; v < S; v++) {
@@ -416,7 +447,7 @@ static void run_chunks(rt_moe *m, rt_backend *be, int backward, const real *in, 
                        real *ye, real *xg, real *yg, real *out)
 {
     const rt_xmap *x = &m->xm[backward];
-    int r = x->r, S = esp_size(m);
+    int r = x->r, S = stacked(m);
     long El = m->E_local, M = m->M;
     rt_event **ev_d = m->ev, **ev_e = m->ev + RT_MOE_MAX_CHUNKS,
              **ev_c = m->ev + 2 * RT_MOE_MAX_CHUNKS, **ev_g = m->ev + 3 * RT_MOE_MAX_CHUNKS,
@@ -494,7 +525,7 @@ static void run_chunks(rt_moe *m, rt_backend *be, int backward, const real *in, 
  * default stream after the layer's backward. */
 static void undo_duplicates(rt_moe *m, rt_backend *be)
 {
-    if (m->dup <= 1)
+    if (m->dup <= 1 || m->pause_mp)
         return;
     const rt_experts *ex = &m->ex;
     long E = ex->E, M = ex->M, H = ex->H;
@@ -509,17 +540,44 @@ static void undo_duplicates(rt_moe *m, rt_backend *be)
     }
 }
 
+/* PauseMP (Parm S1): this MP member's rows of the layer's (N, M) input. */
+static long own_rows(const rt_moe *m, long N, long *row0)
+{
+    int P = m->mpg.size > 0 ? m->mpg.size : 1;
+    *row0 = (m->mpg.rank > 0 ? m->mpg.rank : 0) * (N / P);
+    return N / P;
+}
+
+/* PauseMP: every MP member's rows of a (N, M) tensor from its own (m->own) into out, as a task
+ * of the graph (the MP AllGather of the layer, chunk -1). add: out += instead of =. */
+static void mp_gather(rt_moe *m, rt_backend *be, int backward, long n, real *out, int add)
+{
+    long h = rt_trace_begin(m->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_AG, backward, m->index, -1);
+    be->allgather(be, NULL, &m->mpg, add ? m->whole : out, m->own, n * m->M,
+                  backward ? "MoE input-gradient AllGather (mp)" : "MoE output AllGather (mp)");
+    if (add)
+        be->add(be, NULL, out, out, m->whole, m->mpg.size * n * m->M);
+    rt_trace_end(m->trace, NULL, h);
+}
+
 fsmoe_status moe_forward(rt_moe *m, rt_backend *be, const real *x, real *y, long N, int training,
                          uint64_t seed, long step)
 {
     hook(m, RT_HOOK_BEFORE_MOE_START, -1, 0);
+    long row0 = 0, n = m->pause_mp ? own_rows(m, N, &row0) : N;
+    const real *xo = x + row0 * m->M;
+    real *yo = m->pause_mp ? m->own : y;
+    /* the gate's global statistics are over the ranks holding other tokens: DP, or under
+     * PauseMP every rank (the MP members split theirs) */
+    m->gate.tok0 = m->tok0 + row0;
+    m->gate.group = m->pause_mp ? RT_WORLD : RT_DP;
     long h = rt_trace_begin(m->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_GATE, FSMOE_PHASE_FWD,
                             m->index, -1);
-    fsmoe_status st = gate_forward(&m->gate, be, NULL, x, N, training, seed, step, m->freeze,
+    fsmoe_status st = gate_forward(&m->gate, be, NULL, xo, n, training, seed, step, m->freeze,
                                    &m->route);
     if (st != FSMOE_OK)
         return st;
-    order_forward(&m->order, be, NULL, &m->route, x, m->Xd);
+    order_forward(&m->order, be, NULL, &m->route, xo, m->Xd);
     if ((st = exchange_counts(m, be)) != FSMOE_OK)
         return rt_backend_check(be, NULL);
     xmap_build(m, be, 0, chunks(m->r_fwd));
@@ -527,8 +585,10 @@ fsmoe_status moe_forward(rt_moe *m, rt_backend *be, const real *x, real *y, long
     run_chunks(m, be, 0, m->Xd, m->Xe, m->Ye, m->Xg, m->Yg, m->Yc);
     h = rt_trace_begin(m->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_GATE, FSMOE_PHASE_FWD, m->index,
                        -1);
-    iorder_forward(&m->order, be, NULL, &m->route, m->Yc, y);
+    iorder_forward(&m->order, be, NULL, &m->route, m->Yc, yo);
     rt_trace_end(m->trace, NULL, h);
+    if (m->pause_mp)
+        mp_gather(m, be, 0, n, y, 0);
     hook(m, RT_HOOK_BEFORE_MOE_END, -1, 0);
     return rt_backend_check(be, NULL);
 }
@@ -537,9 +597,17 @@ fsmoe_status moe_backward(rt_moe *m, rt_backend *be, const real *dy, const real 
                           double aux_coef)
 {
     hook(m, RT_HOOK_BEFORE_MOE_START, -1, 1);
+    /* under PauseMP the layer ran on this member's n rows: their gradients first */
+    long n = m->route.N, row0 = m->pause_mp ? (long)m->mpg.rank * n : 0;
+    const real *dyo = dy + row0 * m->M, *xo = x + row0 * m->M;
+    real *dxo = dx;
+    if (m->pause_mp) {
+        dxo = m->own;
+        be->zero(be, NULL, dxo, (size_t)(n * m->M) * sizeof(real));
+    }
     long h = rt_trace_begin(m->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_GATE, FSMOE_PHASE_BWD,
                             m->index, -1);
-    iorder_backward(&m->order, be, NULL, &m->route, dy, m->Yc, m->dYc);
+    iorder_backward(&m->order, be, NULL, &m->route, dyo, m->Yc, m->dYc);
     xmap_build(m, be, 1, chunks(m->r_bwd));
     rt_trace_end(m->trace, NULL, h);
     /* the backward of Combine is an AllToAll in the Dispatch direction and vice versa; empty
@@ -548,9 +616,22 @@ fsmoe_status moe_backward(rt_moe *m, rt_backend *be, const real *dy, const real 
     undo_duplicates(m, be);
     h = rt_trace_begin(m->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_GATE, FSMOE_PHASE_BWD, m->index,
                        -1);
-    order_backward(&m->order, be, NULL, &m->route, m->dXd, x, dx);
-    gate_backward(&m->gate, be, NULL, x, dx, aux_coef, &m->route);
+    order_backward(&m->order, be, NULL, &m->route, m->dXd, xo, dxo);
+    gate_backward(&m->gate, be, NULL, xo, dxo, aux_coef, &m->route);
     rt_trace_end(m->trace, NULL, h);
+    if (m->pause_mp) {
+        /* the gate saw this member's rows only: its gradients are summed over MP (the gate is
+         * whole on every member); then every member's input gradient rows */
+        rt_gate *g = &m->gate;
+        real *gg[] = {g->dwg, g->dwp, g->demb};
+        long gn[] = {m->M * m->E * (g->kind == RT_GATE_SOFTMOE ? g->slots : 1), g->D * m->M,
+                     g->D * m->E};
+        for (int i = 0; i < 3; i++)
+            if (gg[i])
+                be->allreduce_sum(be, NULL, &m->mpg, gg[i], gn[i],
+                                  "MoE gate gradient allreduce (mp)");
+        mp_gather(m, be, 1, n, dx, 1);
+    }
     hook(m, RT_HOOK_BEFORE_MOE_END, -1, 1);
     return rt_backend_check(be, NULL);
 }

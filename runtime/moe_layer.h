@@ -33,6 +33,14 @@
  * blocks; with MP duplicates all members hold the same counts). The backward runs the same
  * pattern on the gradients.
  *
+ * PauseMP (Parm S1, design.md §6). The MP group's members split their (identical) tokens:
+ * member i gates, orders and sends rows [i·N/mp, (i+1)·N/mp) only. The exchange runs over the
+ * EP&ESP group with every expert addressed once per ESP slice (virtual expert v = (q·S + u)·
+ * E_local + e: EP member q's local expert e, slice u), so each row reaches every slice of its
+ * expert and the Combine adds the slices' partial outputs in the sender's slot. An MP AllGather
+ * rebuilds the (N, M) output; in the backward the same for the input gradient, and the gate's
+ * gradients (of this member's rows) are summed over MP. No token is duplicated.
+ *
  * Duplicated tokens. Under tensor parallelism the MP group's members hold the same tokens and
  * each dispatches its copy, as FSMoE and Tutel run it: every expert sees each token `dup`
  * times, outputs are right, and the expert gradients are `dup` times the single copy's; the
@@ -90,7 +98,10 @@ typedef struct {
     rt_experts ex;            /* this rank's E_local experts */
     rt_group ep;
     rt_group esp;             /* expert slicing (one member: none) */
+    rt_group mpg, epesp;      /* the MP and EP&ESP groups (PauseMP) */
     int dup;                  /* copies of each token in the world (MP group size; 0 or 1: one) */
+    int pause_mp;             /* run the layer as Parm's S1 (PauseMP) instead of the ESP pipeline */
+    long tok0;                /* this rank's first token in the global batch */
     const struct rt_dist *dist; /* NULL: one rank */
     int r_fwd, r_bwd;         /* chunks (pipeline degree) */
     rt_hook_fn hook;
@@ -114,6 +125,8 @@ typedef struct {
      * this step, stacked buffers (S, E_local, Crep_max, M) and the collectives' staging */
     long *Tall, Cs;
     real *Xg, *Yg, *dYg, *dXg, *ag_send, *ag_recv;
+    long *load_v;             /* PauseMP: rows per (expert, slice) (E·S) */
+    real *own, *whole;        /* PauseMP: this member's rows, all members' (N_max, M) */
     int freeze; /* hold routing fixed (tests) */
 } rt_moe;
 

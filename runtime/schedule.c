@@ -15,20 +15,21 @@
 
 void rt_schedule_free(rt_schedule *rs)
 {
-    free(rs->r_fwd), free(rs->r_bwd), free(rs->gar);
+    free(rs->r_fwd), free(rs->r_bwd), free(rs->pause_mp), free(rs->gar);
     sim_free(&rs->graph);
     memset(rs, 0, sizeof *rs);
 }
 
 /* Work of the graph the executor does not run yet (schedule.h); NULL when it runs all of it. */
-static const sim_task *unsupported(const sim *s)
+static const sim_task *unsupported(const sim *s, sim_schedule kind)
 {
     for (int i = 0; i < s->n_tasks; i++) {
         const sim_task *t = &s->tasks[i];
         switch (t->kind) {
-        case FSMOE_TASK_AG: /* the ESP pipeline's chunks run; an MP AllGather (S1/S2,     */
-        case FSMOE_TASK_RS: /* DeepSpeed's gather_tokens) is one task of the whole layer */
-            if (t->chunk < 0 && t->end_s - t->start_s > 0.0)
+        case FSMOE_TASK_AG: /* the ESP pipeline's chunks and S1's MP AllGather of the layer  */
+        case FSMOE_TASK_RS: /* run; DeepSpeed's gather_tokens (of the slots) does not yet */
+            if (t->chunk < 0 && (t->kind == FSMOE_TASK_RS || kind == SIM_SCHED_DEEPSPEED) &&
+                t->end_s - t->start_s > 0.0)
                 return t;
             break;
         case FSMOE_TASK_AR_ESP:
@@ -44,15 +45,16 @@ static const sim_task *unsupported(const sim *s)
 }
 
 /* Reads the degrees, the Gradient-AllReduce tasks and the order from the timed graph. */
-static fsmoe_status read_graph(rt_schedule *rs, const sim_model *m, fsmoe_error *err)
+static fsmoe_status read_graph(rt_schedule *rs, const sim_model *m, int esp, fsmoe_error *err)
 {
     const sim *s = &rs->graph;
     int n = m->n_layers;
     rs->n_layers = n;
     rs->r_fwd = calloc((size_t)n, sizeof(int));
     rs->r_bwd = calloc((size_t)n, sizeof(int));
+    rs->pause_mp = calloc((size_t)n, sizeof(int));
     rs->gar = calloc((size_t)(s->n_tasks > 0 ? s->n_tasks : 1), sizeof *rs->gar);
-    if (!rs->r_fwd || !rs->r_bwd || !rs->gar)
+    if (!rs->r_fwd || !rs->r_bwd || !rs->pause_mp || !rs->gar)
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "schedule %s: out of memory", rs->name);
     for (int i = 0; i < n; i++)
         rs->r_fwd[i] = rs->r_bwd[i] = 1;
@@ -64,6 +66,9 @@ static fsmoe_status read_graph(rt_schedule *rs, const sim_model *m, fsmoe_error 
             if (t->chunk + 1 > r[t->layer])
                 r[t->layer] = t->chunk + 1;
         }
+        /* a layer with an MP AllGather of its output runs as S1 (PauseMP) */
+        if (t->kind == FSMOE_TASK_AG && t->chunk < 0 && t->layer >= 0 && t->layer < n)
+            rs->pause_mp[t->layer] = 1;
         if (t->kind != FSMOE_TASK_GRAD_AR || !(t->bytes > 0.0))
             continue;
         if (t->anchor <= FSMOE_AT_NONE || t->anchor >= FSMOE_AT_COUNT)
@@ -77,6 +82,20 @@ static fsmoe_status read_graph(rt_schedule *rs, const sim_model *m, fsmoe_error 
         g->stream = t->stream < 0                                      ? RT_GS_DEFAULT
                     : strcmp(s->streams[t->stream].name, "allreduce") == 0 ? RT_GS_OWN
                                                                           : RT_GS_COMM;
+    }
+    /* with expert slices, a layer whose AllToAll is not followed by the ESP pipeline's chunked
+     * AllGather/ReduceScatter reaches every slice itself: S1's EP&ESP AllToAll */
+    for (int l = 0; l < n && esp > 1; l++) {
+        int chunked = 0, a2a = 0;
+        for (int i = 0; i < s->n_tasks; i++) {
+            const sim_task *t = &s->tasks[i];
+            if (t->layer != l)
+                continue;
+            chunked |= (t->kind == FSMOE_TASK_AG || t->kind == FSMOE_TASK_RS) && t->chunk >= 0;
+            a2a |= t->kind == FSMOE_TASK_A2A;
+        }
+        if (a2a && !chunked)
+            rs->pause_mp[l] = 1;
     }
     switch (rs->kind) {
     case SIM_SCHED_DEEPSPEED: rs->order = RT_ORDER_GSHARD; break;
@@ -144,21 +163,21 @@ fsmoe_status rt_schedule_make(rt_schedule *rs, const char *plan_path, const char
     if ((st = sim_schedule_time(&rs->graph, &m, (sim_schedule)rs->kind, NULL, &rs->iteration_s,
                                 err)) != FSMOE_OK)
         goto out;
-    const sim_task *u = unsupported(&rs->graph);
+    const sim_task *u = unsupported(&rs->graph, (sim_schedule)rs->kind);
     if (u) {
         char lb[64];
         st = fsmoe_fail(err, FSMOE_ERR_VALUE,
                         "schedule %s of %s needs '%s' (layout mp %d, esp %d): fsmoe-run runs "
-                        "the ESP pipeline's AllGather/ReduceScatter chunks and the tensor-"
-                        "parallel AllReduce, not yet Parm's S1/S2 (PauseMP, SAA), MoNTA's "
-                        "copies or DeepSpeed's ESP AllReduce and token gathering; run "
-                        "--schedule fsmoe or a Tutel-family schedule on this layout",
+                        "the ESP pipeline's AllGather/ReduceScatter chunks, Parm's S1 and the "
+                        "tensor-parallel AllReduce, not yet Parm's S2 (SAA), MoNTA's copies or "
+                        "DeepSpeed's ESP AllReduce and token gathering; run --schedule fsmoe, "
+                        "parm-s1 or a Tutel-family schedule on this layout",
                         name, plan_path,
                         fsmoe_task_label(u->phase, u->layer, u->chunk, u->kind, lb, sizeof lb),
                         plan.parallel.mp, plan.parallel.esp);
         goto out;
     }
-    st = read_graph(rs, &m, err);
+    st = read_graph(rs, &m, plan.parallel.esp, err);
 out:
     sim_model_free(&m);
     fsmoe_cluster_free(&cl);

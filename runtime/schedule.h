@@ -11,10 +11,12 @@
  *     indices for tutel, tutel-improved and pipemoe-lina, the model's own otherwise;
  *   - the graph's timed tasks: the prediction `--report` compares every measured task with.
  * The ESP pipeline's per-chunk AllGather and ReduceScatter and the tensor-parallel AllReduce
- * run as the model executes them (moe_layer.h, transformer.h). A graph holding work fsmoe-run
- * does not execute yet — Parm's S1/S2 (a whole-layer MP AllGather, SAA), DeepSpeed's ESP
- * AllReduce or MoNTA's re-layout copy, with a non-zero cost — is refused by name. Lina's micro-ops run on
- * their own stream in the graph's order, without its launch-only-while-no-AllToAll rule. */
+ * run as the model executes them (moe_layer.h, transformer.h); a layer whose graph has an MP
+ * AllGather of its output, or with expert slices no chunked AllGather/ReduceScatter, runs as
+ * Parm's S1 (PauseMP). A graph holding work fsmoe-run does not execute yet — Parm's S2 (SAA),
+ * DeepSpeed's ESP AllReduce or its gathering of the slots, MoNTA's re-layout copy, with a
+ * non-zero cost — is refused by name. Lina's micro-ops run on their own stream in the graph's
+ * order, without its launch-only-while-no-AllToAll rule. */
 #ifndef RT_SCHEDULE_H
 #define RT_SCHEDULE_H
 
@@ -27,6 +29,7 @@ typedef struct {
     char name[32];
     int n_layers;
     int *r_fwd, *r_bwd; /* per MoE layer */
+    int *pause_mp;      /* per MoE layer: Parm's S1 (PauseMP, moe_layer.h) */
     int order;         /* -1: the model's; else rt_order_kind */
     rt_gar_task *gar;  /* in the graph's order */
     int n_gar;

@@ -143,6 +143,8 @@ fsmoe_status model_init_dist(rt_model *md, const rt_config *cfg, rt_backend *be,
             m->M = M, m->E = c->E, m->N_max = N;
             m->ep = dist ? dist_group(dist, RT_EP) : rt_group_single();
             m->esp = dist ? dist_group(dist, RT_ESP) : rt_group_single();
+            m->mpg = md->mp;
+            m->epesp = dist ? dist_group(dist, RT_EP_ESP) : rt_group_single();
             m->dup = (int)P;
             m->dist = dist;
             m->comp = md->comp, m->comm = md->comm, m->intra = md->intra;
@@ -159,7 +161,7 @@ fsmoe_status model_init_dist(rt_model *md, const rt_config *cfg, rt_backend *be,
             snprintf(pre, sizeof pre, "h%ld.gate", b);
             gate_register(&m->gate, t, pre, c->gate, M, c->E, c->k, c->f, b, N, std);
             m->gate.dist = dist;
-            m->gate.tok0 = lay->sample0 * L;
+            m->gate.tok0 = m->tok0 = lay->sample0 * L;
             m->gate.N_global = md->N_global;
             snprintf(pre, sizeof pre, "h%ld.experts", b);
             long Hs = H / m->esp.size;

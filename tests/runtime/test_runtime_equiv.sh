@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Implements: the mpi-suite equivalence runs (test_runtime_equiv.c): dp2, dp4, dp2·ep2, ep4,
-# tensor parallelism and expert slices (mp2, esp2, mp2·ep2, esp2·ep2, mp2·ep2·esp2),
+# tensor parallelism and expert slices (mp2, esp2, mp2·ep2, esp2·ep2, mp2·ep2·esp2; the ESP
+# pipeline and Parm's S1),
 # dropless and with capacity, several pipeline degrees, both expert kinds and three gates in
 # the fp64 build, once with one in-order stream (--no-overlap) and three times with the gradient
 # AllReduce cut into tasks at every anchor of the backward on two streams (partitioned: the
@@ -43,11 +44,18 @@ run 4 "$e64" 2x2x2 1 2 0   3 gpt gshard
 run 4 "$e64" 2x2x2 2 1 1.2 3 swiglu sigmoid
 run 4 "$e64" 2x2x2 3 2 0   3 gpt gshard dense
 run 4 "$e64" 2x2x2 2 2 0   3 gpt gshard partitioned
+# Parm's S1 (PauseMP): tokens split over MP, AllToAll over EP&ESP to every slice
+run 2 "$e64" 2x1x1 1 1 0   3 gpt gshard pause
+run 4 "$e64" 2x2x2 1 2 0   3 gpt gshard pause
+run 4 "$e64" 2x2x2 2 1 1.2 3 swiglu sigmoid pause
+run 4 "$e64" 2x4x1 2 2 0   3 gpt gshard pause
+run 4 "$e64" 2x1x2 2 2 0   3 gpt xmoe pause
 run 2 "$e32" 1 1 1 0  50 gpt gshard
 run 4 "$e32" 1 2 2 0  50 gpt gshard
 run 4 "$e32" 2 2 1 0  50 swiglu gshard
 run 4 "$e32" 4 1 1 0  50 gpt gshard
 run 4 "$e32" 2 2 2 0  50 gpt gshard partitioned
 run 4 "$e32" 2x2x2 2 2 0 50 gpt gshard
+run 4 "$e32" 2x2x2 2 2 0 50 gpt gshard pause
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
