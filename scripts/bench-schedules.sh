@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # The schedules side by side on the emulated cluster (design.md §10.1: speed-ups measured, not
 # only predicted): profile 2 nodes x 2 ranks with fsmoe-bench, plan MODEL for that profile
-# (dp 4 and ep 4 — fsmoe-run does not shard over MP/ESP yet — so the plan's layers pipeline the
-# AllToAll and partition the gradients), then train it with fsmoe-run once per schedule, one
-# after the other in the same conditions, each with --report. Prints a table (measured median
+# on a layout (--layout DP,MP,EP,ESP; default 4,1,4,1: the plan's layers pipeline the AllToAll
+# and partition the gradients; 2,2,2,2 is FSMoE's and Parm's common layout, mp = esp = ranks per
+# node, ep = dp = nodes, where the plan picks Parm's S1 against the ESP pipeline's duplicated
+# tokens), then train it with fsmoe-run once per schedule that runs on the layout, one after
+# the other in the same conditions, each with --report. Prints a table (measured median
 # step, predicted step, measured speed-up of the plan over each schedule, the report's
 # conformance) and draws measured vs predicted per schedule as an SVG bar chart.
 # A measurement: it exits non-zero only when a run fails (or 77 without namespaces).
 # --profile FILE uses a profile of the same emulated cluster (the main job's) instead of
 # measuring one.
 # usage: scripts/bench-schedules.sh [--model M] [--rate RATE] [--steps N] [--out DIR]
-#                                   [--profile FILE] [BUILD]
+#                                   [--profile FILE] [--layout DP,MP,EP,ESP] [BUILD]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-model=models/comm-moe.yaml rate=8gbit steps=30 out=out/bench build=build profile=
+model=models/comm-moe.yaml rate=8gbit steps=30 out=out/bench build=build profile= layout=4,1,4,1
 while [ $# -gt 0 ]; do
     case $1 in
         --model) model=$2; shift 2 ;;
@@ -21,11 +23,16 @@ while [ $# -gt 0 ]; do
         --steps) steps=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
         --profile) profile=$2; shift 2 ;;
+        --layout) layout=$2; shift 2 ;;
         -*) echo "bench-schedules: unknown option $1" >&2; exit 2 ;;
         *) build=$1; shift ;;
     esac
 done
 case $steps in '' | *[!0-9]* | 0 | 1) echo "bench-schedules: --steps must be ≥ 2" >&2; exit 2 ;; esac
+IFS=, read -r dp mp ep esp <<< "$layout"
+for v in "$dp" "$mp" "$ep" "$esp"; do
+    case $v in '' | *[!0-9]* | 0) echo "bench-schedules: --layout $layout: expected DP,MP,EP,ESP" >&2; exit 2 ;; esac
+done
 [ -f "$model" ] || { echo "bench-schedules: --model $model: no such file" >&2; exit 2; }
 for p in microbench/fsmoe-bench planner/fsmoe-plan runtime/fsmoe-run; do
     [ -x "$build/$p" ] || { echo "bench-schedules: $build/$p is not built" >&2; exit 2; }
@@ -34,18 +41,25 @@ if ! reason=$(scripts/emucluster.sh --check 2>&1); then
     echo "bench-schedules: skipped ($reason)"
     exit 77
 fi
-name=$(basename "$model" .yaml)
+name=$(basename "$model" .yaml)-dp$dp-mp$mp-ep$ep-esp$esp
 mkdir -p "$out"
 emu=(scripts/emucluster.sh --nodes 2 --ranks-per-node 2 --rate "$rate" --)
 plan=$out/$name@emulated-2x2-$rate.yaml
+model_name=$(basename "$model" .yaml)
 if [ -z "$profile" ]; then
     profile=$out/emulated-2x2-$rate.yaml
     "${emu[@]}" "$build/microbench/fsmoe-bench" -o "$profile" > "$out/bench-$rate.log" 2>&1 ||
         { tail -20 "$out/bench-$rate.log"; echo "bench-schedules: fsmoe-bench failed" >&2; exit 1; }
 fi
 "$build/planner/fsmoe-plan" --model "$model" --cluster "$profile" --world 4 --gpus-per-node 2 \
-    --dp 4 --mp 1 --esp 1 --ep 4 -o "$plan" --quiet
-schedules=(plan deepspeed tutel tutel-improved pipemoe-lina fsmoe-no-iio)
+    --dp "$dp" --mp "$mp" --esp "$esp" --ep "$ep" -o "$plan" --quiet
+# the schedules fsmoe-run executes on the layout (DeepSpeed's token gathering and ESP AllReduce
+# under tensor parallelism, and Parm's S2, are not executed yet)
+if [ "$mp" = 1 ] && [ "$esp" = 1 ]; then
+    schedules=(plan deepspeed tutel tutel-improved pipemoe-lina fsmoe-no-iio)
+else
+    schedules=(plan parm-s1 fsmoe tutel tutel-improved pipemoe-lina fsmoe-no-iio)
+fi
 rows=$out/$name-schedules.tsv
 : > "$rows"
 for s in "${schedules[@]}"; do
@@ -59,7 +73,7 @@ for s in "${schedules[@]}"; do
     printf '%s\t%s\t%s\t%s\n' "$s" "$meas" "$pred" "$conf" >> "$rows"
 done
 plan_ms=$(awk -F'\t' '$1 == "plan" {print $2}' "$rows")
-echo "$name on the emulated 2 x 2 cluster at $rate per link, $steps steps per schedule (this machine)"
+echo "$model_name (dp $dp, mp $mp, ep $ep, esp $esp) on the emulated 2 x 2 cluster at $rate per link, $steps steps per schedule (this machine)"
 echo "| schedule | measured ms/step | predicted ms/step | measured/predicted | plan speed-up (measured) | predicted speed-up | conformance |"
 echo "|---|---|---|---|---|---|---|"
 plan_pred=$(awk -F'\t' '$1 == "plan" {print $3}' "$rows")
@@ -67,7 +81,7 @@ awk -F'\t' -v pm="$plan_ms" -v pp="$plan_pred" '{
     printf "| %s | %.1f | %.1f | %.2f | %.2fx | %.2fx | %s |\n", $1, $2, $3, $2 / $3, $2 / pm, $3 / pp, $4 }' "$rows"
 # the bar chart: per schedule, measured and predicted ms per step
 svg=$out/$name-schedules.svg
-awk -F'\t' -v title="$name, emulated 2 x 2 at $rate: ms per step" '
+awk -F'\t' -v title="$model_name (dp $dp, mp $mp, ep $ep, esp $esp), emulated 2 x 2 at $rate: ms per step" '
     { n++; s[n] = $1; m[n] = $2; p[n] = $3; if ($2 > top) top = $2; if ($3 > top) top = $3 }
     END {
         W = 120 * n + 120; H = 360; x0 = 70; y0 = 300; h = 240

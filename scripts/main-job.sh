@@ -8,11 +8,11 @@
 #   4. plan the reference models on the papers' testbeds (FSMoE, Parm, MoNTA profiles).
 # Everything it writes lands in out/ (profiles, plots, plans, Gantt chart, trace, training log).
 # On the emulated cluster fsmoe-run trains tiny-moe on its 4 ranks following a plan made from
-# that cluster's fresh profile (data parallelism over the 4 ranks, experts over EP groups of 2;
-# fsmoe-run does not shard attention or experts over MP/ESP yet, so that plan has mp = esp = 1)
+# that cluster's fresh profile (data parallelism over the 4 ranks, experts over EP groups of 2)
 # and reports the run against the schedule graph it executed (--report); then
 # scripts/bench-schedules.sh trains models/comm-moe.yaml there under the plan and each baseline
-# schedule and draws measured vs predicted step time (out/bench/).
+# schedule and draws measured vs predicted step time (out/bench/), on two layouts: dp 4 · ep 4,
+# and FSMoE's mp 2 · ep 2 · esp 2 (tensor-parallel attention, experts sliced over ESP).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -67,6 +67,11 @@ if reason=$(scripts/emucluster.sh --check 2>&1); then
     echo "schedules side by side: the communication-heavy model on the same emulated cluster, its"
     echo "plan and each baseline schedule executed by fsmoe-run (measured vs predicted)"
     scripts/bench-schedules.sh --profile "$emu_profile" --steps 20 --out "$out/bench" "$B"
+    echo
+    echo "the same on FSMoE's and Parm's common layout (mp = esp = ranks per node, ep = dp = nodes):"
+    echo "tensor-parallel attention, experts sliced over ESP; the plan picks Parm's S1"
+    scripts/bench-schedules.sh --profile "$emu_profile" --steps 20 --layout 2,2,2,2 \
+        --out "$out/bench" "$B"
 else
     echo "skipped: network namespaces cannot be made here ($reason)"
 fi
