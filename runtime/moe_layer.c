@@ -40,8 +40,12 @@ static long real_expert(const rt_moe *m, long v)
 }
 
 /* ESP slices exchanging rows by AllGather/ReduceScatter (the ESP pipeline); 1 under PauseMP,
- * whose AllToAll reaches every slice itself. */
-static int stacked(const rt_moe *m) { return m->pause_mp ? 1 : esp_size(m); }
+ * whose AllToAll reaches every slice itself, and under DeepSpeed's expert tensor parallelism,
+ * whose slices hold the same rows. */
+static int stacked(const rt_moe *m) { return m->pause_mp || m->etp ? 1 : esp_size(m); }
+
+/* Whether the layer needs every ESP member's row counts (Tall) and its own chunk rows. */
+static int esp_rows(const rt_moe *m) { return stacked(m) > 1 || (m->etp && esp_size(m) > 1); }
 
 static fsmoe_status xmap_alloc(rt_xmap *x, rt_backend *be, int P, int S, long E_local, long nA,
                                long nB)
@@ -216,8 +220,8 @@ static fsmoe_status exchange_counts(rt_moe *m, rt_backend *be)
         return FSMOE_ERR_INTERNAL;
     }
     m->Crep = Crep;
-    int S = stacked(m);
-    if (S == 1)
+    int S = esp_size(m);
+    if (!esp_rows(m))
         return FSMOE_OK;
     /* every ESP member's replica rows per local expert (the same experts on every member) */
     long T[RANGES_ESP];
@@ -359,7 +363,7 @@ static void xmap_build(rt_moe *m, rt_backend *be, int ph, int r)
         be->copy(be, NULL, x->idxA, A, (size_t)nA * sizeof(int), RT_H2D);
     if (nB)
         be->copy(be, NULL, x->idxB, B, (size_t)nB * sizeof(int), RT_H2D);
-    if (stacked(m) > 1)
+    if (esp_rows(m))
         esp_build(m, be, x, r);
     be->stream_sync(be, NULL);
 }
@@ -414,6 +418,17 @@ static void esp_reduce(rt_moe *m, rt_backend *be, const rt_xmap *x, int j, const
     be->scatter_add_rows(be, m->intra, own, m->ag_send, x->eidx + x->offO[j], NULL, R, M);
 }
 
+/* DeepSpeed's expert tensor parallelism: chunk j's partial outputs of this member's replica rows
+ * (part, replica layout) summed over ESP into own (zeroed). */
+static void esp_allreduce(rt_moe *m, rt_backend *be, const rt_xmap *x, int j, const real *part,
+                          real *own, const char *what)
+{
+    long R = x->R[j], M = m->M;
+    be->gather_rows(be, m->intra, m->ag_send, part, x->eidx + x->offO[j], R, M);
+    be->allreduce_sum(be, m->intra, &m->esp, m->ag_send, R * M, what);
+    be->scatter_add_rows(be, m->intra, own, m->ag_send, x->eidx + x->offO[j], NULL, R, M);
+}
+
 /* Chunk j's expert work. Without ESP on the replica rows; with ESP on every member's block of
  * the stacked rows (moe_layer.h). in/out: the phase's expert input and output (replica or
  * stacked); xf: the forward's expert input (the backward's x). */
@@ -447,7 +462,7 @@ static void run_chunks(rt_moe *m, rt_backend *be, int backward, const real *in, 
                        real *ye, real *xg, real *yg, real *out)
 {
     const rt_xmap *x = &m->xm[backward];
-    int r = x->r, S = stacked(m);
+    int r = x->r, S = stacked(m), etp = m->etp && esp_size(m) > 1;
     long El = m->E_local, M = m->M;
     rt_event **ev_d = m->ev, **ev_e = m->ev + RT_MOE_MAX_CHUNKS,
              **ev_c = m->ev + 2 * RT_MOE_MAX_CHUNKS, **ev_g = m->ev + 3 * RT_MOE_MAX_CHUNKS,
@@ -458,14 +473,16 @@ static void run_chunks(rt_moe *m, rt_backend *be, int backward, const real *in, 
                                   : "MoE Combine AllToAllv (ep)";
     const char *g_what = backward ? "MoE backward ESP AllGather" : "MoE ESP AllGather";
     const char *s_what = backward ? "MoE backward ESP ReduceScatter" : "MoE ESP ReduceScatter";
+    const char *a_what = backward ? "MoE backward ESP AllReduce" : "MoE ESP AllReduce";
     be->event_record(be, m->ev_start, NULL);
     be->stream_wait(be, m->comm, m->ev_start);
     be->stream_wait(be, m->comp, m->ev_start);
     be->zero(be, m->comm, xe, (size_t)(El * m->Crep * M) * sizeof(real));
     be->zero(be, m->comm, out, (size_t)(m->E * m->route.C * M) * sizeof(real));
-    if (S > 1) {
+    if (S > 1 || etp) {
         be->stream_wait(be, m->intra, m->ev_start);
-        be->zero(be, m->intra, xg, (size_t)(S * El * m->Cs * M) * sizeof(real));
+        if (S > 1)
+            be->zero(be, m->intra, xg, (size_t)(S * El * m->Cs * M) * sizeof(real));
         be->zero(be, m->intra, ye, (size_t)(El * m->Crep * M) * sizeof(real));
     }
     for (int j = 0; j <= r; j++) {
@@ -492,7 +509,7 @@ static void run_chunks(rt_moe *m, rt_backend *be, int backward, const real *in, 
             be->stream_wait(be, m->comp, ready);
             h = rt_trace_begin(m->trace, m->comp, RT_TRACE_COMPUTE, FSMOE_TASK_EXPERT, backward,
                                m->index, j);
-            expert_chunk(m, be, backward, x, j, S > 1 ? xg : xe, S > 1 ? yg : ye,
+            expert_chunk(m, be, backward, x, j, S > 1 ? xg : xe, S > 1 || etp ? yg : ye,
                          S > 1 ? m->Xg : m->Xe);
             rt_trace_end(m->trace, m->comp, h);
             be->event_record(be, ev_e[j], m->comp);
@@ -504,6 +521,14 @@ static void run_chunks(rt_moe *m, rt_backend *be, int backward, const real *in, 
                 long h = rt_trace_begin(m->trace, m->intra, RT_TRACE_INTRA, FSMOE_TASK_RS,
                                         backward, m->index, j - 1);
                 esp_reduce(m, be, x, j - 1, yg, ye, s_what);
+                rt_trace_end(m->trace, m->intra, h);
+                be->event_record(be, ev_r[j - 1], m->intra);
+                done = ev_r[j - 1];
+            } else if (etp) {
+                be->stream_wait(be, m->intra, ev_e[j - 1]);
+                long h = rt_trace_begin(m->trace, m->intra, RT_TRACE_INTRA, FSMOE_TASK_AR_ESP,
+                                        backward, m->index, j - 1);
+                esp_allreduce(m, be, x, j - 1, yg, ye, a_what);
                 rt_trace_end(m->trace, m->intra, h);
                 be->event_record(be, ev_r[j - 1], m->intra);
                 done = ev_r[j - 1];
@@ -525,7 +550,7 @@ static void run_chunks(rt_moe *m, rt_backend *be, int backward, const real *in, 
  * default stream after the layer's backward. */
 static void undo_duplicates(rt_moe *m, rt_backend *be)
 {
-    if (m->dup <= 1 || m->pause_mp)
+    if (m->dup <= 1 || m->pause_mp || m->etp)
         return;
     const rt_experts *ex = &m->ex;
     long E = ex->E, M = ex->M, H = ex->H;

@@ -41,6 +41,12 @@
  * rebuilds the (N, M) output; in the backward the same for the input gradient, and the gate's
  * gradients (of this member's rows) are summed over MP. No token is duplicated.
  *
+ * Expert tensor parallelism (DeepSpeed-MoE's enable_expert_tensor_parallelism, design.md §6
+ * mode b). With the MP group the ESP group (mp = esp), its members hold the same tokens and
+ * receive the same rows; each runs its slice on its own rows and an AllReduce over ESP sums
+ * the partial outputs (and, backward, the partial input gradients). Each slice sees every token
+ * once: no duplicate gradients.
+ *
  * Duplicated tokens. Under tensor parallelism the MP group's members hold the same tokens and
  * each dispatches its copy, as FSMoE and Tutel run it: every expert sees each token `dup`
  * times, outputs are right, and the expert gradients are `dup` times the single copy's; the
@@ -101,6 +107,7 @@ typedef struct {
     rt_group mpg, epesp;      /* the MP and EP&ESP groups (PauseMP) */
     int dup;                  /* copies of each token in the world (MP group size; 0 or 1: one) */
     int pause_mp;             /* run the layer as Parm's S1 (PauseMP) instead of the ESP pipeline */
+    int etp;                  /* run it as DeepSpeed's expert tensor parallelism (mp = esp) */
     long tok0;                /* this rank's first token in the global batch */
     const struct rt_dist *dist; /* NULL: one rank */
     int r_fwd, r_bwd;         /* chunks (pipeline degree) */

@@ -15,13 +15,13 @@
 
 void rt_schedule_free(rt_schedule *rs)
 {
-    free(rs->r_fwd), free(rs->r_bwd), free(rs->pause_mp), free(rs->gar);
+    free(rs->r_fwd), free(rs->r_bwd), free(rs->pause_mp), free(rs->etp), free(rs->gar);
     sim_free(&rs->graph);
     memset(rs, 0, sizeof *rs);
 }
 
 /* Work of the graph the executor does not run yet (schedule.h); NULL when it runs all of it. */
-static const sim_task *unsupported(const sim *s, sim_schedule kind)
+static const sim_task *unsupported(const sim *s, sim_schedule kind, const fsmoe_parallel *par)
 {
     for (int i = 0; i < s->n_tasks; i++) {
         const sim_task *t = &s->tasks[i];
@@ -32,7 +32,10 @@ static const sim_task *unsupported(const sim *s, sim_schedule kind)
                 t->end_s - t->start_s > 0.0)
                 return t;
             break;
-        case FSMOE_TASK_AR_ESP:
+        case FSMOE_TASK_AR_ESP: /* expert tensor parallelism: the slices must hold the same rows */
+            if (par->mp != par->esp && t->end_s - t->start_s > 0.0)
+                return t;
+            break;
         case FSMOE_TASK_SAA:
         case FSMOE_TASK_COPY:
             if (t->end_s - t->start_s > 0.0)
@@ -53,8 +56,9 @@ static fsmoe_status read_graph(rt_schedule *rs, const sim_model *m, int esp, fsm
     rs->r_fwd = calloc((size_t)n, sizeof(int));
     rs->r_bwd = calloc((size_t)n, sizeof(int));
     rs->pause_mp = calloc((size_t)n, sizeof(int));
+    rs->etp = calloc((size_t)n, sizeof(int));
     rs->gar = calloc((size_t)(s->n_tasks > 0 ? s->n_tasks : 1), sizeof *rs->gar);
-    if (!rs->r_fwd || !rs->r_bwd || !rs->pause_mp || !rs->gar)
+    if (!rs->r_fwd || !rs->r_bwd || !rs->pause_mp || !rs->etp || !rs->gar)
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "schedule %s: out of memory", rs->name);
     for (int i = 0; i < n; i++)
         rs->r_fwd[i] = rs->r_bwd[i] = 1;
@@ -69,6 +73,10 @@ static fsmoe_status read_graph(rt_schedule *rs, const sim_model *m, int esp, fsm
         /* a layer with an MP AllGather of its output runs as S1 (PauseMP) */
         if (t->kind == FSMOE_TASK_AG && t->chunk < 0 && t->layer >= 0 && t->layer < n)
             rs->pause_mp[t->layer] = 1;
+        /* one with an ESP AllReduce of the expert output as DeepSpeed's expert tensor
+         * parallelism */
+        if (t->kind == FSMOE_TASK_AR_ESP && t->layer >= 0 && t->layer < n)
+            rs->etp[t->layer] = 1;
         if (t->kind != FSMOE_TASK_GRAD_AR || !(t->bytes > 0.0))
             continue;
         if (t->anchor <= FSMOE_AT_NONE || t->anchor >= FSMOE_AT_COUNT)
@@ -94,7 +102,7 @@ static fsmoe_status read_graph(rt_schedule *rs, const sim_model *m, int esp, fsm
             chunked |= (t->kind == FSMOE_TASK_AG || t->kind == FSMOE_TASK_RS) && t->chunk >= 0;
             a2a |= t->kind == FSMOE_TASK_A2A;
         }
-        if (a2a && !chunked)
+        if (a2a && !chunked && !rs->etp[l])
             rs->pause_mp[l] = 1;
     }
     switch (rs->kind) {
@@ -163,15 +171,16 @@ fsmoe_status rt_schedule_make(rt_schedule *rs, const char *plan_path, const char
     if ((st = sim_schedule_time(&rs->graph, &m, (sim_schedule)rs->kind, NULL, &rs->iteration_s,
                                 err)) != FSMOE_OK)
         goto out;
-    const sim_task *u = unsupported(&rs->graph, (sim_schedule)rs->kind);
+    const sim_task *u = unsupported(&rs->graph, (sim_schedule)rs->kind, &plan.parallel);
     if (u) {
         char lb[64];
         st = fsmoe_fail(err, FSMOE_ERR_VALUE,
                         "schedule %s of %s needs '%s' (layout mp %d, esp %d): fsmoe-run runs "
-                        "the ESP pipeline's AllGather/ReduceScatter chunks, Parm's S1 and the "
-                        "tensor-parallel AllReduce, not yet Parm's S2 (SAA), MoNTA's copies or "
-                        "DeepSpeed's ESP AllReduce and token gathering; run --schedule fsmoe, "
-                        "parm-s1 or a Tutel-family schedule on this layout",
+                        "the ESP pipeline's AllGather/ReduceScatter chunks, Parm's S1, "
+                        "DeepSpeed's expert tensor parallelism where mp = esp and the tensor-"
+                        "parallel AllReduce, not yet Parm's S2 (SAA), MoNTA's copies or "
+                        "DeepSpeed's gathering of the slots; run --schedule fsmoe, parm-s1 or a "
+                        "Tutel-family schedule on this layout",
                         name, plan_path,
                         fsmoe_task_label(u->phase, u->layer, u->chunk, u->kind, lb, sizeof lb),
                         plan.parallel.mp, plan.parallel.esp);

@@ -50,6 +50,10 @@ run 4 "$e64" 2x2x2 1 2 0   3 gpt gshard pause
 run 4 "$e64" 2x2x2 2 1 1.2 3 swiglu sigmoid pause
 run 4 "$e64" 2x4x1 2 2 0   3 gpt gshard pause
 run 4 "$e64" 2x1x2 2 2 0   3 gpt xmoe pause
+# DeepSpeed's expert tensor parallelism (mp = esp)
+run 2 "$e64" 2x1x2 1 1 0   3 gpt gshard etp
+run 4 "$e64" 2x2x2 1 1 1.2 3 swiglu gshard etp
+run 4 "$e64" 2x2x2 2 3 0   3 gpt gshard etp
 run 2 "$e32" 1 1 1 0  50 gpt gshard
 run 4 "$e32" 1 2 2 0  50 gpt gshard
 run 4 "$e32" 2 2 1 0  50 swiglu gshard
