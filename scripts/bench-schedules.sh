@@ -12,10 +12,12 @@
 # --profile FILE uses a profile of the same emulated cluster (the main job's) instead of
 # measuring one.
 # usage: scripts/bench-schedules.sh [--model M] [--rate RATE] [--steps N] [--out DIR]
-#                                   [--profile FILE] [--layout DP,MP,EP,ESP] [BUILD]
+#                                   [--profile FILE] [--layout DP,MP,EP,ESP] [--repeat N]
+#                                   [BUILD]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=models/comm-moe.yaml rate=8gbit steps=30 out=out/bench build=build profile= layout=4,1,4,1
+repeat=1
 while [ $# -gt 0 ]; do
     case $1 in
         --model) model=$2; shift 2 ;;
@@ -24,11 +26,13 @@ while [ $# -gt 0 ]; do
         --out) out=$2; shift 2 ;;
         --profile) profile=$2; shift 2 ;;
         --layout) layout=$2; shift 2 ;;
+        --repeat) repeat=$2; shift 2 ;;
         -*) echo "bench-schedules: unknown option $1" >&2; exit 2 ;;
         *) build=$1; shift ;;
     esac
 done
 case $steps in '' | *[!0-9]* | 0 | 1) echo "bench-schedules: --steps must be ≥ 2" >&2; exit 2 ;; esac
+case $repeat in '' | *[!0-9]* | 0) echo "bench-schedules: --repeat must be ≥ 1" >&2; exit 2 ;; esac
 IFS=, read -r dp mp ep esp <<< "$layout"
 for v in "$dp" "$mp" "$ep" "$esp"; do
     case $v in '' | *[!0-9]* | 0) echo "bench-schedules: --layout $layout: expected DP,MP,EP,ESP" >&2; exit 2 ;; esac
@@ -62,24 +66,39 @@ else
     [ "$mp" = "$esp" ] && schedules+=(deepspeed)
 fi
 rows=$out/$name-schedules.tsv
+runs=$out/$name-runs.tsv
+: > "$runs"
+# --repeat rounds, each running every schedule once (round-robin, so a slow spell of the
+# machine hits all schedules alike); a schedule's figure is the median over rounds of its
+# run's median step, the spread the smallest and largest of them
+for ((round = 1; round <= repeat; round++)); do
+    for s in "${schedules[@]}"; do
+        log=$out/$name-$s.log
+        "${emu[@]}" "$build/runtime/fsmoe-run" --model "$model" --plan "$plan" --schedule "$s" \
+            --steps "$steps" --eval-every 0 --threads 1 --report > "$log" 2>&1 ||
+            { tail -20 "$log"; echo "bench-schedules: fsmoe-run --schedule $s failed" >&2; exit 1; }
+        # the report's step line: measured median, predicted
+        read -r meas pred < <(awk '$1 == "step" && NF >= 4 && $2 ~ /^[0-9.]+$/ {print $2, $3}' "$log")
+        conf=$(sed -n 's/^# conformance: \([0-9]*\) task ids.* planned, \([0-9]*\) mismatched.*/\1 ids, \2 mismatched/p' "$log")
+        printf '%s\t%s\t%s\t%s\n' "$s" "$meas" "$pred" "$conf" >> "$runs"
+    done
+done
 : > "$rows"
 for s in "${schedules[@]}"; do
-    log=$out/$name-$s.log
-    "${emu[@]}" "$build/runtime/fsmoe-run" --model "$model" --plan "$plan" --schedule "$s" \
-        --steps "$steps" --eval-every 0 --threads 1 --report > "$log" 2>&1 ||
-        { tail -20 "$log"; echo "bench-schedules: fsmoe-run --schedule $s failed" >&2; exit 1; }
-    # the report's step line: measured median, predicted, ratio
-    read -r meas pred < <(awk '$1 == "step" && NF >= 4 && $2 ~ /^[0-9.]+$/ {print $2, $3}' "$log")
-    conf=$(sed -n 's/^# conformance: \([0-9]*\) task ids.* planned, \([0-9]*\) mismatched.*/\1 ids, \2 mismatched/p' "$log")
-    printf '%s\t%s\t%s\t%s\n' "$s" "$meas" "$pred" "$conf" >> "$rows"
+    awk -F'\t' -v s="$s" '$1 == s { m[++n] = $2; pred = $3; conf = $4 }
+        END {
+            for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (m[j] < m[i]) { t = m[i]; m[i] = m[j]; m[j] = t }
+            med = n % 2 ? m[(n + 1) / 2] : (m[n / 2] + m[n / 2 + 1]) / 2
+            printf "%s\t%s\t%s\t%s\t%s\t%s\n", s, med, pred, conf, m[1], m[n]
+        }' "$runs" >> "$rows"
 done
 plan_ms=$(awk -F'\t' '$1 == "plan" {print $2}' "$rows")
-echo "$model_name (dp $dp, mp $mp, ep $ep, esp $esp) on the emulated 2 x 2 cluster at $rate per link, $steps steps per schedule (this machine)"
-echo "| schedule | measured ms/step | predicted ms/step | measured/predicted | plan speed-up (measured) | predicted speed-up | conformance |"
-echo "|---|---|---|---|---|---|---|"
+echo "$model_name (dp $dp, mp $mp, ep $ep, esp $esp) on the emulated 2 x 2 cluster at $rate per link, $repeat x $steps steps per schedule (this machine)"
+echo "| schedule | measured ms/step | runs min-max | predicted ms/step | measured/predicted | plan speed-up (measured) | predicted speed-up | conformance |"
+echo "|---|---|---|---|---|---|---|---|"
 plan_pred=$(awk -F'\t' '$1 == "plan" {print $3}' "$rows")
 awk -F'\t' -v pm="$plan_ms" -v pp="$plan_pred" '{
-    printf "| %s | %.1f | %.1f | %.2f | %.2fx | %.2fx | %s |\n", $1, $2, $3, $2 / $3, $2 / pm, $3 / pp, $4 }' "$rows"
+    printf "| %s | %.1f | %.0f-%.0f | %.1f | %.2f | %.2fx | %.2fx | %s |\n", $1, $2, $5, $6, $3, $2 / $3, $2 / pm, $3 / pp, $4 }' "$rows"
 # the bar chart: per schedule, measured and predicted ms per step
 svg=$out/$name-schedules.svg
 awk -F'\t' -v title="$model_name (dp $dp, mp $mp, ep $ep, esp $esp), emulated 2 x 2 at $rate: ms per step" '

@@ -66,11 +66,11 @@ if reason=$(scripts/emucluster.sh --check 2>&1); then
     echo
     echo "schedules side by side: the communication-heavy model on the same emulated cluster, its"
     echo "plan and each baseline schedule executed by fsmoe-run (measured vs predicted)"
-    scripts/bench-schedules.sh --profile "$emu_profile" --steps 20 --out "$out/bench" "$B"
+    scripts/bench-schedules.sh --profile "$emu_profile" --steps 15 --repeat 3 --out "$out/bench" "$B"
     echo
     echo "the same on FSMoE's and Parm's common layout (mp = esp = ranks per node, ep = dp = nodes):"
     echo "tensor-parallel attention, experts sliced over ESP; the plan picks Parm's S1"
-    scripts/bench-schedules.sh --profile "$emu_profile" --steps 20 --layout 2,2,2,2 \
+    scripts/bench-schedules.sh --profile "$emu_profile" --steps 15 --repeat 3 --layout 2,2,2,2 \
         --out "$out/bench" "$B"
 else
     echo "skipped: network namespaces cannot be made here ($reason)"
