@@ -25,32 +25,49 @@ static void hook(rt_moe *m, rt_hook h, int chunk, int backward)
 static int esp_size(const rt_moe *m) { return m->esp.size > 0 ? m->esp.size : 1; }
 static int ep_size(const rt_moe *m) { return m->ep.size > 0 ? m->ep.size : 1; }
 
-/* The exchange group: EP, or EP&ESP under PauseMP (moe_layer.h). */
-static const rt_group *xgroup(const rt_moe *m) { return m->pause_mp ? &m->epesp : &m->ep; }
+/* Whether the exchange addresses every ESP slice itself (PauseMP, S2: moe_layer.h). */
+static int per_slice(const rt_moe *m) { return m->pause_mp || m->s2; }
+
+/* The exchange group: EP, or EP&ESP when it reaches every slice. */
+static const rt_group *xgroup(const rt_moe *m) { return per_slice(m) ? &m->epesp : &m->ep; }
 static int group_size(const rt_moe *m) { return xgroup(m)->size > 0 ? xgroup(m)->size : 1; }
 
 /* Experts the exchange addresses: E, or under PauseMP each expert once per ESP slice, owner-
  * major: virtual expert v belongs to exchange member v / E_local = q·S + u (EP member q, slice
  * u) and is local expert v % E_local of it. */
-static long xexperts(const rt_moe *m) { return m->pause_mp ? m->E * esp_size(m) : m->E; }
+static long xexperts(const rt_moe *m) { return per_slice(m) ? m->E * esp_size(m) : m->E; }
 static long real_expert(const rt_moe *m, long v)
 {
     long El = m->E_local;
-    return m->pause_mp ? v / El / esp_size(m) * El + v % El : v;
+    return per_slice(m) ? v / El / esp_size(m) * El + v % El : v;
 }
 
 /* ESP slices exchanging rows by AllGather/ReduceScatter (the ESP pipeline); 1 under PauseMP,
  * whose AllToAll reaches every slice itself, and under DeepSpeed's expert tensor parallelism,
  * whose slices hold the same rows. */
-static int stacked(const rt_moe *m) { return m->pause_mp || m->etp ? 1 : esp_size(m); }
+static int stacked(const rt_moe *m) { return per_slice(m) || m->etp ? 1 : esp_size(m); }
 
 /* Whether the layer needs every ESP member's row counts (Tall) and its own chunk rows. */
 static int esp_rows(const rt_moe *m) { return stacked(m) > 1 || (m->etp && esp_size(m) > 1); }
 
-static fsmoe_status xmap_alloc(rt_xmap *x, rt_backend *be, int P, int S, long E_local, long nA,
-                               long nB)
+static fsmoe_status xmap_alloc(rt_xmap *x, rt_backend *be, int P, int S, int Pm, long E_local,
+                               long nA, long nB, long EC)
 {
     int R = RT_MOE_MAX_CHUNKS;
+    if (Pm > 1) { /* S2: own rows per chunk ≤ Pm·EC in all (padded to the largest member's) */
+        long nS = Pm * EC;
+        x->Rm = calloc((size_t)R, sizeof(long));
+        x->offS = calloc((size_t)R + 1, sizeof(long));
+        x->offAll = calloc((size_t)R + 1, sizeof(long));
+        x->h_cnt = calloc((size_t)(R * (Pm + 1)), sizeof(long));
+        x->h_sl = calloc((size_t)((Pm + 1) * nS + 1), sizeof(long));
+        x->h_sidx = calloc((size_t)((Pm + 1) * nS + 1), sizeof(int));
+        x->sidx = be->alloc(be, (size_t)(nS + 1) * sizeof(int));
+        x->aidx = be->alloc(be, (size_t)(Pm * nS + 1) * sizeof(int));
+        if (!x->Rm || !x->offS || !x->offAll || !x->h_cnt || !x->h_sl || !x->h_sidx ||
+            !x->sidx || !x->aidx)
+            return FSMOE_ERR_NOMEM;
+    }
     if (S > 1) { /* own rows ≤ S·nB in all chunks (each ≤ the largest member's), stacked S× */
         x->R = calloc((size_t)R, sizeof(long));
         x->offO = calloc((size_t)R + 1, sizeof(long));
@@ -84,6 +101,11 @@ static void xmap_free(rt_xmap *x, rt_backend *be)
     free(x->send_rows), free(x->recv_rows), free(x->offA), free(x->offB), free(x->h_idx);
     free(x->r0), free(x->r1);
     free(x->R), free(x->offO), free(x->offG), free(x->g0), free(x->g1), free(x->h_eidx);
+    free(x->Rm), free(x->offS), free(x->offAll), free(x->h_cnt), free(x->h_sl), free(x->h_sidx);
+    if (x->sidx)
+        be->free(be, x->sidx);
+    if (x->aidx)
+        be->free(be, x->aidx);
     if (x->eidx)
         be->free(be, x->eidx);
     if (x->gidx)
@@ -124,6 +146,8 @@ fsmoe_status moe_alloc(rt_moe *m, rt_backend *be)
     size_t bl = (size_t)(EC * M + 1) * sizeof(real), br = (size_t)(ER * M + 1) * sizeof(real);
     size_t bs = (size_t)((ECS > ER ? ECS : ER) * M + 1) * sizeof(real);
     size_t bn = (size_t)(m->N_max * M + 1) * sizeof(real);
+    int Pm = m->mpg.size > 1 ? m->mpg.size : 1;
+    size_t bm = Pm > 1 ? (size_t)(EC * M + 1) * sizeof(real) : 0;
     size_t bh = (size_t)(S * ER * H + 1) * sizeof(real);
     size_t bg = S > 1 ? (size_t)(S * ER * M + 1) * sizeof(real) : 0;
     struct {
@@ -134,17 +158,21 @@ fsmoe_status moe_alloc(rt_moe *m, rt_backend *be)
                 {&m->dh, bh},  {&m->da, bh},  {&m->dg, bh},  {&m->send_stage, bs},
                 {&m->recv_stage, bs}, {&m->Xg, bg}, {&m->Yg, bg}, {&m->dYg, bg},
                 {&m->dXg, bg}, {&m->ag_send, bg}, {&m->ag_recv, bg}, {&m->own, bn},
-                {&m->whole, bn}};
+                {&m->whole, bn}, {&m->mp_send, bm}, {&m->mp_recv, Pm * bm}};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i].bytes && !(*bufs[i].p = be->alloc(be, bufs[i].bytes)))
             return FSMOE_ERR_NOMEM;
     m->K = calloc((size_t)(P * m->E * S), sizeof(long));
     m->load_v = calloc((size_t)(m->E * S), sizeof(long));
+    m->slot0 = calloc((size_t)m->E, sizeof(long));
+    m->own_cnt = calloc((size_t)m->E, sizeof(long));
+    if (!m->slot0 || !m->own_cnt)
+        return FSMOE_ERR_NOMEM;
     m->Tall = calloc((size_t)(S * m->E_local), sizeof(long));
     if (!m->K || !m->load_v || !m->Tall)
         return FSMOE_ERR_NOMEM;
     for (int ph = 0; ph < 2; ph++)
-        if ((st = xmap_alloc(&m->xm[ph], be, P, S, m->E_local, ECS, ER)) != FSMOE_OK)
+        if ((st = xmap_alloc(&m->xm[ph], be, P, S, Pm, m->E_local, ECS, ER, EC)) != FSMOE_OK)
             return st;
     m->ev_start = be->event_create(be);
     if (!m->ev_start)
@@ -166,7 +194,7 @@ void moe_free(rt_moe *m, rt_backend *be)
     real *bufs[] = {m->Xd, m->Yc,         m->dYc,        m->dXd, m->Xe, m->Ye,
                     m->dYe, m->dXe,       m->dh,         m->da,  m->dg, m->send_stage,
                     m->recv_stage, m->Xg, m->Yg,         m->dYg, m->dXg, m->ag_send,
-                    m->ag_recv,    m->own, m->whole};
+                    m->ag_recv,    m->own, m->whole,      m->mp_send, m->mp_recv};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
             be->free(be, bufs[i]);
@@ -174,8 +202,8 @@ void moe_free(rt_moe *m, rt_backend *be)
         xmap_free(&m->xm[ph], be);
     free(m->K);
     free(m->Tall);
-    free(m->load_v);
-    m->K = NULL, m->Tall = NULL, m->load_v = NULL;
+    free(m->load_v), free(m->slot0), free(m->own_cnt);
+    m->K = NULL, m->Tall = NULL, m->load_v = NULL, m->slot0 = m->own_cnt = NULL;
     if (m->ev_start)
         be->event_destroy(be, m->ev_start);
     for (int i = 0; i < 5 * RT_MOE_MAX_CHUNKS; i++)
@@ -192,15 +220,24 @@ static fsmoe_status exchange_counts(rt_moe *m, rt_backend *be)
     long E = xexperts(m);
     fsmoe_error err = {0};
     const long *load = m->route.load;
-    if (m->pause_mp) { /* every slice of an expert receives its rows */
+    if (m->s2) { /* this MP member's slice of every expert's filled slots */
+        long Pm = m->mpg.size > 1 ? m->mpg.size : 1, i = m->mpg.size > 1 ? m->mpg.rank : 0;
+        for (long e = 0; e < m->E; e++) {
+            long F = m->route.load[e];
+            m->slot0[e] = i * F / Pm;
+            m->own_cnt[e] = (i + 1) * F / Pm - m->slot0[e];
+        }
+        load = m->own_cnt;
+    }
+    if (per_slice(m)) { /* every slice of an expert receives its rows */
         for (long v = 0; v < E; v++)
-            m->load_v[v] = m->route.load[real_expert(m, v)];
+            m->load_v[v] = load[real_expert(m, v)];
         load = m->load_v;
     }
     if (P == 1 || !m->dist) {
         memcpy(m->K, load, (size_t)E * sizeof(long));
     } else {
-        fsmoe_status st = dist_allgather_longs(m->dist, m->pause_mp ? RT_EP_ESP : RT_EP, load,
+        fsmoe_status st = dist_allgather_longs(m->dist, per_slice(m) ? RT_EP_ESP : RT_EP, load,
                                                m->K, (int)E, "MoE token-count exchange", &err);
         if (st != FSMOE_OK) {
             rt_backend_fail(be, st, "%s", err.msg);
@@ -313,6 +350,66 @@ static void esp_build(rt_moe *m, rt_backend *be, rt_xmap *x, int r)
         be->copy(be, NULL, x->gidx, G, (size_t)nG * sizeof(int), RT_H2D);
 }
 
+/* S2's MP AllGather per chunk (moe_layer.h): the local slot rows this member's Combine of
+ * chunk j fills (its idxA rows sent to slice 0 of each expert: every row once), padded to the
+ * MP group's largest count; every member's lists, this member's own block -1 (its rows are in
+ * place). The lists are exchanged over MP on the host. */
+static void mp_build(rt_moe *m, rt_backend *be, rt_xmap *x, int r)
+{
+    int P = group_size(m), S = esp_size(m), Pm = m->mpg.size, me = m->mpg.rank;
+    long *cnt = x->h_cnt, *all = x->h_cnt + r, *sl = x->h_sl;
+    fsmoe_error err = {0};
+    for (int j = 0; j < r; j++) {
+        long n = 0;
+        for (int p = 0; p < P; p += S)
+            n += x->send_rows[j * P + p];
+        cnt[j] = n;
+    }
+    fsmoe_status st = dist_allgather_longs(m->dist, RT_MP, cnt, all, r,
+                                           "MoE S2 row-count exchange (mp)", &err);
+    long nS = 0;
+    for (int j = 0; j < r && st == FSMOE_OK; j++) {
+        long R = 0;
+        for (int i = 0; i < Pm; i++)
+            R = all[i * r + j] > R ? all[i * r + j] : R;
+        x->Rm[j] = R;
+        x->offS[j] = nS;
+        long o = x->offA[j], n0 = nS;
+        for (int p = 0; p < P; p++) {
+            for (long k = 0; k < x->send_rows[j * P + p]; k++)
+                if (p % S == 0)
+                    sl[nS++] = x->h_idx[o + k];
+            o += x->send_rows[j * P + p];
+        }
+        while (nS < n0 + R)
+            sl[nS++] = -1;
+    }
+    x->offS[r] = nS;
+    long *sall = sl + nS;
+    if (st == FSMOE_OK)
+        st = dist_allgather_longs(m->dist, RT_MP, sl, sall, (int)nS,
+                                  "MoE S2 row exchange (mp)", &err);
+    if (st != FSMOE_OK) {
+        rt_backend_fail(be, st, "%s", err.msg);
+        return;
+    }
+    int *hs = x->h_sidx, *ha = hs + nS;
+    long na = 0;
+    for (long k = 0; k < nS; k++)
+        hs[k] = (int)sl[k];
+    for (int j = 0; j < r; j++) {
+        x->offAll[j] = na;
+        for (int i = 0; i < Pm; i++)
+            for (long k = x->offS[j]; k < x->offS[j + 1]; k++)
+                ha[na++] = i == me ? -1 : (int)sall[(long)i * nS + k];
+    }
+    x->offAll[r] = na;
+    if (nS)
+        be->copy(be, NULL, x->sidx, hs, (size_t)nS * sizeof(int), RT_H2D);
+    if (na)
+        be->copy(be, NULL, x->aidx, ha, (size_t)na * sizeof(int), RT_H2D);
+}
+
 /* Builds phase ph's exchange plan for r chunks and uploads its index arrays. */
 static void xmap_build(rt_moe *m, rt_backend *be, int ph, int r)
 {
@@ -331,7 +428,10 @@ static void xmap_build(rt_moe *m, rt_backend *be, int ph, int r)
                 long lo, hi, off;
                 chunk_part(m, P, e, q, j, r, &lo, &hi, &off);
                 for (long i = lo; i < hi; i++, rows++)
-                    A[nA++] = (int)(real_expert(m, e) * C + (i - off));
+                {
+                    long re = real_expert(m, e);
+                    A[nA++] = (int)(re * C + (m->s2 ? m->slot0[re] : 0) + (i - off));
+                }
             }
             x->send_rows[j * P + p] = rows;
         }
@@ -365,6 +465,8 @@ static void xmap_build(rt_moe *m, rt_backend *be, int ph, int r)
         be->copy(be, NULL, x->idxB, B, (size_t)nB * sizeof(int), RT_H2D);
     if (esp_rows(m))
         esp_build(m, be, x, r);
+    if (m->s2 && m->mpg.size > 1)
+        mp_build(m, be, x, r);
     be->stream_sync(be, NULL);
 }
 
@@ -429,6 +531,18 @@ static void esp_allreduce(rt_moe *m, rt_backend *be, const rt_xmap *x, int j, co
     be->scatter_add_rows(be, m->intra, own, m->ag_send, x->eidx + x->offO[j], NULL, R, M);
 }
 
+/* S2: chunk j's rows of out (local slots) from every MP member (its Combine filled this
+ * member's own rows; the others are still 0), on the intra stream. */
+static void mp_gather_chunk(rt_moe *m, rt_backend *be, const rt_xmap *x, int j, real *out,
+                            const char *what)
+{
+    long R = x->Rm[j], M = m->M;
+    be->gather_rows(be, m->intra, m->mp_send, out, x->sidx + x->offS[j], R, M);
+    be->allgather(be, m->intra, &m->mpg, m->mp_recv, m->mp_send, R * M, what);
+    be->scatter_add_rows(be, m->intra, out, m->mp_recv, x->aidx + x->offAll[j], NULL,
+                         m->mpg.size * R, M);
+}
+
 /* Chunk j's expert work. Without ESP on the replica rows; with ESP on every member's block of
  * the stacked rows (moe_layer.h). in/out: the phase's expert input and output (replica or
  * stacked); xf: the forward's expert input (the backward's x). */
@@ -463,6 +577,7 @@ static void run_chunks(rt_moe *m, rt_backend *be, int backward, const real *in, 
 {
     const rt_xmap *x = &m->xm[backward];
     int r = x->r, S = stacked(m), etp = m->etp && esp_size(m) > 1;
+    int saa = m->s2 && m->mpg.size > 1;
     long El = m->E_local, M = m->M;
     rt_event **ev_d = m->ev, **ev_e = m->ev + RT_MOE_MAX_CHUNKS,
              **ev_c = m->ev + 2 * RT_MOE_MAX_CHUNKS, **ev_g = m->ev + 3 * RT_MOE_MAX_CHUNKS,
@@ -474,16 +589,18 @@ static void run_chunks(rt_moe *m, rt_backend *be, int backward, const real *in, 
     const char *g_what = backward ? "MoE backward ESP AllGather" : "MoE ESP AllGather";
     const char *s_what = backward ? "MoE backward ESP ReduceScatter" : "MoE ESP ReduceScatter";
     const char *a_what = backward ? "MoE backward ESP AllReduce" : "MoE ESP AllReduce";
+    const char *m_what = backward ? "MoE backward S2 AllGather (mp)" : "MoE S2 AllGather (mp)";
     be->event_record(be, m->ev_start, NULL);
     be->stream_wait(be, m->comm, m->ev_start);
     be->stream_wait(be, m->comp, m->ev_start);
     be->zero(be, m->comm, xe, (size_t)(El * m->Crep * M) * sizeof(real));
     be->zero(be, m->comm, out, (size_t)(m->E * m->route.C * M) * sizeof(real));
-    if (S > 1 || etp) {
+    if (S > 1 || etp || saa) {
         be->stream_wait(be, m->intra, m->ev_start);
         if (S > 1)
             be->zero(be, m->intra, xg, (size_t)(S * El * m->Cs * M) * sizeof(real));
-        be->zero(be, m->intra, ye, (size_t)(El * m->Crep * M) * sizeof(real));
+        if (S > 1 || etp)
+            be->zero(be, m->intra, ye, (size_t)(El * m->Crep * M) * sizeof(real));
     }
     for (int j = 0; j <= r; j++) {
         if (j < r) {
@@ -535,22 +652,30 @@ static void run_chunks(rt_moe *m, rt_backend *be, int backward, const real *in, 
             }
             hook(m, RT_HOOK_BEFORE_COMBINE, j - 1, backward);
             be->stream_wait(be, m->comm, done);
-            long h = rt_trace_begin(m->trace, m->comm, RT_TRACE_COMM, FSMOE_TASK_A2A, backward,
-                                    m->index, j - 1);
+            long h = rt_trace_begin(m->trace, m->comm, RT_TRACE_COMM,
+                                    saa ? FSMOE_TASK_SAA : FSMOE_TASK_A2A, backward, m->index,
+                                    j - 1);
             exchange_chunk(m, be, x, j - 1, 0, ye, out, c_what);
-            rt_trace_end(m->trace, m->comm, h);
             be->event_record(be, ev_c[j - 1], m->comm);
+            if (saa) { /* S2: this chunk's MP AllGather beside the next chunk's Combine */
+                be->stream_wait(be, m->intra, ev_c[j - 1]);
+                mp_gather_chunk(m, be, x, j - 1, out, m_what);
+                rt_trace_end(m->trace, m->intra, h);
+                be->event_record(be, ev_r[j - 1], m->intra);
+            } else {
+                rt_trace_end(m->trace, m->comm, h);
+            }
             hook(m, RT_HOOK_AFTER_COMBINE, j - 1, backward);
         }
     }
-    be->stream_wait(be, NULL, ev_c[r - 1]);
+    be->stream_wait(be, NULL, saa ? ev_r[r - 1] : ev_c[r - 1]);
 }
 
 /* The expert gradients of one layer divided by the copies of each token (moe_layer.h), on the
  * default stream after the layer's backward. */
 static void undo_duplicates(rt_moe *m, rt_backend *be)
 {
-    if (m->dup <= 1 || m->pause_mp || m->etp)
+    if (m->dup <= 1 || per_slice(m) || m->etp)
         return;
     const rt_experts *ex = &m->ex;
     long E = ex->E, M = ex->M, H = ex->H;

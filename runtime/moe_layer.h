@@ -41,6 +41,14 @@
  * rebuilds the (N, M) output; in the backward the same for the input gradient, and the gate's
  * gradients (of this member's rows) are summed over MP. No token is duplicated.
  *
+ * S2 (Parm, design.md §6). The gate and the order run on the MP group's duplicated tokens;
+ * member i then takes slots [i·F_e/mp, (i+1)·F_e/mp) of each expert's F_e filled slots and
+ * exchanges only those, over EP&ESP to every slice as under PauseMP. Each chunk's Combine is
+ * followed on the intra stream by an MP AllGather of the slots it filled, so the AllGather of
+ * chunk j overlaps the Combine of chunk j+1: together the graph's SAA task of the chunk. Every
+ * member ends with all slots; the I-Order, the order's backward and the gate's run on the
+ * whole as on one rank. The backward does the same on the gradients.
+ *
  * Expert tensor parallelism (DeepSpeed-MoE's enable_expert_tensor_parallelism, design.md §6
  * mode b). With the MP group the ESP group (mp = esp), its members hold the same tokens and
  * receive the same rows; each runs its slice on its own rows and an AllReduce over ESP sums
@@ -91,6 +99,10 @@ typedef struct {
      * member's stacked row ranges (r, S, E_local) */
     long *R, *offO, *offG, *g0, *g1;
     int *h_eidx, *eidx, *gidx;
+    /* S2: per chunk Rm[j] rows per MP member (padded), this member's (sidx) and every member's
+     * (aidx) local slot rows; host staging */
+    long *Rm, *offS, *offAll, *h_cnt, *h_sl;
+    int *h_sidx, *sidx, *aidx;
 } rt_xmap;
 
 typedef struct {
@@ -108,6 +120,7 @@ typedef struct {
     int dup;                  /* copies of each token in the world (MP group size; 0 or 1: one) */
     int pause_mp;             /* run the layer as Parm's S1 (PauseMP) instead of the ESP pipeline */
     int etp;                  /* run it as DeepSpeed's expert tensor parallelism (mp = esp) */
+    int s2;                   /* run it as Parm's S2 (slots split over MP, SAA) */
     long tok0;                /* this rank's first token in the global batch */
     const struct rt_dist *dist; /* NULL: one rank */
     int r_fwd, r_bwd;         /* chunks (pipeline degree) */
@@ -132,7 +145,9 @@ typedef struct {
      * this step, stacked buffers (S, E_local, Crep_max, M) and the collectives' staging */
     long *Tall, Cs;
     real *Xg, *Yg, *dYg, *dXg, *ag_send, *ag_recv;
-    long *load_v;             /* PauseMP: rows per (expert, slice) (E·S) */
+    long *load_v;             /* PauseMP, S2: rows per (expert, slice) (E·S) */
+    long *slot0, *own_cnt;    /* S2: this MP member's first slot and slots of each expert (E) */
+    real *mp_send, *mp_recv;  /* S2: the MP AllGather's staging */
     real *own, *whole;        /* PauseMP: this member's rows, all members' (N_max, M) */
     int freeze; /* hold routing fixed (tests) */
 } rt_moe;

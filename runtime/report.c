@@ -87,7 +87,7 @@ static int conformance_kind(int k)
 {
     return k == FSMOE_TASK_A2A || k == FSMOE_TASK_EXPERT || k == FSMOE_TASK_GRAD_AR ||
            k == FSMOE_TASK_AG || k == FSMOE_TASK_RS || k == FSMOE_TASK_AR_MP ||
-           k == FSMOE_TASK_AR_ESP;
+           k == FSMOE_TASK_AR_ESP || k == FSMOE_TASK_SAA;
 }
 
 /* One table line over the rows selected by sel(row, arg). */
@@ -192,7 +192,7 @@ fsmoe_status rt_report_write(FILE *f, const rt_trace *tr, const rt_schedule *rs,
     fprintf(f, "# report: schedule %s, %d measured steps against its graph (%d tasks) on "
                "cluster profile %s\n",
             rs->name, t.steps, g->n_tasks, rs->cluster_path);
-    fprintf(f, "# conformance: %d task ids of alltoall/allgather/reducescatter/expert/"
+    fprintf(f, "# conformance: %d task ids of alltoall/allgather/reducescatter/saa/expert/"
                "mp-allreduce/esp-allreduce/grad-allreduce planned, %d "
                "mismatched; Gradient-AllReduce %.3f MB planned, %.3f MB executed per step "
                "(largest difference of one task %.0f B)\n",

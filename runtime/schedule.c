@@ -15,7 +15,8 @@
 
 void rt_schedule_free(rt_schedule *rs)
 {
-    free(rs->r_fwd), free(rs->r_bwd), free(rs->pause_mp), free(rs->etp), free(rs->gar);
+    free(rs->r_fwd), free(rs->r_bwd), free(rs->pause_mp), free(rs->etp), free(rs->s2);
+    free(rs->gar);
     sim_free(&rs->graph);
     memset(rs, 0, sizeof *rs);
 }
@@ -36,7 +37,6 @@ static const sim_task *unsupported(const sim *s, sim_schedule kind, const fsmoe_
             if (par->mp != par->esp && t->end_s - t->start_s > 0.0)
                 return t;
             break;
-        case FSMOE_TASK_SAA:
         case FSMOE_TASK_COPY:
             if (t->end_s - t->start_s > 0.0)
                 return t;
@@ -57,8 +57,9 @@ static fsmoe_status read_graph(rt_schedule *rs, const sim_model *m, int esp, fsm
     rs->r_bwd = calloc((size_t)n, sizeof(int));
     rs->pause_mp = calloc((size_t)n, sizeof(int));
     rs->etp = calloc((size_t)n, sizeof(int));
+    rs->s2 = calloc((size_t)n, sizeof(int));
     rs->gar = calloc((size_t)(s->n_tasks > 0 ? s->n_tasks : 1), sizeof *rs->gar);
-    if (!rs->r_fwd || !rs->r_bwd || !rs->pause_mp || !rs->etp || !rs->gar)
+    if (!rs->r_fwd || !rs->r_bwd || !rs->pause_mp || !rs->etp || !rs->s2 || !rs->gar)
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "schedule %s: out of memory", rs->name);
     for (int i = 0; i < n; i++)
         rs->r_fwd[i] = rs->r_bwd[i] = 1;
@@ -77,6 +78,9 @@ static fsmoe_status read_graph(rt_schedule *rs, const sim_model *m, int esp, fsm
          * parallelism */
         if (t->kind == FSMOE_TASK_AR_ESP && t->layer >= 0 && t->layer < n)
             rs->etp[t->layer] = 1;
+        /* one with SAA as Parm's S2 */
+        if (t->kind == FSMOE_TASK_SAA && t->layer >= 0 && t->layer < n)
+            rs->s2[t->layer] = 1;
         if (t->kind != FSMOE_TASK_GRAD_AR || !(t->bytes > 0.0))
             continue;
         if (t->anchor <= FSMOE_AT_NONE || t->anchor >= FSMOE_AT_COUNT)
@@ -102,7 +106,7 @@ static fsmoe_status read_graph(rt_schedule *rs, const sim_model *m, int esp, fsm
             chunked |= (t->kind == FSMOE_TASK_AG || t->kind == FSMOE_TASK_RS) && t->chunk >= 0;
             a2a |= t->kind == FSMOE_TASK_A2A;
         }
-        if (a2a && !chunked && !rs->etp[l])
+        if (a2a && !chunked && !rs->etp[l] && !rs->s2[l])
             rs->pause_mp[l] = 1;
     }
     switch (rs->kind) {
@@ -176,11 +180,12 @@ fsmoe_status rt_schedule_make(rt_schedule *rs, const char *plan_path, const char
         char lb[64];
         st = fsmoe_fail(err, FSMOE_ERR_VALUE,
                         "schedule %s of %s needs '%s' (layout mp %d, esp %d): fsmoe-run runs "
-                        "the ESP pipeline's AllGather/ReduceScatter chunks, Parm's S1, "
+                        "the ESP pipeline's AllGather/ReduceScatter chunks, Parm's S1 and S2, "
                         "DeepSpeed's expert tensor parallelism where mp = esp and the tensor-"
-                        "parallel AllReduce, not yet Parm's S2 (SAA), MoNTA's copies or "
-                        "DeepSpeed's gathering of the slots; run --schedule fsmoe, parm-s1 or a "
-                        "Tutel-family schedule on this layout",
+                        "parallel AllReduce, not yet MoNTA's O1-O3 or DeepSpeed's gathering of "
+                        "the slots under tensor parallelism without expert slices; run "
+                        "--schedule fsmoe, parm-s1, parm-s2 or a Tutel-family schedule on this "
+                        "layout",
                         name, plan_path,
                         fsmoe_task_label(u->phase, u->layer, u->chunk, u->kind, lb, sizeof lb),
                         plan.parallel.mp, plan.parallel.esp);

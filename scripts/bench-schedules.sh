@@ -58,11 +58,11 @@ fi
 "$build/planner/fsmoe-plan" --model "$model" --cluster "$profile" --world 4 --gpus-per-node 2 \
     --dp "$dp" --mp "$mp" --esp "$esp" --ep "$ep" -o "$plan" --quiet
 # the schedules fsmoe-run executes on the layout (DeepSpeed's gathering of the slots under
-# tensor parallelism without expert slices, and Parm's S2, are not executed yet)
+# tensor parallelism without expert slices and MoNTA's O1-O3 are not executed yet)
 if [ "$mp" = 1 ] && [ "$esp" = 1 ]; then
     schedules=(plan deepspeed tutel tutel-improved pipemoe-lina fsmoe-no-iio)
 else
-    schedules=(plan parm-s1 fsmoe tutel tutel-improved pipemoe-lina fsmoe-no-iio)
+    schedules=(plan parm-s1 parm-s2 fsmoe tutel tutel-improved pipemoe-lina fsmoe-no-iio)
     [ "$mp" = "$esp" ] && schedules+=(deepspeed)
 fi
 rows=$out/$name-schedules.tsv

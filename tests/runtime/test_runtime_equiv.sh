@@ -54,6 +54,12 @@ run 4 "$e64" 2x1x2 2 2 0   3 gpt xmoe pause
 run 2 "$e64" 2x1x2 1 1 0   3 gpt gshard etp
 run 4 "$e64" 2x2x2 1 1 1.2 3 swiglu gshard etp
 run 4 "$e64" 2x2x2 2 3 0   3 gpt gshard etp
+# Parm's S2: slots split over MP, AllToAll over EP&ESP, MP AllGather per chunk (SAA)
+run 2 "$e64" 2x1x1 1 1 0   3 gpt gshard s2
+run 2 "$e64" 1x1x2 2 1 0   3 gpt gshard s2
+run 4 "$e64" 2x2x2 1 2 0   3 gpt gshard s2
+run 4 "$e64" 2x2x2 3 2 1.2 3 swiglu sigmoid s2
+run 4 "$e64" 2x4x1 2 2 0   3 gpt gshard s2
 run 2 "$e32" 1 1 1 0  50 gpt gshard
 run 4 "$e32" 1 2 2 0  50 gpt gshard
 run 4 "$e32" 2 2 1 0  50 swiglu gshard
