@@ -25,6 +25,9 @@ static void hook(rt_moe *m, rt_hook h, int chunk, int backward)
 static int esp_size(const rt_moe *m) { return m->esp.size > 0 ? m->esp.size : 1; }
 static int ep_size(const rt_moe *m) { return m->ep.size > 0 ? m->ep.size : 1; }
 
+/* Whether each MP member exchanges its slice of every expert's slots (S2, MoNTA). */
+static int split_slots(const rt_moe *m) { return m->s2 || m->monta; }
+
 /* Whether the exchange addresses every ESP slice itself (PauseMP, S2: moe_layer.h). */
 static int per_slice(const rt_moe *m) { return m->pause_mp || m->s2; }
 
@@ -74,9 +77,10 @@ static fsmoe_status xmap_alloc(rt_xmap *x, rt_backend *be, int P, int S, int Pm,
         x->offG = calloc((size_t)R + 1, sizeof(long));
         x->g0 = calloc((size_t)(R * S * E_local), sizeof(long));
         x->g1 = calloc((size_t)(R * S * E_local), sizeof(long));
-        x->h_eidx = calloc((size_t)((S + 1) * S * nB) + 1, sizeof(int));
+        /* twice: MoNTA's whole-layer lists follow the chunks' in gidx */
+        x->h_eidx = calloc((size_t)(2 * (S + 1) * S * nB) + 1, sizeof(int));
         x->eidx = be->alloc(be, (size_t)(S * nB + 1) * sizeof(int));
-        x->gidx = be->alloc(be, (size_t)(S * S * nB + 1) * sizeof(int));
+        x->gidx = be->alloc(be, (size_t)(2 * (S + 1) * S * nB + 1) * sizeof(int));
         if (!x->R || !x->offO || !x->offG || !x->g0 || !x->g1 || !x->h_eidx || !x->eidx ||
             !x->gidx)
             return FSMOE_ERR_NOMEM;
@@ -157,7 +161,7 @@ fsmoe_status moe_alloc(rt_moe *m, rt_backend *be)
                 {&m->Xe, br},  {&m->Ye, br},  {&m->dYe, br}, {&m->dXe, br},
                 {&m->dh, bh},  {&m->da, bh},  {&m->dg, bh},  {&m->send_stage, bs},
                 {&m->recv_stage, bs}, {&m->Xg, bg}, {&m->Yg, bg}, {&m->dYg, bg},
-                {&m->dXg, bg}, {&m->ag_send, bg}, {&m->ag_recv, bg}, {&m->own, bn},
+                {&m->dXg, bg}, {&m->ag_send, bg}, {&m->ag_recv, S * bg}, {&m->own, bn},
                 {&m->whole, bn}, {&m->mp_send, bm}, {&m->mp_recv, Pm * bm}};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i].bytes && !(*bufs[i].p = be->alloc(be, bufs[i].bytes)))
@@ -220,7 +224,7 @@ static fsmoe_status exchange_counts(rt_moe *m, rt_backend *be)
     long E = xexperts(m);
     fsmoe_error err = {0};
     const long *load = m->route.load;
-    if (m->s2) { /* this MP member's slice of every expert's filled slots */
+    if (split_slots(m)) { /* this MP member's slice of every expert's filled slots */
         long Pm = m->mpg.size > 1 ? m->mpg.size : 1, i = m->mpg.size > 1 ? m->mpg.rank : 0;
         for (long e = 0; e < m->E; e++) {
             long F = m->route.load[e];
@@ -344,6 +348,16 @@ static void esp_build(rt_moe *m, rt_backend *be, rt_xmap *x, int r)
         }
     }
     x->offG[r] = nG;
+    if (m->monta) { /* MoNTA's whole-layer ReduceScatter: every chunk's rows in one block per
+                     * member, chunk after chunk (own list after the stacked lists) */
+        x->RW = x->offO[r];
+        for (int v = 0; v < S; v++)
+            for (int j = 0; j < r; j++)
+                for (long k = 0; k < x->R[j]; k++)
+                    G[nG++] = G[x->offG[j] + v * x->R[j] + k];
+        for (long k = 0; k < x->RW; k++)
+            G[nG++] = O[k];
+    }
     if (nO)
         be->copy(be, NULL, x->eidx, O, (size_t)nO * sizeof(int), RT_H2D);
     if (nG)
@@ -356,7 +370,8 @@ static void esp_build(rt_moe *m, rt_backend *be, rt_xmap *x, int r)
  * place). The lists are exchanged over MP on the host. */
 static void mp_build(rt_moe *m, rt_backend *be, rt_xmap *x, int r)
 {
-    int P = group_size(m), S = esp_size(m), Pm = m->mpg.size, me = m->mpg.rank;
+    /* per slice, each row goes to every slice of its expert: slice 0's copy names it */
+    int P = group_size(m), S = per_slice(m) ? esp_size(m) : 1, Pm = m->mpg.size, me = m->mpg.rank;
     long *cnt = x->h_cnt, *all = x->h_cnt + r, *sl = x->h_sl;
     fsmoe_error err = {0};
     for (int j = 0; j < r; j++) {
@@ -430,7 +445,7 @@ static void xmap_build(rt_moe *m, rt_backend *be, int ph, int r)
                 for (long i = lo; i < hi; i++, rows++)
                 {
                     long re = real_expert(m, e);
-                    A[nA++] = (int)(re * C + (m->s2 ? m->slot0[re] : 0) + (i - off));
+                    A[nA++] = (int)(re * C + (split_slots(m) ? m->slot0[re] : 0) + (i - off));
                 }
             }
             x->send_rows[j * P + p] = rows;
@@ -465,7 +480,7 @@ static void xmap_build(rt_moe *m, rt_backend *be, int ph, int r)
         be->copy(be, NULL, x->idxB, B, (size_t)nB * sizeof(int), RT_H2D);
     if (esp_rows(m))
         esp_build(m, be, x, r);
-    if (m->s2 && m->mpg.size > 1)
+    if (split_slots(m) && m->mpg.size > 1)
         mp_build(m, be, x, r);
     be->stream_sync(be, NULL);
 }
@@ -541,6 +556,19 @@ static void mp_gather_chunk(rt_moe *m, rt_backend *be, const rt_xmap *x, int j, 
     be->allgather(be, m->intra, &m->mpg, m->mp_recv, m->mp_send, R * M, what);
     be->scatter_add_rows(be, m->intra, out, m->mp_recv, x->aidx + x->offAll[j], NULL,
                          m->mpg.size * R, M);
+}
+
+/* MoNTA: the layer's whole ESP ReduceScatter (every chunk's rows at once: esp_build's whole
+ * lists). */
+static void esp_reduce_whole(rt_moe *m, rt_backend *be, const rt_xmap *x, const real *stk,
+                             real *own, const char *what)
+{
+    int S = esp_size(m);
+    long R = x->RW, M = m->M;
+    const int *G = x->gidx + x->offG[x->r], *O = G + S * R;
+    be->gather_rows(be, m->intra, m->ag_recv, stk, G, S * R, M);
+    be->reducescatter_sum(be, m->intra, &m->esp, m->ag_send, m->ag_recv, R * M, what);
+    be->scatter_add_rows(be, m->intra, own, m->ag_send, O, NULL, R, M);
 }
 
 /* Chunk j's expert work. Without ESP on the replica rows; with ESP on every member's block of
@@ -671,11 +699,115 @@ static void run_chunks(rt_moe *m, rt_backend *be, int backward, const real *in, 
     be->stream_wait(be, NULL, saa ? ev_r[r - 1] : ev_c[r - 1]);
 }
 
+/* MoNTA's layer (O1-O3, moe_layer.h): per chunk the Dispatch (comm) and the ESP AllGather of
+ * its rows (intra; with copy tasks — O2/O3 — the unpacking into the stacked layout is the
+ * graph's re-layout copy, traced apart); the experts once on all stacked rows (comp); one
+ * ReduceScatter (intra); per chunk the Combine (comm) and the MP AllGather of the slots it
+ * filled (intra, the copy likewise). */
+static void run_monta(rt_moe *m, rt_backend *be, int backward, const real *in, real *xe,
+                      real *ye, real *xg, real *yg, real *out)
+{
+    const rt_xmap *x = &m->xm[backward];
+    int r = x->r, S = esp_size(m), copy = m->monta >= 2;
+    long El = m->E_local, M = m->M, H = m->ex.H, Cs = m->Cs;
+    rt_event **ev_d = m->ev, **ev_e = m->ev + RT_MOE_MAX_CHUNKS,
+             **ev_c = m->ev + 2 * RT_MOE_MAX_CHUNKS, **ev_g = m->ev + 3 * RT_MOE_MAX_CHUNKS,
+             **ev_r = m->ev + 4 * RT_MOE_MAX_CHUNKS;
+    be->event_record(be, m->ev_start, NULL);
+    be->stream_wait(be, m->comm, m->ev_start);
+    be->stream_wait(be, m->comp, m->ev_start);
+    be->stream_wait(be, m->intra, m->ev_start);
+    be->zero(be, m->comm, xe, (size_t)(El * m->Crep * M) * sizeof(real));
+    be->zero(be, m->comm, out, (size_t)(m->E * m->route.C * M) * sizeof(real));
+    be->zero(be, m->intra, xg, (size_t)(S * El * Cs * M) * sizeof(real));
+    be->zero(be, m->intra, ye, (size_t)(El * m->Crep * M) * sizeof(real));
+    for (int j = 0; j < r; j++) {
+        hook(m, RT_HOOK_BEFORE_DISPATCH, j, backward);
+        long h = rt_trace_begin(m->trace, m->comm, RT_TRACE_COMM, FSMOE_TASK_A2A, backward,
+                                m->index, j);
+        exchange_chunk(m, be, x, j, 1, in, xe, backward ? "MoE backward Dispatch AllToAllv (ep)"
+                                                        : "MoE Dispatch AllToAllv (ep)");
+        rt_trace_end(m->trace, m->comm, h);
+        be->event_record(be, ev_d[j], m->comm);
+        hook(m, RT_HOOK_AFTER_DISPATCH, j, backward);
+        if (backward && j == r - 1 && m->gsync)
+            gsync_at(m->gsync, FSMOE_AT_DISPATCHED, m->index);
+        be->stream_wait(be, m->intra, ev_d[j]);
+        long R = x->R[j];
+        h = rt_trace_begin(m->trace, m->intra, RT_TRACE_INTRA, FSMOE_TASK_AG, backward, m->index,
+                           j);
+        be->gather_rows(be, m->intra, m->ag_send, xe, x->eidx + x->offO[j], R, M);
+        be->allgather(be, m->intra, &m->esp, m->ag_recv, m->ag_send, R * M,
+                      "MoE MoNTA AllGather (esp)");
+        if (copy) {
+            rt_trace_end(m->trace, m->intra, h);
+            h = rt_trace_begin(m->trace, m->intra, RT_TRACE_INTRA, FSMOE_TASK_COPY, backward,
+                               m->index, j);
+        }
+        be->scatter_add_rows(be, m->intra, xg, m->ag_recv, x->gidx + x->offG[j], NULL, S * R, M);
+        rt_trace_end(m->trace, m->intra, h);
+        be->event_record(be, ev_g[j], m->intra);
+    }
+    /* the experts on every member's rows: block v's rows [0, T) of each local expert */
+    be->stream_wait(be, m->comp, ev_g[r - 1]);
+    long h = rt_trace_begin(m->trace, m->comp, RT_TRACE_COMPUTE, FSMOE_TASK_EXPERT, backward,
+                            m->index, -1);
+    long r0[RANGES_ESP], r1[RANGES_ESP];
+    for (int v = 0; v < S; v++) {
+        for (long el = 0; el < El; el++)
+            r0[el] = 0, r1[el] = m->Tall[v * El + el];
+        long bm = v * El * Cs * M, bh = v * El * Cs * H;
+        rt_expert_acts acts = {m->eacts.a + bh, m->eacts.g ? m->eacts.g + bh : NULL,
+                               m->eacts.h + bh};
+        if (!backward)
+            experts_forward_ranges(&m->ex, be, m->comp, xg + bm, yg + bm, &acts, Cs, r0, r1);
+        else
+            experts_backward_ranges(&m->ex, be, m->comp, xg + bm, m->Xg + bm, yg + bm, &acts,
+                                    m->dh + bh, m->da + bh, m->ex.kind == 1 ? m->dg + bh : NULL,
+                                    Cs, r0, r1);
+    }
+    rt_trace_end(m->trace, m->comp, h);
+    be->event_record(be, ev_e[0], m->comp);
+    be->stream_wait(be, m->intra, ev_e[0]);
+    h = rt_trace_begin(m->trace, m->intra, RT_TRACE_INTRA, FSMOE_TASK_RS, backward, m->index, -1);
+    esp_reduce_whole(m, be, x, yg, ye, "MoE MoNTA ReduceScatter (esp)");
+    rt_trace_end(m->trace, m->intra, h);
+    be->event_record(be, ev_r[0], m->intra);
+    be->stream_wait(be, m->comm, ev_r[0]);
+    for (int j = 0; j < r; j++) {
+        hook(m, RT_HOOK_BEFORE_COMBINE, j, backward);
+        h = rt_trace_begin(m->trace, m->comm, RT_TRACE_COMM, FSMOE_TASK_A2A, backward, m->index,
+                           j);
+        exchange_chunk(m, be, x, j, 0, ye, out, backward ? "MoE backward Combine AllToAllv (ep)"
+                                                         : "MoE Combine AllToAllv (ep)");
+        rt_trace_end(m->trace, m->comm, h);
+        be->event_record(be, ev_c[j], m->comm);
+        hook(m, RT_HOOK_AFTER_COMBINE, j, backward);
+        be->stream_wait(be, m->intra, ev_c[j]);
+        long Rm = x->Rm[j];
+        h = rt_trace_begin(m->trace, m->intra, RT_TRACE_INTRA, FSMOE_TASK_AG, backward, m->index,
+                           j);
+        be->gather_rows(be, m->intra, m->mp_send, out, x->sidx + x->offS[j], Rm, M);
+        be->allgather(be, m->intra, &m->mpg, m->mp_recv, m->mp_send, Rm * M,
+                      "MoE MoNTA AllGather (mp)");
+        if (copy) {
+            rt_trace_end(m->trace, m->intra, h);
+            h = rt_trace_begin(m->trace, m->intra, RT_TRACE_INTRA, FSMOE_TASK_COPY, backward,
+                               m->index, j);
+        }
+        be->scatter_add_rows(be, m->intra, out, m->mp_recv, x->aidx + x->offAll[j], NULL,
+                             m->mpg.size * Rm, M);
+        rt_trace_end(m->trace, m->intra, h);
+        be->event_record(be, ev_g[j], m->intra);
+    }
+    be->stream_wait(be, NULL, ev_g[r - 1]);
+}
+
 /* The expert gradients of one layer divided by the copies of each token (moe_layer.h), on the
  * default stream after the layer's backward. */
 static void undo_duplicates(rt_moe *m, rt_backend *be)
 {
-    if (m->dup <= 1 || per_slice(m) || m->etp)
+    if (m->dup <= 1 || per_slice(m) || m->etp || m->monta)
         return;
     const rt_experts *ex = &m->ex;
     long E = ex->E, M = ex->M, H = ex->H;
@@ -732,7 +864,7 @@ fsmoe_status moe_forward(rt_moe *m, rt_backend *be, const real *x, real *y, long
         return rt_backend_check(be, NULL);
     xmap_build(m, be, 0, chunks(m->r_fwd));
     rt_trace_end(m->trace, NULL, h);
-    run_chunks(m, be, 0, m->Xd, m->Xe, m->Ye, m->Xg, m->Yg, m->Yc);
+    (m->monta ? run_monta : run_chunks)(m, be, 0, m->Xd, m->Xe, m->Ye, m->Xg, m->Yg, m->Yc);
     h = rt_trace_begin(m->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_GATE, FSMOE_PHASE_FWD, m->index,
                        -1);
     iorder_forward(&m->order, be, NULL, &m->route, m->Yc, yo);
@@ -762,7 +894,8 @@ fsmoe_status moe_backward(rt_moe *m, rt_backend *be, const real *dy, const real 
     rt_trace_end(m->trace, NULL, h);
     /* the backward of Combine is an AllToAll in the Dispatch direction and vice versa; empty
      * local slots of dXd stay 0 (run_chunks zeroes it), whichever order reads them */
-    run_chunks(m, be, 1, m->dYc, m->dYe, m->dXe, m->dYg, m->dXg, m->dXd);
+    (m->monta ? run_monta : run_chunks)(m, be, 1, m->dYc, m->dYe, m->dXe, m->dYg, m->dXg,
+                                        m->dXd);
     undo_duplicates(m, be);
     h = rt_trace_begin(m->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_GATE, FSMOE_PHASE_BWD, m->index,
                        -1);

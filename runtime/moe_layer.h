@@ -49,6 +49,13 @@
  * member ends with all slots; the I-Order, the order's backward and the gate's run on the
  * whole as on one rank. The backward does the same on the gradients.
  *
+ * MoNTA (O1-O3, design.md §7), with the MP group the ESP group (mp = esp). As under S2 each
+ * member exchanges its slice of the slots, over EP; per chunk an ESP AllGather brings the MP
+ * group's rows together (the stacked layout), the experts run once on all of them, one
+ * ReduceScatter returns the sums, and per chunk the Combine is followed by an MP AllGather of
+ * the slots it filled. O2/O3's re-layout copies are the unpacking of each AllGather into its
+ * layout (traced as the graph's copy tasks). Each slice sees every token once.
+ *
  * Expert tensor parallelism (DeepSpeed-MoE's enable_expert_tensor_parallelism, design.md §6
  * mode b). With the MP group the ESP group (mp = esp), its members hold the same tokens and
  * receive the same rows; each runs its slice on its own rows and an AllReduce over ESP sums
@@ -97,7 +104,7 @@ typedef struct {
     /* ESP (S > 1): per chunk, R[j] rows per member (padded); own replica rows (eidx, R[j] per
      * chunk) and every member's stacked rows (gidx, S·R[j] per chunk), -1 for padding; each
      * member's stacked row ranges (r, S, E_local) */
-    long *R, *offO, *offG, *g0, *g1;
+    long *R, *offO, *offG, *g0, *g1, RW; /* RW: MoNTA's whole-layer rows per member */
     int *h_eidx, *eidx, *gidx;
     /* S2: per chunk Rm[j] rows per MP member (padded), this member's (sidx) and every member's
      * (aidx) local slot rows; host staging */
@@ -121,6 +128,7 @@ typedef struct {
     int pause_mp;             /* run the layer as Parm's S1 (PauseMP) instead of the ESP pipeline */
     int etp;                  /* run it as DeepSpeed's expert tensor parallelism (mp = esp) */
     int s2;                   /* run it as Parm's S2 (slots split over MP, SAA) */
+    int monta;                /* 1..3: run it as MoNTA's O1..O3 (mp = esp; r: its chunks) */
     long tok0;                /* this rank's first token in the global batch */
     const struct rt_dist *dist; /* NULL: one rank */
     int r_fwd, r_bwd;         /* chunks (pipeline degree) */

@@ -16,6 +16,7 @@
 void rt_schedule_free(rt_schedule *rs)
 {
     free(rs->r_fwd), free(rs->r_bwd), free(rs->pause_mp), free(rs->etp), free(rs->s2);
+    free(rs->monta);
     free(rs->gar);
     sim_free(&rs->graph);
     memset(rs, 0, sizeof *rs);
@@ -24,13 +25,15 @@ void rt_schedule_free(rt_schedule *rs)
 /* Work of the graph the executor does not run yet (schedule.h); NULL when it runs all of it. */
 static const sim_task *unsupported(const sim *s, sim_schedule kind, const fsmoe_parallel *par)
 {
+    /* MoNTA's layer runs where its MP AllGather is the ESP group's (moe_layer.h) */
+    int monta_ok = par->mp == par->esp && par->mp > 1 && par->ep > 1;
     for (int i = 0; i < s->n_tasks; i++) {
         const sim_task *t = &s->tasks[i];
         switch (t->kind) {
-        case FSMOE_TASK_AG: /* the ESP pipeline's chunks and S1's MP AllGather of the layer  */
-        case FSMOE_TASK_RS: /* run; DeepSpeed's gather_tokens (of the slots) does not yet */
-            if (t->chunk < 0 && (t->kind == FSMOE_TASK_RS || kind == SIM_SCHED_DEEPSPEED) &&
-                t->end_s - t->start_s > 0.0)
+        case FSMOE_TASK_AG: /* the ESP pipeline's chunks, S1's MP AllGather of the layer and */
+        case FSMOE_TASK_RS: /* MoNTA's (mp = esp) run; DeepSpeed's gather_tokens does not yet */
+            if (t->chunk < 0 && t->end_s - t->start_s > 0.0 &&
+                (kind == SIM_SCHED_DEEPSPEED || (t->kind == FSMOE_TASK_RS && !monta_ok)))
                 return t;
             break;
         case FSMOE_TASK_AR_ESP: /* expert tensor parallelism: the slices must hold the same rows */
@@ -38,7 +41,7 @@ static const sim_task *unsupported(const sim *s, sim_schedule kind, const fsmoe_
                 return t;
             break;
         case FSMOE_TASK_COPY:
-            if (t->end_s - t->start_s > 0.0)
+            if (!monta_ok && t->end_s - t->start_s > 0.0)
                 return t;
             break;
         default: break;
@@ -58,8 +61,10 @@ static fsmoe_status read_graph(rt_schedule *rs, const sim_model *m, int esp, fsm
     rs->pause_mp = calloc((size_t)n, sizeof(int));
     rs->etp = calloc((size_t)n, sizeof(int));
     rs->s2 = calloc((size_t)n, sizeof(int));
+    rs->monta = calloc((size_t)n, sizeof(int));
     rs->gar = calloc((size_t)(s->n_tasks > 0 ? s->n_tasks : 1), sizeof *rs->gar);
-    if (!rs->r_fwd || !rs->r_bwd || !rs->pause_mp || !rs->etp || !rs->s2 || !rs->gar)
+    if (!rs->r_fwd || !rs->r_bwd || !rs->pause_mp || !rs->etp || !rs->s2 || !rs->monta ||
+        !rs->gar)
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "schedule %s: out of memory", rs->name);
     for (int i = 0; i < n; i++)
         rs->r_fwd[i] = rs->r_bwd[i] = 1;
@@ -81,6 +86,12 @@ static fsmoe_status read_graph(rt_schedule *rs, const sim_model *m, int esp, fsm
         /* one with SAA as Parm's S2 */
         if (t->kind == FSMOE_TASK_SAA && t->layer >= 0 && t->layer < n)
             rs->s2[t->layer] = 1;
+        /* one with a whole-layer ReduceScatter as MoNTA's, O2/O3 where it has copies */
+        if (t->kind == FSMOE_TASK_RS && t->chunk < 0 && t->layer >= 0 && t->layer < n &&
+            !rs->monta[t->layer])
+            rs->monta[t->layer] = 1;
+        if (t->kind == FSMOE_TASK_COPY && t->layer >= 0 && t->layer < n)
+            rs->monta[t->layer] = 2;
         if (t->kind != FSMOE_TASK_GRAD_AR || !(t->bytes > 0.0))
             continue;
         if (t->anchor <= FSMOE_AT_NONE || t->anchor >= FSMOE_AT_COUNT)
@@ -97,6 +108,9 @@ static fsmoe_status read_graph(rt_schedule *rs, const sim_model *m, int esp, fsm
     }
     /* with expert slices, a layer whose AllToAll is not followed by the ESP pipeline's chunked
      * AllGather/ReduceScatter reaches every slice itself: S1's EP&ESP AllToAll */
+    for (int l = 0; l < n; l++) /* MoNTA's layer has MP AllGathers of its own */
+        if (rs->monta[l])
+            rs->pause_mp[l] = 0;
     for (int l = 0; l < n && esp > 1; l++) {
         int chunked = 0, a2a = 0;
         for (int i = 0; i < s->n_tasks; i++) {
@@ -106,7 +120,7 @@ static fsmoe_status read_graph(rt_schedule *rs, const sim_model *m, int esp, fsm
             chunked |= (t->kind == FSMOE_TASK_AG || t->kind == FSMOE_TASK_RS) && t->chunk >= 0;
             a2a |= t->kind == FSMOE_TASK_A2A;
         }
-        if (a2a && !chunked && !rs->etp[l] && !rs->s2[l])
+        if (a2a && !chunked && !rs->etp[l] && !rs->s2[l] && !rs->monta[l])
             rs->pause_mp[l] = 1;
     }
     switch (rs->kind) {
@@ -181,11 +195,11 @@ fsmoe_status rt_schedule_make(rt_schedule *rs, const char *plan_path, const char
         st = fsmoe_fail(err, FSMOE_ERR_VALUE,
                         "schedule %s of %s needs '%s' (layout mp %d, esp %d): fsmoe-run runs "
                         "the ESP pipeline's AllGather/ReduceScatter chunks, Parm's S1 and S2, "
-                        "DeepSpeed's expert tensor parallelism where mp = esp and the tensor-"
-                        "parallel AllReduce, not yet MoNTA's O1-O3 or DeepSpeed's gathering of "
-                        "the slots under tensor parallelism without expert slices; run "
-                        "--schedule fsmoe, parm-s1, parm-s2 or a Tutel-family schedule on this "
-                        "layout",
+                        "MoNTA's O1-O3 and DeepSpeed's expert tensor parallelism where mp = esp "
+                        "(and ep > 1 for MoNTA's), and the tensor-parallel AllReduce, not yet "
+                        "DeepSpeed's gathering of the slots under tensor parallelism without "
+                        "expert slices; run --schedule fsmoe, parm-s1, parm-s2 or a Tutel-"
+                        "family schedule on this layout",
                         name, plan_path,
                         fsmoe_task_label(u->phase, u->layer, u->chunk, u->kind, lb, sizeof lb),
                         plan.parallel.mp, plan.parallel.esp);

@@ -15,7 +15,8 @@
  *     tasks at every anchor), dense (every other block a dense FFN) or pause (the MoE layers as
  *     Parm's S1: tokens split over MP, one AllToAll over EP&ESP) or etp (DeepSpeed's expert
  *     tensor parallelism, mp = esp: the slices' partial outputs all-reduced over ESP) or s2
- *     (Parm's S2: slots split over MP, AllToAll over EP&ESP, an MP AllGather per chunk)
+ *     (Parm's S2: slots split over MP, AllToAll over EP&ESP, an MP AllGather per chunk), o1 or
+ *     o2 (MoNTA's layer, mp = esp: R_FWD/R_BWD its AllToAll chunks)
  *
  * Tolerances. fp64 build (the FSMOE_REAL_DOUBLE runtime): the P-rank run differs from the
  * one-rank run only in summation order (the AllReduce adds P partial sums of gradients and
@@ -111,9 +112,10 @@ int main(int argc, char **argv)
                                      strcmp(mode, "dense") == 0 ||
                                      strcmp(mode, "pause") == 0 ||
                                      strcmp(mode, "etp") == 0 ||
-                                     strcmp(mode, "s2") == 0))) {
+                                     strcmp(mode, "s2") == 0 || strcmp(mode, "o1") == 0 ||
+                                     strcmp(mode, "o2") == 0))) {
         fprintf(stderr, "usage: test_runtime_equiv EP|MPxEPxESP R_FWD R_BWD CAPACITY STEPS "
-                        "EXPERT GATE [serial|partitioned|dense|pause|etp|s2]\n");
+                        "EXPERT GATE [serial|partitioned|dense|pause|etp|s2|o1|o2]\n");
         MPI_Finalize();
         return 2;
     }
@@ -157,6 +159,7 @@ int main(int argc, char **argv)
         tr.model.blocks[b].moe.pause_mp = strcmp(mode, "pause") == 0;
         tr.model.blocks[b].moe.etp = strcmp(mode, "etp") == 0;
         tr.model.blocks[b].moe.s2 = strcmp(mode, "s2") == 0;
+        tr.model.blocks[b].moe.monta = mode[0] == 'o' ? mode[1] - '0' : 0;
     }
     /* partitioned: the P-rank run all-reduces its gradients in tasks at every anchor of the
      * backward (grad_sync.h), on both streams, of sizes that cut tensors in the middle and ask

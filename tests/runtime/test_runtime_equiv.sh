@@ -60,6 +60,11 @@ run 2 "$e64" 1x1x2 2 1 0   3 gpt gshard s2
 run 4 "$e64" 2x2x2 1 2 0   3 gpt gshard s2
 run 4 "$e64" 2x2x2 3 2 1.2 3 swiglu sigmoid s2
 run 4 "$e64" 2x4x1 2 2 0   3 gpt gshard s2
+# MoNTA's O1 and O2/O3 (mp = esp; R_FWD/R_BWD the AllToAll chunks)
+run 2 "$e64" 2x1x2 1 1 0   3 gpt gshard o1
+run 4 "$e64" 2x2x2 1 1 0   3 gpt gshard o1
+run 4 "$e64" 2x2x2 3 2 0   3 gpt gshard o2
+run 4 "$e64" 2x2x2 2 3 1.2 3 swiglu sigmoid o2
 run 2 "$e32" 1 1 1 0  50 gpt gshard
 run 4 "$e32" 1 2 2 0  50 gpt gshard
 run 4 "$e32" 2 2 1 0  50 swiglu gshard

@@ -69,9 +69,9 @@ check "$tmp/plan.yaml" "$tmp/ref" dp4ep2 plan deepspeed tutel tutel-improved pip
 # tensor parallelism and expert slices: mp 2 · ep 2 · esp 2 (dp 2); the ESP pipeline's
 # schedules run (AllGather/ReduceScatter per chunk on their own stream, the MP AllReduce of every
 # attention) and so does Parm's S1 (the plan's choice here: tokens split over MP, one AllToAll
-# over EP&ESP, an MP AllGather of the output), S2 (slots split over MP, SAA) and DeepSpeed's
-# expert tensor parallelism (its ESP AllReduce of the expert output); MoNTA's O1-O3 are refused
-# by name
+# over EP&ESP, an MP AllGather of the output), S2 (slots split over MP, SAA), MoNTA's O1-O3
+# and DeepSpeed's expert tensor parallelism (its ESP AllReduce of the expert output);
+# DeepSpeed's drop_tokens on mp 2 · ep 2 is refused by name
 "$plan" --model "$model" --cluster "$tmp/local4.yaml" --world 4 --gpus-per-node 4 --dp 2 \
     --mp 2 --esp 2 --ep 2 --batch 4 --seq 64 --capacity-factor none -o "$tmp/plan-mp.yaml" \
     --quiet || { echo "FAIL: fsmoe-plan mp2 esp2 ep2"; exit 1; }
@@ -80,18 +80,21 @@ check "$tmp/plan.yaml" "$tmp/ref" dp4ep2 plan deepspeed tutel tutel-improved pip
 losses "$tmp/one-mp.out" > "$tmp/ref-mp"
 common+=(--capacity-factor none)
 grep -q 'schedule: S1' "$tmp/plan-mp.yaml" || fail "the mp2·esp2 plan does not choose S1"
-check "$tmp/plan-mp.yaml" "$tmp/ref-mp" mp2esp2 plan parm-s1 parm-s2 deepspeed fsmoe tutel \
-    tutel-improved pipemoe-lina fsmoe-no-iio
+check "$tmp/plan-mp.yaml" "$tmp/ref-mp" mp2esp2 plan parm-s1 parm-s2 monta-o1 monta-o2 \
+    monta-o3 deepspeed fsmoe tutel tutel-improved pipemoe-lina fsmoe-no-iio
 grep -Eq '^  (allgather|reducescatter|mp-allreduce) +[0-9.]+ +[0-9.]+ ' "$tmp/mp2esp2-fsmoe.out" ||
     fail "mp2esp2: the report has no measured AllGather/ReduceScatter/MP AllReduce line"
-for s in monta-o1 monta-o2; do
-    if "${mpi[@]}" -np 4 "$run" "${common[@]}" --batch 4 --plan "$tmp/plan-mp.yaml" \
-        --schedule $s > /dev/null 2> "$tmp/err"; then
-        fail "$s on mp2·esp2 accepted"
-    else
-        grep -q "not yet MoNTA's O1-O3" "$tmp/err" || fail "$s on mp2·esp2: $(head -3 "$tmp/err")"
-    fi
-done
+# DeepSpeed's drop_tokens/gather_tokens (mp 2, esp 1) is not executed yet: refused by name
+"$plan" --model "$model" --cluster "$tmp/local4.yaml" --world 4 --gpus-per-node 4 --dp 2 \
+    --mp 2 --esp 1 --ep 2 --batch 4 --seq 64 --capacity-factor none -o "$tmp/plan-mp1.yaml" \
+    --quiet || { echo "FAIL: fsmoe-plan mp2 ep2"; exit 1; }
+if "${mpi[@]}" -np 4 "$run" "${common[@]}" --batch 4 --plan "$tmp/plan-mp1.yaml" \
+    --schedule deepspeed > /dev/null 2> "$tmp/err"; then
+    fail "deepspeed on mp2·ep2 accepted"
+else
+    grep -q "not yet DeepSpeed's gathering of the slots" "$tmp/err" ||
+        fail "deepspeed on mp2·ep2: $(head -3 "$tmp/err")"
+fi
 
 if "$run" "${common[@]}" --plan "$tmp/plan.yaml" --schedule nosuch > /dev/null 2> "$tmp/err"; then
     fail "--schedule nosuch accepted"
