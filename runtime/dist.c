@@ -1,6 +1,8 @@
 /* Implements: the runtime's groups and host-side collectives (dist.h). */
 #include "dist.h"
 
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -123,3 +125,49 @@ fsmoe_status dist_allgather_longs(const rt_dist *d, rt_group_kind k, const long 
     return fsmoe_mpi_allgather(d->g[k].comm[0], send, recv, n, MPI_LONG, what, err);
 }
 
+
+fsmoe_status dist_gather_bytes(const rt_dist *d, rt_group_kind k, const char *send, long n,
+                               char **out, long *out_len, const char *what, fsmoe_error *err)
+{
+    const rt_comm_group *g = &d->g[k];
+    *out = NULL, *out_len = 0;
+    if (g->size == 1) {
+        if (!(*out = malloc((size_t)n + 1)))
+            return fsmoe_fail(err, FSMOE_ERR_NOMEM, "%s: out of memory", what);
+        memcpy(*out, send, (size_t)n);
+        *out_len = n;
+        return FSMOE_OK;
+    }
+    long *lens = calloc((size_t)g->size, sizeof(long));
+    int *cnt = calloc((size_t)g->size, sizeof(int)), *disp = calloc((size_t)g->size, sizeof(int));
+    if (!lens || !cnt || !disp) {
+        free(lens), free(cnt), free(disp);
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "%s: out of memory", what);
+    }
+    fsmoe_status st = dist_allgather_longs(d, k, &n, lens, 1, what, err);
+    long total = 0;
+    for (int i = 0; i < g->size && st == FSMOE_OK; i++) {
+        if (lens[i] > INT_MAX || total > INT_MAX - lens[i])
+            st = fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: %ld bytes from member %d, more than one "
+                            "gather moves", what, lens[i], i);
+        disp[i] = (int)total, cnt[i] = (int)lens[i];
+        total += lens[i];
+    }
+    char *buf = NULL;
+    if (st == FSMOE_OK && g->rank == 0 && !(buf = malloc((size_t)total + 1)))
+        st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "%s: out of memory for %ld bytes", what, total);
+    if (st == FSMOE_OK) {
+        MPI_Request r;
+        int rc = MPI_Igatherv(send, (int)n, MPI_CHAR, buf, cnt, disp, MPI_CHAR, 0, g->comm[0], &r);
+        st = fsmoe_mpi_status(rc, "MPI_Igatherv", err);
+        if (st == FSMOE_OK)
+            st = fsmoe_mpi_wait(&r, 1, g->comm[0], what, err);
+    }
+    free(lens), free(cnt), free(disp);
+    if (st != FSMOE_OK) {
+        free(buf);
+        return st;
+    }
+    *out = buf, *out_len = g->rank == 0 ? total : 0;
+    return FSMOE_OK;
+}

@@ -68,6 +68,10 @@ fsmoe_status dist_sum_longs(const rt_dist *d, rt_group_kind k, long *x, int n, c
 /* out = Σ of x over the members before this one (zeros on the first). */
 fsmoe_status dist_exscan_longs(const rt_dist *d, rt_group_kind k, const long *x, long *out, int n,
                                const char *what, fsmoe_error *err);
+/* Member i's n_i bytes, in member order, to member 0: *out (malloc'd there, NULL elsewhere)
+ * and *out_len; the other members' buffers are not needed after the call. */
+fsmoe_status dist_gather_bytes(const rt_dist *d, rt_group_kind k, const char *send, long n,
+                               char **out, long *out_len, const char *what, fsmoe_error *err);
 /* Every member's n longs, in member order (recv holds size·n). */
 fsmoe_status dist_allgather_longs(const rt_dist *d, rt_group_kind k, const long *send, long *recv,
                                   int n, const char *what, fsmoe_error *err);

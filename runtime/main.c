@@ -271,17 +271,53 @@ static int die_input(const fsmoe_error *err)
     return err->status == FSMOE_ERR_IO ? 2 : fsmoe_exit_code(err->status);
 }
 
-/* path on one rank; on many, rank r's own file: path with ".rank<r>" before its extension. */
-static void rank_path(const char *path, int world, int rank, char *out, size_t len)
+/* --trace on many ranks: every rank's tasks in one file (one process per rank), written by
+ * rank 0. Ranks on one host share its monotonic clock, so their tasks get one common zero (the
+ * earliest task of any rank) and line up; when the ranks' zeros lie more than 10 s apart
+ * (clocks of different hosts), each rank starts at its own first task. */
+static fsmoe_status write_trace_all(const rt_trace *tr, const rt_dist *d, const char *title,
+                                    const char *path, fsmoe_error *err)
 {
-    const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
-    if (world <= 1) {
-        snprintf(out, len, "%s", path);
-    } else if (dot && (!slash || dot > slash + 1)) {
-        snprintf(out, len, "%.*s.rank%d%s", (int)(dot - path), path, rank, dot);
-    } else {
-        snprintf(out, len, "%s.rank%d", path, rank);
+    int world = d->layout.world, rank = d->layout.rank;
+    double mine = rt_trace_origin(tr), origin = mine;
+    long o = (long)(mine * 1e9), *all = calloc((size_t)world, sizeof(long));
+    if (!all)
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "--trace: out of memory");
+    fsmoe_status st = dist_allgather_longs(d, RT_WORLD, &o, all, 1, "trace clocks (world)", err);
+    if (st == FSMOE_OK) {
+        long lo = all[0], hi = all[0];
+        for (int i = 1; i < world; i++)
+            lo = all[i] < lo ? all[i] : lo, hi = all[i] > hi ? all[i] : hi;
+        if (hi - lo < 10000000000L)
+            origin = (double)lo * 1e-9;
     }
+    free(all);
+    if (st != FSMOE_OK)
+        return st;
+    char *buf = NULL, *merged = NULL;
+    size_t len = 0;
+    long n = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m)
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "--trace: out of memory");
+    rt_trace_write_events(tr, m, rank, title, origin, rank == 0);
+    if (fclose(m) != 0) {
+        free(buf);
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "--trace: out of memory");
+    }
+    st = dist_gather_bytes(d, RT_WORLD, buf, (long)len, &merged, &n, "trace gather (world)", err);
+    free(buf);
+    if (st == FSMOE_OK && rank == 0) {
+        fsmoe_atomic_file af;
+        if ((st = fsmoe_atomic_open(&af, path, err)) == FSMOE_OK) {
+            fprintf(af.f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+            fwrite(merged, 1, (size_t)n, af.f);
+            fprintf(af.f, "\n]}\n");
+            st = fsmoe_atomic_commit(&af, err);
+        }
+    }
+    free(merged);
+    return st;
 }
 
 /* The tensor-parallel and expert-slice group sizes against the world and the model's shapes
@@ -434,9 +470,10 @@ int main(int argc, char **argv)
     /* outputs are checked before the work that produces them (every rank writes a shard) */
     if (save_dir && (st = checkpoint_prepare_dir("--save", save_dir, rank, &err)) != FSMOE_OK)
         goto fail;
+    /* one trace file for all ranks, written by rank 0 (write_trace_all) */
     char trace_path[1024] = "";
     if (opt.trace_path) {
-        rank_path(opt.trace_path, world, rank, trace_path, sizeof trace_path);
+        snprintf(trace_path, sizeof trace_path, "%s", opt.trace_path);
         if ((st = fsmoe_atomic_check("--trace", trace_path, &err)) != FSMOE_OK)
             goto fail;
     }
@@ -558,7 +595,9 @@ int main(int argc, char **argv)
         printf("# mean step %.2f ms, %.1f tok/s over %ld steps\n", 1e3 * t_all / (double)n_timed,
                (double)tokens_per_step * (double)n_timed / t_all, n_timed);
     if (trace_path[0]) {
-        if ((st = rt_trace_write(&trace, rank, cfg.name, trace_path, &err)) != FSMOE_OK)
+        st = world > 1 ? write_trace_all(&trace, &dist, cfg.name, trace_path, &err)
+                       : rt_trace_write(&trace, rank, cfg.name, trace_path, &err);
+        if (st != FSMOE_OK)
             goto fail;
         printf("# trace: %s (%ld tasks", trace_path, trace.step_first);
         if (trace.dropped_steps > 0)

@@ -111,23 +111,22 @@ fsmoe_status rt_trace_step(rt_trace *tr, long step, fsmoe_error *err)
     return st;
 }
 
-fsmoe_status rt_trace_write(const rt_trace *tr, int rank, const char *title, const char *path,
-                            fsmoe_error *err)
+double rt_trace_origin(const rt_trace *tr)
 {
-    static const char *const threads[RT_TRACE_STREAMS] = {"host", "compute", "comm",
-                                                               "grad-allreduce", "intra-comm"};
-    fsmoe_atomic_file af;
-    fsmoe_status st = fsmoe_atomic_open(&af, path, err);
-    if (st != FSMOE_OK)
-        return st;
-    FILE *f = af.f;
     double origin = tr->step_first > 0 ? tr->ev[0].t0_s : 0.0;
     for (long i = 0; i < tr->step_first; i++)
         if (tr->ev[i].t0_s < origin)
             origin = tr->ev[i].t0_s;
-    fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
-    fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":",
-            rank + 1);
+    return origin;
+}
+
+void rt_trace_write_events(const rt_trace *tr, FILE *f, int rank, const char *title,
+                           double origin, int first)
+{
+    static const char *const threads[RT_TRACE_STREAMS] = {"host", "compute", "comm",
+                                                               "grad-allreduce", "intra-comm"};
+    fprintf(f, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":"
+               "{\"name\":", first ? "" : ",\n", rank + 1);
     char name[160];
     snprintf(name, sizeof name, "%s, rank %d", title, rank);
     fsmoe_json_string(f, name);
@@ -152,6 +151,17 @@ fsmoe_status rt_trace_write(const rt_trace *tr, int rank, const char *title, con
             fprintf(f, ",\"bytes\":%.0f", e->bytes);
         fprintf(f, "}}");
     }
-    fprintf(f, "\n]}\n");
+}
+
+fsmoe_status rt_trace_write(const rt_trace *tr, int rank, const char *title, const char *path,
+                            fsmoe_error *err)
+{
+    fsmoe_atomic_file af;
+    fsmoe_status st = fsmoe_atomic_open(&af, path, err);
+    if (st != FSMOE_OK)
+        return st;
+    fprintf(af.f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+    rt_trace_write_events(tr, af.f, rank, title, rt_trace_origin(tr), 1);
+    fprintf(af.f, "\n]}\n");
     return fsmoe_atomic_commit(&af, err);
 }

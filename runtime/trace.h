@@ -12,6 +12,8 @@
 #ifndef RT_TRACE_H
 #define RT_TRACE_H
 
+#include <stdio.h>
+
 #include "backend.h"
 #include "status.h"
 #include "task.h"
@@ -59,6 +61,12 @@ void rt_trace_bytes(rt_trace *tr, long h, double bytes);
 fsmoe_status rt_trace_step(rt_trace *tr, long step, fsmoe_error *err);
 /* Chrome trace-event JSON of the kept tasks of this rank (pid = rank + 1), times in µs after
  * the first kept task; written atomically. */
+/* The time of the first kept task (the trace's zero). */
+double rt_trace_origin(const rt_trace *tr);
+/* This rank's process and thread names and kept tasks as trace events, times from origin;
+ * first: no separator before the first. */
+void rt_trace_write_events(const rt_trace *tr, FILE *f, int rank, const char *title,
+                           double origin, int first);
 fsmoe_status rt_trace_write(const rt_trace *tr, int rank, const char *title, const char *path,
                             fsmoe_error *err);
 

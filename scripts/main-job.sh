@@ -62,7 +62,7 @@ if reason=$(scripts/emucluster.sh --check 2>&1); then
     predicted=$(awk -F'pred ' '/^step/ {split($2, a, " "); p = a[1]} END {print p}' \
         "$out/train-tiny-moe-emulated-2x2.log")
     echo "emulated 2 x 2: measured ${measured} ms per step vs predicted ${predicted} ms"
-    echo "measured traces (one per rank, ui.perfetto.dev): $out/traces/tiny-moe-emulated-2x2.rank*.json"
+    echo "measured trace (every rank, ui.perfetto.dev): $out/traces/tiny-moe-emulated-2x2.json"
     echo
     echo "schedules side by side: the communication-heavy model on the same emulated cluster, its"
     echo "plan and each baseline schedule executed by fsmoe-run (measured vs predicted)"

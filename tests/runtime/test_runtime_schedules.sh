@@ -84,6 +84,18 @@ check "$tmp/plan-mp.yaml" "$tmp/ref-mp" mp2esp2 plan parm-s1 parm-s2 monta-o1 mo
     monta-o3 deepspeed fsmoe tutel tutel-improved pipemoe-lina fsmoe-no-iio
 grep -Eq '^  (allgather|reducescatter|mp-allreduce) +[0-9.]+ +[0-9.]+ ' "$tmp/mp2esp2-fsmoe.out" ||
     fail "mp2esp2: the report has no measured AllGather/ReduceScatter/MP AllReduce line"
+# --trace on 4 ranks: one file, one process per rank, each with its tasks
+if "${mpi[@]}" -np 4 "$run" "${common[@]}" --steps 2 --batch 4 --plan "$tmp/plan-mp.yaml" \
+    --schedule fsmoe --trace "$tmp/trace.json" > "$tmp/trace.out" 2>&1; then
+    pids=$(grep -o '"ph":"X","ts":[0-9.]*,"dur":[0-9.]*,"pid":[0-9]*' "$tmp/trace.json" |
+        sed 's/.*"pid"://' | sort -u | tr '\n' ' ')
+    [ "$pids" = "1 2 3 4 " ] || fail "--trace on 4 ranks: tasks of processes '$pids'"
+    tail -c 4 "$tmp/trace.json" | grep -q ']}' || fail "--trace: the file does not end the JSON"
+    [ ! -e "$tmp/trace.rank1.json" ] || fail "--trace wrote per-rank files"
+else
+    tail -5 "$tmp/trace.out"; fail "--trace on 4 ranks failed"
+fi
+
 # DeepSpeed's drop_tokens/gather_tokens (mp 2, esp 1) is not executed yet: refused by name
 "$plan" --model "$model" --cluster "$tmp/local4.yaml" --world 4 --gpus-per-node 4 --dp 2 \
     --mp 2 --esp 1 --ep 2 --batch 4 --seq 64 --capacity-factor none -o "$tmp/plan-mp1.yaml" \
