@@ -605,11 +605,34 @@ int main(int argc, char **argv)
                    RT_TRACE_MAX_EVENTS);
         printf(")\n");
     }
-    if (opt.report && rank == 0) {
+    if (opt.report) {
+        /* every rank joins its own trace with the graph (only rank 0's stdout is kept); the
+         * conformance of every rank is summed on all */
         rt_report_result res;
         if ((st = rt_report_write(stdout, &trace, &sched, 1, step_times, n_step_times, &res,
                                   &err)) != FSMOE_OK)
             goto fail;
+        if (world > 1) {
+            long *all = calloc((size_t)(2 * world), sizeof(long));
+            long mine[2] = {res.ids_mismatched, lround(res.gar_max_diff_bytes)};
+            if (!all) {
+                st = fsmoe_fail(&err, FSMOE_ERR_NOMEM, "--report: out of memory");
+                goto fail;
+            }
+            st = dist_allgather_longs(&dist, RT_WORLD, mine, all, 2, "report conformance (world)",
+                                      &err);
+            long bad = 0, diff = 0, bad_ranks = 0;
+            for (int i = 0; i < world; i++) {
+                bad += all[2 * i], bad_ranks += all[2 * i] > 0;
+                diff = all[2 * i + 1] > diff ? all[2 * i + 1] : diff;
+            }
+            free(all);
+            if (st != FSMOE_OK)
+                goto fail;
+            printf("# conformance on all %d ranks: %ld task ids mismatched (on %ld ranks); "
+                   "largest Gradient-AllReduce difference of one task on any rank %ld B\n",
+                   world, bad, bad_ranks, diff);
+        }
     }
     goto done;
 fail:

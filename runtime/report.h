@@ -9,9 +9,10 @@
  * token order, which the trace times as `gate`) are listed apart.
  *
  * Conformance ("the run follows the plan" as a check): for the kinds the executor issues as
- * tasks of the graph — AllToAll chunks, expert chunks, Gradient-AllReduces — every id must
- * occur as often in every measured step as in the graph, and the Gradient-AllReduce bytes
- * executed per id are compared with the graph's.
+ * tasks of the graph — AllToAll, AllGather, ReduceScatter and SAA chunks, expert chunks, MP and
+ * ESP AllReduces, Gradient-AllReduces — every id must occur as often in every measured step as
+ * in the graph, and the Gradient-AllReduce bytes executed per id are compared with the graph's.
+ * Every rank checks its own trace (fsmoe-run sums the results over the ranks).
  *
  * Tables: per task kind and per MoE layer, the mean measured and predicted time per step, their
  * ratio, and the median and 90th percentile of the per-task ratios; then the step. */
