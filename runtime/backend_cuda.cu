@@ -536,9 +536,10 @@ static void c_alltoallv_rows(rt_backend *be, rt_stream *s, const rt_group *g, re
 #endif
 }
 
-/* AllGather / ReduceScatter (sum): NCCL's counts are per member, like backend.h's n. */
-static void c_allgather(rt_backend *be, rt_stream *s, const rt_group *g, real *dst,
-                        const real *src, long n, const char *what)
+/* AllGather / ReduceScatter (sum): NCCL's counts are per member, like backend.h's n; a group
+ * of one member copies. */
+static void c_ag_rs(rt_backend *be, rt_stream *s, const rt_group *g, real *dst, const real *src,
+                    long n, const char *what, int reduce)
 {
     if (n <= 0)
         return;
@@ -549,30 +550,26 @@ static void c_allgather(rt_backend *be, rt_stream *s, const rt_group *g, real *d
     }
 #if defined(FSMOE_HAVE_NCCL)
     ncclComm_t c = nccl_comm(be, g, s, what);
-    if (c)
+    if (c && reduce)
+        NCCL_OK(be, ncclReduceScatter(src, dst, (size_t)n, ncclFloat, ncclSum, c, cs(s)), c);
+    else if (c)
         NCCL_OK(be, ncclAllGather(src, dst, (size_t)n, ncclFloat, c, cs(s)), c);
 #else
+    (void)reduce;
     nccl_comm(be, g, s, what);
 #endif
+}
+
+static void c_allgather(rt_backend *be, rt_stream *s, const rt_group *g, real *dst,
+                        const real *src, long n, const char *what)
+{
+    c_ag_rs(be, s, g, dst, src, n, what, 0);
 }
 
 static void c_reducescatter_sum(rt_backend *be, rt_stream *s, const rt_group *g, real *dst,
                                 const real *src, long n, const char *what)
 {
-    if (n <= 0)
-        return;
-    if (g->size == 1) {
-        CUDA_OK(be, cudaMemcpyAsync(dst, src, (size_t)n * sizeof(real), cudaMemcpyDeviceToDevice,
-                                    cs(s)));
-        return;
-    }
-#if defined(FSMOE_HAVE_NCCL)
-    ncclComm_t c = nccl_comm(be, g, s, what);
-    if (c)
-        NCCL_OK(be, ncclReduceScatter(src, dst, (size_t)n, ncclFloat, ncclSum, c, cs(s)), c);
-#else
-    nccl_comm(be, g, s, what);
-#endif
+    c_ag_rs(be, s, g, dst, src, n, what, 1);
 }
 
 static double host_now_s(void)

@@ -512,16 +512,33 @@ static int chunks(int r)
     return r > RT_MOE_MAX_CHUNKS ? RT_MOE_MAX_CHUNKS : r;
 }
 
+/* An AllGather of rows on the intra stream: this member's R rows of src (pack, -1 pads)
+ * staged in send, every member's gathered into recv and added into dst (unpack: g->size·R
+ * rows, -1 skips; dst's rows were zero or are this member's own). With *h a running trace
+ * task (else NULL), copy_j >= 0 ends it after the AllGather and traces the unpacking as the
+ * graph's re-layout copy of chunk copy_j (MoNTA's O2/O3). */
+static void gather_over(rt_moe *m, rt_backend *be, const rt_group *g, const real *src,
+                        const int *pack, long R, real *dst, const int *unpack, real *send,
+                        real *recv, const char *what, long *h, int backward, int copy_j)
+{
+    long M = m->M;
+    be->gather_rows(be, m->intra, send, src, pack, R, M);
+    be->allgather(be, m->intra, g, recv, send, R * M, what);
+    if (h && copy_j >= 0) {
+        rt_trace_end(m->trace, m->intra, *h);
+        *h = rt_trace_begin(m->trace, m->intra, RT_TRACE_INTRA, FSMOE_TASK_COPY, backward,
+                            m->index, copy_j);
+    }
+    be->scatter_add_rows(be, m->intra, dst, recv, unpack, NULL, g->size * R, M);
+}
+
 /* Chunk j's ESP AllGather (own replica rows → every member's stacked rows) on the intra
  * stream; stk was zeroed and every stacked row is written once. */
 static void esp_gather(rt_moe *m, rt_backend *be, const rt_xmap *x, int j, const real *own,
                        real *stk, const char *what)
 {
-    long R = x->R[j], M = m->M;
-    be->gather_rows(be, m->intra, m->ag_send, own, x->eidx + x->offO[j], R, M);
-    be->allgather(be, m->intra, &m->esp, m->ag_recv, m->ag_send, R * M, what);
-    be->scatter_add_rows(be, m->intra, stk, m->ag_recv, x->gidx + x->offG[j], NULL,
-                         esp_size(m) * R, M);
+    gather_over(m, be, &m->esp, own, x->eidx + x->offO[j], x->R[j], stk, x->gidx + x->offG[j],
+                m->ag_send, m->ag_recv, what, NULL, 0, -1);
 }
 
 /* Chunk j's ESP ReduceScatter: the slices' partial outputs of every member's stacked rows,
@@ -551,11 +568,8 @@ static void esp_allreduce(rt_moe *m, rt_backend *be, const rt_xmap *x, int j, co
 static void mp_gather_chunk(rt_moe *m, rt_backend *be, const rt_xmap *x, int j, real *out,
                             const char *what)
 {
-    long R = x->Rm[j], M = m->M;
-    be->gather_rows(be, m->intra, m->mp_send, out, x->sidx + x->offS[j], R, M);
-    be->allgather(be, m->intra, &m->mpg, m->mp_recv, m->mp_send, R * M, what);
-    be->scatter_add_rows(be, m->intra, out, m->mp_recv, x->aidx + x->offAll[j], NULL,
-                         m->mpg.size * R, M);
+    gather_over(m, be, &m->mpg, out, x->sidx + x->offS[j], x->Rm[j], out,
+                x->aidx + x->offAll[j], m->mp_send, m->mp_recv, what, NULL, 0, -1);
 }
 
 /* MoNTA: the layer's whole ESP ReduceScatter (every chunk's rows at once: esp_build's whole
@@ -733,18 +747,11 @@ static void run_monta(rt_moe *m, rt_backend *be, int backward, const real *in, r
         if (backward && j == r - 1 && m->gsync)
             gsync_at(m->gsync, FSMOE_AT_DISPATCHED, m->index);
         be->stream_wait(be, m->intra, ev_d[j]);
-        long R = x->R[j];
         h = rt_trace_begin(m->trace, m->intra, RT_TRACE_INTRA, FSMOE_TASK_AG, backward, m->index,
                            j);
-        be->gather_rows(be, m->intra, m->ag_send, xe, x->eidx + x->offO[j], R, M);
-        be->allgather(be, m->intra, &m->esp, m->ag_recv, m->ag_send, R * M,
-                      "MoE MoNTA AllGather (esp)");
-        if (copy) {
-            rt_trace_end(m->trace, m->intra, h);
-            h = rt_trace_begin(m->trace, m->intra, RT_TRACE_INTRA, FSMOE_TASK_COPY, backward,
-                               m->index, j);
-        }
-        be->scatter_add_rows(be, m->intra, xg, m->ag_recv, x->gidx + x->offG[j], NULL, S * R, M);
+        gather_over(m, be, &m->esp, xe, x->eidx + x->offO[j], x->R[j], xg, x->gidx + x->offG[j],
+                    m->ag_send, m->ag_recv, "MoE MoNTA AllGather (esp)", &h, backward,
+                    copy ? j : -1);
         rt_trace_end(m->trace, m->intra, h);
         be->event_record(be, ev_g[j], m->intra);
     }
@@ -784,19 +791,11 @@ static void run_monta(rt_moe *m, rt_backend *be, int backward, const real *in, r
         be->event_record(be, ev_c[j], m->comm);
         hook(m, RT_HOOK_AFTER_COMBINE, j, backward);
         be->stream_wait(be, m->intra, ev_c[j]);
-        long Rm = x->Rm[j];
         h = rt_trace_begin(m->trace, m->intra, RT_TRACE_INTRA, FSMOE_TASK_AG, backward, m->index,
                            j);
-        be->gather_rows(be, m->intra, m->mp_send, out, x->sidx + x->offS[j], Rm, M);
-        be->allgather(be, m->intra, &m->mpg, m->mp_recv, m->mp_send, Rm * M,
-                      "MoE MoNTA AllGather (mp)");
-        if (copy) {
-            rt_trace_end(m->trace, m->intra, h);
-            h = rt_trace_begin(m->trace, m->intra, RT_TRACE_INTRA, FSMOE_TASK_COPY, backward,
-                               m->index, j);
-        }
-        be->scatter_add_rows(be, m->intra, out, m->mp_recv, x->aidx + x->offAll[j], NULL,
-                             m->mpg.size * Rm, M);
+        gather_over(m, be, &m->mpg, out, x->sidx + x->offS[j], x->Rm[j], out,
+                    x->aidx + x->offAll[j], m->mp_send, m->mp_recv, "MoE MoNTA AllGather (mp)",
+                    &h, backward, copy ? j : -1);
         rt_trace_end(m->trace, m->intra, h);
         be->event_record(be, ev_g[j], m->intra);
     }
