@@ -7,8 +7,8 @@
 #     4 ranks with --schedule S --report; the report's conformance line must say that every
 #     planned AllToAll, expert and Gradient-AllReduce task ran as often as the graph has it and
 #     that the executed Gradient-AllReduce bytes equal the planned ones; the losses equal the
-#     reference's (fp32, printed to 4 decimals: within 2e-3). The plan and the overlapping
-#     baselines must all-reduce in several tasks (the partition is executed, not a tail);
+#     reference's (fp32, printed to 4 decimals: within 2e-3). The plan, FSMoE and Lina must
+#     all-reduce in several tasks (the partition is executed, not a tail);
 #  4. --schedule with an unknown name and --schedule without --plan exit 2 naming the flag.
 # Usage: test_runtime_schedules.sh FSMOE_BENCH FSMOE_PLAN FSMOE_RUN SOURCE_ROOT
 set -u
@@ -55,7 +55,9 @@ check() {
         fail "$tag $s: Gradient-AllReduce planned '$planned' MB, executed '$executed' MB"
     ntasks=$(sed -n 's/^| plan .*; \([0-9]*\) Gradient-AllReduce tasks.*/\1/p' "$out")
     case "$s" in
-        plan|tutel-improved|pipemoe-lina|fsmoe|fsmoe-no-iio)
+        # (Tutel-Improved's dense windows hold what the profile predicts fits beside each
+        # layer's dense backward: with a quick profile nothing may, and one tail task is right)
+        plan|pipemoe-lina|fsmoe|fsmoe-no-iio)
             [ "${ntasks:-0}" -gt 1 ] || fail "$tag $s: ${ntasks:-no} Gradient-AllReduce tasks" ;;
     esac
     losses "$out" > "$tmp/got"
