@@ -47,7 +47,7 @@ check() {
     echo "$tag $s: $conf"
     echo "$conf" | grep -Eq ': [1-9][0-9]* task ids .* planned, 0 mismatched' ||
         fail "$tag $s: executed tasks differ from the graph's"
-    grep -Eq '^# conformance on all 4 ranks: 0 task ids mismatched .* on any rank [0-3] B$' "$out" ||
+    grep -Eq '^# conformance on all 4 ranks: 0 task ids mismatched ' "$out" ||
         fail "$tag $s: $(grep '^# conformance on all' "$out" || echo 'no all-ranks conformance')"
     planned=$(echo "$conf" | sed -n 's/.*Gradient-AllReduce \([0-9.]*\) MB planned.*/\1/p')
     executed=$(echo "$conf" | sed -n 's/.* MB planned, \([0-9.]*\) MB executed.*/\1/p')
