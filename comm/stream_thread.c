@@ -225,3 +225,26 @@ fsmoe_status stream_wait(stream_thread *s, stream_events *ev, int e, fsmoe_error
     pthread_mutex_unlock(&ev->mu);
     return stream_submit(s, event_await, &a, sizeof a, err);
 }
+
+typedef struct {
+    stream_thread *other;
+} idle_arg;
+
+static fsmoe_status await_idle(void *arg, fsmoe_error *err)
+{
+    (void)err;
+    stream_thread *o = ((idle_arg *)arg)->other;
+    pthread_mutex_lock(&o->mu);
+    while (o->head != o->tail)
+        pthread_cond_wait(&o->cv_done, &o->mu);
+    pthread_mutex_unlock(&o->mu);
+    return FSMOE_OK;
+}
+
+fsmoe_status stream_wait_idle(stream_thread *s, stream_thread *other, fsmoe_error *err)
+{
+    if (!other || other == s)
+        return FSMOE_OK;
+    idle_arg a = {other};
+    return stream_submit(s, await_idle, &a, sizeof a, err);
+}

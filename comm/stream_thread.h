@@ -38,5 +38,9 @@ fsmoe_status stream_sync(stream_thread *s, fsmoe_error *err);
  * the most recent record of e (at submission time) has completed. */
 fsmoe_status stream_record(stream_thread *s, stream_events *ev, int e, fsmoe_error *err);
 fsmoe_status stream_wait(stream_thread *s, stream_events *ev, int e, fsmoe_error *err);
+/* Queues on s a wait until `other` has nothing queued or running (no job of it before or after
+ * this call remains), e.g. no AllToAll running or about to run. other must never wait for
+ * work queued on s after this call. NULL s: the caller waits. */
+fsmoe_status stream_wait_idle(stream_thread *s, stream_thread *other, fsmoe_error *err);
 
 #endif

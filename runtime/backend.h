@@ -53,6 +53,11 @@ struct rt_backend {
     void (*event_record)(rt_backend *be, rt_event *e, rt_stream *s);
     void (*stream_wait)(rt_backend *be, rt_stream *s, rt_event *e);
     void (*stream_sync)(rt_backend *be, rt_stream *s);
+    /* s waits until `other` is idle: nothing issued to it before this call, nor after, still
+     * queued or running (Lina: an AllReduce micro-op starts only while no AllToAll runs or is
+     * about to). other must never wait for work issued to s later. cuda: no stream primitive
+     * does this; s waits for the work issued to other before the call (an event). */
+    void (*stream_wait_idle)(rt_backend *be, rt_stream *s, rt_stream *other);
 
     /* Row-major strided-batched GEMM: for i < batch,
      * C_i = alpha · op(A_i) · op(B_i) + beta · C_i, op(A) is m×k, op(B) k×n, C m×n,

@@ -316,6 +316,19 @@ static void c_stream_sync(rt_backend *be, rt_stream *s)
 {
     CUDA_OK(be, cudaStreamSynchronize(cs(s)));
 }
+/* No CUDA primitive makes a stream wait until another goes idle: s waits for the work issued
+ * to other before the call (backend.h). */
+static void c_stream_wait_idle(rt_backend *be, rt_stream *s, rt_stream *other)
+{
+    cudaEvent_t e;
+    if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) {
+        CUDA_OK(be, cudaGetLastError());
+        return;
+    }
+    CUDA_OK(be, cudaEventRecord(e, cs(other)));
+    CUDA_OK(be, cudaStreamWaitEvent(cs(s), e, 0));
+    CUDA_OK(be, cudaEventDestroy(e)); /* released once it completes */
+}
 
 /* Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: swap the operands. */
 static void c_gemm(rt_backend *be, rt_stream *s, int ta, int tb, long m, long n, long k,
@@ -686,6 +699,7 @@ extern "C" fsmoe_status rt_backend_cuda_create(int local_rank, rt_backend **out,
     be->event_record = c_event_record;
     be->stream_wait = c_stream_wait;
     be->stream_sync = c_stream_sync;
+    be->stream_wait_idle = c_stream_wait_idle;
     be->mark = c_mark;
     be->marks_read = c_marks_read;
     be->gemm = c_gemm;

@@ -226,6 +226,13 @@ static void h_stream_wait(rt_backend *be, rt_stream *s, rt_event *e)
         rt_backend_fail(be, err.status, "%s", err.msg);
 }
 static void h_stream_sync(rt_backend *be, rt_stream *s) { h_drain(be, s); }
+static void h_stream_wait_idle(rt_backend *be, rt_stream *s, rt_stream *other)
+{
+    fsmoe_error err = {0};
+    if (worker(other) &&
+        stream_wait_idle(worker(s) ? s->t : NULL, other->t, &err) != FSMOE_OK)
+        rt_backend_fail(be, err.status, "%s", err.msg);
+}
 
 static void gemm1(int ta, int tb, long m, long n, long k, real alpha, const real *A, long lda,
                   const real *B, long ldb, real beta, real *C, long ldc)
@@ -988,6 +995,7 @@ fsmoe_status rt_backend_host_create(int threads, rt_backend **out, fsmoe_error *
     be->event_record = h_event_record;
     be->stream_wait = h_stream_wait;
     be->stream_sync = h_stream_sync;
+    be->stream_wait_idle = h_stream_wait_idle;
     be->mark = h_mark;
     be->marks_read = h_marks_read;
     be->gemm = h_gemm;

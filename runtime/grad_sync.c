@@ -121,6 +121,8 @@ static void run_task(rt_grad_sync *gs, int ti, fsmoe_anchor at, int layer, long 
     int phase = at == FSMOE_AT_TAIL ? FSMOE_PHASE_TAIL : FSMOE_PHASE_BWD;
     int thread = where == RT_GS_COMM ? RT_TRACE_COMM : where == RT_GS_OWN ? RT_TRACE_GRAD
                                                                           : RT_TRACE_HOST;
+    if (gs->yield_to_comm && where == RT_GS_OWN && gs->comm && gs->comm != s)
+        be->stream_wait_idle(be, s, gs->comm);
     long h = rt_trace_begin(gs->trace, s, thread, FSMOE_TASK_GRAD_AR, phase,
                             at == FSMOE_AT_TAIL ? -1 : layer, -1);
     long done = 0;

@@ -62,6 +62,9 @@ typedef struct rt_grad_sync {
     int q_head, q_n, q_cap;
     rt_event *ev[RT_GS_MAX_EVENTS];
     int n_ev;
+    /* Lina: a task on the own stream starts only while the communication stream is idle (no
+     * AllToAll running or queued) */
+    int yield_to_comm;
     /* this step's results, per task (n_tasks, or 1 without a plan) */
     long *done_elems;
     int failed;

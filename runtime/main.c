@@ -146,6 +146,7 @@ static fsmoe_status schedule_apply(const rt_schedule *rs, const plan_check_resul
         md->blocks[r->block[i]].moe.s2 = rs->s2[i];
         md->blocks[r->block[i]].moe.monta = rs->monta[i];
     }
+    md->gsync.yield_to_comm = rs->lina;
     fsmoe_status st = model_set_grad_tasks(md, rs->gar, rs->n_gar, err);
     if (st != FSMOE_OK)
         return st;

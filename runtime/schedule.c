@@ -123,6 +123,7 @@ static fsmoe_status read_graph(rt_schedule *rs, const sim_model *m, int esp, fsm
         if (a2a && !chunked && !rs->etp[l] && !rs->s2[l] && !rs->monta[l])
             rs->pause_mp[l] = 1;
     }
+    rs->lina = rs->kind == SIM_SCHED_PIPEMOE_LINA;
     switch (rs->kind) {
     case SIM_SCHED_DEEPSPEED: rs->order = RT_ORDER_GSHARD; break;
     case SIM_SCHED_TUTEL:

@@ -17,8 +17,9 @@
  * MoNTA's O1-O3 (where mp = esp, ep > 1); one with an ESP AllReduce of the expert output as
  * DeepSpeed's expert tensor parallelism (where mp = esp). A graph holding work fsmoe-run does
  * not execute yet — DeepSpeed's gathering of the slots under tensor parallelism without expert
- * slices, MoNTA's layer on other layouts — is refused by name. Lina's micro-ops run on their own stream in the graph's
- * order, without its launch-only-while-no-AllToAll rule. */
+ * slices, MoNTA's layer on other layouts — is refused by name. Lina's micro-ops run on their
+ * own stream in the graph's order, each started only while the communication stream is idle
+ * (no AllToAll running or queued: Lina's priority; backend.h stream_wait_idle). */
 #ifndef RT_SCHEDULE_H
 #define RT_SCHEDULE_H
 
@@ -35,6 +36,7 @@ typedef struct {
     int *etp;           /* per MoE layer: DeepSpeed's expert tensor parallelism (moe_layer.h) */
     int *s2;            /* per MoE layer: Parm's S2 (moe_layer.h) */
     int *monta;         /* per MoE layer: MoNTA's O1 (1) or O2/O3 (2, copies; moe_layer.h) */
+    int lina;           /* Lina's micro-ops start only while no AllToAll runs or is queued */
     int order;         /* -1: the model's; else rt_order_kind */
     rt_gar_task *gar;  /* in the graph's order */
     int n_gar;
