@@ -336,6 +336,11 @@ static fsmoe_status check_slices(const rt_config *c, int world, int mp, int ep, 
         return fsmoe_fail(err, FSMOE_ERR_USAGE,
                           "--esp %d: ep · esp (%d · %d) must divide the %d ranks, and esp the "
                           "expert width (%ld)", esp, ep, esp, world, c->H);
+    if (esp > 1 && c->E / ep > RT_MOE_MAX_LOCAL_SLICED)
+        return fsmoe_fail(err, FSMOE_ERR_USAGE,
+                          "--esp %d: %ld experts per rank; with expert slices fsmoe-run holds at "
+                          "most %d per rank (raise --ep)", esp, c->E / ep,
+                          RT_MOE_MAX_LOCAL_SLICED);
     return FSMOE_OK;
 }
 

@@ -20,7 +20,7 @@ static void hook(rt_moe *m, rt_hook h, int chunk, int backward)
         m->hook(m->hook_user, h, m->index, chunk, backward);
 }
 
-#define RANGES_ESP 256 /* local experts per rank with ESP (moe_alloc checks) */
+#define RANGES_ESP RT_MOE_MAX_LOCAL_SLICED /* moe_alloc checks */
 
 static int esp_size(const rt_moe *m) { return m->esp.size > 0 ? m->esp.size : 1; }
 static int ep_size(const rt_moe *m) { return m->ep.size > 0 ? m->ep.size : 1; }

@@ -89,6 +89,7 @@ const char *moe_hook_name(rt_hook h);
 typedef void (*rt_hook_fn)(void *user, rt_hook h, int layer, int chunk, int backward);
 
 #define RT_MOE_MAX_CHUNKS 64
+#define RT_MOE_MAX_LOCAL_SLICED 256 /* local experts per rank with expert slices (esp > 1) */
 
 struct rt_dist;
 
