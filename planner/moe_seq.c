@@ -83,12 +83,6 @@ static void deepspeed_ops(seq *q, const workload_shape *s, const fsmoe_parallel 
         push_line(q, MOE_SEQ_INTER, FSMOE_TASK_A2A, &w->a2a_ep, a2a_ep ? sent : 0.0);
         /* forward: gather_tokens after the combine A2A; backward: drop_tokens' AllGather */
         push_line(q, MOE_SEQ_INTRA, FSMOE_TASK_AG, &w->ag_mp, mp > 1 ? R * M * b : 0.0);
-        if (bwd && mp > 1) {
-            /* the whole expert sits on every MP rank, each saw other tokens */
-            double per_expert = n_gemm * M * H + (s->expert == FSMOE_EXPERT_GPT ? H + M : 0.0);
-            double experts = par->ep > 0 ? (double)s->E / par->ep : (double)s->E;
-            push_line(q, MOE_SEQ_INTRA, FSMOE_TASK_AR_MP, &w->ar_mp, experts * per_expert * b);
-        }
     } else {
         double sent = R * M * b;
         push_line(q, MOE_SEQ_INTER, FSMOE_TASK_A2A, &w->a2a_ep, a2a_ep ? sent : 0.0);

@@ -13,9 +13,11 @@
  *   drop_tokens (N_ESP = 1, experts whole): each MP rank keeps 1/N_MP of the duplicated
  *     dispatched tensor → EP-A2A(R·M·b/N_MP) → expert on R/N_MP tokens (R·M·H·n_gemm/N_MP
  *     MACs) → EP-A2A → gather_tokens = MP-AllGather(R·M·b); backward mirrors it (the drop's
- *     backward is the AllGather, the gather's a local split). The expert is whole on every MP
- *     rank and each saw other tokens: its gradients are all-reduced over the MP group after the
- *     backward (intra-node, E/N_EP experts).
+ *     backward is the AllGather, the gather's a local split). No AllReduce of expert gradients
+ *     over MP: every rank holding an expert shard is in that shard's expert-data-parallel group
+ *     (parallel.h numbering: MP members are consecutive, EDP strides N_EP·N_ESP), so the
+ *     gradient AllReduce over EDP that every schedule has already sums the members' partial
+ *     gradients (fsmoe-run executes exactly this and matches one rank).
  *   expert tensor parallelism (N_ESP > 1, enable_expert_tensor_parallelism; N_ESP = N_MP, the
  *     experts sliced over the tensor-parallel group, column- then row-parallel): tokens stay
  *     duplicated → EP-A2A(R·M·b) → expert (R·M·H·n_gemm/N_ESP MACs) → ESP-AllReduce(R·M·b) of

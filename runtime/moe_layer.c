@@ -694,18 +694,24 @@ static void run_chunks(rt_moe *m, rt_backend *be, int backward, const real *in, 
             }
             hook(m, RT_HOOK_BEFORE_COMBINE, j - 1, backward);
             be->stream_wait(be, m->comm, done);
+            /* S2's SAA task is the Combine and the MP AllGather together; DeepSpeed's
+             * gather_tokens is an AllGather task of its own after the Combine */
+            int saa_task = saa && m->s2 != RT_S2_DS_GATHER;
             long h = rt_trace_begin(m->trace, m->comm, RT_TRACE_COMM,
-                                    saa ? FSMOE_TASK_SAA : FSMOE_TASK_A2A, backward, m->index,
-                                    j - 1);
+                                    saa_task ? FSMOE_TASK_SAA : FSMOE_TASK_A2A, backward,
+                                    m->index, j - 1);
             exchange_chunk(m, be, x, j - 1, 0, ye, out, c_what);
+            if (!saa_task)
+                rt_trace_end(m->trace, m->comm, h);
             be->event_record(be, ev_c[j - 1], m->comm);
             if (saa) { /* S2: this chunk's MP AllGather beside the next chunk's Combine */
                 be->stream_wait(be, m->intra, ev_c[j - 1]);
+                if (!saa_task)
+                    h = rt_trace_begin(m->trace, m->intra, RT_TRACE_INTRA, FSMOE_TASK_AG,
+                                       backward, m->index, j - 1);
                 mp_gather_chunk(m, be, x, j - 1, out, m_what);
                 rt_trace_end(m->trace, m->intra, h);
                 be->event_record(be, ev_r[j - 1], m->intra);
-            } else {
-                rt_trace_end(m->trace, m->comm, h);
             }
             hook(m, RT_HOOK_AFTER_COMBINE, j - 1, backward);
         }

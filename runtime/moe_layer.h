@@ -56,6 +56,14 @@
  * the slots it filled. O2/O3's re-layout copies are the unpacking of each AllGather into its
  * layout (traced as the graph's copy tasks). Each slice sees every token once.
  *
+ * DeepSpeed-MoE's drop_tokens/gather_tokens (tensor parallelism without expert slices): the
+ * gate and the dense dispatch run on the duplicated tokens, each MP member keeps its share of
+ * every expert's slots (drop_tokens splits the dispatched tensor along its capacity) and
+ * exchanges those over EP, and gather_tokens AllGathers the combined slots over MP before the
+ * combine einsum: S2's data path in one chunk, the AllGather a task of its own after the
+ * Combine. Every expert sees each token once; all holders of an expert shard are its EDP group
+ * (the numbering of parallel.h), so no MP AllReduce of expert gradients is needed.
+ *
  * Expert tensor parallelism (DeepSpeed-MoE's enable_expert_tensor_parallelism, design.md §6
  * mode b). With the MP group the ESP group (mp = esp), its members hold the same tokens and
  * receive the same rows; each runs its slice on its own rows and an AllReduce over ESP sums
@@ -89,6 +97,7 @@ const char *moe_hook_name(rt_hook h);
 typedef void (*rt_hook_fn)(void *user, rt_hook h, int layer, int chunk, int backward);
 
 #define RT_MOE_MAX_CHUNKS 64
+#define RT_S2_DS_GATHER 2 /* rt_moe.s2: DeepSpeed's drop_tokens (S2's data path, unchunked) */
 #define RT_MOE_MAX_LOCAL_SLICED 256 /* local experts per rank with expert slices (esp > 1) */
 
 struct rt_dist;
@@ -128,7 +137,8 @@ typedef struct {
     int dup;                  /* copies of each token in the world (MP group size; 0 or 1: one) */
     int pause_mp;             /* run the layer as Parm's S1 (PauseMP) instead of the ESP pipeline */
     int etp;                  /* run it as DeepSpeed's expert tensor parallelism (mp = esp) */
-    int s2;                   /* run it as Parm's S2 (slots split over MP, SAA) */
+    int s2;                   /* run it as Parm's S2 (slots split over MP, SAA); RT_S2_DS_GATHER:
+                               * as DeepSpeed's drop_tokens/gather_tokens (below) */
     int monta;                /* 1..3: run it as MoNTA's O1..O3 (mp = esp; r: its chunks) */
     long tok0;                /* this rank's first token in the global batch */
     const struct rt_dist *dist; /* NULL: one rank */

@@ -9,6 +9,7 @@
 #include "cluster.h"
 #include "locate.h"
 #include "model.h"
+#include "moe_layer.h"
 #include "order.h"
 #include "plan.h"
 #include "sim_schedules.h"
@@ -23,17 +24,15 @@ void rt_schedule_free(rt_schedule *rs)
 }
 
 /* Work of the graph the executor does not run yet (schedule.h); NULL when it runs all of it. */
-static const sim_task *unsupported(const sim *s, sim_schedule kind, const fsmoe_parallel *par)
+static const sim_task *unsupported(const sim *s, const fsmoe_parallel *par)
 {
     /* MoNTA's layer runs where its MP AllGather is the ESP group's (moe_layer.h) */
     int monta_ok = par->mp == par->esp && par->mp > 1 && par->ep > 1;
     for (int i = 0; i < s->n_tasks; i++) {
         const sim_task *t = &s->tasks[i];
         switch (t->kind) {
-        case FSMOE_TASK_AG: /* the ESP pipeline's chunks, S1's MP AllGather of the layer and */
-        case FSMOE_TASK_RS: /* MoNTA's (mp = esp) run; DeepSpeed's gather_tokens does not yet */
-            if (t->chunk < 0 && t->end_s - t->start_s > 0.0 &&
-                (kind == SIM_SCHED_DEEPSPEED || (t->kind == FSMOE_TASK_RS && !monta_ok)))
+        case FSMOE_TASK_RS: /* MoNTA's whole-layer ReduceScatter runs where mp = esp */
+            if (t->chunk < 0 && t->end_s - t->start_s > 0.0 && !monta_ok)
                 return t;
             break;
         case FSMOE_TASK_AR_ESP: /* expert tensor parallelism: the slices must hold the same rows */
@@ -76,9 +75,14 @@ static fsmoe_status read_graph(rt_schedule *rs, const sim_model *m, int esp, fsm
             if (t->chunk + 1 > r[t->layer])
                 r[t->layer] = t->chunk + 1;
         }
-        /* a layer with an MP AllGather of its output runs as S1 (PauseMP) */
-        if (t->kind == FSMOE_TASK_AG && t->chunk < 0 && t->layer >= 0 && t->layer < n)
-            rs->pause_mp[t->layer] = 1;
+        /* a layer with an MP AllGather of its output runs as S1 (PauseMP), DeepSpeed's as
+         * drop_tokens/gather_tokens */
+        if (t->kind == FSMOE_TASK_AG && t->chunk < 0 && t->layer >= 0 && t->layer < n) {
+            if (rs->kind == SIM_SCHED_DEEPSPEED)
+                rs->s2[t->layer] = RT_S2_DS_GATHER;
+            else
+                rs->pause_mp[t->layer] = 1;
+        }
         /* one with an ESP AllReduce of the expert output as DeepSpeed's expert tensor
          * parallelism */
         if (t->kind == FSMOE_TASK_AR_ESP && t->layer >= 0 && t->layer < n)
@@ -190,16 +194,15 @@ fsmoe_status rt_schedule_make(rt_schedule *rs, const char *plan_path, const char
     if ((st = sim_schedule_time(&rs->graph, &m, (sim_schedule)rs->kind, NULL, &rs->iteration_s,
                                 err)) != FSMOE_OK)
         goto out;
-    const sim_task *u = unsupported(&rs->graph, (sim_schedule)rs->kind, &plan.parallel);
+    const sim_task *u = unsupported(&rs->graph, &plan.parallel);
     if (u) {
         char lb[64];
         st = fsmoe_fail(err, FSMOE_ERR_VALUE,
                         "schedule %s of %s needs '%s' (layout mp %d, esp %d): fsmoe-run runs "
                         "the ESP pipeline's AllGather/ReduceScatter chunks, Parm's S1 and S2, "
-                        "MoNTA's O1-O3 and DeepSpeed's expert tensor parallelism where mp = esp "
-                        "(and ep > 1 for MoNTA's), and the tensor-parallel AllReduce, not yet "
-                        "DeepSpeed's gathering of the slots under tensor parallelism without "
-                        "expert slices; run --schedule fsmoe, parm-s1, parm-s2 or a Tutel-"
+                        "DeepSpeed-MoE's two modes (expert tensor parallelism where mp = esp), "
+                        "and MoNTA's O1-O3 where mp = esp and ep > 1, not yet MoNTA's layer on "
+                        "other layouts; run --schedule fsmoe, parm-s1, parm-s2 or a Tutel-"
                         "family schedule on this layout",
                         name, plan_path,
                         fsmoe_task_label(u->phase, u->layer, u->chunk, u->kind, lb, sizeof lb),

@@ -13,11 +13,11 @@
  * The ESP pipeline's per-chunk AllGather and ReduceScatter and the tensor-parallel AllReduce
  * run as the model executes them (moe_layer.h, transformer.h); a layer whose graph has an MP
  * AllGather of its output, or with expert slices no chunked AllGather/ReduceScatter, runs as
- * Parm's S1 (PauseMP); one with SAA as Parm's S2; one with a whole-layer ReduceScatter as
- * MoNTA's O1-O3 (where mp = esp, ep > 1); one with an ESP AllReduce of the expert output as
- * DeepSpeed's expert tensor parallelism (where mp = esp). A graph holding work fsmoe-run does
- * not execute yet — DeepSpeed's gathering of the slots under tensor parallelism without expert
- * slices, MoNTA's layer on other layouts — is refused by name. Lina's micro-ops run on their
+ * Parm's S1 (PauseMP) — DeepSpeed's as its drop_tokens/gather_tokens (S2's slot split in one
+ * chunk); one with SAA as Parm's S2; one with a whole-layer ReduceScatter as MoNTA's O1-O3
+ * (where mp = esp, ep > 1); one with an ESP AllReduce of the expert output as DeepSpeed's
+ * expert tensor parallelism (where mp = esp). A graph holding work fsmoe-run does not execute
+ * yet — MoNTA's layer on other layouts — is refused by name. Lina's micro-ops run on their
  * own stream in the graph's order, each started only while the communication stream is idle
  * (no AllToAll running or queued: Lina's priority; backend.h stream_wait_idle). */
 #ifndef RT_SCHEDULE_H
@@ -34,7 +34,7 @@ typedef struct {
     int *r_fwd, *r_bwd; /* per MoE layer */
     int *pause_mp;      /* per MoE layer: Parm's S1 (PauseMP, moe_layer.h) */
     int *etp;           /* per MoE layer: DeepSpeed's expert tensor parallelism (moe_layer.h) */
-    int *s2;            /* per MoE layer: Parm's S2 (moe_layer.h) */
+    int *s2;            /* per MoE layer: Parm's S2, or RT_S2_DS_GATHER (moe_layer.h) */
     int *monta;         /* per MoE layer: MoNTA's O1 (1) or O2/O3 (2, copies; moe_layer.h) */
     int lina;           /* Lina's micro-ops start only while no AllToAll runs or is queued */
     int order;         /* -1: the model's; else rt_order_kind */

@@ -57,13 +57,13 @@ if [ -z "$profile" ]; then
 fi
 "$build/planner/fsmoe-plan" --model "$model" --cluster "$profile" --world 4 --gpus-per-node 2 \
     --dp "$dp" --mp "$mp" --esp "$esp" --ep "$ep" -o "$plan" --quiet
-# the schedules fsmoe-run executes on the layout (DeepSpeed's gathering of the slots under
-# tensor parallelism without expert slices is not executed yet; MoNTA's layer needs mp = esp)
+# the schedules fsmoe-run executes on the layout (DeepSpeed-MoE's expert tensor parallelism
+# needs mp = esp, its drop_tokens esp = 1; MoNTA's layer needs mp = esp)
 if [ "$mp" = 1 ] && [ "$esp" = 1 ]; then
     schedules=(plan deepspeed tutel tutel-improved pipemoe-lina fsmoe-no-iio)
 else
     schedules=(plan parm-s1 parm-s2 fsmoe tutel tutel-improved pipemoe-lina fsmoe-no-iio)
-    [ "$mp" = "$esp" ] && schedules+=(deepspeed)
+    { [ "$mp" = "$esp" ] || [ "$esp" = 1 ]; } && schedules+=(deepspeed)
     [ "$mp" = "$esp" ] && [ "$ep" -gt 1 ] && schedules+=(monta-o1 monta-o2 monta-o3)
 fi
 rows=$out/$name-schedules.tsv
