@@ -11,8 +11,9 @@
 # that cluster's fresh profile (data parallelism over the 4 ranks, experts over EP groups of 2)
 # and reports the run against the schedule graph it executed (--report); then
 # scripts/bench-schedules.sh trains models/comm-moe.yaml there under the plan and each baseline
-# schedule and draws measured vs predicted step time (out/bench/), on two layouts: dp 4 · ep 4,
-# and FSMoE's mp 2 · ep 2 · esp 2 (tensor-parallel attention, experts sliced over ESP).
+# schedule and draws measured vs predicted step time (out/bench/), on three layouts: dp 4 · ep 4;
+# FSMoE's mp 2 · ep 2 · esp 2 (tensor-parallel attention, experts sliced over ESP); and
+# dp 2 · mp 2 · ep 2 with whole experts (DeepSpeed-MoE's drop_tokens).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -71,6 +72,11 @@ if reason=$(scripts/emucluster.sh --check 2>&1); then
     echo "the same on FSMoE's and Parm's common layout (mp = esp = ranks per node, ep = dp = nodes):"
     echo "tensor-parallel attention, experts sliced over ESP; the plan picks Parm's S1"
     scripts/bench-schedules.sh --profile "$emu_profile" --steps 15 --repeat 3 --layout 2,2,2,2 \
+        --out "$out/bench" "$B"
+    echo
+    echo "and with tensor parallelism but whole experts (mp 2 · ep 2 · dp 2), where DeepSpeed-MoE"
+    echo "runs its drop_tokens/gather_tokens"
+    scripts/bench-schedules.sh --profile "$emu_profile" --steps 15 --repeat 3 --layout 2,2,2,1 \
         --out "$out/bench" "$B"
 else
     echo "skipped: network namespaces cannot be made here ($reason)"
