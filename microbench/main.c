@@ -1,4 +1,4 @@
-/* Implements: fsmoe-bench, the cluster profiler of issue 4 (design.md §1, §3): under mpirun it
+/* Implements: fsmoe-bench, the cluster profiler (design.md §1, §3): under mpirun it
  * measures AllToAll, AllGather, ReduceScatter and AllReduce on every tier (intra-node,
  * inter-node, world), Parm's SAA, GEMM and memory copy, prints an nccl-tests table, fits
  * t = α + β·n per (operation, tier) with GSL and writes a cluster profile fsmoe-plan reads.

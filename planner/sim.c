@@ -1,4 +1,4 @@
-/* Implements: the discrete-event simulator of sim.h (issue 3): exclusive compute units, streams,
+/* Implements: the discrete-event simulator of sim.h: exclusive compute units, streams,
  * fluid fair-share links (Lina §3's contention between all-to-all and allreduce), α latency not
  * shared, priorities, Lina's deferred launch, critical path by trigger walk-back.
  * Relies on: nothing but libc. */

@@ -1,5 +1,5 @@
 /* Implements: the discrete-event simulator of one training iteration on the α-β cost model
- * (issue 3; the contention model is Lina §3's "all-to-all and allreduce share the inter-node
+ * (the contention model is Lina §3's "all-to-all and allreduce share the inter-node
  * link", the resources are those of FSMoE §4: compute, intra-node link, inter-node link).
  *
  * Model.

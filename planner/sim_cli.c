@@ -1,4 +1,4 @@
-/* Implements: `fsmoe-plan simulate` and `fsmoe-plan sweep` (sim_cli.h; issue 3): load a plan
+/* Implements: `fsmoe-plan simulate` and `fsmoe-plan sweep` (sim_cli.h): load a plan
  * and the model/cluster of its provenance, simulate one iteration under a schedule, report
  * iteration time, per-resource busy time and utilisation and the critical path, draw it (SVG)
  * or trace it (Perfetto JSON); sweep the papers' grids and print Table 5 / Table IV-shaped

@@ -1,4 +1,4 @@
-/* Implements: the `fsmoe-plan simulate` and `fsmoe-plan sweep` subcommands (issue 3).
+/* Implements: the `fsmoe-plan simulate` and `fsmoe-plan sweep` subcommands.
  *   fsmoe-plan simulate PLAN [--schedule NAME|all] [--svg FILE] [--trace FILE] [--refine]
  *   fsmoe-plan sweep --cluster C --grid fsmoe-table4|parm-table3 [--csv FILE] [--regret]
  *                    [--testbed a|b]

@@ -1,4 +1,4 @@
-/* Implements: the simulator's outputs (issue 3): a Gantt chart in SVG (one row per resource,
+/* Implements: the simulator's outputs: a Gantt chart in SVG (one row per resource,
  * concurrent transfers on a link stacked in lanes, colours per operation kind, legend, time
  * axis — the look of FSMoE Fig. 3/4) and Chrome trace-event JSON that Perfetto opens
  * ({"traceEvents":[...]} with "X" events in µs and thread_name metadata per resource lane).

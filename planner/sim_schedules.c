@@ -1,4 +1,4 @@
-/* Implements: the schedule generators of sim_schedules.h (issue 3): one iteration of every
+/* Implements: the schedule generators of sim_schedules.h: one iteration of every
  * schedule the papers compare (FSMoE Fig. 3 / Table 5 schedules, Parm S1/S2 + SAA, MoNTA
  * O1/O2/O3, Lina's micro-op gradient AllReduce, DeepSpeed-MoE, Tutel/PipeMoE) as simulator tasks.
  * Relies on: sim.h (engine), workload.h (per-layer costs and cost lines). */

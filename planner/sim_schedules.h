@@ -1,6 +1,6 @@
 /* Implements: schedule generators for the simulator — one training iteration (forward of every
  * generalised layer, backward, Gradient-AllReduce) as simulator tasks, for our plan and for the
- * systems the papers compare with (issue 3; FSMoE §3–§5 and Fig. 3, Parm §4 (S1/S2/SAA),
+ * systems the papers compare with (FSMoE §3–§5 and Fig. 3, Parm §4 (S1/S2/SAA),
  * MoNTA §4 (O1/O2/O3), Lina §4 (30 MB micro-ops, all-to-all priority), DeepSpeed-MoE as Parm
  * describes it (design.md §6 baseline), Tutel/PipeMoE (A2A pipelined with experts)).
  *

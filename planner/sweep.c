@@ -1,4 +1,4 @@
-/* Implements: the grid sweeps and the regret study of sweep.h (issue 3) over FSMoE Table 4
+/* Implements: the grid sweeps and the regret study of sweep.h over FSMoE Table 4
  * (FSMoE §6, Table 5) and Parm Table III (Parm §VI, Table IV).
  * Relies on: table4.h (grid and per-configuration plan), workload.h, pipeline_degree.h,
  * monta_a2a.h, sim_schedules.h. */

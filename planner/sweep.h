@@ -1,4 +1,4 @@
-/* Implements: sweeps of the simulator over the papers' configuration grids (issue 3): FSMoE
+/* Implements: sweeps of the simulator over the papers' configuration grids: FSMoE
  * Table 4 (1458 configured layers, Table 5's comparison) and Parm Table III (Table IV's
  * comparison), every schedule of sim_schedules.h per configuration; and the regret study of the
  * planner's closed-form pipeline degree against the best degree found by simulation.
@@ -78,8 +78,8 @@ fsmoe_status sweep_regret_config(sim *s, const sim_model *m, sweep_regret *out,
 
 /* The simulator's choice of (r_f, r_b) for every layer of m (each layer searched alone inside
  * its own one-layer model, with its share of the gradient AllReduce), written into m->layers.
- * This is what a plan uses when the closed form's regret is too large (issue 3, "the planner
- * uses it"); *changed counts the layers whose r moved. */
+ * This is what a plan uses when the closed form's regret is too large; *changed counts the
+ * layers whose r moved. */
 fsmoe_status sim_refine_plan(sim *s, sim_model *m, int *changed, fsmoe_error *err);
 
 /* sim_refine_plan on a whole plan: builds the sim_model of p (sim_model_from_plan), re-chooses

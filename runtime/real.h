@@ -3,7 +3,7 @@
  *
  * The runtime is fp32 (the specification). The same sources are also compiled once with
  * -DFSMOE_REAL_DOUBLE into a double-precision copy used only by the finite-difference gradient
- * tests (design.md §10; issue 5 "double precision where needed"). CUDA builds are fp32 only. */
+ * tests (design.md §10: double precision where needed). CUDA builds are fp32 only. */
 #ifndef RT_REAL_H
 #define RT_REAL_H
 

@@ -1,4 +1,4 @@
-/* Implements: the whole-model planning benchmark of issue 2 — mixtral-8x22b (56 MoE layers) on
+/* Implements: the whole-model planning benchmark — mixtral-8x22b (56 MoE layers) on
  * FSMoE Testbed A, end to end (load the model and the cluster profile, plan_model with the
  * gradient partition), repeated; prints the median and best time per plan against the 100 ms
  * target. A meson benchmark(), not a timed test.

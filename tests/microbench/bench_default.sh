@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Implements: the benchmark of issue 4: the default suite (FSMoE §6.2 sizes, every op on
+# Implements: the default-suite benchmark: the default suite (FSMoE §6.2 sizes, every op on
 # every tier, SAA, GEMM, copy) on the emulated 2 x 2 cluster, timed end to end; reports the
 # fitted table and whether every fit reaches r² ≥ 0.99 and the whole run stays under 60 s.
 # Exit 77 where namespaces cannot be made. FSMOE_EMU_RATE overrides the link rate.

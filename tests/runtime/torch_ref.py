@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch reference of fsmoe-run's MoE transformer (issue 5), independent of the C code.
+"""PyTorch reference of fsmoe-run's MoE transformer, independent of the C code.
 
 Reads the C test's dump (config, initial weights by name, 10 batches), builds the same model
 from torch primitives in float64 with autograd, and writes: logits and loss of batch 0, every

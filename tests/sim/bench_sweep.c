@@ -1,4 +1,4 @@
-/* Implements: the benchmark of issue 3 — the full FSMoE Table 4 sweep (1458 configured layers ×
+/* Implements: the sweep benchmark — the full FSMoE Table 4 sweep (1458 configured layers ×
  * every schedule of sim_schedules.h) on Testbed A and Testbed B, timed, with the Table 5-shaped
  * speedup summary. Target: under 10 s per testbed on the 2-core development machine.
  * Usage: bench_sweep [CLUSTER.yaml ...] (default: clusters/testbed-a.yaml, testbed-b.yaml under

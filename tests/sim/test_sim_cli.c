@@ -1,4 +1,4 @@
-/* Implements: tests of `fsmoe-plan simulate` and `fsmoe-plan sweep` (planner/sim_cli.c; issue 3)
+/* Implements: tests of `fsmoe-plan simulate` and `fsmoe-plan sweep` (planner/sim_cli.c)
  * called as functions: outputs written atomically and well-formed (SVG root element, trace JSON
  * with thread_name metadata and one "X" event per drawn task), CSV row count, and exit code 2
  * with a message for bad command lines. */

@@ -1,4 +1,4 @@
-/* Implements: unit tests of the discrete-event simulator (planner/sim.c, issue 3): closed forms
+/* Implements: unit tests of the discrete-event simulator (planner/sim.c): closed forms
  * of single-resource chains, fair-share bandwidth arithmetic done by hand, priorities, streams,
  * Lina's deferred launch, critical paths, and invariants on random task graphs. */
 #include <stdarg.h>

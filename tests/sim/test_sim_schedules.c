@@ -1,5 +1,5 @@
-/* Implements: tests of the schedule generators and the sweep (planner/sim_schedules.c, sweep.c;
- * issue 3) against independent values: the sequential schedules' iteration time as the closed
+/* Implements: tests of the schedule generators and the sweep (planner/sim_schedules.c, sweep.c)
+ * against independent values: the sequential schedules' iteration time as the closed
  * sum of design.md §3/§6 costs computed here from the profile; FSMoE's closed form F(r) of §4
  * against the event simulation of its pipelined MoE layer; byte conservation of every schedule;
  * Lina's launch rule; and the acceptance check that the plan is never slower than any other
