@@ -159,13 +159,19 @@ fsmoe_status stream_submit(stream_thread *s, stream_job_fn fn, const void *arg, 
     return FSMOE_OK;
 }
 
+/* Waits (s->mu held) until s has no job queued or running. */
+static void wait_drained(stream_thread *s)
+{
+    while (s->head != s->tail)
+        pthread_cond_wait(&s->cv_done, &s->mu);
+}
+
 fsmoe_status stream_sync(stream_thread *s, fsmoe_error *err)
 {
     if (!s)
         return FSMOE_OK;
     pthread_mutex_lock(&s->mu);
-    while (s->head != s->tail)
-        pthread_cond_wait(&s->cv_done, &s->mu);
+    wait_drained(s);
     fsmoe_error e = s->first_err;
     memset(&s->first_err, 0, sizeof s->first_err);
     pthread_mutex_unlock(&s->mu);
@@ -235,8 +241,7 @@ static fsmoe_status await_idle(void *arg, fsmoe_error *err)
     (void)err;
     stream_thread *o = ((idle_arg *)arg)->other;
     pthread_mutex_lock(&o->mu);
-    while (o->head != o->tail)
-        pthread_cond_wait(&o->cv_done, &o->mu);
+    wait_drained(o);
     pthread_mutex_unlock(&o->mu);
     return FSMOE_OK;
 }
