@@ -1,7 +1,8 @@
 /* Implements: the communication layer's backend interface (design.md §10.1, style.md "Backends
  * are tables of function pointers"): memory, groups, collectives (AllToAll(v), AllGather,
- * ReduceScatter, AllReduce, send/recv), a GEMM and a copy to overlap them with, streams and
- * events. fsmoe-bench times these calls; they are the calls a distributed run makes.
+ * ReduceScatter, AllReduce, send/recv, the hierarchical 2DH AllToAll), a GEMM and a copy to
+ * overlap them with, streams and events. fsmoe-bench times these calls; they are the calls a
+ * distributed run makes.
  *
  * Two implementations: `mpi` (comm_mpi.c: host memory, the polite watched MPI collectives of
  * mpi_coll.h, OpenBLAS; streams are worker threads because Open MPI has no progress thread,
@@ -35,6 +36,11 @@ struct comm_backend {
     const char *name; /* "mpi" | "nccl" */
     char device[64];  /* what a rank computes on, for the profile's device field */
     int host_memory;  /* 1: alloc'd memory is host memory (upload/download are copies) */
+    /* The 2DH AllToAll's stage (of groups made after it is set): a pool of at least this many
+     * bytes per stream whose slots successive runs take in turn, so that no run finds the
+     * stage in cache (fsmoe-bench sets its --rotate; buffers it passes rotate likewise). 0
+     * (the default): one stage, reused. */
+    size_t stage_pool_bytes;
     void *impl;
 
     fsmoe_status (*alloc)(comm_backend *b, size_t bytes, void **out, fsmoe_error *err);
@@ -45,7 +51,13 @@ struct comm_backend {
     fsmoe_status (*download)(comm_backend *b, void *host, const void *src, size_t bytes,
                              fsmoe_error *err);
 
-    fsmoe_status (*group_init)(comm_backend *b, MPI_Comm group, comm_group **out,
+    /* A group of the members of `group` (collective over it). node: this rank's node
+     * (comm_topology.node: equal on the ranks of one node, different across nodes), or -1
+     * when unknown; the members' nodes are all-gathered so that the group knows its 2DH shape
+     * (comm/a2a_2dh.h): hierarchical when it spans at least 2 nodes with the same number (at
+     * least 2) of its members on each, at most A2A_2DH_MAX_MEMBERS members and every node
+     * known. Only a hierarchical group runs alltoall_2dh. */
+    fsmoe_status (*group_init)(comm_backend *b, MPI_Comm group, int node, comm_group **out,
                                fsmoe_error *err);
     void (*group_free)(comm_backend *b, comm_group **c);
 
@@ -53,6 +65,15 @@ struct comm_backend {
      * allgather contributes send_count; reducescatter keeps recv_count; allreduce count. */
     fsmoe_status (*alltoall)(comm_backend *b, comm_group *c, const void *send, void *recv,
                              size_t count_per_peer, comm_dtype t, int stream, fsmoe_error *err);
+    /* The same exchange as alltoall (same buffers, same result) run as the hierarchical 2DH
+     * AllToAll (comm/a2a_2dh.h): a re-layout, an AllToAll among the members of each node, a
+     * re-layout, an AllToAll among the members with the same local index (one per node), a
+     * re-layout. Staging memory (3 x the send buffer) is the group's, allocated on first use
+     * of a larger size and kept. FSMOE_ERR_USAGE, with a message, on a group that is not
+     * hierarchical (group_init). */
+    fsmoe_status (*alltoall_2dh)(comm_backend *b, comm_group *c, const void *send, void *recv,
+                                 size_t count_per_peer, comm_dtype t, int stream,
+                                 fsmoe_error *err);
     fsmoe_status (*allgather)(comm_backend *b, comm_group *c, const void *send, void *recv,
                               size_t send_count, comm_dtype t, int stream, fsmoe_error *err);
     fsmoe_status (*reducescatter)(comm_backend *b, comm_group *c, const void *send, void *recv,

@@ -5,7 +5,13 @@
  * Every group gets its own MPI_Comm_dup per stream, so that two streams (threads) never share
  * a communicator: MPI matches collectives per communicator in call order, and two threads
  * calling collectives on one communicator would race (MPI_THREAD_MULTIPLE does not order
- * them). Relies on MPI_Init_thread(MPI_THREAD_MULTIPLE) having been granted (main checks). */
+ * them). Relies on MPI_Init_thread(MPI_THREAD_MULTIPLE) having been granted (main checks).
+ *
+ * The 2DH AllToAll (comm/a2a_2dh.h) runs fsmoe_mpi_alltoallv_2dh on two sub-communicators per
+ * stream (split from that stream's duplicate: the node's members by local index, the members
+ * with this local index by node) with the group's one plan of the uniform exchange and a stage
+ * pool per stream (comm_backend.h stage_pool_bytes), allocated on the stream's thread when a
+ * larger size first needs it. */
 #define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
 #include "comm_mpi.h"
 
@@ -21,9 +27,22 @@
 #include "comm_backend.h"
 #include "mpi_coll.h"
 #include "stream_thread.h"
+#include "topology.h"
+
+/* What one stream's 2DH AllToAll uses (touched only by that stream's thread after init). */
+typedef struct {
+    MPI_Comm intra, inter; /* split from comm[stream]: ranked by local index, by node */
+    void *stage;           /* a pool of stage_bytes: slots of rows_a + 2·rows_b rows */
+    size_t stage_bytes;
+    size_t k;              /* the slot of the last run */
+} mpi_2dh_stream;
 
 struct comm_group {
     MPI_Comm comm[COMM_STREAMS]; /* one duplicate per stream */
+    topology_2dh h2;             /* the group's 2DH shape and uniform plan */
+    mpi_2dh_stream s2[COMM_STREAMS];
+    int huge_pages;
+    size_t stage_pool; /* comm_backend.stage_pool_bytes at group_init */
 };
 
 typedef struct {
@@ -83,10 +102,10 @@ static fsmoe_status mpi_count(size_t count, int *out, fsmoe_error *err)
  * grows above ~8-16 MB — a knee that comes from the benchmark's allocator, not from the
  * operation (GPU memory and PyTorch's CPU allocator use large pages). Every buffer is written
  * once here so that no timed run pays for first-touch page faults. */
-static fsmoe_status mpi_alloc(comm_backend *b, size_t bytes, void **out, fsmoe_error *err)
+static fsmoe_status host_alloc(int huge_pages, size_t bytes, void **out, fsmoe_error *err)
 {
     const size_t huge = (size_t)2 << 20;
-    int want_huge = ((mpi_impl *)b->impl)->huge_pages && bytes >= huge;
+    int want_huge = huge_pages && bytes >= huge;
     size_t align = want_huge ? huge : 64, len = bytes ? bytes : 64;
     void *p = NULL;
     if (want_huge)
@@ -100,6 +119,11 @@ static fsmoe_status mpi_alloc(comm_backend *b, size_t bytes, void **out, fsmoe_e
     memset(p, 0, len);
     *out = p;
     return FSMOE_OK;
+}
+
+static fsmoe_status mpi_alloc(comm_backend *b, size_t bytes, void **out, fsmoe_error *err)
+{
+    return host_alloc(((mpi_impl *)b->impl)->huge_pages, bytes, out, err);
 }
 
 static void mpi_release(comm_backend *b, void *p)
@@ -117,45 +141,55 @@ static fsmoe_status mpi_memcpy_blocking(comm_backend *b, void *dst, const void *
     return FSMOE_OK;
 }
 
-static fsmoe_status mpi_group_init(comm_backend *b, MPI_Comm group, comm_group **out,
-                                  fsmoe_error *err)
-{
-    (void)b;
-    comm_group *c = calloc(1, sizeof *c);
-    if (!c)
-        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for a group");
-    for (int s = 0; s < COMM_STREAMS; s++)
-        c->comm[s] = MPI_COMM_NULL;
-    for (int s = 0; s < COMM_STREAMS; s++) {
-        fsmoe_status st = MPI_STATUS_OF(MPI_Comm_dup(group, &c->comm[s]), err);
-        if (st) {
-            for (int t = 0; t < s; t++)
-                MPI_Comm_free(&c->comm[t]);
-            free(c);
-            return st;
-        }
-    }
-    *out = c;
-    return FSMOE_OK;
-}
-
 static void mpi_group_free(comm_backend *b, comm_group **pc)
 {
     (void)b;
     comm_group *c = pc ? *pc : NULL;
     if (!c)
         return;
-    for (int s = 0; s < COMM_STREAMS; s++)
+    for (int s = 0; s < COMM_STREAMS; s++) {
         if (c->comm[s] != MPI_COMM_NULL)
             MPI_Comm_free(&c->comm[s]);
+        if (c->s2[s].intra != MPI_COMM_NULL)
+            MPI_Comm_free(&c->s2[s].intra);
+        if (c->s2[s].inter != MPI_COMM_NULL)
+            MPI_Comm_free(&c->s2[s].inter);
+        free(c->s2[s].stage);
+    }
+    topology_2dh_free(&c->h2);
     free(c);
     *pc = NULL;
+}
+
+static fsmoe_status mpi_group_init(comm_backend *b, MPI_Comm group, int node, comm_group **out,
+                                  fsmoe_error *err)
+{
+    fsmoe_status st = FSMOE_OK;
+    comm_group *c = calloc(1, sizeof *c);
+    if (!c)
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for a group");
+    c->huge_pages = ((mpi_impl *)b->impl)->huge_pages;
+    c->stage_pool = b->stage_pool_bytes;
+    for (int s = 0; s < COMM_STREAMS; s++)
+        c->comm[s] = c->s2[s].intra = c->s2[s].inter = MPI_COMM_NULL;
+    for (int s = 0; s < COMM_STREAMS && !st; s++)
+        st = MPI_STATUS_OF(MPI_Comm_dup(group, &c->comm[s]), err);
+    if (!st)
+        st = topology_2dh_init(c->comm[0], node, &c->h2, err);
+    for (int s = 0; s < COMM_STREAMS && !st && c->h2.hierarchical; s++)
+        st = topology_2dh_split(c->comm[s], &c->h2, &c->s2[s].intra, &c->s2[s].inter, err);
+    if (st) {
+        mpi_group_free(b, &c);
+        return st;
+    }
+    *out = c;
+    return FSMOE_OK;
 }
 
 /* One job layout for all collectives; `kind` selects the call. Every collective, on whichever
  * stream, runs through mpi_coll.h: nonblocking, waited for politely under the watchdog (a
  * blocking MPI call spins in the progress loop and takes the cores the other ranks need). */
-typedef enum { JOB_A2A, JOB_A2AV, JOB_AG, JOB_RS, JOB_AR, JOB_SR } coll_kind;
+typedef enum { JOB_A2A, JOB_A2AV, JOB_AG, JOB_RS, JOB_AR, JOB_SR, JOB_A2A_2DH } coll_kind;
 
 typedef struct {
     coll_kind kind;
@@ -167,6 +201,8 @@ typedef struct {
     MPI_Op op;
     int dst, src; /* JOB_SR */
     const size_t *counts[2], *displs[2]; /* JOB_A2AV: send, receive (the caller's arrays) */
+    comm_group *group;                   /* JOB_A2A_2DH: its plan and this stream's stage */
+    int stream;
 } coll_job;
 
 /* AllToAllv with MPI's int counts: each size_t entry checked against INT_MAX. */
@@ -195,6 +231,38 @@ static fsmoe_status a2av_run(const coll_job *j, fsmoe_error *err)
     return st;
 }
 
+/* The 2DH AllToAll on the stream's thread: the uniform plan's rows are count elements each.
+ * The stream's stage pool (at least one stage, at least stage_pool bytes) is allocated and
+ * touched here when a larger size first needs it (in fsmoe-bench's untimed warm-up run), then
+ * kept; successive runs take successive slots of it (comm_backend.h stage_pool_bytes). */
+static fsmoe_status a2a_2dh_run(const coll_job *j, fsmoe_error *err)
+{
+    comm_group *c = j->group;
+    mpi_2dh_stream *h = &c->s2[j->stream];
+    const a2a_2dh_plan *p = &c->h2.plan;
+    int tsize = 0;
+    if (j->count == 0)
+        return FSMOE_OK; /* nothing to move (and rows of 0 elements) */
+    MPI_CHECK(MPI_Type_size(j->type, &tsize), err);
+    size_t need = (size_t)(p->rows_a + 2 * p->rows_b) * (size_t)j->count * (size_t)tsize;
+    size_t slot = (need + 4095) / 4096 * 4096;
+    if (need > h->stage_bytes) {
+        size_t bytes = slot > c->stage_pool ? slot : c->stage_pool;
+        free(h->stage);
+        h->stage = NULL;
+        h->stage_bytes = 0;
+        fsmoe_status st = host_alloc(c->huge_pages, bytes, &h->stage, err);
+        if (st)
+            return st;
+        h->stage_bytes = bytes;
+    }
+    size_t slots = h->stage_bytes / slot;
+    h->k = slots > 1 ? (h->k + 1) % slots : 0;
+    return fsmoe_mpi_alltoallv_2dh(h->intra, h->inter, p, j->send, j->recv,
+                                   (char *)h->stage + h->k * slot, j->count, j->type,
+                                   "alltoall_2dh", err);
+}
+
 static fsmoe_status coll_run(void *arg, fsmoe_error *err)
 {
     coll_job *j = arg;
@@ -215,6 +283,8 @@ static fsmoe_status coll_run(void *arg, fsmoe_error *err)
     case JOB_SR:
         return fsmoe_mpi_sendrecv(j->comm, j->send, j->dst, j->recv, j->src, j->count, j->type,
                                   "sendrecv", err);
+    case JOB_A2A_2DH:
+        return a2a_2dh_run(j, err);
     }
     return fsmoe_fail(err, FSMOE_ERR_INTERNAL, "unknown collective %d", (int)j->kind);
 }
@@ -235,6 +305,19 @@ static fsmoe_status mpi_alltoall(comm_backend *b, comm_group *c, const void *sen
                                  fsmoe_error *err)
 {
     coll_job j = {.kind = JOB_A2A, .send = send, .recv = recv, .type = comm_mpi_type(t)};
+    return coll_submit(b, c, j, count_per_peer, stream, err);
+}
+
+static fsmoe_status mpi_alltoall_2dh(comm_backend *b, comm_group *c, const void *send,
+                                     void *recv, size_t count_per_peer, comm_dtype t,
+                                     int stream, fsmoe_error *err)
+{
+    if (!c->h2.hierarchical)
+        return fsmoe_fail(err, FSMOE_ERR_USAGE,
+                          "alltoall_2dh: the group is not hierarchical: %s (use alltoall)",
+                          c->h2.why);
+    coll_job j = {.kind = JOB_A2A_2DH, .send = send, .recv = recv, .type = comm_mpi_type(t),
+                  .group = c, .stream = stream};
     return coll_submit(b, c, j, count_per_peer, stream, err);
 }
 
@@ -397,6 +480,7 @@ fsmoe_status comm_mpi_init(comm_backend *b, int blas_threads, int huge_pages,
     b->group_init = mpi_group_init;
     b->group_free = mpi_group_free;
     b->alltoall = mpi_alltoall;
+    b->alltoall_2dh = mpi_alltoall_2dh;
     b->alltoallv = mpi_alltoallv;
     b->sendrecv = mpi_sendrecv;
     b->allgather = mpi_allgather;

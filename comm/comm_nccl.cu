@@ -2,8 +2,11 @@
  * bootstrapped over MPI (rank 0 of each group makes the unique id, MPI_Bcast shares it,
  * toolchain.md), cuBLAS sgemm, cudaMemcpyAsync, CUDA streams and events. AllToAll is built
  * from ncclSend/ncclRecv in one group call (nccl-tests' alltoall). Each rank uses device
- * (local rank mod device count, topology_local_rank). AllToAllv likewise, with each peer's own counts. Only this file is CUDA C++; the rest of
- * the layer is C11.
+ * (local rank mod device count, topology_local_rank). AllToAllv likewise, with each peer's own
+ * counts. The 2DH AllToAll (comm/a2a_2dh.h) runs the group's plan on the stream: its three
+ * re-layouts as cudaMemcpyAsync blocks, its two phases as ncclSend/ncclRecv group calls on the
+ * group's communicator (the plan's peers are group ranks), staged in device memory kept per
+ * stream (a pool whose slots successive runs take in turn, comm_backend.h stage_pool_bytes). Only this file is CUDA C++; the rest of the layer is C11.
  *
  * Without a usable device, comm_nccl_init fails with FSMOE_ERR_USAGE and says why (the gpu
  * tests then exit 77). The backend must compile and link wherever nvcc, cuBLAS and NCCL
@@ -28,6 +31,11 @@ extern "C" {
 struct comm_group {
     ncclComm_t comm;
     int size;
+    topology_2dh h2;                  /* the group's 2DH shape and uniform plan */
+    void *stage[COMM_STREAMS];        /* per stream: a pool of slots of rows_a + 2·rows_b rows */
+    size_t stage_bytes[COMM_STREAMS];
+    size_t stage_k[COMM_STREAMS];     /* the slot of the stream's last run */
+    size_t stage_pool;                /* comm_backend.stage_pool_bytes at group_init */
 };
 
 typedef struct {
@@ -121,35 +129,42 @@ fsmoe_status fsmoe_nccl_comm_init(MPI_Comm group, ncclComm_t *out, const char *w
     return NCCL_STATUS_OF(ncclCommInitRank(out, size, id, rank), NULL, err);
 }
 
-static fsmoe_status nccl_group_init(comm_backend *b, MPI_Comm group, comm_group **out,
+static void nccl_group_free(comm_backend *b, comm_group **pc)
+{
+    comm_group *c = pc ? *pc : NULL;
+    if (!c)
+        return;
+    for (int s = 0; s < COMM_STREAMS; s++)
+        if (c->stage[s]) {
+            cudaStreamSynchronize(impl_of(b)->streams[s]);
+            cudaFree(c->stage[s]);
+        }
+    if (c->comm)
+        ncclCommDestroy(c->comm);
+    topology_2dh_free(&c->h2);
+    free(c);
+    *pc = NULL;
+}
+
+static fsmoe_status nccl_group_init(comm_backend *b, MPI_Comm group, int node, comm_group **out,
                                    fsmoe_error *err)
 {
-    (void)b;
     int size = 1;
     MPI_Comm_size(group, &size);
     comm_group *c = (comm_group *)calloc(1, sizeof *c);
     if (!c)
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for a group");
     c->size = size;
-    fsmoe_status st = fsmoe_nccl_comm_init(group, &c->comm, "NCCL bootstrap (unique id broadcast)",
-                                           err);
+    c->stage_pool = b->stage_pool_bytes;
+    fsmoe_status st = topology_2dh_init(group, node, &c->h2, err);
+    if (!st)
+        st = fsmoe_nccl_comm_init(group, &c->comm, "NCCL bootstrap (unique id broadcast)", err);
     if (st) {
-        free(c);
+        nccl_group_free(b, &c);
         return st;
     }
     *out = c;
     return FSMOE_OK;
-}
-
-static void nccl_group_free(comm_backend *b, comm_group **pc)
-{
-    (void)b;
-    comm_group *c = pc ? *pc : NULL;
-    if (!c)
-        return;
-    ncclCommDestroy(c->comm);
-    free(c);
-    *pc = NULL;
 }
 
 static fsmoe_status nccl_alltoall(comm_backend *b, comm_group *c, const void *send, void *recv,
@@ -172,6 +187,84 @@ static fsmoe_status nccl_alltoall(comm_backend *b, comm_group *c, const void *se
     }
     ncclResult_t end = ncclGroupEnd(); /* closes the group even after a failed call */
     NCCL_CHECK(rc != ncclSuccess ? rc : end, c->comm, err);
+    return FSMOE_OK;
+}
+
+/* One re-layout of the 2DH plan: its blocks as device-to-device copies on stream s. */
+static fsmoe_status move_blocks(const a2a_2dh_block *blk, int n, const void *src, void *dst,
+                                size_t row_bytes, cudaStream_t s, fsmoe_error *err)
+{
+    for (int i = 0; i < n; i++)
+        CUDA_CHECK(cudaMemcpyAsync((char *)dst + (size_t)blk[i].dst * row_bytes,
+                                   (const char *)src + (size_t)blk[i].src * row_bytes,
+                                   (size_t)blk[i].rows * row_bytes, cudaMemcpyDeviceToDevice, s),
+                   err);
+    return FSMOE_OK;
+}
+
+/* One phase of the 2DH plan: to peer[q] sc[q] rows from send + sd[q], from peer[q] rc[q] rows
+ * into recv + rd[q] (rows of row_elems elements), in one NCCL group call. */
+static fsmoe_status phase(comm_group *c, int n, const int *peer, const long *sc, const long *sd,
+                          const void *send, const long *rc, const long *rd, void *recv,
+                          size_t row_elems, comm_dtype t, cudaStream_t s, fsmoe_error *err)
+{
+    size_t row_bytes = row_elems * comm_dtype_size(t);
+    NCCL_CHECK(ncclGroupStart(), c->comm, err);
+    ncclResult_t rc_ = ncclSuccess;
+    for (int q = 0; q < n && rc_ == ncclSuccess; q++) {
+        if (sc[q])
+            rc_ = ncclSend((const char *)send + (size_t)sd[q] * row_bytes,
+                           (size_t)sc[q] * row_elems, nccl_type(t), peer[q], c->comm, s);
+        if (rc_ == ncclSuccess && rc[q])
+            rc_ = ncclRecv((char *)recv + (size_t)rd[q] * row_bytes, (size_t)rc[q] * row_elems,
+                           nccl_type(t), peer[q], c->comm, s);
+    }
+    ncclResult_t end = ncclGroupEnd(); /* closes the group even after a failed call */
+    NCCL_CHECK(rc_ != ncclSuccess ? rc_ : end, c->comm, err);
+    return FSMOE_OK;
+}
+
+static fsmoe_status nccl_alltoall_2dh(comm_backend *b, comm_group *c, const void *send,
+                                      void *recv, size_t count_per_peer, comm_dtype t,
+                                      int stream, fsmoe_error *err)
+{
+    fsmoe_status st = check_stream(stream, err);
+    if (st)
+        return st;
+    if (!c->h2.hierarchical)
+        return fsmoe_fail(err, FSMOE_ERR_USAGE,
+                          "alltoall_2dh: the group is not hierarchical: %s (use alltoall)",
+                          c->h2.why);
+    if (count_per_peer == 0)
+        return FSMOE_OK;
+    const a2a_2dh_plan *p = &c->h2.plan;
+    cudaStream_t s = impl_of(b)->streams[stream];
+    size_t row = count_per_peer * comm_dtype_size(t);
+    size_t need = (size_t)(p->rows_a + 2 * p->rows_b) * row;
+    size_t slot = (need + 4095) / 4096 * 4096;
+    if (need > c->stage_bytes[stream]) {
+        /* a pool of at least stage_pool bytes (comm_backend.h); the stream may still be
+         * running on the old one */
+        size_t bytes = slot > c->stage_pool ? slot : c->stage_pool;
+        CUDA_CHECK(cudaStreamSynchronize(s), err);
+        CUDA_CHECK(cudaFree(c->stage[stream]), err);
+        c->stage[stream] = NULL;
+        c->stage_bytes[stream] = 0;
+        CUDA_CHECK(cudaMalloc(&c->stage[stream], bytes), err);
+        c->stage_bytes[stream] = bytes;
+    }
+    size_t slots = c->stage_bytes[stream] / slot;
+    c->stage_k[stream] = slots > 1 ? (c->stage_k[stream] + 1) % slots : 0;
+    char *A = (char *)c->stage[stream] + c->stage_k[stream] * slot;
+    char *B = A + (size_t)p->rows_a * row, *C = B + (size_t)p->rows_b * row;
+    if ((st = move_blocks(p->pack1, p->n_pack1, send, A, row, s, err)) ||
+        (st = phase(c, p->locals, p->peer1, p->s1c, p->s1d, A, p->r1c, p->r1d, B,
+                    count_per_peer, t, s, err)) ||
+        (st = move_blocks(p->pack2, p->n_pack2, B, C, row, s, err)) ||
+        (st = phase(c, p->nodes, p->peer2, p->s2c, p->s2d, C, p->r2c, p->r2d, A,
+                    count_per_peer, t, s, err)) ||
+        (st = move_blocks(p->unpack, p->n_unpack, A, recv, row, s, err)))
+        return st;
     return FSMOE_OK;
 }
 
@@ -377,6 +470,7 @@ extern "C" fsmoe_status comm_nccl_init(comm_backend *b, MPI_Comm world, fsmoe_er
     b->group_init = nccl_group_init;
     b->group_free = nccl_group_free;
     b->alltoall = nccl_alltoall;
+    b->alltoall_2dh = nccl_alltoall_2dh;
     b->alltoallv = nccl_alltoallv;
     b->sendrecv = nccl_sendrecv;
     b->allgather = nccl_allgather;

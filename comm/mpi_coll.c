@@ -1,12 +1,14 @@
 /* Implements: polite, watched MPI collectives (mpi_coll.h). */
 #include "mpi_coll.h"
 
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h> /* PR_SET_TIMERSLACK */
 #include <time.h>
 
+#include "a2a_2dh.h"
 #include "check.h"
 
 /* How a thread waits: 32 tests back to back, then naps of 20 us (every waiting thread sets its
@@ -135,6 +137,64 @@ fsmoe_status fsmoe_mpi_alltoallv(MPI_Comm comm, const void *send, const int *sco
     MPI_CHECK(MPI_Ialltoallv(send, scounts, sdispls, t, recv, rcounts, rdispls, t, comm, &r),
               err);
     return fsmoe_mpi_wait(&r, 1, comm, what, err);
+}
+
+/* One phase of the 2DH AllToAllv as point-to-point messages on comm (its n members are the
+ * phase's peers; counts and displacements in rows): every nonempty receive posted, then every
+ * nonempty send, the block to itself copied. Point-to-point rather than MPI_Ialltoallv: a
+ * phase is a sparse exchange (rows of one chunk, often none to most peers), and Open MPI's
+ * nonblocking AllToAllv was seen to leave a receive-only member waiting forever under
+ * MPI_THREAD_MULTIPLE with other threads' collectives in flight. Messages of one comm match
+ * in issue order (MPI's non-overtaking rule), and only one thread issues on a comm. */
+static fsmoe_status phase_p2p(MPI_Comm comm, int n, const long *sc, const long *sd,
+                              const char *send, const long *rc, const long *rd, char *recv,
+                              int row_elems, size_t row_bytes, MPI_Datatype t, const char *what,
+                              fsmoe_error *err)
+{
+    MPI_Request r[2 * A2A_2DH_MAX_MEMBERS];
+    int me = 0, k = 0;
+    MPI_Comm_rank(comm, &me);
+    if (row_elems <= 0)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: rows of %d elements", what, row_elems);
+    for (int q = 0; q < n; q++)
+        if (sc[q] > INT_MAX / row_elems || rc[q] > INT_MAX / row_elems)
+            return fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: %ld rows of %d elements exceed MPI's "
+                              "int counts", what, sc[q] > rc[q] ? sc[q] : rc[q], row_elems);
+    for (int q = 0; q < n; q++)
+        if (q != me && rc[q] > 0)
+            MPI_CHECK(MPI_Irecv(recv + (size_t)rd[q] * row_bytes, (int)(rc[q] * row_elems), t, q,
+                                FSMOE_TAG_2DH, comm, &r[k++]), err);
+    for (int q = 0; q < n; q++)
+        if (q != me && sc[q] > 0)
+            MPI_CHECK(MPI_Isend(send + (size_t)sd[q] * row_bytes, (int)(sc[q] * row_elems), t, q,
+                                FSMOE_TAG_2DH, comm, &r[k++]), err);
+    if (sc[me] != rc[me])
+        return fsmoe_fail(err, FSMOE_ERR_INTERNAL, "%s: sends %ld rows to itself, receives %ld",
+                          what, sc[me], rc[me]);
+    memcpy(recv + (size_t)rd[me] * row_bytes, send + (size_t)sd[me] * row_bytes,
+           (size_t)sc[me] * row_bytes);
+    return k ? fsmoe_mpi_wait(r, k, comm, what, err) : FSMOE_OK;
+}
+
+fsmoe_status fsmoe_mpi_alltoallv_2dh(MPI_Comm intra, MPI_Comm inter, const a2a_2dh_plan *p,
+                                     const void *send, void *recv, void *stage, int row_elems,
+                                     MPI_Datatype t, const char *what, fsmoe_error *err)
+{
+    int tsize = 0;
+    MPI_CHECK(MPI_Type_size(t, &tsize), err);
+    size_t row = (size_t)row_elems * (size_t)tsize;
+    char *A = stage, *B = A + (size_t)p->rows_a * row, *C = B + (size_t)p->rows_b * row;
+    fsmoe_status st;
+    a2a_2dh_move_host(p->pack1, p->n_pack1, send, A, row);
+    if ((st = phase_p2p(intra, p->locals, p->s1c, p->s1d, A, p->r1c, p->r1d, B, row_elems, row,
+                        t, what, err)))
+        return st;
+    a2a_2dh_move_host(p->pack2, p->n_pack2, B, C, row);
+    if ((st = phase_p2p(inter, p->nodes, p->s2c, p->s2d, C, p->r2c, p->r2d, A, row_elems, row,
+                        t, what, err)))
+        return st;
+    a2a_2dh_move_host(p->unpack, p->n_unpack, A, recv, row);
+    return FSMOE_OK;
 }
 
 fsmoe_status fsmoe_mpi_allgather(MPI_Comm comm, const void *send, void *recv, int count,

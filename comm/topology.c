@@ -1,10 +1,14 @@
-/* Implements: node placement and the per-tier communicators (topology.h). */
+/* Implements: node placement, the per-tier communicators and the groups' 2DH shapes
+ * (topology.h). */
 #include "topology.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "mpi_coll.h"
 
 static fsmoe_status topology_detect(comm_topology *t, MPI_Comm world, fsmoe_error *err)
 {
@@ -98,30 +102,41 @@ int topology_has_tier(const comm_topology *t, fsmoe_tier tier)
     return t->tier[tier] != MPI_COMM_NULL;
 }
 
+/* The color and key of world rank r's logical group g under layout p (parallel.h numbering);
+ * -1 for a group without a communicator. */
+static int group_color(const fsmoe_parallel *p, fsmoe_group g, int r, int *color, int *key)
+{
+    int block = p->ep * p->esp;
+    *color = 0;
+    *key = r;
+    switch (g) {
+    case FSMOE_GROUP_ESP: *color = r / p->esp; break;
+    case FSMOE_GROUP_EP:
+        *color = (r / block) * p->esp + r % p->esp;
+        *key = (r % block) / p->esp;
+        break;
+    case FSMOE_GROUP_EP_ESP: *color = r / block; break;
+    case FSMOE_GROUP_MP: *color = r / p->mp; break;
+    case FSMOE_GROUP_DP:
+        *color = (r / (p->mp * p->dp)) * p->mp + r % p->mp;
+        *key = r / p->mp;
+        break;
+    case FSMOE_GROUP_EDP: /* same place in every EP&ESP block of the stage */
+        *color = (r / (p->mp * p->dp)) * block + r % block;
+        *key = r / block;
+        break;
+    default:
+        return -1;
+    }
+    return 0;
+}
+
 fsmoe_status topology_group_comm(const comm_topology *t, MPI_Comm world, const fsmoe_parallel *p,
                                  fsmoe_group g, MPI_Comm *out, fsmoe_error *err)
 {
-    int r = t->rank, color = 0, key = r;
-    int block = p->ep * p->esp;
-    switch (g) {
-    case FSMOE_GROUP_ESP: color = r / p->esp; break;
-    case FSMOE_GROUP_EP:
-        color = (r / block) * p->esp + r % p->esp;
-        key = (r % block) / p->esp;
-        break;
-    case FSMOE_GROUP_EP_ESP: color = r / block; break;
-    case FSMOE_GROUP_MP: color = r / p->mp; break;
-    case FSMOE_GROUP_DP:
-        color = (r / (p->mp * p->dp)) * p->mp + r % p->mp;
-        key = r / p->mp;
-        break;
-    case FSMOE_GROUP_EDP: /* same place in every EP&ESP block of the stage */
-        color = (r / (p->mp * p->dp)) * block + r % block;
-        key = r / block;
-        break;
-    default:
+    int color, key;
+    if (group_color(p, g, t->rank, &color, &key))
         return fsmoe_fail(err, FSMOE_ERR_INTERNAL, "group %d has no communicator", (int)g);
-    }
     MPI_CHECK(MPI_Comm_split(world, color, key, out), err);
     return FSMOE_OK;
 }
@@ -140,4 +155,128 @@ int topology_local_rank(MPI_Comm world)
     MPI_Comm_rank(shared, &local);
     MPI_Comm_free(&shared);
     return local;
+}
+
+/* ---- 2DH ---- */
+
+/* Why node_of (P members) is not a 2DH shape, into why. */
+static void shape_why(const int *node_of, int P, char *why, size_t len)
+{
+    int nodes = 0, lo = 0, hi = 0, unknown = 0;
+    for (int p = 0; p < P; p++) {
+        unknown |= node_of[p] < 0;
+        int first = 1, count = 0;
+        for (int q = 0; q < P; q++) {
+            first &= !(q < p && node_of[q] == node_of[p]);
+            count += node_of[q] == node_of[p];
+        }
+        if (!first)
+            continue;
+        lo = nodes == 0 || count < lo ? count : lo;
+        hi = nodes == 0 || count > hi ? count : hi;
+        nodes++;
+    }
+    if (unknown)
+        snprintf(why, len, "the group's nodes are unknown (group_init was given node -1)");
+    else if (P > A2A_2DH_MAX_MEMBERS)
+        snprintf(why, len, "%d members, more than the %d the 2DH plan takes", P,
+                 A2A_2DH_MAX_MEMBERS);
+    else if (lo != hi)
+        snprintf(why, len, "its %d members sit on %d nodes, %d to %d on each (expected the "
+                 "same number on every node)", P, nodes, lo, hi);
+    else
+        snprintf(why, len, "its %d member%s sit%s on %d node%s, %d on each (expected at least "
+                 "2 nodes with at least 2 members each)", P, P == 1 ? "" : "s",
+                 P == 1 ? "s" : "", nodes, nodes == 1 ? "" : "s", lo);
+}
+
+fsmoe_status topology_2dh_init(MPI_Comm group, int node, topology_2dh *h, fsmoe_error *err)
+{
+    memset(h, 0, sizeof *h);
+    int P = 1, me = 0;
+    MPI_CHECK(MPI_Comm_size(group, &P), err);
+    MPI_CHECK(MPI_Comm_rank(group, &me), err);
+    h->P = P;
+    int *node_of = malloc((size_t)P * sizeof *node_of), *ones = NULL;
+    fsmoe_status st = FSMOE_OK;
+    if (!node_of) {
+        st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for a group of %d", P);
+        goto done;
+    }
+    if ((st = fsmoe_mpi_allgather(group, &node, node_of, 1, MPI_INT,
+                                  "the group's nodes (MPI_Allgather)", err)))
+        goto done;
+    int unknown = 0;
+    for (int p = 0; p < P; p++)
+        unknown |= node_of[p] < 0;
+    a2a_2dh_shape shape;
+    if (unknown || !a2a_2dh_shape_make(node_of, P, &shape)) {
+        shape_why(node_of, P, h->why, sizeof h->why);
+        goto done;
+    }
+    /* P <= A2A_2DH_MAX_MEMBERS here */
+    ones = malloc((size_t)P * (size_t)P * sizeof *ones);
+    for (long i = 0; ones && i < (long)P * P; i++)
+        ones[i] = 1;
+    if (!ones || a2a_2dh_plan_make(&shape, me, ones, &h->plan)) {
+        st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for the 2DH plan of %d members", P);
+        goto done;
+    }
+    h->hierarchical = 1;
+    h->nodes = shape.nodes;
+    h->shape = shape;
+done:
+    free(node_of);
+    free(ones);
+    return st;
+}
+
+fsmoe_status topology_2dh_split(MPI_Comm comm, const topology_2dh *h, MPI_Comm *intra,
+                                MPI_Comm *inter, fsmoe_error *err)
+{
+    MPI_CHECK(MPI_Comm_split(comm, h->plan.node, h->plan.local, intra), err);
+    MPI_CHECK(MPI_Comm_split(comm, h->plan.local, h->plan.node, inter), err);
+    return FSMOE_OK;
+}
+
+void topology_2dh_free(topology_2dh *h)
+{
+    if (h)
+        a2a_2dh_plan_free(&h->plan);
+}
+
+int topology_tier_2dh(const comm_topology *t, fsmoe_tier tier)
+{
+    return tier == FSMOE_TIER_WORLD && t->tier[FSMOE_TIER_WORLD] != MPI_COMM_NULL &&
+           t->size <= A2A_2DH_MAX_MEMBERS;
+}
+
+int topology_group_2dh(const comm_topology *t, const fsmoe_parallel *p, fsmoe_group g)
+{
+    int W = t->size, G = t->gpus_per_node, ok = t->node_major && W > 0 && G > 0;
+    int *color = malloc((size_t)(W > 0 ? W : 1) * sizeof *color);
+    int *node_of = malloc((size_t)(W > 0 ? W : 1) * sizeof *node_of);
+    if (!color || !node_of)
+        ok = 0;
+    for (int r = 0; r < W && ok; r++) {
+        int key;
+        ok = group_color(p, g, r, &color[r], &key) == 0;
+    }
+    /* Each group's members in group-rank order: MPI_Comm_split orders by key, and the key of
+     * every group above ascends with the world rank, so world order is group order. */
+    for (int r = 0; r < W && ok; r++) {
+        int first = 1, n = 0;
+        for (int q = 0; q < r && first; q++)
+            first = color[q] != color[r];
+        if (!first)
+            continue;
+        for (int q = r; q < W; q++)
+            if (color[q] == color[r])
+                node_of[n++] = q / G;
+        a2a_2dh_shape shape;
+        ok = a2a_2dh_shape_make(node_of, n, &shape);
+    }
+    free(color);
+    free(node_of);
+    return ok;
 }

@@ -11,6 +11,7 @@
 
 #include <mpi.h>
 
+#include "a2a_2dh.h"
 #include "parallel.h"
 #include "status.h"
 
@@ -42,5 +43,36 @@ int topology_local_rank(MPI_Comm world);
  * mp). Collective over world; the caller frees *out. */
 fsmoe_status topology_group_comm(const comm_topology *t, MPI_Comm world, const fsmoe_parallel *p,
                                  fsmoe_group g, MPI_Comm *out, fsmoe_error *err);
+
+/* ---- the hierarchical (2DH) AllToAll's view of a group (comm/a2a_2dh.h) ---- */
+
+/* What a backend's group keeps for alltoall_2dh: whether the group is hierarchical and, when it
+ * is, this member's plan of the uniform exchange (one row per (source, destination) pair: the
+ * backend scales a row to count_per_peer elements, so one plan serves every size). */
+typedef struct {
+    int hierarchical;
+    int P, nodes;      /* members; nodes among them (hierarchical only) */
+    a2a_2dh_shape shape; /* hierarchical only: where the members sit */
+    a2a_2dh_plan plan; /* hierarchical only; peers are group ranks */
+    char why[192];     /* not hierarchical: why, for the op's error message */
+} topology_2dh;
+
+/* Collective over group: all-gathers each member's node (this rank's is `node`, -1 when
+ * unknown) and fills h. Fails only on MPI errors and memory. */
+fsmoe_status topology_2dh_init(MPI_Comm group, int node, topology_2dh *h, fsmoe_error *err);
+void topology_2dh_free(topology_2dh *h); /* safe on a zeroed or freed one */
+
+/* The two communicators a phase of the 2DH AllToAll runs on, split from comm (collective over
+ * it) for member (node, local) of a hierarchical group (h->plan.node, .local): the node's
+ * members ranked by local index, and the members with this local index ranked by node. */
+fsmoe_status topology_2dh_split(MPI_Comm comm, const topology_2dh *h, MPI_Comm *intra,
+                                MPI_Comm *inter, fsmoe_error *err);
+
+/* Whether alltoall_2dh applies to a measured group, decided without communication (every rank
+ * decides the same): the world tier of t (it exists only with ≥ 2 nodes of ≥ 2 ranks each);
+ * or, with a layout p (node-major numbering, rank = node·G + local, which fsmoe-bench requires
+ * for layouts), every logical group g. At most A2A_2DH_MAX_MEMBERS members. */
+int topology_tier_2dh(const comm_topology *t, fsmoe_tier tier);
+int topology_group_2dh(const comm_topology *t, const fsmoe_parallel *p, fsmoe_group g);
 
 #endif

@@ -15,14 +15,12 @@
 
 #include "yaml_read.h"
 
-static const char *const op_names[FSMOE_OP_COUNT] = {
-    "alltoall", "allgather", "reducescatter", "allreduce", "saa", "gemm", "copy"};
-
-static const fsmoe_yaml_enum op_table[] = {
-    {"alltoall", FSMOE_OP_ALLTOALL},   {"allgather", FSMOE_OP_ALLGATHER},
-    {"reducescatter", FSMOE_OP_REDUCESCATTER}, {"allreduce", FSMOE_OP_ALLREDUCE},
-    {"saa", FSMOE_OP_SAA},             {"gemm", FSMOE_OP_GEMM},
-    {"copy", FSMOE_OP_COPY},           {NULL, 0}};
+const fsmoe_name fsmoe_op_names[] = {
+    {"alltoall", FSMOE_OP_ALLTOALL},   {"alltoall_2dh", FSMOE_OP_ALLTOALL_2DH},
+    {"allgather", FSMOE_OP_ALLGATHER}, {"reducescatter", FSMOE_OP_REDUCESCATTER},
+    {"allreduce", FSMOE_OP_ALLREDUCE}, {"saa", FSMOE_OP_SAA},
+    {"gemm", FSMOE_OP_GEMM},           {"copy", FSMOE_OP_COPY},
+    {NULL, 0}};
 
 static const fsmoe_yaml_enum tier_table[] = {{"intra", FSMOE_TIER_INTRA},
                                              {"inter", FSMOE_TIER_INTER},
@@ -39,15 +37,13 @@ static const char *const entry_keys[] = {"op",    "tier",    "ranks",  "alpha_s"
 
 const char *fsmoe_op_name(fsmoe_op op)
 {
-    return (unsigned)op < FSMOE_OP_COUNT ? op_names[op] : "?";
+    return fsmoe_name_of(fsmoe_op_names, (int)op);
 }
 
 int fsmoe_op_from_name(const char *s)
 {
-    for (int i = 0; i < FSMOE_OP_COUNT; i++)
-        if (strcmp(s, op_names[i]) == 0)
-            return i;
-    return -1;
+    int v = -1;
+    return fsmoe_name_lookup(fsmoe_op_names, s, &v) ? v : -1;
 }
 
 void fsmoe_cluster_free(fsmoe_cluster *c)
@@ -185,7 +181,7 @@ static fsmoe_status load_entry(const fsmoe_ynode *en, fsmoe_cluster *c, fsmoe_er
     fsmoe_ynode tn, rn;
     if ((st = fsmoe_yaml_node_expect_mapping(en, err)) ||
         (st = fsmoe_yaml_check_keys(en, entry_keys, err)) ||
-        (st = fsmoe_yaml_enum_get(en, "op", FSMOE_REQUIRED, op_table, &op, err)) ||
+        (st = fsmoe_yaml_enum_get(en, "op", FSMOE_REQUIRED, fsmoe_op_names, &op, err)) ||
         (st = fsmoe_yaml_get(en, "tier", FSMOE_REQUIRED, &tn, err)) ||
         (st = fsmoe_yaml_node_enum(&tn, tier_table, &tier, err)))
         return st;

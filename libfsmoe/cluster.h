@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 
+#include "names.h"
 #include "parallel.h"
 #include "status.h"
 
@@ -21,6 +22,7 @@
 
 typedef enum {
     FSMOE_OP_ALLTOALL = 0,
+    FSMOE_OP_ALLTOALL_2DH, /* the hierarchical AllToAll (comm/a2a_2dh.h), same n as AllToAll */
     FSMOE_OP_ALLGATHER,
     FSMOE_OP_REDUCESCATTER,
     FSMOE_OP_ALLREDUCE,
@@ -69,7 +71,10 @@ typedef struct {
     } at;
 } fsmoe_cluster;
 
-const char *fsmoe_op_name(fsmoe_op op); /* "alltoall", "allgather", ..., "saa", "gemm", "copy" */
+/* The operations' names, {name, fsmoe_op} rows ended by {NULL, 0}: what profiles, fsmoe-bench's
+ * --ops and every message spell. */
+extern const fsmoe_name fsmoe_op_names[];
+const char *fsmoe_op_name(fsmoe_op op); /* "alltoall", "alltoall_2dh", ..., "gemm", "copy" */
 int fsmoe_op_from_name(const char *s);  /* -1 when unknown */
 
 fsmoe_status fsmoe_cluster_load(const char *path, fsmoe_cluster *out, fsmoe_error *err);

@@ -69,9 +69,9 @@ fsmoe_status fsmoe_cluster_write(const char *path, const fsmoe_cluster *c,
     fsmoe_yw_init(&w, af.f);
     fsmoe_yw_comment(&w, "Cluster profile (libfsmoe/cluster.h): t = alpha_s + beta * n per "
                          "operation and tier, least squares over the points.");
-    fsmoe_yw_comment(&w, "n: bytes as nccl-tests counts them (alltoall/saa: one rank's buffer, "
-                         "allgather: gathered output, reducescatter: input, allreduce: buffer); "
-                         "gemm: multiply-accumulates m*n*k.");
+    fsmoe_yw_comment(&w, "n: bytes as nccl-tests counts them (alltoall/alltoall_2dh/saa: one "
+                         "rank's buffer, allgather: gathered output, reducescatter: input, "
+                         "allreduce: buffer); gemm: multiply-accumulates m*n*k.");
     fsmoe_yw_comment(&w, "Points are [n, seconds] as measured (fsmoe-bench: medians over the "
                          "timed runs, each combined over ranks as its -a says, default the "
                          "average).");

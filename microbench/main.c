@@ -1,7 +1,8 @@
 /* Implements: fsmoe-bench, the cluster profiler (design.md §1, §3): under mpirun it
  * measures AllToAll, AllGather, ReduceScatter and AllReduce on every tier (intra-node,
- * inter-node, world), Parm's SAA, GEMM and memory copy, prints an nccl-tests table, fits
- * t = α + β·n per (operation, tier) with GSL and writes a cluster profile fsmoe-plan reads.
+ * inter-node, world), the hierarchical 2DH AllToAll where asked for (--ops), Parm's SAA, GEMM
+ * and memory copy, prints an nccl-tests table, fits t = α + β·n per (operation, tier) with GSL
+ * and writes a cluster profile fsmoe-plan reads.
  *
  * Relies on: options.c (command line), topology.c (groups), comm_mpi.c / comm_nccl.cu
  * (backends), suite.c (measuring loops), results.c + fit.c (fits), report.c (table, JSON),
@@ -250,6 +251,7 @@ int main(int argc, char **argv)
         goto done;
     }
 
+    b.stage_pool_bytes = (size_t)o.rotate_bytes; /* the 2DH stage rotates like the buffers */
     s.opt = &o;
     s.b = &b;
     s.topo = &topo;

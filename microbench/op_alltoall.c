@@ -1,6 +1,10 @@
-/* Implements: AllToAll as a measured collective (op_collective.h). Each of the P members sends
- * n/P bytes to every member; busbw = algbw·(P−1)/P (nccl-tests). Expected output on rank r:
- * block p holds what p placed at block r of its input. */
+/* Implements: AllToAll as a measured collective (op_collective.h), in two algorithms with the
+ * same n, data, check and bus bandwidth: `alltoall` (the backend's flat AllToAll) and
+ * `alltoall_2dh` (the hierarchical 2DH AllToAll, comm/a2a_2dh.h: an AllToAll inside each node,
+ * then one among the ranks with the same local index, with re-layouts between; measured only
+ * on groups that span nodes with several members on each, suite.c). Each of the P members
+ * sends n/P bytes to every member; busbw = algbw·(P−1)/P (nccl-tests). Expected output on
+ * rank r: block p holds what p placed at block r of its input. */
 #include "op_collective.h"
 
 static double a2a_busbw(int P)
@@ -47,10 +51,25 @@ const coll_op op_alltoall = {
     .shape = a2a_shape, .fill = a2a_fill, .check = a2a_check, .run = a2a_run,
 };
 
+static fsmoe_status a2a_2dh_run(comm_backend *b, comm_group *c, const void *send, void *recv,
+                                const coll_shape *s, comm_dtype t, comm_redop op, int stream,
+                                fsmoe_error *err)
+{
+    (void)op;
+    return b->alltoall_2dh(b, c, send, recv, s->call_count, t, stream, err);
+}
+
+const coll_op op_alltoall_2dh = {
+    .op = FSMOE_OP_ALLTOALL_2DH, .name = "alltoall_2dh", .reduces = 0,
+    .busbw_factor = a2a_busbw, .shape = a2a_shape, .fill = a2a_fill, .check = a2a_check,
+    .run = a2a_2dh_run,
+};
+
 const coll_op *coll_op_find(fsmoe_op op)
 {
     switch (op) {
     case FSMOE_OP_ALLTOALL: return &op_alltoall;
+    case FSMOE_OP_ALLTOALL_2DH: return &op_alltoall_2dh;
     case FSMOE_OP_ALLGATHER: return &op_allgather;
     case FSMOE_OP_REDUCESCATTER: return &op_reducescatter;
     case FSMOE_OP_ALLREDUCE: return &op_allreduce;

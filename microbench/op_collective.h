@@ -1,7 +1,7 @@
 /* Implements: the description of one measured collective (nccl-tests' per-test hooks): how the
  * size n maps to counts, the predictable input, the exact check of the output, the call, and
- * the bus-bandwidth factor. One file per collective: op_alltoall.c, op_allgather.c,
- * op_reducescatter.c, op_allreduce.c.
+ * the bus-bandwidth factor. One file per collective: op_alltoall.c (with its hierarchical
+ * variant alltoall_2dh), op_allgather.c, op_reducescatter.c, op_allreduce.c.
  *
  * n follows the cost model's convention (design.md §3, nccl-tests' "size"): AllToAll = one
  * rank's buffer, AllGather = the gathered output, ReduceScatter = the input, AllReduce = the
@@ -38,6 +38,7 @@ typedef struct {
 } coll_op;
 
 extern const coll_op op_alltoall;
+extern const coll_op op_alltoall_2dh; /* the same exchange, hierarchical (op_alltoall.c) */
 extern const coll_op op_allgather;
 extern const coll_op op_reducescatter;
 extern const coll_op op_allreduce;

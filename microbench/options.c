@@ -7,6 +7,14 @@
 
 #include "cli.h"
 
+void options_default_ops(int *ops)
+{
+    /* Every operation but the 2DH AllToAll: the planner reads the flat one, and measuring
+     * both would take the default suite on the emulated 2 x 2 cluster past its 60 s. */
+    for (int i = 0; i < FSMOE_OP_COUNT; i++)
+        ops[i] = i != FSMOE_OP_ALLTOALL_2DH;
+}
+
 void options_defaults(bench_options *o)
 {
     memset(o, 0, sizeof *o);
@@ -35,8 +43,7 @@ void options_defaults(bench_options *o)
     o->redop = COMM_SUM;
     o->average = MEASURE_AVG; /* nccl-tests' default; a collective ends together anyway */
     o->check = 1;
-    for (int i = 0; i < FSMOE_OP_COUNT; i++)
-        o->ops[i] = 1;
+    options_default_ops(o->ops);
     for (int i = 0; i < FSMOE_TIER_COUNT; i++)
         o->tiers[i] = 1;
     o->min_sample_s = 0.005;
@@ -83,7 +90,14 @@ void options_usage(FILE *f)
         "      --gemm-max ELEMS     (default 6M = 12*2^19)\n"
         "      --gemm-step ELEMS    (default 512K)\n"
         "      --gemm-shapes M:H,.. expert shapes (default: the backend's list)\n"
-        "      --ops LIST           alltoall,allgather,reducescatter,allreduce,saa,gemm,copy\n"
+        "      --ops LIST           operations to measure (default: alltoall,allgather,\n"
+        "                           reducescatter,allreduce,saa,gemm,copy); alltoall_2dh, the\n"
+        "                           hierarchical (2DH) AllToAll, is measured only when named:\n"
+        "                           an AllToAll inside each node, then one among the ranks with\n"
+        "                           the same local index across nodes (re-layouts between), on\n"
+        "                           groups over >= 2 nodes with >= 2 ranks on each (the world\n"
+        "                           tier; with a layout, EP or EP&ESP); +LIST: the default\n"
+        "                           operations plus LIST (--ops +alltoall_2dh)\n"
         "      --tiers LIST         intra,inter,world: every selected op on these tiers\n"
         "      --all-tiers          every op on every tier that exists (default: the groups the\n"
         "                           planner reads: alltoall intra/inter/world, allgather and\n"
@@ -110,15 +124,20 @@ void options_usage(FILE *f)
         f);
 }
 
+/* A comma-separated list of names into flags; with `defaults` (NULL: not allowed), a leading
+ * '+' adds the list to the defaults instead of replacing them. */
 static fsmoe_status options_list(const char *opt, const char *text, const fsmoe_cli_enum *table,
-                                 int *flags, int n_flags, fsmoe_error *err)
+                                 const int *defaults, int *flags, int n_flags, fsmoe_error *err)
 {
     char buf[256];
+    int add = defaults && text[0] == '+';
+    if (add)
+        text++;
     if (strlen(text) >= sizeof buf)
         return fsmoe_fail(err, FSMOE_ERR_USAGE, "%s: list too long", opt);
     strcpy(buf, text);
     for (int i = 0; i < n_flags; i++)
-        flags[i] = 0;
+        flags[i] = add ? defaults[i] : 0;
     char *save = NULL;
     int any = 0;
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
@@ -204,11 +223,6 @@ enum {
     OPT_COMM_TIMEOUT, OPT_MAX_ITERS, OPT_PRECISION, OPT_OUTLIER, OPT_EXTRA_TIME,
 };
 
-static const fsmoe_cli_enum op_names[] = {
-    {"alltoall", FSMOE_OP_ALLTOALL}, {"allgather", FSMOE_OP_ALLGATHER},
-    {"reducescatter", FSMOE_OP_REDUCESCATTER}, {"allreduce", FSMOE_OP_ALLREDUCE},
-    {"saa", FSMOE_OP_SAA}, {"gemm", FSMOE_OP_GEMM}, {"copy", FSMOE_OP_COPY}, {NULL, 0},
-};
 static const fsmoe_cli_enum tier_names[] = {
     {"intra", FSMOE_TIER_INTRA}, {"inter", FSMOE_TIER_INTER}, {"world", FSMOE_TIER_WORLD},
     {NULL, 0},
@@ -329,9 +343,15 @@ fsmoe_status options_parse(int argc, char **argv, bench_options *o, fsmoe_error 
             st = fsmoe_cli_size("--gemm-step", optarg, 1, max_size, &o->gemm_step, err);
             break;
         case OPT_GEMM_SHAPES: st = options_shapes(optarg, o, err); break;
-        case OPT_OPS: st = options_list("--ops", optarg, op_names, o->ops, FSMOE_OP_COUNT, err); break;
+        case OPT_OPS: {
+            int defaults[FSMOE_OP_COUNT];
+            options_default_ops(defaults);
+            st = options_list("--ops", optarg, fsmoe_op_names, defaults, o->ops, FSMOE_OP_COUNT,
+                              err);
+            break;
+        }
         case OPT_TIERS:
-            st = options_list("--tiers", optarg, tier_names, tiers, 3, err);
+            st = options_list("--tiers", optarg, tier_names, NULL, tiers, 3, err);
             for (int t = 0; t < 3; t++)
                 o->tiers[t] = tiers[t];
             o->every_tier = 1;
@@ -435,14 +455,17 @@ double options_rank_bytes(const bench_options *o, int group_ranks, const gemm_sh
 {
     /* suite.c: two pools of max(-e, --rotate) and two host copies of -e for the collectives
      * and copy; SAA adds three pools of max(-e x MP group, --rotate) and host copies of -e and
-     * -e x MP group while those exist; a GEMM shape holds A and C (T_max x max(M, H)), B and
-     * B2 (M x H) in fp32 on the backend and on the host. */
+     * -e x MP group while those exist; the 2DH AllToAll's stage pool max(3 x -e, --rotate)
+     * while its group exists; a GEMM shape holds A and C (T_max x max(M, H)), B and B2
+     * (M x H) in fp32 on the backend and on the host. */
     double e = (double)o->max_bytes, rot = (double)o->rotate_bytes;
     double g = group_ranks > 1 ? (double)group_ranks : 1.0;
     double pool = e > rot ? e : rot, saa_pool = e * g > rot ? e * g : rot;
     double bytes = 2 * pool + 2 * e;
     if (o->ops[FSMOE_OP_SAA])
         bytes += 3 * saa_pool + e + e * g;
+    if (o->ops[FSMOE_OP_ALLTOALL_2DH])
+        bytes += 3 * e > rot ? 3 * e : rot;
     double gemm = 0.0;
     if (o->ops[FSMOE_OP_GEMM]) {
         for (int i = 0; i < n_shapes; i++) {

@@ -74,6 +74,8 @@ typedef struct {
 } bench_options;
 
 void options_defaults(bench_options *o);
+/* The operations measured by default (FSMOE_OP_COUNT flags): all but alltoall_2dh. */
+void options_default_ops(int *ops);
 fsmoe_status options_parse(int argc, char **argv, bench_options *o, fsmoe_error *err);
 void options_usage(FILE *f);
 

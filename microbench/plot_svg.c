@@ -1,6 +1,7 @@
 /* Implements: the SVG figure of measured points and fitted lines (plot_svg.h). A tier measured
  * at several group sizes shows each: the widest with open circles and a solid line, the
- * narrower ones with filled dots and dashed lines, in the tier's colour. */
+ * narrower ones with filled dots and dashed lines, in the tier's colour. The 2DH AllToAll's
+ * panel also draws the flat AllToAll's line of the same tier (grey, dotted) to compare. */
 #include "plot_svg.h"
 
 #include <math.h>
@@ -19,6 +20,17 @@ static double plot_step(double max, int n)
 {
     double raw = max / n, mag = pow(10.0, floor(log10(raw))), f = raw / mag;
     return (f <= 1.0 ? 1.0 : f <= 2.0 ? 2.0 : f <= 5.0 ? 5.0 : 10.0) * mag;
+}
+
+/* In the 2DH AllToAll's panel: the flat AllToAll's fit on tier t at the same group size, or
+ * NULL. */
+static const bench_fit *plot_flat_reference(const bench_results *res, int op, int t)
+{
+    const bench_fit *h = &res->fits[op][t], *flat = &res->fits[FSMOE_OP_ALLTOALL][t];
+    if (op != FSMOE_OP_ALLTOALL_2DH || !h->present || !flat->present || flat->status ||
+        flat->ranks != h->ranks)
+        return NULL;
+    return flat;
 }
 
 static void plot_panel(FILE *f, const bench_results *res, int op, int px, int py)
@@ -40,6 +52,11 @@ static void plot_panel(FILE *f, const bench_results *res, int op, int px, int py
             if (b->present && !b->status)
                 ymax = fmax(ymax, (b->fit.alpha + b->fit.beta * xmax / xs) * ys);
         }
+    for (int t = 0; t < FSMOE_TIER_COUNT; t++) {
+        const bench_fit *flat = plot_flat_reference(res, op, t);
+        if (flat)
+            ymax = fmax(ymax, (flat->fit.alpha + flat->fit.beta * xmax / xs) * ys);
+    }
     if (xmax <= 0.0)
         xmax = 1.0;
     if (ymax <= 0.0)
@@ -111,6 +128,20 @@ static void plot_panel(FILE *f, const bench_results *res, int op, int px, int py
         }
         fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"%s\">%s</text>\n", x0,
                 y0 + 46 + 14 * legend, tier_colour[t], label);
+        legend++;
+    }
+    for (int t = 0; t < FSMOE_TIER_COUNT; t++) {
+        const bench_fit *b = plot_flat_reference(res, op, t);
+        if (!b)
+            continue;
+        double ya = b->fit.alpha * ys, yb = (b->fit.alpha + b->fit.beta * xmax / xs) * ys;
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#999999\" "
+                   "stroke-width=\"1.5\" stroke-dasharray=\"2 3\"/>\n", X(0.0), Y(ya), X(xmax),
+                Y(yb));
+        fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"#777777\">flat alltoall, "
+                   "%s (%d ranks): &#945; = %.1f us, 1/&#946; = %.3f GB/s, r&#178; = %.5f</text>\n",
+                x0, y0 + 46 + 14 * legend, fsmoe_tier_name(t), b->ranks, b->fit.alpha * 1e6,
+                b->fit.beta > 0 ? 1e-9 / b->fit.beta : INFINITY, b->fit.r2);
         legend++;
     }
 #undef X

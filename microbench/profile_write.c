@@ -76,7 +76,12 @@ fsmoe_status profile_write(const char *path, const profile_meta *m, const bench_
                 continue;
             }
             snprintf(line, sizeof comments[0][0],
-                     "%d points, rms residual %.3g s, max relative residual %.3g%s", f->fit.n,
+                     "%s%d points, rms residual %.3g s, max relative residual %.3g%s",
+                     op == FSMOE_OP_ALLTOALL_2DH
+                         ? "hierarchical AllToAll (2DH: an AllToAll inside each node, then one "
+                           "among the ranks with the same local index across nodes); "
+                         : "",
+                     f->fit.n,
                      f->fit.rms_residual, f->fit.max_rel_residual,
                      f->fit.bound == FIT_ALPHA_ZERO  ? ", alpha bound at 0 (free fit < 0)"
                      : f->fit.bound == FIT_BETA_ZERO ? ", beta bound at 0 (free fit < 0)"

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,19 @@ void report_section_time(report *r, double seconds)
     if (!r->enabled)
         return;
     fprintf(r->out, "# section took %.2f s\n", seconds);
+    fflush(r->out);
+}
+
+void report_note(report *r, const char *fmt, ...)
+{
+    if (!r->enabled)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("# ", r->out);
+    vfprintf(r->out, fmt, ap);
+    fputc('\n', r->out);
+    va_end(ap);
     fflush(r->out);
 }
 

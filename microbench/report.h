@@ -23,6 +23,11 @@ void report_section(report *r, const char *op, const char *tier, int ranks, int 
                     const char *detail);
 /* "# took X s" after a section (where the time of the default suite goes). */
 void report_section_time(report *r, double seconds);
+/* One '#' line (printf format): e.g. why a selected operation is not measured. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+void report_note(report *r, const char *fmt, ...);
 void report_row(report *r, const bench_row *row, const char *type, const char *redop);
 void report_gemm_row(report *r, const bench_row *row);
 /* After a section's rows: how many runs its sizes took, which were measured again and why,

@@ -31,12 +31,15 @@ static int suite_saa_possible(const comm_topology *t)
 /* The (collective, tier) pairs fsmoe-plan reads under the layouts of design.md §2
  * (planner/workload.c): ESP and MP (intra) AllGather, ReduceScatter, AllReduce; EP (inter)
  * AllToAll; EP&ESP (world) AllToAll; DP (inter) AllReduce; an EP inside a node (intra)
- * AllToAll. With one node every group is intra. */
+ * AllToAll. With one node every group is intra. The 2DH AllToAll only where it is
+ * hierarchical: the world tier (several nodes with several ranks each), whatever the flags. */
 static int suite_wanted(const bench_suite *s, int op, int tier)
 {
     const bench_options *o = s->opt;
     if (!o->ops[op] || !o->tiers[tier] || !topology_has_tier(s->topo, tier))
         return 0;
+    if (op == FSMOE_OP_ALLTOALL_2DH)
+        return topology_tier_2dh(s->topo, (fsmoe_tier)tier);
     if (o->every_tier || tier == FSMOE_TIER_INTRA)
         return 1;
     if (op == FSMOE_OP_ALLTOALL)
@@ -88,7 +91,8 @@ static int suite_item_sizes(const bench_options *o, const suite_item *it, long l
 
 /* What to measure, in order. With a layout: each (op, logical group) the planner reads
  * (fsmoe_comm_needs, libfsmoe/cost.h), recorded on the group's tier; the first group to reach
- * an (op, tier) keeps it. */
+ * an (op, tier) keeps it. An AllToAll's group (EP, EP&ESP) is also measured with the 2DH
+ * AllToAll when that is selected and the group is hierarchical (topology_group_2dh). */
 static int suite_plan(const bench_suite *s, suite_item *items)
 {
     const bench_options *o = s->opt;
@@ -111,13 +115,21 @@ static int suite_plan(const bench_suite *s, suite_item *items)
     int done[FSMOE_OP_COUNT][FSMOE_TIER_COUNT] = {{0}};
     for (int i = 0; i < FSMOE_NEED_COUNT; i++) {
         fsmoe_comm_need w = fsmoe_comm_needs[i];
-        if (!o->ops[w.op] || fsmoe_group_size(s->layout, w.group) <= 1)
+        if (fsmoe_group_size(s->layout, w.group) <= 1)
             continue;
         fsmoe_tier tier = fsmoe_group_tier(s->layout, w.group);
-        if (!o->tiers[tier] || done[w.op][tier])
+        if (!o->tiers[tier])
             continue;
-        done[w.op][tier] = 1;
-        items[n++] = (suite_item){w.op, tier, w.group, 0};
+        if (o->ops[w.op] && !done[w.op][tier]) {
+            done[w.op][tier] = 1;
+            items[n++] = (suite_item){w.op, tier, w.group, 0};
+        }
+        fsmoe_op h = FSMOE_OP_ALLTOALL_2DH;
+        if (w.op == FSMOE_OP_ALLTOALL && o->ops[h] && !done[h][tier] &&
+            topology_group_2dh(s->topo, s->layout, w.group)) {
+            done[h][tier] = 1;
+            items[n++] = (suite_item){h, tier, w.group, 0};
+        }
     }
     return n;
 }
@@ -589,10 +601,10 @@ static fsmoe_status suite_collective(bench_suite *s, const suite_item *it, const
     op->shape((size_t)o->max_bytes, comm_dtype_size(o->dtype), c.P, &largest);
     op->fill(o->dtype, c.rank, c.P, &largest, hsend);
     if ((st = b->upload(b, dsend, hsend, largest.send_elems * comm_dtype_size(o->dtype), err)) ||
-        (st = b->group_init(b, group, &c.c, err)))
+        (st = b->group_init(b, group, s->topo->node, &c.c, err)))
         return st;
     measure_cfg m;
-    char note[160], full[256];
+    char note[160], full[384];
     if ((st = suite_rounds(s, group, &m, note, sizeof note, err))) {
         b->group_free(b, &c.c);
         return st;
@@ -702,8 +714,9 @@ static fsmoe_status suite_saa(bench_suite *s, fsmoe_tier tier, MPI_Comm a2a_mpi,
         own = 1;
     }
     c.rot.pool = pool;
-    if ((st = b->group_init(b, a2a_mpi, &c.g.a2a, err)) ||
-        (st = b->group_init(b, ag_mpi, &c.g.ag, err)) || (st = b->alloc(b, pool, &dmid, err)))
+    if ((st = b->group_init(b, a2a_mpi, t->node, &c.g.a2a, err)) ||
+        (st = b->group_init(b, ag_mpi, t->node, &c.g.ag, err)) ||
+        (st = b->alloc(b, pool, &dmid, err)))
         goto fail;
     if (!own) {
         dsend = send_pool;
@@ -972,10 +985,19 @@ fsmoe_status suite_run(bench_suite *s, fsmoe_error *err)
         goto fail;
     }
     suite_item items[SUITE_MAX_ITEMS];
-    int n_items = suite_plan(s, items);
+    int n_items = suite_plan(s, items), n_2dh = 0;
+    for (int i = 0; i < n_items; i++)
+        n_2dh += items[i].op == FSMOE_OP_ALLTOALL_2DH;
+    if (o->ops[FSMOE_OP_ALLTOALL_2DH] && n_2dh == 0)
+        report_note(s->rep, "alltoall_2dh not measured: %s (2DH needs a group over at least "
+                            "2 nodes with the same number, at least 2, of its ranks on each)",
+                    s->layout ? "neither the layout's EP nor its EP&ESP group is hierarchical "
+                                "on a selected tier"
+                              : "no world tier selected or present (one node, or one rank "
+                                "per node)");
     for (int i = 0; i < n_items; i++) {
         MPI_Comm group = MPI_COMM_NULL;
-        char detail[96];
+        char detail[160];
         fsmoe_tier tier = items[i].tier;
         if (items[i].size > 0) {
             /* groups of `size` tiling the tier: consecutive local ranks of a node (intra) or
@@ -1005,6 +1027,12 @@ fsmoe_status suite_run(bench_suite *s, fsmoe_error *err)
                 goto fail;
             snprintf(detail, sizeof detail, "the %s group of the layout",
                      fsmoe_group_name((fsmoe_group)items[i].group));
+        }
+        if (items[i].op == FSMOE_OP_ALLTOALL_2DH) {
+            size_t len = strlen(detail);
+            snprintf(detail + len, sizeof detail - len,
+                     ", hierarchical (2DH): AllToAll inside each node, then across nodes among "
+                     "equal local ranks");
         }
         double t0 = measure_now();
         st = suite_collective(s, &items[i], coll_op_find(items[i].op), tier, group, detail,

@@ -42,6 +42,8 @@ rows=$(cat <<ROWS
 2|-a: 4 is out of range|-a	4
 2|-c: 2 is out of range|-c	2
 2|--ops: 'bogus'|--ops	alltoall,bogus
+2|--ops: 'bogus' is not one of: alltoall, alltoall_2dh, allgather|--ops	+bogus
+0|hierarchical (2DH) AllToAll|--help
 2|--tiers: empty list|--tiers	,
 2|--gpus-per-node: 0 is out|--gpus-per-node	0
 2|--gemm-shapes|--gemm-shapes	4096

@@ -2,7 +2,8 @@
 # Implements: the emulated-cluster test of fsmoe-bench: 2 nodes x 2 ranks in network
 # namespaces (scripts/emucluster.sh), node placement detected by MPI (no --gpus-per-node), a
 # 1 Gbit/s link between the nodes: the profile must show two tiers, the inter-node AllToAll's
-# β several times the intra-node one. Skipped (77) with the reason where namespaces cannot be
+# β several times the intra-node one, and the 2DH AllToAll (--ops ...,alltoall_2dh) on the
+# world tier with its r². Skipped (77) with the reason where namespaces cannot be
 # made (not root, no CAP_SYS_ADMIN).
 # usage: bench_emu.sh FSMOE_BENCH CHECK_PROFILE
 set -u
@@ -18,12 +19,19 @@ fi
 tmp=$(mktemp -d /tmp/fsmoe-bench-emu.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 "$emu" --nodes 2 --ranks-per-node 2 --rate 1gbit -- "$bench" -b 1M -e 4M -i 1M -n 3 -w 1 \
-    --ops alltoall,allgather,saa --all-tiers -o "$tmp/emu.yaml" > "$tmp/out.txt" 2>&1
+    --ops alltoall,allgather,saa,alltoall_2dh --all-tiers -o "$tmp/emu.yaml" > "$tmp/out.txt" 2>&1
 rc=$?
 cat "$tmp/out.txt"
 [ $rc -eq 0 ] || { echo "FAIL: fsmoe-bench on the emulated cluster exited $rc"; exit 1; }
 grep -q "2 nodes x 2 (from node placement)" "$tmp/out.txt" \
     || { echo "FAIL: MPI did not see 2 nodes of 2 ranks"; exit 1; }
+grep -q "^# Out of bounds values : 0 OK" "$tmp/out.txt" || { echo "FAIL: wrong values"; exit 1; }
 "$check" "$tmp/emu.yaml" 2 2 alltoall:intra alltoall:inter alltoall:world allgather:intra \
-    allgather:inter saa:world ratio=alltoall:inter/intra:3 ratio=allgather:inter/intra:3 || exit 1
+    allgather:inter saa:world alltoall_2dh:world ratio=alltoall:inter/intra:3 \
+    ratio=allgather:inter/intra:3 > "$tmp/check.txt"
+rc=$?
+cat "$tmp/check.txt"
+[ $rc -eq 0 ] || exit 1
+grep -Eq "^alltoall_2dh +world +ranks 4 alpha .* r2 [01]\.[0-9]{6} points 4" "$tmp/check.txt" \
+    || { echo "FAIL: no 2DH entry with its r2"; exit 1; }
 echo "emulated cluster: two tiers seen"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Implements: the `mpi` suite test of fsmoe-bench: 4 ranks (2 "nodes" by --gpus-per-node) on
 # small sizes write a profile that the planner's reader and fsmoe-plan accept, with every
-# operation on every tier, no wrong values, JSON and SVG; then the node placement detected by
-# MPI (one node here), another datatype and reduction, and impossible configurations (exit 2).
+# operation on every tier, no wrong values, JSON and SVG; the 2DH AllToAll beside the flat one
+# (asked for with --ops, on the world tier and on a layout's EP group; refused with a note on
+# one node); then the node placement detected by MPI (one node here), another datatype and
+# reduction, and impossible configurations (exit 2).
 # usage: bench_mpi.sh FSMOE_BENCH CHECK_PROFILE [FSMOE_PLAN]
 set -u
 bench=$1 check=$2 plan=${3:-}
@@ -37,19 +39,44 @@ if [ -n "$plan" ] && [ -x "$plan" ]; then
         || fail "fsmoe-plan rejected the fresh profile"
 fi
 
+echo "== 4 ranks, 2 per node: the 2DH AllToAll beside the flat one (--ops alltoall,alltoall_2dh)"
+"${mpi[@]}" -np 4 "$bench" --gpus-per-node 2 "${small[@]}" --ops alltoall,alltoall_2dh \
+    -o "$tmp/2dh.yaml" --plot "$tmp/2dh.svg" > "$tmp/out2dh.txt" 2>&1 \
+    || { cat "$tmp/out2dh.txt"; fail "2DH run"; }
+grep -q "^# Out of bounds values : 0 OK" "$tmp/out2dh.txt" || fail "2DH: wrong values"
+grep -q "^# alltoall_2dh on tier world: 1 group of 4 ranks, all ranks, hierarchical (2DH)" \
+    "$tmp/out2dh.txt" || fail "2DH: no world section"
+grep -q "^# alltoall_2dh on tier \(intra\|inter\)" "$tmp/out2dh.txt" \
+    && fail "2DH measured on a tier where it is not hierarchical"
+"$check" "$tmp/2dh.yaml" 2 2 alltoall:world alltoall_2dh:world > "$tmp/check2dh.txt" \
+    || { cat "$tmp/check2dh.txt"; fail "2DH profile"; }
+grep -Eq "^alltoall_2dh +world +ranks 4 alpha .* r2 [01]\.[0-9]{6} points 4" "$tmp/check2dh.txt" \
+    || { cat "$tmp/check2dh.txt"; fail "2DH entry without r2 or points"; }
+grep -Eq "^# alltoall_2dh +world +4 +4 .* [01]\.[0-9]{6}" "$tmp/out2dh.txt" \
+    || fail "2DH fit not in the fit table"
+grep -q "# hierarchical AllToAll (2DH" "$tmp/2dh.yaml" || fail "2DH: the profile does not say what 2DH is"
+grep -q "flat alltoall, world (4 ranks)" "$tmp/2dh.svg" || fail "2DH plot without the flat line"
+
 echo "== 4 ranks, node placement from MPI (one node): only the intra tier"
-"${mpi[@]}" -np 4 "$bench" "${small[@]}" --ops alltoall,allreduce,saa -d int32 --op max \
+"${mpi[@]}" -np 4 "$bench" "${small[@]}" --ops alltoall,allreduce,saa,alltoall_2dh -d int32 --op max \
     -o "$tmp/one.yaml" > "$tmp/out1.txt" 2>&1 || { cat "$tmp/out1.txt"; fail "single-node run"; }
 grep -q "^# Out of bounds values : 0 OK" "$tmp/out1.txt" || fail "int32/max: wrong values"
 "$check" "$tmp/one.yaml" 1 4 alltoall:intra allreduce:intra saa:intra || fail "single-node profile"
 grep -q "tier: inter" "$tmp/one.yaml" && fail "one node has no inter tier"
+grep -q "^# alltoall_2dh not measured: no world tier" "$tmp/out1.txt" \
+    || fail "one node: no note that the 2DH AllToAll was not measured"
+grep -q "op: alltoall_2dh" "$tmp/one.yaml" && fail "one node has no 2DH entry"
 
-echo "== layout flags: EP over all 4 ranks (esp 1) puts the AllToAll on the world tier"
-"${mpi[@]}" -np 4 "$bench" --gpus-per-node 2 --esp 1 --ep 4 "${small[@]}" --ops alltoall,allgather,saa \
+echo "== layout flags: EP over all 4 ranks (esp 1) puts the AllToAll (and 2DH) on the world tier"
+"${mpi[@]}" -np 4 "$bench" --gpus-per-node 2 --esp 1 --ep 4 "${small[@]}" \
+    --ops alltoall,allgather,saa,alltoall_2dh \
     -o "$tmp/lay.yaml" > "$tmp/out2.txt" 2>&1 || { cat "$tmp/out2.txt"; fail "layout run"; }
 grep -q "alltoall on tier world: 1 group of 4 ranks, the ep group of the layout" "$tmp/out2.txt" \
     || fail "EP group of --esp 1 --ep 4 not measured on the world tier"
-"$check" "$tmp/lay.yaml" 2 2 alltoall:world allgather:intra saa:world || fail "layout profile"
+grep -q "alltoall_2dh on tier world: 1 group of 4 ranks, the ep group of the layout, hierarchical" \
+    "$tmp/out2.txt" || fail "2DH on the EP group of --esp 1 --ep 4 not measured"
+"$check" "$tmp/lay.yaml" 2 2 alltoall:world allgather:intra saa:world alltoall_2dh:world \
+    || fail "layout profile"
 
 echo "== impossible configurations and bad flags exit 2 with a message"
 "${mpi[@]}" -np 4 "$bench" --gpus-per-node 2 --dp 3 "${small[@]}" > "$tmp/bad5.txt" 2>&1

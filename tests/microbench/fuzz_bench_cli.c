@@ -4,8 +4,8 @@
  * file is opened). Checked: no crash, leak or sanitizer report; a refusal is always a usage error
  * with a message that names a flag or argument; an accepted command line satisfies every
  * combination rule (sizes in order and countable, counts within MPI's int, outputs distinct).
- * fuzz-sources: microbench/options.c comm/comm_dtype.c libfsmoe/cli.c libfsmoe/names.c libfsmoe/status.c
- * fuzz-libs: -lm
+ * fuzz-sources: microbench/options.c comm/comm_dtype.c libfsmoe/cli.c libfsmoe/names.c libfsmoe/status.c libfsmoe/cluster.c libfsmoe/yaml_read.c libfsmoe/input_file.c libfsmoe/parallel.c
+ * fuzz-libs: -lyaml -lm
  * fuzz-seeds: tests/microbench/fuzz_bench_cli_seeds/[a-z]*
  * fuzz-dict: tests/microbench/fuzz_bench_cli.dict
  */

@@ -1,5 +1,6 @@
 /* Implements: the gpu-suite test of the NCCL + cuBLAS backend (microbench/comm_nccl.cu) on one
- * rank: upload/download, an AllReduce and an AllToAll over a one-rank group, a GEMM against
+ * rank: upload/download, an AllReduce and an AllToAll over a one-rank group (where the 2DH
+ * AllToAll must refuse: one node), a GEMM against
  * the host's exact check and a device copy. Exits 77 (skipped) when this build has no NCCL
  * backend or no CUDA device can be used, and says which. */
 #include <mpi.h>
@@ -50,7 +51,7 @@ int main(int argc, char **argv)
     CHECK(b.alloc(&b, big * 4, &d1, &err));
     CHECK(b.alloc(&b, big * 4, &d2, &err));
     CHECK(b.alloc(&b, big * 4, &d3, &err));
-    CHECK(b.group_init(&b, MPI_COMM_WORLD, &comm, &err));
+    CHECK(b.group_init(&b, MPI_COMM_WORLD, 0, &comm, &err));
 
     /* Collectives on the world group (1 rank: the output is the input). */
     const coll_op *ops[] = {&op_alltoall, &op_allreduce, &op_allgather, &op_reducescatter};
@@ -67,6 +68,14 @@ int main(int argc, char **argv)
         size_t wrong = ops[o]->check(COMM_FLOAT, COMM_SUM, 0, P, &s, h2);
         printf("%s: %zu wrong\n", ops[o]->name, wrong);
         rc |= wrong != 0;
+    }
+    /* The 2DH AllToAll refuses a group on one node, saying why. */
+    {
+        fsmoe_error e2 = {0};
+        fsmoe_status st2 = b.alltoall_2dh(&b, comm, d1, d2, 16, COMM_FLOAT, 1, &e2);
+        int ok = st2 == FSMOE_ERR_USAGE && strstr(e2.msg, "not hierarchical");
+        printf("alltoall_2dh on one node: %s (%s)\n", ok ? "refused" : "WRONG", e2.msg);
+        rc |= !ok;
     }
     /* GEMM, checked exactly on the host. */
     gemm_fill(h1, (size_t)m * k, h2, (size_t)k * n, 2);

@@ -31,6 +31,11 @@ static const option_case cases[] = {
     {{"-a", "4"}, FSMOE_ERR_USAGE, "-a"},
     {{"-c", "2"}, FSMOE_ERR_USAGE, "-c"},
     {{"--ops", "alltoall,bogus"}, FSMOE_ERR_USAGE, "reducescatter"},
+    {{"--ops", "alltoall_3dh"}, FSMOE_ERR_USAGE, "alltoall_2dh"},
+    {{"--ops", "+bogus"}, FSMOE_ERR_USAGE, "alltoall_2dh"},
+    {{"--ops", "+"}, FSMOE_ERR_USAGE, "empty"},
+    {{"--ops", "alltoall,alltoall_2dh"}, FSMOE_OK, NULL},
+    {{"--tiers", "+world"}, FSMOE_ERR_USAGE, "intra"},
     {{"--tiers", "local"}, FSMOE_ERR_USAGE, "intra"},
     {{"--tiers", ","}, FSMOE_ERR_USAGE, "empty"},
     {{"--gpus-per-node", "0"}, FSMOE_ERR_USAGE, "--gpus-per-node"},
@@ -136,6 +141,52 @@ static void test_refine_defaults(void **state)
     assert_int_equal(o.max_iters, 20);
 }
 
+/* The default operations leave out the 2DH AllToAll (the default suite's time budget);
+ * --ops +LIST adds LIST to them, --ops LIST replaces them; a bad name lists the allowed ones. */
+static void test_ops_2dh(void **state)
+{
+    (void)state;
+    bench_options o;
+    fsmoe_error err = {0};
+    options_defaults(&o);
+    assert_false(o.ops[FSMOE_OP_ALLTOALL_2DH]);
+    for (int op = 0; op < FSMOE_OP_COUNT; op++)
+        if (op != FSMOE_OP_ALLTOALL_2DH)
+            assert_true(o.ops[op]);
+    char *plus[] = {"fsmoe-bench", "--ops", "+alltoall_2dh", NULL};
+    assert_int_equal(options_parse(3, plus, &o, &err), FSMOE_OK);
+    for (int op = 0; op < FSMOE_OP_COUNT; op++)
+        assert_true(o.ops[op]);
+    options_defaults(&o);
+    char *two[] = {"fsmoe-bench", "--ops", "alltoall,alltoall_2dh", NULL};
+    assert_int_equal(options_parse(3, two, &o, &err), FSMOE_OK);
+    for (int op = 0; op < FSMOE_OP_COUNT; op++)
+        assert_int_equal(o.ops[op], op == FSMOE_OP_ALLTOALL || op == FSMOE_OP_ALLTOALL_2DH);
+    /* +LIST adds to the defaults, not to an earlier --ops */
+    options_defaults(&o);
+    char *later[] = {"fsmoe-bench", "--ops", "gemm", "--ops", "+alltoall_2dh", NULL};
+    assert_int_equal(options_parse(5, later, &o, &err), FSMOE_OK);
+    assert_true(o.ops[FSMOE_OP_ALLTOALL] && o.ops[FSMOE_OP_ALLTOALL_2DH] && o.ops[FSMOE_OP_SAA]);
+    options_defaults(&o);
+    char *bad[] = {"fsmoe-bench", "--ops", "+alltoall_2dx", NULL};
+    assert_int_equal(options_parse(3, bad, &o, &err), FSMOE_ERR_USAGE);
+    const char *names[] = {"alltoall", "alltoall_2dh", "allgather", "reducescatter", "allreduce",
+                           "saa", "gemm", "copy", "alltoall_2dx"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strstr(err.msg, names[i]))
+            fail_msg("message '%s' lacks '%s'", err.msg, names[i]);
+    /* the stage of the 2DH AllToAll is counted in the memory check */
+    bench_options a, b;
+    options_defaults(&a);
+    options_defaults(&b);
+    b.ops[FSMOE_OP_ALLTOALL_2DH] = 1;
+    assert_true(options_rank_bytes(&b, 2, NULL, 0) - options_rank_bytes(&a, 2, NULL, 0) ==
+                (double)a.rotate_bytes); /* 256M > 3 x 24M */
+    a.rotate_bytes = b.rotate_bytes = 0;
+    assert_true(options_rank_bytes(&b, 2, NULL, 0) - options_rank_bytes(&a, 2, NULL, 0) ==
+                3.0 * (double)a.max_bytes);
+}
+
 static void test_reparse_after_short_cluster(void **state)
 {
     (void)state;
@@ -162,6 +213,7 @@ int main(void)
         cmocka_unit_test(test_defaults_follow_fsmoe),
         cmocka_unit_test(test_refine_defaults),
         cmocka_unit_test(test_reparse_after_short_cluster),
+        cmocka_unit_test(test_ops_2dh),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -90,6 +90,7 @@ static void run_collective(const coll_op *op, comm_dtype t, comm_redop rop, int 
         size_t c = s.call_count;
         switch (op->op) {
         case FSMOE_OP_ALLTOALL:
+        case FSMOE_OP_ALLTOALL_2DH: /* the same result, another algorithm */
             for (int p = 0; p < P; p++)
                 memcpy(recv + (size_t)p * c * es, send[p] + (size_t)r * c * es, c * es);
             break;
@@ -121,7 +122,8 @@ static void run_collective(const coll_op *op, comm_dtype t, comm_redop rop, int 
             comm_pattern_fill(t, recv + j * es, 1, 0, 1);
         assert_int_equal(op->check(t, rop, r, P, &s, recv), 1);
         memcpy(recv + j * es, save, es);
-        if (P > 1 && (op->op == FSMOE_OP_ALLTOALL || op->op == FSMOE_OP_ALLGATHER)) {
+        if (P > 1 && (op->op == FSMOE_OP_ALLTOALL || op->op == FSMOE_OP_ALLTOALL_2DH ||
+                      op->op == FSMOE_OP_ALLGATHER)) {
             /* Blocks 0 and 1 swapped: data from the wrong peers. */
             unsigned char *tmp = malloc(s.call_count * es);
             memcpy(tmp, recv, s.call_count * es);
@@ -140,9 +142,10 @@ static void run_collective(const coll_op *op, comm_dtype t, comm_redop rop, int 
 static void test_collective_checks(void **state)
 {
     (void)state;
-    const coll_op *ops[] = {&op_alltoall, &op_allgather, &op_reducescatter, &op_allreduce};
+    const coll_op *ops[] = {&op_alltoall, &op_alltoall_2dh, &op_allgather, &op_reducescatter,
+                            &op_allreduce};
     const int Ps[] = {1, 2, 4, 5};
-    for (size_t o = 0; o < 4; o++)
+    for (size_t o = 0; o < 5; o++)
         for (size_t pi = 0; pi < 4; pi++)
             for (int t = 0; t < COMM_DTYPE_COUNT; t++)
                 run_collective(ops[o], (comm_dtype)t, COMM_SUM, Ps[pi], 40000);

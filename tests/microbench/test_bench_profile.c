@@ -46,6 +46,7 @@ static void test_round_trip(void **state)
     add_line(&res, FSMOE_OP_ALLTOALL, FSMOE_TIER_INTRA, 2, 2e-5, 2e-10, 0.0);
     add_line(&res, FSMOE_OP_ALLTOALL, FSMOE_TIER_INTER, 2, 3e-4, 1.2e-8, 0.0);
     add_line(&res, FSMOE_OP_ALLTOALL, FSMOE_TIER_WORLD, 4, 4e-4, 1.5e-8, 0.0);
+    add_line(&res, FSMOE_OP_ALLTOALL_2DH, FSMOE_TIER_WORLD, 4, 2.5e-4, 1.7e-8, 0.0);
     add_line(&res, FSMOE_OP_ALLGATHER, FSMOE_TIER_INTRA, 2, 1e-5, 1e-10, 0.0);
     add_line(&res, FSMOE_OP_REDUCESCATTER, FSMOE_TIER_INTRA, 2, 1e-5, 3e-10, 0.0);
     add_line(&res, FSMOE_OP_ALLREDUCE, FSMOE_TIER_INTER, 2, 5e-4, 2.5e-8, 0.4); /* noisy */
@@ -87,6 +88,16 @@ static void test_round_trip(void **state)
     assert_true(near(e->points[3].n, 4 * 1048576.0, 1e-12));
     assert_true(near(e->points[3].seconds, 3e-4 + 1.2e-8 * 4 * 1048576.0, 1e-5));
     assert_int_equal(c.ops[FSMOE_OP_ALLTOALL][FSMOE_TIER_WORLD].ranks, 4);
+    /* the 2DH AllToAll: its own entry beside the flat one, every point kept */
+    const fsmoe_cost_entry *h = &c.ops[FSMOE_OP_ALLTOALL_2DH][FSMOE_TIER_WORLD];
+    assert_true(h->present);
+    assert_int_equal(h->ranks, 4);
+    assert_true(near(h->alpha_s, 2.5e-4, 1e-5));
+    assert_true(near(h->beta_s, 1.7e-8, 1e-5));
+    assert_true(h->r2 > 0.99999);
+    assert_int_equal(h->n_points, 12);
+    assert_true(near(h->points[11].seconds, 2.5e-4 + 1.7e-8 * 12 * 1048576.0, 1e-5));
+    assert_false(c.ops[FSMOE_OP_ALLTOALL_2DH][FSMOE_TIER_INTER].present);
     assert_true(c.ops[FSMOE_OP_SAA][FSMOE_TIER_WORLD].present);
     assert_true(c.ops[FSMOE_OP_ALLGATHER][FSMOE_TIER_INTRA].present);
     assert_false(c.ops[FSMOE_OP_ALLGATHER][FSMOE_TIER_INTER].present);
@@ -110,11 +121,16 @@ static void test_round_trip(void **state)
     FILE *f = fopen(path, "r");
     assert_non_null(f);
     char line[512];
-    int low = 0;
-    while (fgets(line, sizeof line, f))
+    int low = 0, op2dh = 0, said = 0;
+    while (fgets(line, sizeof line, f)) {
         low += strstr(line, "LOW R2: allreduce on inter") != NULL;
+        op2dh += strstr(line, "op: alltoall_2dh") != NULL;
+        said += line[0] == ' ' && strstr(line, "# hierarchical AllToAll (2DH") != NULL;
+    }
     fclose(f);
     assert_int_equal(low, 1);
+    assert_int_equal(op2dh, 1);
+    assert_int_equal(said, 1); /* the entry says what 2DH is */
 
     /* Atomic: nothing but the profile in the directory. */
     DIR *d = opendir(dir);
