@@ -248,6 +248,82 @@ static int lookup(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier, int rank
     return 0;
 }
 
+/* "path:line:col: ops" when the profile was read from a file, else its path or name. */
+static void profile_where(const fsmoe_cluster *c, const char *cluster_path, char *where,
+                          size_t len)
+{
+    snprintf(where, len, "%s", cluster_path ? cluster_path : c->name);
+    if (c->at.ops.where[0])
+        snprintf(where, len, "%s", c->at.ops.where);
+}
+
+/* The hierarchical AllToAll over nodes × locals ranks (cost.h): the measured world entry at
+ * that size, else alltoall(intra, locals) + alltoall(inter, nodes) + 3 × copy at the same n.
+ * 0 when neither; *missing then names the first part the derivation lacks. */
+static int lookup_2dh(const fsmoe_cluster *c, int nodes, int locals, fsmoe_line *out, char *note,
+                      size_t note_len, const char **missing)
+{
+    char sub[1024] = "";
+    *missing = NULL;
+    if (entry_line(c, FSMOE_OP_ALLTOALL_2DH, FSMOE_TIER_WORLD, nodes * locals, out, note,
+                   note_len))
+        return 1;
+    fsmoe_line intra, inter, copy;
+    if (!lookup(c, FSMOE_OP_ALLTOALL, FSMOE_TIER_INTRA, locals, &intra, sub, sizeof sub, 1)) {
+        *missing = "alltoall intra";
+        return 0;
+    }
+    if (!lookup(c, FSMOE_OP_ALLTOALL, FSMOE_TIER_INTER, nodes, &inter, sub, sizeof sub, 1)) {
+        *missing = "alltoall inter";
+        return 0;
+    }
+    if (!entry_line(c, FSMOE_OP_COPY, FSMOE_TIER_LOCAL, 0, &copy, sub, sizeof sub)) {
+        *missing = "copy local";
+        return 0;
+    }
+    out->alpha_s = intra.alpha_s + inter.alpha_s + 3.0 * copy.alpha_s;
+    out->beta_s = intra.beta_s + inter.beta_s + 3.0 * copy.beta_s;
+    out->entry = NULL;
+    char line[400];
+    snprintf(line, sizeof line,
+             "alltoall_2dh world (%d nodes x %d): not in the profile, derived as alltoall(intra, "
+             "%d ranks) + alltoall(inter, %d ranks) + 3 x copy at the same bytes (hierarchical "
+             "AllToAll: two phases and three re-layouts of one rank's buffer, no overlap)",
+             nodes, locals, locals, nodes);
+    note_lines_add(note, note_len, line);
+    if (sub[0])
+        note_lines_add(note, note_len, sub);
+    return 1;
+}
+
+fsmoe_status fsmoe_cost_line_2dh(const fsmoe_cluster *c, const char *cluster_path, int nodes,
+                                 int locals, fsmoe_line *out, char *note, size_t note_len,
+                                 fsmoe_error *err)
+{
+    *out = fsmoe_line_zero();
+    if (nodes < 2 || locals < 2)
+        return fsmoe_fail(err, FSMOE_ERR_INTERNAL,
+                          "fsmoe_cost_line_2dh: a group of %d node%s x %d member%s is not "
+                          "hierarchical (2DH needs >= 2 nodes with >= 2 members on each; "
+                          "otherwise it is the flat alltoall)",
+                          nodes, nodes == 1 ? "" : "s", locals, locals == 1 ? "" : "s");
+    char sub[1024] = "";
+    const char *missing = NULL;
+    if (lookup_2dh(c, nodes, locals, out, sub, sizeof sub, &missing)) {
+        if (sub[0])
+            note_lines_add(note, note_len, sub);
+        return FSMOE_OK;
+    }
+    char where[700];
+    profile_where(c, cluster_path, where, sizeof where);
+    return fsmoe_fail(err, FSMOE_ERR_VALUE,
+                      "%s: no alltoall_2dh entry for tier world, and no %s entry to derive it "
+                      "from (expected an `ops` entry with op: alltoall_2dh, tier: world, or the "
+                      "entries alltoall intra, alltoall inter and copy local: 2DH over %d nodes "
+                      "x %d = alltoall(intra, %d) + alltoall(inter, %d) + 3 x copy)",
+                      where, missing, nodes, locals, locals, nodes);
+}
+
 fsmoe_status fsmoe_cost_line(const fsmoe_cluster *c, const char *cluster_path, fsmoe_op op,
                              fsmoe_tier tier, fsmoe_line *out, char *note, size_t note_len,
                              fsmoe_error *err)
@@ -263,6 +339,22 @@ fsmoe_status fsmoe_cost_line_at(const fsmoe_cluster *c, const char *cluster_path
     if ((unsigned)op >= FSMOE_OP_COUNT || (unsigned)tier >= FSMOE_TIER_COUNT)
         return fsmoe_fail(err, FSMOE_ERR_INTERNAL, "fsmoe_cost_line: op %d tier %d out of range",
                           (int)op, (int)tier);
+    if (op == FSMOE_OP_ALLTOALL_2DH) {
+        /* a world-tier group of full nodes (the shape of fsmoe-bench's world measurement);
+         * a group with fewer members per node has its shape: fsmoe_cost_line_2dh */
+        int G = c->gpus_per_node > 0 ? c->gpus_per_node : 1;
+        if (tier != FSMOE_TIER_WORLD || (ranks > 0 && ranks % G != 0))
+            return fsmoe_fail(err, FSMOE_ERR_INTERNAL,
+                              "fsmoe_cost_line_at: alltoall_2dh on tier %s at %d ranks of %d per "
+                              "node is not a hierarchical group of full nodes (use alltoall, "
+                              "or fsmoe_cost_line_2dh with the group's shape)",
+                              fsmoe_tier_name(tier), ranks, G);
+        if (ranks <= 0) {
+            const fsmoe_cost_entry *w = &c->ops[FSMOE_OP_ALLTOALL_2DH][FSMOE_TIER_WORLD];
+            ranks = w->present ? w->ranks : c->nodes * G;
+        }
+        return fsmoe_cost_line_2dh(c, cluster_path, ranks / G, G, out, note, note_len, err);
+    }
     char sub[1024] = "";
     if (lookup(c, op, tier, ranks, out, sub, sizeof sub, 0)) {
         if (sub[0])
@@ -276,9 +368,7 @@ fsmoe_status fsmoe_cost_line_at(const fsmoe_cluster *c, const char *cluster_path
         tried = "; also tried alltoall on that tier + allgather intra";
     /* at the profile's `ops` list when it was read from a file ("path:line:col: ops") */
     char where[700];
-    snprintf(where, sizeof where, "%s", cluster_path ? cluster_path : c->name);
-    if (c->at.ops.where[0])
-        snprintf(where, sizeof where, "%s", c->at.ops.where);
+    profile_where(c, cluster_path, where, sizeof where);
     return fsmoe_fail(err, FSMOE_ERR_VALUE,
                       "%s: no %s entry for tier %s (expected an `ops` entry with op: %s, tier: %s%s%s)",
                       where, fsmoe_op_name(op),

@@ -6,8 +6,20 @@
  * lookup returns, which the planner copies into the plan):
  *   - world tier missing -> inter tier (the inter-node link bounds an EP&ESP AllToAll);
  *   - allreduce missing on a tier -> reducescatter + allgather on it (ring AllReduce = RS + AG);
- *   - saa missing -> alltoall(world) + allgather(intra) run back to back (no overlap credit).
+ *   - saa missing -> alltoall(world) + allgather(intra) run back to back (no overlap credit);
+ *   - alltoall_2dh missing -> over a group of P = nodes × g ranks (g members on each of `nodes`
+ *     nodes), alltoall(intra, g ranks) + alltoall(inter, nodes ranks) + 3 × copy, every term at
+ *     the same n (each phase of the hierarchical AllToAll, comm/a2a_2dh.h, moves one rank's
+ *     whole buffer, and each of its three re-layouts copies it once); the lines add (α and β
+ *     sum). No overlap credit between the phases (they depend on each other).
  * Anything else missing is an error naming the profile, the op and the tier.
+ *
+ * The hierarchical AllToAll (FSMOE_OP_ALLTOALL_2DH, "2DH") exists only on a group that spans
+ * at least two nodes with the same number (≥ 2) of members on each — a world-tier group
+ * (parallel.h). On one node, or with one member per node, 2DH is the flat AllToAll: there is no
+ * 2DH line to ask for, and fsmoe_cost_line_2dh refuses such a shape (FSMOE_ERR_INTERNAL: the
+ * caller, not the profile, is wrong). Its measured entries (fsmoe-bench measures it on the
+ * world tier) follow the group-size rule below by their rank count, as alltoall's do.
  *
  * Group size. A profile may hold an (op, tier) at several group sizes (cluster.h `ranks`); a
  * plan needs it at the size p of its logical group (fsmoe_group_size). The line used is:
@@ -89,8 +101,19 @@ fsmoe_status fsmoe_cost_line_at(const fsmoe_cluster *c, const char *cluster_path
                                 fsmoe_tier tier, int ranks, fsmoe_line *out, char *note,
                                 size_t note_len, fsmoe_error *err);
 
+/* The hierarchical AllToAll over a group of nodes × locals ranks (locals members on each of
+ * `nodes` nodes, both ≥ 2): the measured alltoall_2dh world entry at that rank count (or scaled
+ * from the sizes measured, as alltoall), else the derivation above (noted). Fails with
+ * FSMOE_ERR_VALUE naming the missing entry when neither exists, FSMOE_ERR_INTERNAL for a shape
+ * that is not hierarchical. fsmoe_cost_line_at(FSMOE_OP_ALLTOALL_2DH, world, P) is this with
+ * locals = the profile's gpus_per_node (full nodes). */
+fsmoe_status fsmoe_cost_line_2dh(const fsmoe_cluster *c, const char *cluster_path, int nodes,
+                                 int locals, fsmoe_line *out, char *note, size_t note_len,
+                                 fsmoe_error *err);
+
 /* nccl-tests' bus-bandwidth factor s(p): 2(p−1)/p for AllReduce, (p−1)/p for the other
- * collectives, 1 for local operations. */
+ * collectives (the hierarchical AllToAll counts as AllToAll: the same bytes leave each rank),
+ * 1 for local operations. */
 double fsmoe_busbw_factor(fsmoe_op op, int ranks);
 
 /* The group-size rule on entries of one (op, tier), ascending by ranks (n >= 1; no two with

@@ -29,7 +29,8 @@ static const fsmoe_yaml_enum expert_table[] = {
 static const fsmoe_yaml_enum gate_table[] = {{"gshard", 0},        {"sigmoid", 1}, {"xmoe", 2},
                                              {"expert_choice", 3}, {"softmoe", 4}, {NULL, 0}};
 static const fsmoe_yaml_enum order_table[] = {{"gshard", 0}, {"tutel", 1}, {NULL, 0}};
-static const fsmoe_yaml_enum dispatch_table[] = {{"nccl", 0}, {"1dh", 1}, {"2dh", 2}, {NULL, 0}};
+static const fsmoe_yaml_enum dispatch_table[] = {
+    {"nccl", 0}, {"1dh", 1}, {"2dh", 2}, {"auto", 3}, {NULL, 0}};
 /* value = bytes per element */
 static const fsmoe_yaml_enum dtype_table[] = {{"fp16", 2}, {"bf16", 2}, {"fp32", 4}, {NULL, 0}};
 
@@ -259,6 +260,8 @@ static fsmoe_status load_doc(fsmoe_yaml *y, fsmoe_model *m, fsmoe_error *err)
     snprintf(m->gate, sizeof m->gate, "%s", fsmoe_name_of(gate_table, gate));
     snprintf(m->order, sizeof m->order, "%s", fsmoe_name_of(order_table, order));
     snprintf(m->dispatch, sizeof m->dispatch, "%s", fsmoe_name_of(dispatch_table, dispatch));
+    if (fsmoe_yaml_get(&moe, "dispatch", FSMOE_OPTIONAL, &n, NULL) == FSMOE_OK && n.node)
+        fsmoe_mark_set(&m->at.dispatch, &n);
 
     /* training */
     if ((st = fsmoe_yaml_mapping(&root, "training", FSMOE_REQUIRED, &tr, err)) ||

@@ -30,6 +30,11 @@ typedef struct {
     int moe_every;       /* block b is MoE iff b >= moe_first && (b - moe_first) % moe_every == 0 */
     int moe_first;
     double f;            /* capacity factor; 0 = none (no dropping) */
+    /* dispatch: how the Dispatch/Combine AllToAll runs (design.md §10): `nccl` the flat
+     * AllToAll over the group, `2dh` the hierarchical one (comm/a2a_2dh.h) where the group is
+     * hierarchical, `auto` the planner's choice per layer (plan.h a2a_algorithm: nccl or 2dh),
+     * `1dh` Hetu's — a name the schema keeps (design.md lists it) but nothing implements:
+     * fsmoe-plan refuses it at this field. */
     char gate[24], order[16], dispatch[16];
     /* training shape the plan is made for */
     long B;              /* samples per GPU */
@@ -40,7 +45,7 @@ typedef struct {
     fsmoe_parallel parallel;
     /* where the fields that later checks combine were read (fsmoe_model_resolve names them) */
     struct {
-        fsmoe_mark experts, top_k, capacity_factor;
+        fsmoe_mark experts, top_k, capacity_factor, dispatch;
     } at;
 } fsmoe_model;
 

@@ -168,6 +168,33 @@ static void explain_layer(const fsmoe_layer_plan *l, FILE *out)
             explain_case_words(l->bwd.binding_case));
 }
 
+/* "alltoall 2dh (hierarchical) in layers 0-3, nccl (flat) in layers 4-7": each layer's
+ * a2a.algorithm by runs of layers; with `dispatch: auto` the notes say by how much each run won
+ * (plan_model.h). */
+static void explain_algorithms(const fsmoe_plan *p, FILE *out)
+{
+    fprintf(out, "alltoall");
+    for (int i = 0; i < p->n_layers;) {
+        const char *a = p->layers[i].a2a_algorithm;
+        int j = i;
+        while (j + 1 < p->n_layers && strcmp(p->layers[j + 1].a2a_algorithm, a) == 0)
+            j++;
+        const char *words = strcmp(a, "2dh") == 0 ? " (hierarchical)"
+                            : strcmp(a, "nccl") == 0 || !a[0] ? " (flat)"
+                                                               : "";
+        if (i == 0 && j == p->n_layers - 1)
+            fprintf(out, " %s%s in every layer", a[0] ? a : "nccl", words);
+        else if (i == j)
+            fprintf(out, "%s %s%s in layer %d", i ? "," : "", a[0] ? a : "nccl", words,
+                    p->layers[i].index);
+        else
+            fprintf(out, "%s %s%s in layers %d-%d", i ? "," : "", a[0] ? a : "nccl", words,
+                    p->layers[i].index, p->layers[j].index);
+        i = j + 1;
+    }
+    fprintf(out, "%s\n", p->n_layers > 0 ? "" : " -");
+}
+
 static void explain_baseline(const char *name, double base_s, double plan_s, FILE *out)
 {
     char t[24];
@@ -202,6 +229,7 @@ void explain_plan(const fsmoe_plan *p, const char *source, FILE *out)
             fsmoe_a2a_split_name(p->split));
     fprintf(out, "method   %s (decided by %s), planner %s\n", p->method, p->decided_by,
             p->planner_version);
+    explain_algorithms(p, out);
     fprintf(out, "inputs   %s (sha256 %.12s…), %s (sha256 %.12s…)\n", p->model_path,
             p->model_sha256, p->cluster_path, p->cluster_sha256);
     if (p->n_overrides > 0) {

@@ -63,7 +63,7 @@ double grad_ar_inverse(const fsmoe_line *ar, double t)
 /* ---- f_moe(t): per distinct MoE layer model (its candidate schedules) ---- */
 
 typedef struct {
-    int kind;     /* 0 = ESP pipeline, 1 + j = the layer's alt[j] */
+    int kind;     /* 0 = ESP pipeline, 1 + j = the layer's alternative j */
     int r_max;
     double fwd;   /* forward time of the candidate (enters the choice) */
     double *f1;   /* f1(r) (ESP) or c1(r) (PauseMP) at t_gar = 0, r = 1..r_max (index r-1) */
@@ -113,15 +113,28 @@ static int same_pausemp(const pausemp_problem *a, const pausemp_problem *b)
            a->serial_s == b->serial_s && a->r_max == b->r_max;
 }
 
+/* The ESP pipeline problem of candidate `kind` of L (0 = moe_bwd, 1 + j = alternative j when it
+ * is an ESP pipeline), NULL for a PauseMP candidate. */
+static const pipeline_problem *cand_pipe(const grad_layer_in *L, int kind)
+{
+    if (kind == 0)
+        return &L->moe_bwd;
+    return L->alt_esp[kind - 1] ? &L->alt_pipe[kind - 1] : NULL;
+}
+
 /* Two layers whose MoE layers cost the same under every candidate (dense and gradients aside). */
 static int same_moe_model(const grad_layer_in *a, const grad_layer_in *b)
 {
     if (!same_problem(&a->moe_bwd, &b->moe_bwd) || a->moe_fwd_s != b->moe_fwd_s ||
         a->esp_off != b->esp_off || a->n_alt != b->n_alt)
         return 0;
-    for (int j = 0; j < a->n_alt && j < GRAD_MAX_ALT; j++)
-        if (!same_pausemp(&a->alt[j], &b->alt[j]) || a->alt_fwd_s[j] != b->alt_fwd_s[j])
+    for (int j = 0; j < a->n_alt && j < GRAD_MAX_ALT; j++) {
+        if (a->alt_esp[j] != b->alt_esp[j] || a->alt_fwd_s[j] != b->alt_fwd_s[j])
             return 0;
+        if (a->alt_esp[j] ? !same_problem(&a->alt_pipe[j], &b->alt_pipe[j])
+                          : !same_pausemp(&a->alt[j], &b->alt[j]))
+            return 0;
+    }
     return 1;
 }
 
@@ -161,7 +174,15 @@ static fsmoe_status layer_choose(const grad_layer_in *L, pipeline_method method,
     }
     for (int j = 0; j < L->n_alt && j < GRAD_MAX_ALT; j++) {
         pipeline_result r;
-        pausemp_result(&L->alt[j], t_gar, &r);
+        if (L->alt_esp[j]) {
+            pipeline_problem q = L->alt_pipe[j];
+            q.t_gar = t_gar;
+            fsmoe_status st = pipeline_solve(&q, method, &r, err);
+            if (st != FSMOE_OK)
+                return st;
+        } else {
+            pausemp_result(&L->alt[j], t_gar, &r);
+        }
         cand_s[1 + j] = L->alt_fwd_s[j] + r.time_s;
         if (cand_s[1 + j] < best) {
             best = cand_s[1 + j];
@@ -180,8 +201,9 @@ static fsmoe_status moe_fn_init(moe_fn *fn, const grad_layer_in *L, pipeline_met
     int use_esp = !L->esp_off || L->n_alt < 1;
     for (int j = use_esp ? 0 : 1; j <= L->n_alt && j <= GRAD_MAX_ALT; j++) {
         cand_tab *t = &fn->c[fn->n_c++];
+        const pipeline_problem *pp = cand_pipe(L, j);
         t->kind = j;
-        t->r_max = j == 0 ? L->moe_bwd.r_max : L->alt[j - 1].r_max;
+        t->r_max = pp ? pp->r_max : L->alt[j - 1].r_max;
         if (t->r_max < 1)
             t->r_max = 1;
         t->fwd = j == 0 ? L->moe_fwd_s : L->alt_fwd_s[j - 1];
@@ -189,16 +211,16 @@ static fsmoe_status moe_fn_init(moe_fn *fn, const grad_layer_in *L, pipeline_met
         t->rest = malloc(sizeof(double) * (size_t)t->r_max);
         if (!t->f1 || !t->rest)
             return fsmoe_fail(err, FSMOE_ERR_NOMEM, "gradient partition: out of memory");
-        pipeline_problem q = L->moe_bwd;
+        pipeline_problem q = pp ? *pp : L->moe_bwd;
         q.t_gar = 0.0;
         pausemp_problem a;
-        if (j > 0) {
+        if (!pp) {
             a = L->alt[j - 1];
             a.t_gar = 0.0;
         }
         for (int r = 1; r <= t->r_max; r++) {
             double f[4];
-            if (j == 0)
+            if (pp)
                 for (int c = 1; c <= 4; c++)
                     f[c - 1] = pipeline_case_time(&q, c, r);
             else
@@ -224,8 +246,8 @@ static fsmoe_status moe_fn_init(moe_fn *fn, const grad_layer_in *L, pipeline_met
      * the layer at r0 (whatever the case formula says). */
     double slack = res.time_s - res.f[0];
     double olp = slack;
-    if (cand == 0) {
-        pipeline_problem q = L->moe_bwd;
+    if (cand_pipe(L, cand)) {
+        pipeline_problem q = *cand_pipe(L, cand);
         q.t_gar = 0.0;
         olp = pipeline_overlappable(&q, res.r);
         if (olp > slack)
@@ -242,8 +264,8 @@ static double moe_time(const moe_fn *fn, pipeline_method method, double t_gar)
     for (int j = 0; j < fn->n_c; j++) {
         const cand_tab *t = &fn->c[j];
         double v = INFINITY;
-        if (method == PIPELINE_PAPER && t->kind == 0) {
-            pipeline_problem q = fn->src->moe_bwd;
+        if (method == PIPELINE_PAPER && cand_pipe(fn->src, t->kind)) {
+            pipeline_problem q = *cand_pipe(fn->src, t->kind);
             q.t_gar = t_gar;
             pipeline_result res;
             if (pipeline_solve(&q, method, &res, NULL) == FSMOE_OK)

@@ -38,12 +38,16 @@
 #define GRAD_LINA_MICRO_OP_BYTES 30e6
 
 /* A MoE layer may run one of several schedules (plan.h fsmoe_schedule): FSMoE's ESP pipeline
- * (moe_bwd) and up to GRAD_MAX_ALT PauseMP alternatives. Each candidate's backward is
+ * (moe_bwd) and up to GRAD_MAX_ALT alternatives — PauseMP problems, or (alt_esp[j] set) one
+ * more ESP pipeline (alt_pipe[j], its r chosen like moe_bwd's: the same schedule on other
+ * cost lines, e.g. with the hierarchical AllToAll). Each candidate's backward is
  * F(r, t_gar) = max(f1(r) + t_gar, rest(r)) (pipeline_degree.h f1 vs max(f2,f3,f4);
  * parm_schedule.h c1 vs max(c2,c3,c4)); the layer runs the candidate with the smallest
- * forward + backward at its t_gar (the forward times *_fwd_s only enter the choice). A zeroed
- * layer has the ESP pipeline alone. */
-#define GRAD_MAX_ALT 3
+ * forward + backward at its t_gar (ties: the lower index; the forward times *_fwd_s only enter
+ * the choice). A zeroed layer has the ESP pipeline alone. The planner offers S1, S2 and
+ * MoNTA's layer on the flat AllToAll and, with `dispatch: auto`, each schedule once more on the
+ * hierarchical one: 3 + 4. */
+#define GRAD_MAX_ALT 7
 
 typedef struct {
     double grad_bytes;        /* gradients needing the DP AllReduce, ready at the layer's end */
@@ -54,6 +58,8 @@ typedef struct {
     int n_alt;                /* PauseMP candidates, 0..GRAD_MAX_ALT */
     pausemp_problem alt[GRAD_MAX_ALT];  /* backward problems; t_gar ignored */
     double alt_fwd_s[GRAD_MAX_ALT];
+    int alt_esp[GRAD_MAX_ALT];          /* 1: alternative j is the ESP pipeline alt_pipe[j] */
+    pipeline_problem alt_pipe[GRAD_MAX_ALT]; /* its backward; t_gar ignored */
 } grad_layer_in;
 
 typedef enum {

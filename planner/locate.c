@@ -82,7 +82,7 @@ fsmoe_status locate_named_by(const char *path, const char *field, fsmoe_error *e
 
 void locate_input(const char *plan_path, const char *p, char *out, size_t len)
 {
-    FILE *f;
+    FILE *f = NULL; /* set before every use; gcc -fsanitize cannot see it */
     snprintf(out, len, "%s", p);
     if (p[0] == '/' || (f = fopen(out, "r")) != NULL) {
         if (p[0] != '/')

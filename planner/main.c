@@ -98,6 +98,13 @@ static void print_summary(const fsmoe_plan *p, const char *dest)
         }
         fprintf(stderr, "\n");
     }
+    /* the AllToAll algorithm, when any layer runs other than the flat one */
+    int n_2dh = 0;
+    for (int i = 0; i < p->n_layers; i++)
+        n_2dh += strcmp(p->layers[i].a2a_algorithm, "2dh") == 0;
+    if (n_2dh > 0)
+        fprintf(stderr, "  alltoall: 2dh (hierarchical) in %d of %d layers, nccl in %d\n", n_2dh,
+                p->n_layers, p->n_layers - n_2dh);
     if (dest)
         fprintf(stderr, "  wrote %s\n", dest);
 }

@@ -27,11 +27,21 @@
  * monta candidate). Every method partitions the gradients for the schedules it runs. The deepspeed baseline is
  * moe_seq_time(MOE_SEQ_DEEPSPEED) forward + backward per MoE layer, the list the simulator plays.
  *
+ * AllToAll algorithm (the model's `dispatch`, plan_model.h plan_dispatch): nccl plans every layer
+ * on the flat AllToAll and looks nothing of 2DH up, so such plans are what they were; 2dh moves
+ * every candidate whose group is hierarchical onto the 2DH lines (workload_lines_2dh); auto
+ * offers each candidate schedule on both, flat first, and the gradient partition keeps per layer
+ * the one with the smallest predicted forward + backward at the layer's gradient share — the
+ * same rule, in the same solve, that picks the schedule (a tie keeps the flat AllToAll). The
+ * layer's a2a.algorithm, t_D1/t_D2 and MoNTA strategy follow the candidate run; a note per run
+ * of layers gives the margin. Baselines stay flat.
+ *
  * All MoE layers of a model share one workload, so their forward problems are solved once; the
  * gradient partition builds one f_moe table for all of them (layers may still run different
  * schedules: their gradient shares differ). The FSMoE plan is checked never to be predicted
  * slower than Tutel-Improved (the ESP pipeline with r free per phase ⊇ Tutel's shared r; the
- * other schedules are only taken when faster; partition ⊇ dense-only).
+ * other schedules are only taken when faster; partition ⊇ dense-only) — unless `dispatch: 2dh`
+ * takes the flat ESP pipeline away.
  *
  * Relies on: workload.h, pipeline_degree.h, parm_schedule.h, monta_a2a.h, grad_partition.h,
  * baselines.h. Provenance fields of the plan are the caller's (main). */
@@ -42,6 +52,7 @@
 #include <string.h>
 
 #include "baselines.h"
+#include "explain.h"
 #include "grad_partition.h"
 #include "moe_seq.h"
 #include "monta_a2a.h"
@@ -126,6 +137,66 @@ static void copy_str(char *dst, size_t n, const char *src)
     snprintf(dst, n, "%s", src ? src : "");
 }
 
+/* Appends one line to a note of len bytes ("\n"-separated) when the whole line fits. */
+static void note_add(char *note, size_t len, const char *line)
+{
+    size_t used = strnlen(note, len), n = strlen(line);
+    if (n == 0 || used + n + 2 > len)
+        return;
+    if (used)
+        note[used++] = '\n';
+    memcpy(note + used, line, n + 1);
+}
+
+/* Appends every line of `lines` (a note) to `note`. */
+static void note_add_all(char *note, size_t len, const char *lines)
+{
+    char line[1024];
+    for (const char *s = lines; *s;) {
+        size_t k = strcspn(s, "\n");
+        snprintf(line, sizeof line, "%.*s", (int)k, s);
+        note_add(note, len, line);
+        s += k + (s[k] == '\n');
+    }
+}
+
+int plan_dispatch_from_name(const char *s)
+{
+    return !s || !s[0] || strcmp(s, "nccl") == 0 ? PLAN_DISPATCH_NCCL
+           : strcmp(s, "2dh") == 0      ? PLAN_DISPATCH_2DH
+           : strcmp(s, "auto") == 0     ? PLAN_DISPATCH_AUTO
+                                        : -1;
+}
+
+fsmoe_group plan_schedule_group(fsmoe_schedule k)
+{
+    return k == FSMOE_SCHED_S1 || k == FSMOE_SCHED_S2 ? FSMOE_GROUP_EP_ESP : FSMOE_GROUP_EP;
+}
+
+/* "ep 4 (4 nodes x 1)" for messages. */
+static void group_shape(const fsmoe_parallel *par, fsmoe_group g, char *buf, size_t len)
+{
+    int P = fsmoe_group_size(par, g), G = par->gpus_per_node > 0 ? par->gpus_per_node : 1;
+    int nodes, locals;
+    if (workload_group_2dh(par, g, &nodes, &locals))
+        snprintf(buf, len, "%s %d: %d nodes x %d", fsmoe_group_name(g), P, nodes, locals);
+    else if (P <= 1)
+        snprintf(buf, len, "%s 1: no AllToAll", fsmoe_group_name(g));
+    else if (fsmoe_group_tier(par, g) == FSMOE_TIER_INTRA)
+        snprintf(buf, len, "%s %d: on one node", fsmoe_group_name(g), P);
+    else if (fsmoe_group_tier(par, g) == FSMOE_TIER_INTER)
+        snprintf(buf, len, "%s %d: one member on each of %d nodes", fsmoe_group_name(g), P, P);
+    else
+        snprintf(buf, len, "%s %d: uneven over nodes of %d", fsmoe_group_name(g), P, G);
+}
+
+/* One schedule on one set of cost lines: a candidate of the layer. */
+typedef struct {
+    fsmoe_schedule kind;
+    int h;                  /* 1: the hierarchical AllToAll's lines (a2a_algorithm 2dh) */
+    pipeline_result fwd;    /* its forward */
+} plan_cand;
+
 fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char *cluster_path,
                         const fsmoe_parallel *par, const plan_options *opt, fsmoe_plan *out,
                         fsmoe_error *err)
@@ -134,6 +205,15 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
     plan_method method = opt ? opt->method : PLAN_METHOD_AUTO;
     if ((unsigned)method >= PLAN_METHOD_COUNT)
         return fsmoe_fail(err, FSMOE_ERR_INTERNAL, "plan: unknown method %d", (int)method);
+    const int dispatch = plan_dispatch_from_name(m->dispatch);
+    if (dispatch < 0) /* 1dh: the schema keeps Hetu's name (model.h), nothing runs it */
+        return fsmoe_fail(err, FSMOE_ERR_VALUE,
+                          "%s: %s%s is not implemented by fsmoe-run, so no plan can use it "
+                          "(expected nccl: the flat AllToAll, 2dh: the hierarchical one, or auto: "
+                          "the planner chooses per layer)",
+                          fsmoe_mark_where(&m->at.dispatch, "model: moe.dispatch"), m->dispatch,
+                          strcmp(m->dispatch, "1dh") == 0 ? " (Hetu's hierarchical AllToAll)"
+                                                          : "");
     pipeline_method pm = PIPELINE_SLSQP;
     const char *decided_by = "slsqp+integer";
     int fixed_r1 = 0;
@@ -146,17 +226,72 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
         fixed_r1 = 1;
     }
 
-    workload_lines w;
+    /* Cost lines: w (flat AllToAll) for every layer and baseline; wh (the hierarchical
+     * AllToAll where a group is hierarchical) for the candidates `dispatch` allows on it. */
+    workload_lines w, wh;
     st = workload_lines_init(c, cluster_path, par, &w, err);
     if (st != FSMOE_OK)
         return st;
+    char notes[sizeof out->notes] = "";
+    note_add_all(notes, sizeof notes, w.notes);
+    int hier[2] = {0, 0}; /* [0]: EP, [1]: EP&ESP hierarchical (and 2dh costed on it) */
+    if (dispatch != PLAN_DISPATCH_NCCL) {
+        char ep[96], epesp[96], line[512];
+        group_shape(par, FSMOE_GROUP_EP, ep, sizeof ep);
+        group_shape(par, FSMOE_GROUP_EP_ESP, epesp, sizeof epesp);
+        fsmoe_error herr = {0};
+        st = workload_lines_2dh(c, cluster_path, par, &w, &wh, &herr);
+        if (st != FSMOE_OK && dispatch == PLAN_DISPATCH_2DH)
+            return fsmoe_fail(err, st,
+                              "%s: 2dh needs the hierarchical AllToAll's cost (or dispatch: auto "
+                              "plans without it): %s",
+                              fsmoe_mark_where(&m->at.dispatch, "model: moe.dispatch"), herr.msg);
+        if (st != FSMOE_OK) {
+            /* auto on a profile that cannot cost 2DH: the flat AllToAll, said so */
+            snprintf(line, sizeof line, "dispatch auto: nccl in every layer, 2dh not costed: %.400s",
+                     herr.msg);
+            note_add(notes, sizeof notes, line);
+            st = FSMOE_OK;
+        } else {
+            hier[0] = wh.a2a_ep_2dh;
+            hier[1] = wh.a2a_ep_esp_2dh;
+            note_add_all(notes, sizeof notes, wh.notes);
+            const char *d = dispatch == PLAN_DISPATCH_2DH ? "2dh" : "auto";
+            if (!hier[0] && !hier[1]) {
+                snprintf(line, sizeof line,
+                         "dispatch %s: neither the EP group (%s) nor the EP&ESP group (%s) is "
+                         "hierarchical (2DH needs >= 2 nodes with >= 2 members on each): the flat "
+                         "AllToAll (nccl) in every layer",
+                         d, ep, epesp);
+                note_add(notes, sizeof notes, line);
+            } else if (dispatch == PLAN_DISPATCH_2DH && (!hier[0] || !hier[1])) {
+                snprintf(line, sizeof line,
+                         "dispatch 2dh: the %s group (%s) is not hierarchical (2DH needs >= 2 "
+                         "nodes with >= 2 members on each): a layer running %s uses the flat "
+                         "AllToAll (nccl)",
+                         hier[0] ? "EP&ESP" : "EP", hier[0] ? epesp : ep,
+                         hier[0] ? "S1 or S2" : "the ESP pipeline or MoNTA's layer");
+                note_add(notes, sizeof notes, line);
+            }
+        }
+    }
+    /* the algorithms a candidate of schedule k may run: with 2dh forced the hierarchical one
+     * where its group is hierarchical (else flat), with auto both there (flat first: a tie
+     * keeps the flat AllToAll, the lower candidate index) */
+#define HIER_OF(k) (hier[plan_schedule_group(k) == FSMOE_GROUP_EP_ESP])
+#define ALG_LO(k) (dispatch == PLAN_DISPATCH_2DH && HIER_OF(k) ? 1 : 0)
+#define ALG_HI(k) (dispatch == PLAN_DISPATCH_NCCL ? 0 : HIER_OF(k) ? 1 : 0)
+
     workload_shape shape;
     workload_shape_from_model(m, &shape);
-    workload_layer wl;
-    workload_layer_init(&shape, par, &w, &wl);
-    pipeline_problem pf = wl.fwd, pb = wl.bwd;
-    if (fixed_r1)
-        pf.r_max = pb.r_max = 1;
+    workload_layer wls[2];
+    workload_layer_init(&shape, par, &w, &wls[0]);
+    if (hier[0] || hier[1])
+        workload_layer_init(&shape, par, &wh, &wls[1]);
+    else
+        wls[1] = wls[0];
+    const workload_lines *ws[2] = {&w, hier[0] || hier[1] ? &wh : &w};
+    const workload_layer wl = wls[0];
 
     /* The MoE blocks and the generalised layers around them. */
     const long n_blocks = m->layers;
@@ -200,71 +335,120 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
     else
         prefix_grad += wl.head_grad_bytes;
 
-    /* Per-layer decisions that do not depend on the layer's position: solved once. */
-    parm_choice parm;
-    parm_choose(&shape, par, &w, &parm);
-    monta_entries me;
-    monta_problem mp;
-    monta_problem_init(&mp, &shape, par, &w, &me);
-    monta_result mr;
-    monta_solve(&mp, &mr);
-    /* DeepSpeed-MoE's layer as it runs, the operation list the simulator plays */
+    /* Per-layer decisions that do not depend on the layer's position: solved once, on each
+     * set of lines a candidate uses (ws[1] = ws[0] when no group is hierarchical). */
+    parm_choice parm[2];
+    monta_result mr[2];
+    for (int h = 0; h < 2; h++) {
+        parm_choose(&shape, par, ws[h], &parm[h]);
+        monta_entries me;
+        monta_problem mp;
+        monta_problem_init(&mp, &shape, par, ws[h], &me);
+        monta_solve(&mp, &mr[h]);
+    }
+    /* DeepSpeed-MoE's layer as it runs, the operation list the simulator plays: a baseline, on
+     * the flat AllToAll (DeepSpeed-MoE and Tutel both offer a hierarchical AllToAll; the
+     * baselines are kept as the papers ran them, flat) */
     const double ds_layer_s = moe_seq_time(MOE_SEQ_DEEPSPEED, &shape, par, &w, 0) +
                               moe_seq_time(MOE_SEQ_DEEPSPEED, &shape, par, &w, 1);
-    pipeline_result fr;
-    st = pipeline_solve(&pf, pm, &fr, err);
-    if (st != FSMOE_OK)
-        goto fail;
 
-    /* The schedules this method chooses among, beside (or instead of) the ESP pipeline. */
+    /* The candidates this method chooses among: cand[0] is the ESP pipeline (grad_partition.h
+     * moe_bwd), cand[1 + a] alternative a. Flat before hierarchical, so ties keep nccl. */
+    plan_cand cand[1 + GRAD_MAX_ALT];
     int n_alt = 0, esp_off = 0;
     pausemp_problem alt_f[GRAD_MAX_ALT], alt_b[GRAD_MAX_ALT];
-    pipeline_result alt_fr[GRAD_MAX_ALT];
-    fsmoe_schedule alt_kind[GRAD_MAX_ALT];
+    pipeline_problem alt_pb[GRAD_MAX_ALT];
+    int alt_esp[GRAD_MAX_ALT] = {0};
+    const int h0 = ALG_LO(FSMOE_SCHED_ESP_PIPELINE);
+    pipeline_problem pf = wls[h0].fwd, pb = wls[h0].bwd;
+    if (fixed_r1)
+        pf.r_max = pb.r_max = 1;
+    cand[0].kind = FSMOE_SCHED_ESP_PIPELINE;
+    cand[0].h = h0;
+    st = pipeline_solve(&pf, pm, &cand[0].fwd, err);
+    if (st != FSMOE_OK)
+        goto fail;
+    /* the ESP pipeline once more on the hierarchical AllToAll (auto) */
+    for (int h = h0 + 1; h <= ALG_HI(FSMOE_SCHED_ESP_PIPELINE); h++) {
+        pipeline_problem q = wls[h].fwd;
+        alt_pb[n_alt] = wls[h].bwd;
+        if (fixed_r1)
+            q.r_max = alt_pb[n_alt].r_max = 1;
+        st = pipeline_solve(&q, pm, &cand[1 + n_alt].fwd, err);
+        if (st != FSMOE_OK)
+            goto fail;
+        alt_esp[n_alt] = 1;
+        cand[1 + n_alt].kind = FSMOE_SCHED_ESP_PIPELINE;
+        cand[1 + n_alt].h = h;
+        n_alt++;
+    }
+    fsmoe_schedule ks[3];
+    int n_ks = 0;
     if (method == PLAN_METHOD_AUTO) {
-        for (int k = FSMOE_SCHED_S1; k <= FSMOE_SCHED_S2; k++)
-            if (parm_pausemp_problems(&shape, par, &w, &wl, (fsmoe_schedule)k, &alt_f[n_alt],
-                                      &alt_b[n_alt]))
-                alt_kind[n_alt++] = (fsmoe_schedule)k;
-        /* MoNTA's layer at the layer's own AllToAll strategy and chunks */
-        plan_monta_problems(&shape, par, &w, &wl, mr.best, mr.chunks, &alt_f[n_alt],
-                            &alt_b[n_alt]);
-        alt_kind[n_alt++] = FSMOE_SCHED_MONTA;
-    } else if (method == PLAN_METHOD_PARM && parm.schedule != FSMOE_SCHED_ESP_PIPELINE &&
-               parm_pausemp_problems(&shape, par, &w, &wl, parm.schedule, &alt_f[0], &alt_b[0])) {
-        alt_f[0].r_max = alt_b[0].r_max = 1; /* Parm does not pipeline */
-        alt_kind[0] = parm.schedule;
-        n_alt = 1;
-        esp_off = 1;
+        ks[n_ks++] = FSMOE_SCHED_S1, ks[n_ks++] = FSMOE_SCHED_S2, ks[n_ks++] = FSMOE_SCHED_MONTA;
+    } else if (method == PLAN_METHOD_PARM) {
+        /* Parm's Algorithm 1 (on the lines its schedules run with `dispatch: 2dh`, else flat),
+         * instead of the ESP pipeline */
+        const int hp = ALG_LO(FSMOE_SCHED_S1);
+        pausemp_problem tf, tb;
+        if (parm[hp].schedule != FSMOE_SCHED_ESP_PIPELINE &&
+            parm_pausemp_problems(&shape, par, ws[hp], &wls[hp], parm[hp].schedule, &tf, &tb)) {
+            ks[n_ks++] = parm[hp].schedule;
+            esp_off = 1;
+            n_alt = 0; /* no ESP pipeline on any lines */
+        }
     }
-    for (int a = 0; a < n_alt; a++) {
-        pipeline_result *R = &alt_fr[a];
-        memset(R, 0, sizeof *R);
-        R->r = pausemp_best_r(&alt_f[a], NULL);
-        R->time_s = pausemp_chains(&alt_f[a], R->r, R->f);
-        R->binding_case = 1;
-        for (int c2 = 2; c2 <= 4; c2++)
-            if (R->f[c2 - 1] > R->f[R->binding_case - 1])
-                R->binding_case = c2;
-    }
+    for (int h = 0; h < 2; h++)
+        for (int x = 0; x < n_ks; x++) {
+            fsmoe_schedule k = ks[x];
+            if (h < ALG_LO(k) || h > ALG_HI(k) || n_alt >= GRAD_MAX_ALT)
+                continue;
+            if (k == FSMOE_SCHED_MONTA) {
+                /* MoNTA's layer at the layer's own AllToAll strategy and chunks */
+                plan_monta_problems(&shape, par, ws[h], &wls[h], mr[h].best, mr[h].chunks,
+                                    &alt_f[n_alt], &alt_b[n_alt]);
+            } else if (!parm_pausemp_problems(&shape, par, ws[h], &wls[h], k, &alt_f[n_alt],
+                                              &alt_b[n_alt])) {
+                continue;
+            }
+            if (esp_off)
+                alt_f[n_alt].r_max = alt_b[n_alt].r_max = 1; /* Parm does not pipeline */
+            alt_esp[n_alt] = 0;
+            cand[1 + n_alt].kind = k;
+            cand[1 + n_alt].h = h;
+            pipeline_result *R = &cand[1 + n_alt].fwd;
+            memset(R, 0, sizeof *R);
+            R->r = pausemp_best_r(&alt_f[n_alt], NULL);
+            R->time_s = pausemp_chains(&alt_f[n_alt], R->r, R->f);
+            R->binding_case = 1;
+            for (int c2 = 2; c2 <= 4; c2++)
+                if (R->f[c2 - 1] > R->f[R->binding_case - 1])
+                    R->binding_case = c2;
+            n_alt++;
+        }
 
     for (long j = 0; j < n; j++) {
         gin[j].grad_bytes = layers[j].grad_bytes;
         gin[j].dense_bwd_s = layers[j].dense_bwd_s;
         gin[j].moe_bwd = pb;
-        gin[j].moe_fwd_s = fr.time_s;
+        gin[j].moe_fwd_s = cand[0].fwd.time_s;
         gin[j].esp_off = esp_off;
         gin[j].n_alt = n_alt;
         for (int a = 0; a < n_alt; a++) {
-            gin[j].alt[a] = alt_b[a];
-            gin[j].alt_fwd_s[a] = alt_fr[a].time_s;
+            gin[j].alt_esp[a] = alt_esp[a];
+            if (alt_esp[a])
+                gin[j].alt_pipe[a] = alt_pb[a];
+            else
+                gin[j].alt[a] = alt_b[a];
+            gin[j].alt_fwd_s[a] = cand[1 + a].fwd.time_s;
         }
-        /* the baselines pick their own r whatever this plan's method fixes, on Tutel's layout */
-        gin_base[j] = gin[j];
+        /* the baselines pick their own r whatever this plan's method fixes, on Tutel's layout
+         * and the flat AllToAll */
+        memset(&gin_base[j], 0, sizeof gin_base[j]);
+        gin_base[j].grad_bytes = gin[j].grad_bytes;
+        gin_base[j].dense_bwd_s = gin[j].dense_bwd_s;
         gin_base[j].moe_bwd = wl.bwd;
         gin_base[j].moe_fwd_s = 0.0;
-        gin_base[j].esp_off = 0;
-        gin_base[j].n_alt = 0;
         fwd_probs[j] = wl.fwd;
         dense_fwd[j] = layers[j].dense_fwd_s;
         ds_layer[j] = ds_layer_s;
@@ -299,19 +483,26 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
     double forward = prefix_fwd;
     for (long j = 0; j < n; j++) {
         fsmoe_layer_plan *L = &layers[j];
-        int cand = gout[j].cand;
-        const pipeline_result *F = cand == 0 ? &fr : &alt_fr[cand - 1];
-        L->schedule = cand == 0 ? FSMOE_SCHED_ESP_PIPELINE : alt_kind[cand - 1];
-        L->schedule_s[FSMOE_SCHED_ESP_PIPELINE] = gout[j].cand_s[0];
-        for (int a = 0; a < n_alt; a++)
-            L->schedule_s[alt_kind[a]] = gout[j].cand_s[1 + a];
-        L->t_d1_s = parm.t_d1_s;
-        L->t_d2_s = parm.t_d2_s;
-        L->a2a = mr.best;
-        L->a2a_chunks = mr.chunks;
-        L->a2a_s[0] = mr.t_base, L->a2a_s[1] = mr.t_o1;
-        L->a2a_s[2] = mr.t_o2, L->a2a_s[3] = mr.t_o3;
-        copy_str(L->a2a_algorithm, sizeof L->a2a_algorithm, m->dispatch);
+        const plan_cand *C = &cand[gout[j].cand];
+        const pipeline_result *F = &C->fwd;
+        const int h = C->h;
+        L->schedule = C->kind;
+        /* per schedule its best candidate (flat or hierarchical); 0 where none */
+        for (int x = 0; x <= n_alt; x++) {
+            double t = gout[j].cand_s[x];
+            double *sl = &L->schedule_s[cand[x].kind];
+            if ((x > 0 || !esp_off) && t > 0.0 && (!(*sl > 0.0) || t < *sl))
+                *sl = t;
+        }
+        /* Parm's t_D1/t_D2 and MoNTA's strategy on the lines the layer runs */
+        L->t_d1_s = parm[h].t_d1_s;
+        L->t_d2_s = parm[h].t_d2_s;
+        L->a2a = mr[h].best;
+        L->a2a_chunks = mr[h].chunks;
+        L->a2a_s[0] = mr[h].t_base, L->a2a_s[1] = mr[h].t_o1;
+        L->a2a_s[2] = mr[h].t_o2, L->a2a_s[3] = mr[h].t_o3;
+        copy_str(L->a2a_algorithm, sizeof L->a2a_algorithm,
+                 plan_a2a_algorithm_name(h ? PLAN_DISPATCH_2DH : PLAN_DISPATCH_NCCL));
         L->fwd.r = F->r;
         L->fwd.binding_case = F->binding_case;
         L->fwd.q = F->q;
@@ -329,6 +520,47 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
         L->carried_bytes = gout[j].carried_bytes;
         forward += L->dense_fwd_s + F->time_s;
     }
+    /* auto: which algorithm each run of layers chose, and by how much (the layer's forward +
+     * backward at its gradient share, its best candidate on each algorithm) */
+    if (dispatch == PLAN_DISPATCH_AUTO && (hier[0] || hier[1]))
+        for (long j = 0; j < n;) {
+            long e = j;
+            double t_own = 0.0, t_other = 0.0;
+            int h = cand[gout[j].cand].h, other_all = 1;
+            fsmoe_schedule k = cand[gout[j].cand].kind;
+            for (; e < n && cand[gout[e].cand].h == h && cand[gout[e].cand].kind == k; e++) {
+                double best_other = 0.0;
+                for (int x = 0; x <= n_alt; x++)
+                    if (cand[x].h != h && (x > 0 || !esp_off) && gout[e].cand_s[x] > 0.0 &&
+                        (!(best_other > 0.0) || gout[e].cand_s[x] < best_other))
+                        best_other = gout[e].cand_s[x];
+                t_own += gout[e].cand_s[gout[e].cand];
+                t_other += best_other;
+                other_all &= best_other > 0.0;
+            }
+            char range[48], a[24], b[24], line[400];
+            if (e - j == 1)
+                snprintf(range, sizeof range, "layer %ld", j);
+            else
+                snprintf(range, sizeof range, "layers %ld-%ld", j, e - 1);
+            explain_time(t_own, a, sizeof a);
+            explain_time(t_other, b, sizeof b);
+            if (other_all)
+                snprintf(line, sizeof line,
+                         "dispatch auto: %s (%s): %s, predicted forward + backward %s%s against "
+                         "%s with %s (%.3fx)",
+                         range, fsmoe_schedule_name(k), h ? "2dh" : "nccl", a,
+                         e - j > 1 ? " in all" : "", b, h ? "nccl" : "2dh", t_other / t_own);
+            else
+                snprintf(line, sizeof line,
+                         "dispatch auto: %s (%s): %s, the only algorithm this method offers there",
+                         range, fsmoe_schedule_name(k), h ? "2dh" : "nccl");
+            note_add(notes, sizeof notes, line);
+            j = e;
+        }
+#undef HIER_OF
+#undef ALG_LO
+#undef ALG_HI
 
     fsmoe_predicted pr = {
         .forward_s = forward,
@@ -342,8 +574,9 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
     };
     /* Our plan chooses r per phase from a superset of Tutel's choices, under chains that never
      * exceed Tutel's, and its partition never leaves more exposed than Tutel-Improved's: if that
-     * does not hold, a formula above is wrong. */
-    if ((method == PLAN_METHOD_AUTO || method == PLAN_METHOD_FSMOE) &&
+     * does not hold, a formula above is wrong. Only where the flat ESP pipeline is a candidate:
+     * with `dispatch: 2dh` on a hierarchical EP group the plan may lose to the flat baseline. */
+    if ((method == PLAN_METHOD_AUTO || method == PLAN_METHOD_FSMOE) && h0 == 0 &&
         pr.iteration_s > br.tutel_improved_s * (1.0 + 1e-9)) {
         st = fsmoe_fail(err, FSMOE_ERR_INTERNAL,
                         "plan: predicted FSMoE iteration %.9g s exceeds Tutel-Improved's %.9g s "
@@ -377,7 +610,7 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
     out->prefix_grad_bytes = prefix_grad;
     out->prefix_window_bytes = gr.prefix_window_bytes;
     out->predicted = pr;
-    copy_str(out->notes, sizeof out->notes, w.notes);
+    copy_str(out->notes, sizeof out->notes, notes);
 
 fail:
     free(layers);

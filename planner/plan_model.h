@@ -29,6 +29,32 @@ typedef struct {
     plan_method method;
 } plan_options;
 
+/* The model's `dispatch` (model.h): how the layers' Dispatch/Combine AllToAll runs. NCCL: flat
+ * everywhere (every shipped model; nothing of the 2DH cost is looked up, so such plans are as
+ * before). 2DH: every candidate schedule whose AllToAll group (EP for the ESP pipeline and
+ * MoNTA's layer, EP&ESP for S1/S2) is hierarchical (workload_group_2dh) on the hierarchical
+ * AllToAll's lines, the others flat (a note says which group is not hierarchical); a profile
+ * that cannot cost 2DH is an error at the model's dispatch field. AUTO: per layer the better
+ * of the two — each candidate schedule is offered on the flat lines and, where its group is
+ * hierarchical, once more on the 2DH lines, and the gradient partition runs each layer's
+ * candidate with the smallest predicted forward + backward at its gradient share (as it
+ * chooses the schedule, grad_partition.h; ties: the flat one); a profile that cannot cost 2DH
+ * leaves every layer flat, with a note. The layer's a2a.algorithm records the result (`nccl`
+ * or `2dh`); its t_D1/t_D2 and MoNTA strategy are computed on the lines it runs; a note per
+ * run of layers gives, for auto, the chosen algorithm's time against the other's. Baselines
+ * (deepspeed, tutel, tutel-improved, pipemoe+lina) stay flat. `1dh` (Hetu) and any other
+ * value are refused (FSMOE_ERR_VALUE at the model's file:line:col). */
+typedef enum { PLAN_DISPATCH_NCCL = 0, PLAN_DISPATCH_2DH, PLAN_DISPATCH_AUTO } plan_dispatch;
+int plan_dispatch_from_name(const char *s); /* NULL, "" = nccl; -1 when not nccl, 2dh, auto */
+/* The logical group whose AllToAll schedule k runs: EP for the ESP pipeline and MoNTA's layer,
+ * EP&ESP for Parm's PauseMP schedules S1/S2. */
+fsmoe_group plan_schedule_group(fsmoe_schedule k);
+/* a2a.algorithm of a layer: "nccl" (NCCL) or "2dh" (2DH) */
+static inline const char *plan_a2a_algorithm_name(plan_dispatch d)
+{
+    return d == PLAN_DISPATCH_2DH ? "2dh" : "nccl";
+}
+
 /* MoNTA's layer (plan.h FSMOE_SCHED_MONTA) at AllToAll strategy a2a in `chunks` chunks, in
  * closed form: the time of each operation the simulator plays for it (sim_schedules.c), on the
  * profile's lines. One AllToAll of I = k·f·B·L·M·b (none when N_EP = 1):

@@ -100,6 +100,26 @@ static int join(gen *g, const int *deps, int n)
     return id;
 }
 
+/* Whether schedule k plays layer L on the hierarchical AllToAll: the plan's schedule where the
+ * plan says 2dh (what fsmoe-run executes, runtime/schedule.c); every other schedule is a
+ * reference on the flat AllToAll — fsmoe and fsmoe-no-iio are FSMoE as published (its own
+ * model is planned with `dispatch: nccl`, sim_model_from_plan), and DeepSpeed-MoE and Tutel,
+ * which both have a hierarchical AllToAll option, are kept flat as the papers ran them. */
+static int plays_2dh(const gen *g, const sim_layer *L)
+{
+    return L->a2a_2dh && g->m->has_2dh && g->k == SIM_SCHED_PLAN;
+}
+
+static const workload_lines *layer_lines(const gen *g, const sim_layer *L)
+{
+    return plays_2dh(g, L) ? &g->m->lines_2dh : &g->m->lines;
+}
+
+static const workload_layer *layer_wl(const gen *g, const sim_layer *L)
+{
+    return plays_2dh(g, L) ? &L->wl_2dh : &L->wl;
+}
+
 static double tokens_bytes(const sim_model *m)
 {
     return (double)m->shape.B * (double)m->shape.L * (double)m->shape.M *
@@ -220,12 +240,12 @@ static int moe_sequential(gen *g, moe_seq_kind kind, int prev)
  * priority; gar_bytes > 0: the Gradient-AllReduce after the last dispatch; S1 then the MP
  * AllGather of the layer output on the intra-node link. This is the flow whose makespan
  * parm_schedule.h states in closed form. */
-static int moe_pausemp(gen *g, const workload_layer *wl, fsmoe_schedule kind, int r, int prev,
-                       double gar_bytes, int stream)
+static int moe_pausemp(gen *g, const workload_lines *w, const workload_layer *wl,
+                       fsmoe_schedule kind, int r, int prev, double gar_bytes, int stream)
 {
     const sim_model *m = g->m;
     pausemp_problem pf, pb;
-    parm_pausemp_problems(&m->shape, &m->par, &m->lines, wl, kind, &pf, &pb);
+    parm_pausemp_problems(&m->shape, &m->par, w, wl, kind, &pf, &pb);
     const pausemp_problem *p = g->phase == SIM_PHASE_FWD ? &pf : &pb;
     int ends[SIM_MAX_CHUNKS];
     r = sim_chunks(r);
@@ -251,10 +271,10 @@ static int moe_pausemp(gen *g, const workload_layer *wl, fsmoe_schedule kind, in
 
 /* MoNTA's AllToAll of I bytes (duplicated tokens over t = N_MP) by strategy 1..3 (O1..O3) with
  * N chunks; strategy 0 = the plain AllToAll. Unchunked operations go on stream st. */
-static int monta_a2a(gen *g, int strategy, int N, double I, int prev, int st)
+static int monta_a2a(gen *g, const workload_lines *w, int strategy, int N, double I, int prev,
+                     int st)
 {
     const sim_model *m = g->m;
-    const workload_lines *w = &m->lines;
     int t = m->par.mp;
     if (m->par.ep <= 1)
         return prev;
@@ -307,10 +327,12 @@ static int moe_monta(gen *g, const sim_layer *L, int prev, double gar_bytes)
         N = 1;
     double I = m->shape.k * cap_f(m) * m->shape.B * m->shape.L * m->shape.M *
                (double)m->shape.bytes_per_element;
-    const pipeline_problem *p = g->phase == SIM_PHASE_FWD ? &L->wl.fwd : &L->wl.bwd;
+    const workload_layer *wl = layer_wl(g, L);
+    const workload_lines *w = layer_lines(g, L);
+    const pipeline_problem *p = g->phase == SIM_PHASE_FWD ? &wl->fwd : &wl->bwd;
     int plan = g->k == SIM_SCHED_PLAN;
     int sx = plan ? g->st_inter : g->st_comm, sy = plan ? g->st_intra : g->st_comm;
-    prev = monta_a2a(g, strategy, N, I, prev, sx);
+    prev = monta_a2a(g, w, strategy, N, I, prev, sx);
     if (gar_bytes > 0.0)
         gar(g, g->st_inter, gar_bytes, PRIO_GAR, prev, FSMOE_AT_DISPATCHED);
     /* every rank holds all I bytes of tokens again and computes its H/N_ESP slice (p->n_exp
@@ -324,7 +346,7 @@ static int moe_monta(gen *g, const sim_layer *L, int prev, double gar_bytes)
      * AllReduce of DeepSpeed's expert tensor parallelism) */
     if (m->par.ep <= 1 && m->par.esp > 1)
         prev = add_line(g, SIM_R_INTRA, sy, FSMOE_TASK_AG, &m->lines.ag_esp, I, 1, -1, prev);
-    return monta_a2a(g, strategy, N, I, prev, sx);
+    return monta_a2a(g, w, strategy, N, I, prev, sx);
 }
 
 static int layer_r(const gen *g, const sim_layer *L, const sim_build_opts *o)
@@ -367,8 +389,9 @@ static int moe_phase(gen *g, const sim_layer *L, int prev, double gar_bytes,
         return moe_sequential(g, MOE_SEQ_PARM_BASELINE, prev);
     case SIM_SCHED_PARM_S1:
     case SIM_SCHED_PARM_S2:
-        return moe_pausemp(g, &L->wl, g->k == SIM_SCHED_PARM_S2 ? FSMOE_SCHED_S2 : FSMOE_SCHED_S1,
-                           1, prev, 0.0, g->st_comm);
+        return moe_pausemp(g, &g->m->lines, &L->wl,
+                           g->k == SIM_SCHED_PARM_S2 ? FSMOE_SCHED_S2 : FSMOE_SCHED_S1, 1, prev,
+                           0.0, g->st_comm);
     case SIM_SCHED_MONTA_O1:
     case SIM_SCHED_MONTA_O2:
     case SIM_SCHED_MONTA_O3:
@@ -377,13 +400,13 @@ static int moe_phase(gen *g, const sim_layer *L, int prev, double gar_bytes,
         if (L->schedule == FSMOE_SCHED_MONTA)
             return moe_monta(g, L, prev, gar_bytes);
         if (L->schedule == FSMOE_SCHED_S1 || L->schedule == FSMOE_SCHED_S2)
-            return moe_pausemp(g, &L->wl, L->schedule, layer_r(g, L, o), prev, gar_bytes,
-                               g->st_inter);
-        return moe_pipelined(g, &L->wl, layer_r(g, L, o), prev, gar_bytes, 0);
+            return moe_pausemp(g, layer_lines(g, L), layer_wl(g, L), L->schedule,
+                               layer_r(g, L, o), prev, gar_bytes, g->st_inter);
+        return moe_pipelined(g, layer_wl(g, L), layer_r(g, L, o), prev, gar_bytes, 0);
     case SIM_SCHED_FSMOE_NO_IIO: /* FSMoE's ESP pipeline everywhere, one stream */
-        return moe_pipelined(g, &L->wl, layer_r(g, L, o), prev, gar_bytes, 1);
+        return moe_pipelined(g, layer_wl(g, L), layer_r(g, L, o), prev, gar_bytes, 1);
     case SIM_SCHED_FSMOE:
-        return moe_pipelined(g, &L->wl, layer_r(g, L, o), prev, gar_bytes, 0);
+        return moe_pipelined(g, layer_wl(g, L), layer_r(g, L, o), prev, gar_bytes, 0);
     default: /* tutel, tutel-improved, pipemoe-lina */
         return moe_pipelined(g, &L->wl, layer_r(g, L, o), prev, gar_bytes, 1);
     }
@@ -659,6 +682,11 @@ fsmoe_status sim_model_check(const sim_model *m, fsmoe_error *err)
                               "MoNTA chunks %d/%d (expected 1..%d, chunks 1..%d)",
                               i, L->r_f, L->r_b, L->esp_r_f, L->esp_r_b, L->monta_chunks_o2,
                               L->monta_chunks_o3, SIM_MAX_CHUNKS, SIM_MAX_A2A_CHUNKS);
+        if (L->a2a_2dh && !m->has_2dh)
+            return fsmoe_fail(err, FSMOE_ERR_VALUE,
+                              "simulate: layer %d runs the hierarchical AllToAll but the model "
+                              "has no 2DH lines",
+                              i);
         if ((unsigned)L->schedule >= FSMOE_SCHED_COUNT || (unsigned)L->a2a > FSMOE_A2A_O3)
             return fsmoe_fail(err, FSMOE_ERR_VALUE,
                               "simulate: layer %d: schedule %d, AllToAll strategy %d (expected "
@@ -731,6 +759,20 @@ fsmoe_status sim_plan_check(const fsmoe_plan *p, const char *plan_path, fsmoe_er
                 return plan_field_fail(plan_path, field, err, r_fmt, (double)deg[j].r, 1,
                                        deg[j].max);
             }
+        /* "" (a plan written before the field was decided) is the flat AllToAll, as
+         * fsmoe-run reads it */
+        if (plan_dispatch_from_name(lp->a2a_algorithm) < 0 ||
+            plan_dispatch_from_name(lp->a2a_algorithm) == PLAN_DISPATCH_AUTO) {
+            snprintf(field, sizeof field, "layers[%d].a2a.algorithm", i);
+            char text[160];
+            snprintf(text, sizeof text,
+                     "`%.32s` is not an AllToAll algorithm the simulator plays (expected nccl or "
+                     "2dh)",
+                     lp->a2a_algorithm);
+            if (plan_path)
+                return locate_fail(plan_path, field, err, FSMOE_ERR_VALUE, "%s", text);
+            return fsmoe_fail(err, FSMOE_ERR_VALUE, "plan: %s: %s", field, text);
+        }
         const struct {
             const char *name;
             double v;
@@ -773,6 +815,8 @@ static fsmoe_status fsmoe_own_model(const fsmoe_plan *p, const fsmoe_model *mode
 {
     fsmoe_model mm = *model;
     mm.B = p->B, mm.L = p->L, mm.M = p->M, mm.H = p->H, mm.E = p->E, mm.experts_is_ep = 0;
+    /* as published: the flat AllToAll (plays_2dh) */
+    snprintf(mm.dispatch, sizeof mm.dispatch, "%s", plan_a2a_algorithm_name(PLAN_DISPATCH_NCCL));
     mm.k = p->k, mm.f = p->f, mm.expert = p->expert, mm.bytes_per_element = p->bytes_per_element;
     plan_options o = {.method = PLAN_METHOD_FSMOE};
     fsmoe_plan q;
@@ -808,8 +852,31 @@ fsmoe_status sim_model_from_plan(const fsmoe_plan *p, const fsmoe_model *model,
     fsmoe_status st = workload_lines_init(c, cluster_path, &m->par, &m->lines, err);
     if (st != FSMOE_OK)
         return st;
-    workload_layer wl;
+    workload_layer wl, wl_2dh;
     workload_layer_init(&m->shape, &m->par, &m->lines, &wl);
+    wl_2dh = wl;
+    /* the hierarchical lines, when a layer runs on them: the planner's (plan_model.h); a 2dh
+     * layer must run its AllToAll on a hierarchical group, as the planner only writes it there */
+    for (int i = 0; i < p->n_layers; i++) {
+        const fsmoe_layer_plan *lp = &p->layers[i];
+        if (strcmp(lp->a2a_algorithm, plan_a2a_algorithm_name(PLAN_DISPATCH_2DH)) != 0)
+            continue;
+        fsmoe_group g = plan_schedule_group(lp->schedule);
+        if (!workload_group_2dh(&m->par, g, NULL, NULL))
+            return fsmoe_fail(err, FSMOE_ERR_VALUE,
+                              "simulate: plan layer %d: a2a.algorithm 2dh, but its schedule %s "
+                              "runs its AllToAll on the %s group of %d, which is not "
+                              "hierarchical (2DH needs >= 2 nodes with >= 2 members on each)",
+                              i, fsmoe_schedule_name(lp->schedule), fsmoe_group_name(g),
+                              fsmoe_group_size(&m->par, g));
+        if (!m->has_2dh) {
+            st = workload_lines_2dh(c, cluster_path, &m->par, &m->lines, &m->lines_2dh, err);
+            if (st != FSMOE_OK)
+                return st;
+            m->has_2dh = 1;
+            workload_layer_init(&m->shape, &m->par, &m->lines_2dh, &wl_2dh);
+        }
+    }
     m->layers = calloc((size_t)p->n_layers, sizeof *m->layers);
     if (!m->layers)
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "simulate: out of memory");
@@ -834,6 +901,8 @@ fsmoe_status sim_model_from_plan(const fsmoe_plan *p, const fsmoe_model *model,
         const fsmoe_layer_plan *lp = &p->layers[i];
         long next = i + 1 < p->n_layers ? blocks[i + 1] : model->layers;
         L->wl = wl;
+        L->wl_2dh = wl_2dh;
+        L->a2a_2dh = strcmp(lp->a2a_algorithm, plan_a2a_algorithm_name(PLAN_DISPATCH_2DH)) == 0;
         L->n_ffn = (int)(next - blocks[i] - 1);
         L->n_attn = L->n_ffn + (i + 1 < p->n_layers ? 1 : 0);
         /* the planner's model (grad_partition.h): a generalised layer's gradients are ready when

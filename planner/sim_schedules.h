@@ -29,7 +29,9 @@
  *                  optimum at the layer's t_gar, not FSMoE's two-stream r) and FSMoE's
  *                  gradient partition (fsmoe_own's window, t_gar and tail bytes).
  *   plan           the plan: every MoE layer plays the schedule the plan chose for it (its
- *                  `schedule`): the ESP pipeline (A2A on an inter-node stream, AG/RS on an
+ *                  `schedule`), its AllToAll by the layer's a2a.algorithm (flat, or 2DH on the
+ *                  lines the planner priced it with, workload_lines_2dh; every other schedule
+ *                  here is flat): the ESP pipeline (A2A on an inter-node stream, AG/RS on an
  *                  intra-node stream), PauseMP S1/S2 in r chunks (below) or MoNTA's layer
  *                  (monta-o1/o2/o3 below, at the layer's a2a strategy and chunks; its share of
  *                  the Gradient-AllReduce right after its dispatch AllToAll); the window
@@ -96,12 +98,20 @@ typedef struct {
     double gar_moe_bytes;     /* all-reduced after the last dispatch chunk of its MoE backward */
     /* MoNTA's chunk counts for O2 and O3 (≥ 1) */
     int monta_chunks_o2, monta_chunks_o3;
+    /* The plan's a2a.algorithm is 2dh: the `plan` schedule costs this layer's AllToAll on the
+     * hierarchical lines (sim_model.lines_2dh, wl_2dh: the planner's lines for it), as
+     * fsmoe-run executes it; every other schedule (FSMoE as published, the baselines) keeps
+     * the flat AllToAll (wl, lines). */
+    int a2a_2dh;
+    workload_layer wl_2dh;
 } sim_layer;
 
 typedef struct sim_model {
     workload_shape shape;
     fsmoe_parallel par;
     workload_lines lines;
+    workload_lines lines_2dh; /* workload_lines_2dh of lines, when has_2dh */
+    int has_2dh;
     int n_layers;
     sim_layer *layers;        /* forward order; owned by whoever filled it */
     /* dense ops before the first MoE layer */
@@ -153,8 +163,9 @@ double sim_model_grad_bytes(const sim_model *m);
 
 /* Fills m (layers allocated, free with sim_model_free) from a plan and the model/cluster it was
  * made for: dense blocks from the model's MoE placement, r_f/r_b and the gradient partition
- * from the plan, MoNTA chunks from the plan's a2a choice (O2/O3 only; else 1), and for a layer
- * whose schedule is MoNTA's its strategy and chunks (a2a, a2a_chunks). */
+ * from the plan, MoNTA chunks from the plan's a2a choice (O2/O3 only; else 1), for a layer
+ * whose schedule is MoNTA's its strategy and chunks (a2a, a2a_chunks), and its AllToAll
+ * algorithm (a2a_2dh; a 2dh layer whose schedule's group is not hierarchical is refused). */
 /* Limits on what one simulation plays, checked before anything is built: the degrees r_f, r_b
  * (and the ESP pipeline's, Tutel's) in 1..SIM_MAX_CHUNKS, MoNTA's chunks in
  * 1..SIM_MAX_A2A_CHUNKS, and Lina's 30 MB

@@ -410,9 +410,13 @@ void sweep_speedup(const sweep_result *r, int k, int ref, sweep_stat *out)
 static int model_r_max(const sim_model *m)
 {
     int r_max = PIPELINE_R_CAP;
-    for (int i = 0; i < m->n_layers; i++)
-        if (m->layers[i].wl.r_max < r_max)
-            r_max = m->layers[i].wl.r_max;
+    for (int i = 0; i < m->n_layers; i++) {
+        /* the plan's layer: on the lines its AllToAll algorithm runs (sim_schedules.h) */
+        const sim_layer *L = &m->layers[i];
+        const workload_layer *wl = L->a2a_2dh && m->has_2dh ? &L->wl_2dh : &L->wl;
+        if (wl->r_max < r_max)
+            r_max = wl->r_max;
+    }
     return r_max < 1 ? 1 : r_max;
 }
 

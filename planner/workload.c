@@ -36,6 +36,7 @@
 #include "workload.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 void workload_shape_from_model(const fsmoe_model *m, workload_shape *out)
@@ -119,6 +120,81 @@ fsmoe_status workload_lines_init(const fsmoe_cluster *c, const char *cluster_pat
             return st;
     } else {
         out->copy = fsmoe_line_zero();
+    }
+    return FSMOE_OK;
+}
+
+/* Members of rank 0's group are 0, stride, 2·stride, ... (parallel.c's nesting): EP strides
+ * esp, EP&ESP is consecutive. Every group of g is a translate of rank 0's, so its shape is. */
+int workload_group_2dh(const fsmoe_parallel *par, fsmoe_group g, int *nodes, int *locals)
+{
+    int P = fsmoe_group_size(par, g), G = par->gpus_per_node;
+    int stride = g == FSMOE_GROUP_EP ? par->esp : g == FSMOE_GROUP_EP_ESP ? 1 : 0;
+    if (stride < 1 || P < 4 || G < 2 || par->world <= G)
+        return 0;
+    /* members by node (ascending ranks visit the nodes in order): every node as many as the
+     * first */
+    int n_nodes = 0, per = 0, count = 0, last = -1;
+    for (int m = 0; m <= P; m++) {
+        int node = m < P ? (int)(((long)m * stride) / G) : -2;
+        if (node != last) {
+            if (last >= 0) {
+                if (n_nodes == 1)
+                    per = count;
+                else if (count != per)
+                    return 0;
+            }
+            n_nodes += m < P;
+            last = node;
+            count = 0;
+        }
+        count++;
+    }
+    if (n_nodes < 2 || per < 2)
+        return 0;
+    if (nodes)
+        *nodes = n_nodes;
+    if (locals)
+        *locals = per;
+    return 1;
+}
+
+fsmoe_status workload_lines_2dh(const fsmoe_cluster *c, const char *cluster_path,
+                                const fsmoe_parallel *par, const workload_lines *w,
+                                workload_lines *out, fsmoe_error *err)
+{
+    *out = *w;
+    out->notes[0] = '\0';
+    out->a2a_ep_2dh = out->a2a_ep_esp_2dh = 0;
+    const struct {
+        fsmoe_group g;
+        fsmoe_line *line;
+        int *flag;
+    } groups[] = {{FSMOE_GROUP_EP, &out->a2a_ep, &out->a2a_ep_2dh},
+                  {FSMOE_GROUP_EP_ESP, &out->a2a_ep_esp, &out->a2a_ep_esp_2dh}};
+    for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++) {
+        int nodes, locals;
+        if (!workload_group_2dh(par, groups[i].g, &nodes, &locals))
+            continue;
+        fsmoe_status st = fsmoe_cost_line_2dh(c, cluster_path, nodes, locals, groups[i].line,
+                                              out->notes, sizeof out->notes, err);
+        if (st != FSMOE_OK)
+            return st;
+        *groups[i].flag = 1;
+        const fsmoe_cost_entry *e = groups[i].line->entry;
+        if (e) { /* measured at this size: say which fit (derived and scaled lines say so) */
+            char line[256];
+            snprintf(line, sizeof line,
+                     "alltoall_2dh world (%d nodes x %d): measured at %d ranks (profile line %d, "
+                     "r2 %.4g)",
+                     nodes, locals, e->ranks, e->line, e->r2);
+            size_t used = strnlen(out->notes, sizeof out->notes), n = strlen(line);
+            if (strstr(out->notes, line) == NULL && used + n + 2 <= sizeof out->notes) {
+                if (used)
+                    out->notes[used++] = '\n';
+                memcpy(out->notes + used, line, n + 1);
+            }
+        }
     }
     return FSMOE_OK;
 }

@@ -40,11 +40,30 @@ typedef struct {
     fsmoe_line ar_dp;      /* Gradient-AllReduce */
     fsmoe_line gemm, copy;
     int have_copy;
+    /* 1: a2a_ep (a2a_ep_esp) is the hierarchical AllToAll's line (workload_lines_2dh); 0: the
+     * flat AllToAll's, as workload_lines_init gives every line */
+    int a2a_ep_2dh, a2a_ep_esp_2dh;
     char notes[1024];      /* derivations used (cost.h) */
 } workload_lines;
 
 fsmoe_status workload_lines_init(const fsmoe_cluster *c, const char *cluster_path,
                                  const fsmoe_parallel *par, workload_lines *out, fsmoe_error *err);
+
+/* Whether logical group g spans at least two nodes with the same number (at least two) of
+ * members on each under par's node-major numbering (parallel.h) — the shape the hierarchical
+ * AllToAll (2DH, comm/a2a_2dh.h a2a_2dh_shape_make) needs; 1 with *nodes and *locals filled,
+ * else 0 (one node, one member per node, uneven nodes): 2DH is then the flat AllToAll. */
+int workload_group_2dh(const fsmoe_parallel *par, fsmoe_group g, int *nodes, int *locals);
+
+/* The lines a layer whose AllToAll algorithm is 2dh runs on: *out = *w with a2a_ep and
+ * a2a_ep_esp replaced by their 2DH lines (cost.h fsmoe_cost_line_2dh) where that group is
+ * hierarchical (a2a_ep_2dh / a2a_ep_esp_2dh set), the flat line elsewhere. Everything else,
+ * SAA included (a send/recv overlap the runtime issues flat, measured or derived on its own),
+ * is w's. out->notes holds only the 2DH lines' derivations. Fails (FSMOE_ERR_VALUE) when a
+ * hierarchical group's 2DH line is neither measured nor derivable. */
+fsmoe_status workload_lines_2dh(const fsmoe_cluster *c, const char *cluster_path,
+                                const fsmoe_parallel *par, const workload_lines *w,
+                                workload_lines *out, fsmoe_error *err);
 
 typedef struct {
     double n_a2a, n_ag, n_rs, n_exp; /* bytes, bytes, bytes, MACs per GPU per MoE layer */

@@ -1,8 +1,9 @@
 /* Tests: the group-size rule of the cost model (libfsmoe/cost.h): a profile's (op, tier) at
  * several group sizes, the exact match, bus-bandwidth scaling from one size, interpolation
  * between two, extrapolation outside them, and the planner's lines for FSMoE Testbed A at
- * 2 / 4 / 6 nodes (FSMoE Fig. 7's P = 16 / 32 / 48). Expected values are computed by hand in
- * the comments (nccl-tests' busbw factors: s(p) = (p−1)/p, AllReduce 2(p−1)/p). */
+ * 2 / 4 / 6 nodes (FSMoE Fig. 7's P = 16 / 32 / 48), and the hierarchical AllToAll's line
+ * (measured, or derived as the sum of its phases and copies) and which groups have one.
+ * Expected values are computed by hand in the comments (nccl-tests' busbw factors: s(p) = (p−1)/p, AllReduce 2(p−1)/p). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdarg.h>
@@ -330,6 +331,193 @@ static void test_min_chunk_from_points(void **state)
     assert_int_equal(workload_r_max(20.0, 0.0, 1048576.0), 20);
 }
 
+/* ---- the hierarchical AllToAll (cost.h fsmoe_cost_line_2dh) ---- */
+
+/* 4 nodes x 4 GPUs: flat AllToAll on the world tier, its two phases on intra and inter, and a
+ * copy; `extra` adds entries (e.g. a measured alltoall_2dh). */
+static void parse_4x4(fsmoe_cluster *c, const char *extra)
+{
+    char doc[4096];
+    snprintf(doc, sizeof doc,
+             "fsmoe_cluster: 1\n"
+             "name: four-by-four\n"
+             "source: test\n"
+             "nodes: 4\n"
+             "gpus_per_node: 4\n"
+             "ops:\n"
+             "  - {op: gemm, tier: local, ranks: 1, alpha_s: 2e-5, beta_s_per_mac: 1e-14, r2: 1}\n"
+             "  - {op: alltoall, tier: world, ranks: 16, alpha_s: 1.5e-3, beta_s_per_byte: 1e-10, r2: 1}\n"
+             "  - {op: alltoall, tier: inter, ranks: 4, alpha_s: 3e-4, beta_s_per_byte: 1e-10, r2: 1}\n"
+             "  - {op: alltoall, tier: intra, ranks: 4, alpha_s: 1e-5, beta_s_per_byte: 6e-12, r2: 1}\n"
+             "  - {op: copy, tier: local, ranks: 1, alpha_s: 5e-6, beta_s_per_byte: 2e-12, r2: 1}\n"
+             "  - {op: allreduce, tier: inter, ranks: 4, alpha_s: 2e-4, beta_s_per_byte: 2e-10, r2: 1}\n"
+             "  - {op: allgather, tier: intra, ranks: 4, alpha_s: 1e-5, beta_s_per_byte: 5e-12, r2: 1}\n"
+             "%s",
+             extra ? extra : "");
+    fsmoe_error err = {0};
+    if (fsmoe_cluster_parse("4x4.yaml", doc, strlen(doc), c, &err))
+        fail_msg("%s", err.msg);
+}
+
+/* Derived: the sum of its parts, each at its own group size. By hand, 4 nodes x 4:
+ *   alpha = 1e-5 (intra) + 3e-4 (inter) + 3 x 5e-6 (copy)    = 3.25e-4 s
+ *   beta  = 6e-12 + 1e-10 + 3 x 2e-12                        = 1.12e-10 s/byte
+ * 4 nodes x 2 (an EP group striding esp = 2): the intra AllToAll measured at 4 ranks scaled to
+ * 2 by bus bandwidth, beta x s(2)/s(4) = 0.5/0.75: 6e-12 x 2/3 = 4e-12, alpha as measured:
+ *   beta  = 4e-12 + 1e-10 + 6e-12 = 1.1e-10, alpha = 3.25e-4.
+ * 2 nodes x 4: inter at 2 ranks, beta x (1/2)/(3/4): 1e-10 x 2/3:
+ *   beta  = 6e-12 + 6.6667e-11 + 6e-12 = 7.8667e-11, alpha = 3.25e-4. */
+static void test_2dh_derived(void **state)
+{
+    (void)state;
+    fsmoe_cluster c;
+    parse_4x4(&c, NULL);
+    fsmoe_error err = {0};
+    fsmoe_line l;
+    char note[1024] = "";
+    assert_int_equal(fsmoe_cost_line_2dh(&c, "4x4.yaml", 4, 4, &l, note, sizeof note, &err),
+                     FSMOE_OK);
+    assert_rel(l.alpha_s, 3.25e-4, 1e-12);
+    assert_rel(l.beta_s, 1.12e-10, 1e-12);
+    assert_null(l.entry);
+    assert_non_null(strstr(note, "alltoall_2dh world (4 nodes x 4): not in the profile, derived "
+                                 "as alltoall(intra, 4 ranks) + alltoall(inter, 4 ranks) + 3 x "
+                                 "copy"));
+    /* the sum of the three lookups, through the public API */
+    fsmoe_line a, b, cp;
+    assert_int_equal(fsmoe_cost_line_at(&c, NULL, FSMOE_OP_ALLTOALL, FSMOE_TIER_INTRA, 4, &a,
+                                        NULL, 0, &err), FSMOE_OK);
+    assert_int_equal(fsmoe_cost_line_at(&c, NULL, FSMOE_OP_ALLTOALL, FSMOE_TIER_INTER, 4, &b,
+                                        NULL, 0, &err), FSMOE_OK);
+    assert_int_equal(fsmoe_cost_line(&c, NULL, FSMOE_OP_COPY, FSMOE_TIER_LOCAL, &cp, NULL, 0,
+                                     &err), FSMOE_OK);
+    assert_rel(l.alpha_s, a.alpha_s + b.alpha_s + 3.0 * cp.alpha_s, 1e-15);
+    assert_rel(l.beta_s, a.beta_s + b.beta_s + 3.0 * cp.beta_s, 1e-15);
+    /* fewer members per node: the intra phase scaled (and noted) */
+    note[0] = '\0';
+    assert_int_equal(fsmoe_cost_line_2dh(&c, "4x4.yaml", 4, 2, &l, note, sizeof note, &err),
+                     FSMOE_OK);
+    assert_rel(l.alpha_s, 3.25e-4, 1e-12);
+    assert_rel(l.beta_s, 1.1e-10, 1e-12);
+    assert_non_null(strstr(note, "alltoall intra: measured at 4 ranks, scaled to 2"));
+    assert_int_equal(fsmoe_cost_line_2dh(&c, "4x4.yaml", 2, 4, &l, NULL, 0, &err), FSMOE_OK);
+    assert_rel(l.beta_s, 6e-12 + 1e-10 * 2.0 / 3.0 + 6e-12, 1e-12);
+    /* the generic lookup at the world tier = full nodes (16 ranks of 4: 4 x 4) */
+    assert_int_equal(fsmoe_cost_line_at(&c, NULL, FSMOE_OP_ALLTOALL_2DH, FSMOE_TIER_WORLD, 16, &l,
+                                        NULL, 0, &err), FSMOE_OK);
+    assert_rel(l.beta_s, 1.12e-10, 1e-12);
+    /* 2DH moves the bytes AllToAll moves: its bus-bandwidth factor is AllToAll's */
+    assert_rel(fsmoe_busbw_factor(FSMOE_OP_ALLTOALL_2DH, 16), 15.0 / 16.0, 1e-15);
+    fsmoe_cluster_free(&c);
+}
+
+/* A measured alltoall_2dh wins over the derivation; other sizes follow the group-size rule
+ * (one size: beta x s(p)/s(16), alpha as measured). */
+static void test_2dh_measured(void **state)
+{
+    (void)state;
+    fsmoe_cluster c;
+    parse_4x4(&c, "  - {op: alltoall_2dh, tier: world, ranks: 16, alpha_s: 2e-4, "
+                  "beta_s_per_byte: 1.2e-10, r2: 0.999}\n");
+    fsmoe_error err = {0};
+    fsmoe_line l;
+    char note[1024] = "";
+    assert_int_equal(fsmoe_cost_line_2dh(&c, "4x4.yaml", 4, 4, &l, note, sizeof note, &err),
+                     FSMOE_OK);
+    assert_ptr_equal(l.entry, &c.ops[FSMOE_OP_ALLTOALL_2DH][FSMOE_TIER_WORLD]);
+    assert_rel(l.alpha_s, 2e-4, 1e-15);
+    assert_rel(l.beta_s, 1.2e-10, 1e-15);
+    assert_string_equal(note, ""); /* measured at this size: nothing derived */
+    /* 8 ranks (4 nodes x 2): beta x (7/8)/(15/16) */
+    assert_int_equal(fsmoe_cost_line_2dh(&c, "4x4.yaml", 4, 2, &l, note, sizeof note, &err),
+                     FSMOE_OK);
+    assert_null(l.entry);
+    assert_rel(l.alpha_s, 2e-4, 1e-15);
+    assert_rel(l.beta_s, 1.2e-10 * (7.0 / 8.0) / (15.0 / 16.0), 1e-12);
+    assert_non_null(strstr(note, "alltoall_2dh world: measured at 16 ranks, scaled to 8"));
+    assert_null(strstr(note, "derived as"));
+    /* the planner's lines name the measured fit in the notes */
+    fsmoe_parallel par = {.world = 16, .gpus_per_node = 4, .dp = 16, .mp = 1, .ep = 16,
+                          .esp = 1, .pp = 1};
+    workload_lines w, wh;
+    if (workload_lines_init(&c, "4x4.yaml", &par, &w, &err) ||
+        workload_lines_2dh(&c, "4x4.yaml", &par, &w, &wh, &err))
+        fail_msg("%s", err.msg);
+    assert_true(wh.a2a_ep_2dh && wh.a2a_ep_esp_2dh);
+    assert_rel(wh.a2a_ep.beta_s, 1.2e-10, 1e-15);
+    assert_rel(w.a2a_ep.alpha_s, 1.5e-3, 1e-15); /* the flat lines stay */
+    assert_non_null(strstr(wh.notes, "alltoall_2dh world (4 nodes x 4): measured at 16 ranks"));
+    fsmoe_cluster_free(&c);
+}
+
+/* A group that is not hierarchical has no 2DH (a caller's error), and a profile without the
+ * parts says which one it lacks. */
+static void test_2dh_refused(void **state)
+{
+    (void)state;
+    fsmoe_cluster c;
+    parse_4x4(&c, NULL);
+    fsmoe_error err = {0};
+    fsmoe_line l;
+    assert_int_equal(fsmoe_cost_line_2dh(&c, NULL, 1, 4, &l, NULL, 0, &err), FSMOE_ERR_INTERNAL);
+    assert_non_null(strstr(err.msg, "is not hierarchical"));
+    assert_int_equal(fsmoe_cost_line_2dh(&c, NULL, 4, 1, &l, NULL, 0, &err), FSMOE_ERR_INTERNAL);
+    assert_int_equal(fsmoe_cost_line_at(&c, NULL, FSMOE_OP_ALLTOALL_2DH, FSMOE_TIER_INTER, 4, &l,
+                                        NULL, 0, &err),
+                     FSMOE_ERR_INTERNAL);
+    assert_non_null(strstr(err.msg, "use alltoall"));
+    fsmoe_cluster_free(&c);
+    /* Testbed B's shape: no alltoall intra */
+    char doc[] = "fsmoe_cluster: 1\nname: no-intra\nsource: test\nnodes: 4\ngpus_per_node: 4\n"
+                 "ops:\n"
+                 "  - {op: alltoall, tier: inter, ranks: 4, alpha_s: 3e-4, beta_s_per_byte: "
+                 "1e-10, r2: 1}\n"
+                 "  - {op: copy, tier: local, ranks: 1, alpha_s: 5e-6, beta_s_per_byte: 2e-12, "
+                 "r2: 1}\n";
+    if (fsmoe_cluster_parse("no-intra.yaml", doc, sizeof doc - 1, &c, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(fsmoe_cost_line_2dh(&c, "no-intra.yaml", 4, 4, &l, NULL, 0, &err),
+                     FSMOE_ERR_VALUE);
+    assert_non_null(strstr(err.msg, "no-intra.yaml:7:3: ops: no alltoall_2dh entry for tier "
+                                    "world, and no alltoall intra entry to derive it from"));
+    fsmoe_cluster_free(&c);
+}
+
+/* Which groups are hierarchical under the node-major numbering (parallel.h): EP strides esp,
+ * EP&ESP is consecutive. By hand, G = 4:
+ *   world 16, ep 16, esp 1: EP = 0..15 -> 4 nodes x 4;
+ *   world 16, ep 8, esp 2: EP = 0,2,..,14 -> 4 nodes x 2; EP&ESP = 0..15 -> 4 x 4;
+ *   world 16, ep 4, esp 4: EP = 0,4,8,12 -> one per node (no); EP&ESP 4 x 4;
+ *   world 16, ep 2, esp 2: EP&ESP = 0..3 -> one node (no);
+ *   world 4 (one node): never. */
+static void test_group_2dh(void **state)
+{
+    (void)state;
+    const struct {
+        int world, ep, esp;
+        fsmoe_group g;
+        int want, nodes, locals;
+    } rows[] = {
+        {16, 16, 1, FSMOE_GROUP_EP, 1, 4, 4},    {16, 8, 2, FSMOE_GROUP_EP, 1, 4, 2},
+        {16, 8, 2, FSMOE_GROUP_EP_ESP, 1, 4, 4}, {16, 4, 4, FSMOE_GROUP_EP, 0, 0, 0},
+        {16, 4, 4, FSMOE_GROUP_EP_ESP, 1, 4, 4}, {16, 2, 2, FSMOE_GROUP_EP_ESP, 0, 0, 0},
+        {16, 8, 1, FSMOE_GROUP_EP, 1, 2, 4},     {4, 4, 1, FSMOE_GROUP_EP, 0, 0, 0},
+        {16, 16, 1, FSMOE_GROUP_DP, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        fsmoe_parallel p = {.world = rows[i].world, .gpus_per_node = 4, .dp = rows[i].world,
+                            .mp = 1, .ep = rows[i].ep, .esp = rows[i].esp, .pp = 1};
+        int nodes = 0, locals = 0;
+        int got = workload_group_2dh(&p, rows[i].g, &nodes, &locals);
+        if (got != rows[i].want || (got && (nodes != rows[i].nodes || locals != rows[i].locals)))
+            fail_msg("row %zu: got %d (%d x %d), want %d (%d x %d)", i, got, nodes, locals,
+                     rows[i].want, rows[i].nodes, rows[i].locals);
+        /* hierarchical groups are exactly the world-tier ones in these layouts */
+        if (rows[i].g != FSMOE_GROUP_DP && fsmoe_group_size(&p, rows[i].g) > 1)
+            assert_int_equal(got, fsmoe_group_tier(&p, rows[i].g) == FSMOE_TIER_WORLD);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -338,6 +526,8 @@ int main(void)
         cmocka_unit_test(test_profile_two_sizes), cmocka_unit_test(test_add),
         cmocka_unit_test(test_testbed_a_nodes),
         cmocka_unit_test(test_min_chunk_from_points),
+        cmocka_unit_test(test_2dh_derived),    cmocka_unit_test(test_2dh_measured),
+        cmocka_unit_test(test_2dh_refused),    cmocka_unit_test(test_group_2dh),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

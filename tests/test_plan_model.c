@@ -5,7 +5,9 @@
  * rule, the forward degree against an exhaustive search of F, the prefix (ops before the first
  * MoE layer) summed here from the workload's per-block times, byte conservation of the gradient
  * partition, and the orderings the cost model guarantees (FSMoE ≤ Tutel-Improved ≤ Tutel, and
- * FSMoE ≤ DeepSpeed-MoE). */
+ * FSMoE ≤ DeepSpeed-MoE); and the AllToAll algorithm (`dispatch: auto` against planning every
+ * layer forced to each algorithm, refusals, the plan file and the simulator on 2dh layers). */
+#define _POSIX_C_SOURCE 200809L /* mkstemp, fdopen */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -16,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cluster.h"
 #include "model.h"
@@ -553,6 +556,347 @@ static void test_schedule_choice(void **state)
     fsmoe_cluster_free(&c);
 }
 
+/* ---- the AllToAll algorithm: `dispatch: nccl | 2dh | auto` (plan_model.h) ------------------ */
+
+/* 4 nodes x 4 GPUs. Latency-bound: the flat AllToAll over 16 ranks pays ~15 messages of ~100 µs
+ * (alpha 1.5 ms), the inter-node phase of 2DH over 4 nodes 3 of them (alpha 0.3 ms); its intra
+ * phase and copies are cheap. Bandwidth-bound: the same link with small alphas, where 2DH's
+ * extra intra phase and three copies of every byte cost more than the messages it saves. */
+static const char lat_doc[] =
+    "fsmoe_cluster: 1\nname: lat-4x4\nsource: test\nnodes: 4\ngpus_per_node: 4\nops:\n"
+    "  - {op: gemm, tier: local, ranks: 1, alpha_s: 2.0e-5, beta_s_per_mac: 1.0e-14, r2: 1}\n"
+    "  - {op: alltoall, tier: world, ranks: 16, alpha_s: 1.5e-3, beta_s_per_byte: 1.0e-10, r2: 1}\n"
+    "  - {op: alltoall, tier: inter, ranks: 4, alpha_s: 3.0e-4, beta_s_per_byte: 1.0e-10, r2: 1}\n"
+    "  - {op: alltoall, tier: intra, ranks: 4, alpha_s: 1.0e-5, beta_s_per_byte: 5.0e-12, r2: 1}\n"
+    "  - {op: allgather, tier: intra, ranks: 4, alpha_s: 1.0e-5, beta_s_per_byte: 5.0e-12, r2: 1}\n"
+    "  - {op: reducescatter, tier: intra, ranks: 4, alpha_s: 1.0e-5, beta_s_per_byte: 5.0e-12, r2: 1}\n"
+    "  - {op: allreduce, tier: world, ranks: 16, alpha_s: 2.0e-4, beta_s_per_byte: 2.0e-10, r2: 1}\n"
+    "  - {op: allreduce, tier: inter, ranks: 4, alpha_s: 2.0e-4, beta_s_per_byte: 2.0e-10, r2: 1}\n"
+    "  - {op: copy, tier: local, ranks: 1, alpha_s: 5.0e-6, beta_s_per_byte: 2.0e-12, r2: 1}\n";
+
+/* lat_doc with its two AllToAll alphas replaced (bandwidth-bound: 5e-5 and 4e-5). */
+static void parse_profile(int latency_bound, fsmoe_cluster *c)
+{
+    char doc[sizeof lat_doc + 64];
+    snprintf(doc, sizeof doc, "%s", lat_doc);
+    if (!latency_bound) {
+        char *a = strstr(doc, "alpha_s: 1.5e-3"), *b = strstr(doc, "alpha_s: 3.0e-4");
+        memcpy(a, "alpha_s: 5.0e-5", 15);
+        memcpy(b, "alpha_s: 4.0e-5", 15);
+    }
+    fsmoe_error err = {0};
+    if (fsmoe_cluster_parse(latency_bound ? "lat.yaml" : "bw.yaml", doc, strlen(doc), c, &err))
+        fail_msg("%s", err.msg);
+}
+
+/* A model on 4 x 4 with `dispatch` and `layers` blocks (every block MoE) under `parallel`;
+ * the dispatch value sits at m.yaml:10:13. */
+static void parse_moe(const char *dispatch, int layers, const char *parallel, fsmoe_model *m)
+{
+    char doc[1024];
+    snprintf(doc, sizeof doc,
+             "fsmoe_model: 1\n"                                                        /* 1 */
+             "name: moe-4x4\n"                                                         /* 2 */
+             "architecture: {hidden: 1024, ffn_hidden: 4096, heads: 16, layers: %d, "
+             "vocab: 32000}\n"                                                         /* 3 */
+             "moe:\n"                                                                  /* 4 */
+             "  experts: 16\n"                                                         /* 5 */
+             "  top_k: 2\n"                                                            /* 6 */
+             "  expert: gpt\n"                                                         /* 7 */
+             "  capacity_factor: 1.2\n"                                                /* 8 */
+             "  gate: gshard\n"                                                        /* 9 */
+             "  dispatch: %s\n"                                                        /* 10 */
+             "training: {batch: 4, seq: 512, dtype: fp16}\n"                           /* 11 */
+             "parallel: {%s}\n",                                                       /* 12 */
+             layers, dispatch, parallel);
+    fsmoe_error err = {0};
+    memset(m, 0, sizeof *m);
+    if (fsmoe_model_parse("m.yaml", doc, strlen(doc), m, &err))
+        fail_msg("%s", err.msg);
+}
+
+static const char *const layouts[] = {
+    /* EP over all 16 ranks (4 nodes x 4): the ESP pipeline's and MoNTA's AllToAll hierarchical */
+    "world: 16, gpus_per_node: 4, dp: 16, mp: 1, ep: 16, esp: 1",
+    /* EP strides esp = 2 (4 nodes x 2), EP&ESP all 16 (4 x 4): every schedule's */
+    "world: 16, gpus_per_node: 4, dp: 8, mp: 2, ep: 8, esp: 2",
+};
+
+static void plan_ok(const fsmoe_model *m, const fsmoe_cluster *c, plan_method meth,
+                    fsmoe_plan *p)
+{
+    fsmoe_error err = {0};
+    plan_options o = {.method = meth};
+    memset(p, 0, sizeof *p);
+    if (plan_model(m, c, c->name, &m->parallel, &o, p, &err) != FSMOE_OK)
+        fail_msg("%s (dispatch %s, method %s): %s", c->name, m->dispatch, plan_method_name(meth),
+                 err.msg);
+}
+
+/* auto against brute force: the model planned with every layer forced to nccl and to 2dh; auto
+ * predicts exactly the better (the layers share one workload, so the better is uniform here;
+ * ties keep nccl), runs the winner's algorithm in every layer and is that plan, layer by layer.
+ * One block (a single MoE layer: the per-layer choice itself) and four; both layouts; every
+ * method. Latency-bound profile: 2dh wins for every method; bandwidth-bound: nccl. */
+static void test_dispatch_auto_brute_force(void **state)
+{
+    (void)state;
+    for (int lat = 0; lat < 2; lat++) {
+        fsmoe_cluster c;
+        parse_profile(lat, &c);
+        for (size_t y = 0; y < sizeof layouts / sizeof layouts[0]; y++)
+            for (int blocks = 1; blocks <= 4; blocks += 3)
+                for (int meth = 0; meth < PLAN_METHOD_COUNT; meth++) {
+                    fsmoe_model mn, mh, ma;
+                    parse_moe("nccl", blocks, layouts[y], &mn);
+                    parse_moe("2dh", blocks, layouts[y], &mh);
+                    parse_moe("auto", blocks, layouts[y], &ma);
+                    fsmoe_plan pn, ph, pa;
+                    plan_ok(&mn, &c, (plan_method)meth, &pn);
+                    plan_ok(&mh, &c, (plan_method)meth, &ph);
+                    plan_ok(&ma, &c, (plan_method)meth, &pa);
+                    double tn = pn.predicted.iteration_s, th = ph.predicted.iteration_s;
+                    const fsmoe_plan *win = th < tn ? &ph : &pn;
+                    const char *alg = th < tn ? "2dh" : "nccl";
+                    if (fabs(pa.predicted.iteration_s - win->predicted.iteration_s) >
+                        1e-12 * win->predicted.iteration_s)
+                        fail_msg("%s, layout %zu, %d blocks, %s: auto %.12g s, nccl %.12g s, 2dh "
+                                 "%.12g s",
+                                 c.name, y, blocks, plan_method_name((plan_method)meth),
+                                 pa.predicted.iteration_s, tn, th);
+                    /* the expected winner on each profile */
+                    assert_string_equal(alg, lat ? "2dh" : "nccl");
+                    assert_int_equal(pa.n_layers, blocks);
+                    for (int j = 0; j < pa.n_layers; j++) {
+                        const fsmoe_layer_plan *a = &pa.layers[j], *b = &win->layers[j];
+                        assert_string_equal(a->a2a_algorithm, alg);
+                        assert_string_equal(pn.layers[j].a2a_algorithm, "nccl");
+                        assert_int_equal(a->schedule, b->schedule);
+                        assert_int_equal(a->fwd.r, b->fwd.r);
+                        assert_int_equal(a->bwd.r, b->bwd.r);
+                        assert_true(a->fwd.predicted_s == b->fwd.predicted_s);
+                        assert_true(a->bwd.predicted_s == b->bwd.predicted_s);
+                        assert_true(a->t_d1_s == b->t_d1_s && a->a2a_s[0] == b->a2a_s[0]);
+                    }
+                    /* the baselines are flat whatever the plan runs */
+                    assert_true(pa.predicted.tutel_s == pn.predicted.tutel_s);
+                    assert_true(pa.predicted.deepspeed_s == pn.predicted.deepspeed_s);
+                    assert_true(ph.predicted.pipemoe_lina_s == pn.predicted.pipemoe_lina_s);
+                    /* the note says what was chosen and by how much */
+                    char want[96];
+                    snprintf(want, sizeof want, "dispatch auto: layer%s 0%s (", blocks > 1 ? "s" : "",
+                             blocks > 1 ? "-3" : "");
+                    const char *note = strstr(pa.notes, want);
+                    if (!note || !strstr(note, alg))
+                        fail_msg("%s, %s: no choice note `%s...%s` in:\n%s", c.name,
+                                 plan_method_name((plan_method)meth), want, alg, pa.notes);
+                    assert_non_null(strstr(pa.notes, "alltoall_2dh world (4 nodes x 4): not in "
+                                                     "the profile, derived as"));
+                    fsmoe_plan_free(&pn);
+                    fsmoe_plan_free(&ph);
+                    fsmoe_plan_free(&pa);
+                }
+        fsmoe_cluster_free(&c);
+    }
+}
+
+/* The choice is the layer's own: at its gradient share, its best candidate on the chosen
+ * algorithm is no slower than its best on the other (the note's "against"), and the plan's
+ * schedule_s keeps per schedule the better of the two. */
+static void test_dispatch_auto_note(void **state)
+{
+    (void)state;
+    fsmoe_cluster c;
+    parse_profile(1, &c);
+    fsmoe_model m;
+    parse_moe("auto", 4, layouts[1], &m);
+    fsmoe_plan p;
+    plan_ok(&m, &c, PLAN_METHOD_AUTO, &p);
+    const char *n = strstr(p.notes, "dispatch auto: layers 0-3 (");
+    assert_non_null(n);
+    const char *x = strstr(n, "x)");
+    assert_non_null(x);
+    const char *paren = x;
+    while (paren > n && *paren != '(')
+        paren--;
+    double ratio = strtod(paren + 1, NULL);
+    assert_true(ratio >= 1.0); /* the chosen is the faster */
+    assert_non_null(strstr(n, ": 2dh, predicted forward + backward"));
+    assert_non_null(strstr(n, "with nccl ("));
+    fsmoe_plan_free(&p);
+    fsmoe_cluster_free(&c);
+}
+
+/* `dispatch: 2dh` where a schedule's group is not hierarchical: those layers run nccl and a
+ * note says which group; on one node nothing is hierarchical. */
+static void test_dispatch_2dh_not_hierarchical(void **state)
+{
+    (void)state;
+    fsmoe_cluster c;
+    parse_profile(1, &c);
+    fsmoe_model m;
+    /* the common layout: EP one GPU per node (not hierarchical), EP&ESP all 16 */
+    parse_moe("2dh", 4, "world: 16, gpus_per_node: 4, dp: 4, mp: 4, ep: 4, esp: 4", &m);
+    fsmoe_plan p;
+    plan_ok(&m, &c, PLAN_METHOD_FSMOE, &p); /* the ESP pipeline: on EP */
+    for (int j = 0; j < p.n_layers; j++)
+        assert_string_equal(p.layers[j].a2a_algorithm, "nccl");
+    assert_non_null(strstr(p.notes, "dispatch 2dh: the EP group (ep 4: one member on each of 4 "
+                                    "nodes) is not hierarchical"));
+    fsmoe_plan_free(&p);
+    plan_ok(&m, &c, PLAN_METHOD_PARM, &p); /* Parm's S1/S2: on EP&ESP, hierarchical */
+    for (int j = 0; j < p.n_layers; j++) {
+        assert_true(p.layers[j].schedule == FSMOE_SCHED_S1 ||
+                    p.layers[j].schedule == FSMOE_SCHED_S2);
+        assert_string_equal(p.layers[j].a2a_algorithm, "2dh");
+    }
+    fsmoe_plan_free(&p);
+    /* one node: neither group */
+    parse_moe("2dh", 4, "world: 4, gpus_per_node: 4, dp: 4, mp: 1, ep: 4, esp: 1", &m);
+    plan_ok(&m, &c, PLAN_METHOD_AUTO, &p);
+    for (int j = 0; j < p.n_layers; j++)
+        assert_string_equal(p.layers[j].a2a_algorithm, "nccl");
+    assert_non_null(strstr(p.notes, "dispatch 2dh: neither the EP group (ep 4: on one node) nor "
+                                    "the EP&ESP group"));
+    fsmoe_plan_free(&p);
+    fsmoe_cluster_free(&c);
+}
+
+/* Refusals: 1dh (nothing runs it) at the model's file:line:col, exit 2; 2dh on a profile that
+ * cannot cost it likewise; auto there plans flat and says why. */
+static void test_dispatch_refused(void **state)
+{
+    (void)state;
+    fsmoe_cluster c;
+    parse_profile(1, &c);
+    fsmoe_model m;
+    fsmoe_plan p;
+    memset(&p, 0, sizeof p);
+    fsmoe_error err = {0};
+    plan_options o = {.method = PLAN_METHOD_AUTO};
+    parse_moe("1dh", 4, layouts[0], &m);
+    assert_int_equal(plan_model(&m, &c, "lat.yaml", &m.parallel, &o, &p, &err), FSMOE_ERR_VALUE);
+    assert_int_equal(fsmoe_exit_code(err.status), 2);
+    if (strncmp(err.msg, "m.yaml:10:13: moe.dispatch: 1dh (Hetu's hierarchical AllToAll) is not "
+                         "implemented",
+                strlen("m.yaml:10:13: moe.dispatch: 1dh (Hetu's hierarchical AllToAll) is not "
+                       "implemented")) != 0 ||
+        !strstr(err.msg, "expected nccl: the flat AllToAll, 2dh: the hierarchical one, or auto"))
+        fail_msg("%s", err.msg);
+    assert_int_equal(p.n_layers, 0);
+    fsmoe_cluster_free(&c);
+    /* no intra-node AllToAll: 2DH cannot be derived */
+    const char *drop = "  - {op: alltoall, tier: intra,";
+    char doc[sizeof lat_doc];
+    const char *at = strstr(lat_doc, drop), *eol = strchr(at, '\n');
+    snprintf(doc, sizeof doc, "%.*s%s", (int)(at - lat_doc), lat_doc, eol + 1);
+    if (fsmoe_cluster_parse("no-intra.yaml", doc, strlen(doc), &c, &err))
+        fail_msg("%s", err.msg);
+    parse_moe("2dh", 4, layouts[0], &m);
+    assert_int_equal(plan_model(&m, &c, "no-intra.yaml", &m.parallel, &o, &p, &err),
+                     FSMOE_ERR_VALUE);
+    if (strncmp(err.msg, "m.yaml:10:13: moe.dispatch: 2dh needs the hierarchical AllToAll's cost",
+                strlen("m.yaml:10:13: moe.dispatch: 2dh needs the hierarchical AllToAll's cost")) ||
+        !strstr(err.msg, "no alltoall intra entry"))
+        fail_msg("%s", err.msg);
+    parse_moe("auto", 4, layouts[0], &m);
+    plan_ok(&m, &c, PLAN_METHOD_AUTO, &p);
+    for (int j = 0; j < p.n_layers; j++)
+        assert_string_equal(p.layers[j].a2a_algorithm, "nccl");
+    assert_non_null(strstr(p.notes, "dispatch auto: nccl in every layer, 2dh not costed: "));
+    fsmoe_plan_free(&p);
+    fsmoe_cluster_free(&c);
+}
+
+/* A plan with 2dh layers round-trips through the plan file, and the simulator plays each layer
+ * on the plan's line: its `plan` forward equals the predicted forward to rounding, its
+ * AllToAll tasks carry the 2DH line (the flat line on the nccl plan), and the baselines stay
+ * flat (deepspeed's simulated iteration = the plan's predicted baseline). */
+static void test_dispatch_2dh_plan_file_and_sim(void **state)
+{
+    (void)state;
+    for (int lat = 0; lat < 2; lat++) {
+        fsmoe_cluster c;
+        parse_profile(lat, &c);
+        fsmoe_model m;
+        parse_moe("auto", 4, layouts[0], &m);
+        fsmoe_plan p;
+        plan_ok(&m, &c, PLAN_METHOD_AUTO, &p);
+        snprintf(p.model_path, sizeof p.model_path, "m.yaml");
+        snprintf(p.cluster_path, sizeof p.cluster_path, "%s", c.name);
+        snprintf(p.planner_version, sizeof p.planner_version, "test");
+        memset(p.model_sha256, '0', 64);
+        memset(p.cluster_sha256, '0', 64);
+        char path[] = "/tmp/fsmoe-plan-2dh-XXXXXX";
+        int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        FILE *f = fdopen(fd, "w");
+        fsmoe_error err = {0};
+        assert_int_equal(fsmoe_plan_emit(&p, f, &err), FSMOE_OK);
+        fclose(f);
+        fsmoe_plan q;
+        memset(&q, 0, sizeof q);
+        if (fsmoe_plan_load(path, &q, &err) != FSMOE_OK)
+            fail_msg("%s", err.msg);
+        unlink(path);
+        assert_int_equal(q.n_layers, p.n_layers);
+        for (int j = 0; j < q.n_layers; j++)
+            assert_string_equal(q.layers[j].a2a_algorithm, lat ? "2dh" : "nccl");
+        assert_string_equal(q.notes, p.notes);
+
+        check_forward_simulated(&q, &m, &c, c.name);
+        workload_lines w, wh;
+        assert_int_equal(workload_lines_init(&c, NULL, &m.parallel, &w, &err), FSMOE_OK);
+        assert_int_equal(workload_lines_2dh(&c, NULL, &m.parallel, &w, &wh, &err), FSMOE_OK);
+        const fsmoe_line *want = lat ? &wh.a2a_ep : &w.a2a_ep;
+        sim_model sm;
+        sim s;
+        sim_init(&s);
+        assert_int_equal(sim_model_from_plan(&q, &m, &c, c.name, &sm, &err), FSMOE_OK);
+        double t;
+        assert_int_equal(sim_schedule_time(&s, &sm, SIM_SCHED_PLAN, NULL, &t, &err), FSMOE_OK);
+        int n_a2a = 0;
+        for (int i = 0; i < s.n_tasks; i++) {
+            const sim_task *k = &s.tasks[i];
+            if (k->kind != FSMOE_TASK_A2A || !(k->bytes > 0.0))
+                continue;
+            n_a2a++;
+            if (k->alpha_s != want->alpha_s ||
+                fabs(k->work_s - want->beta_s * k->bytes) > 1e-12 * k->work_s)
+                fail_msg("%s: A2A task of layer %d: alpha %.12g, work %.12g s for %.0f bytes "
+                         "(want the %s line %.12g + %.12g/byte)",
+                         c.name, k->layer, k->alpha_s, k->work_s, k->bytes,
+                         lat ? "2dh" : "flat", want->alpha_s, want->beta_s);
+        }
+        assert_true(n_a2a > 0);
+        /* the deepspeed baseline on the same model: flat */
+        assert_int_equal(sim_schedule_time(&s, &sm, SIM_SCHED_DEEPSPEED, NULL, &t, &err),
+                         FSMOE_OK);
+        if (!(fabs(t - q.predicted.deepspeed_s) <= 1e-9 * t))
+            fail_msg("%s: simulated deepspeed %.12g s, predicted %.12g s", c.name, t,
+                     q.predicted.deepspeed_s);
+        for (int i = 0; i < s.n_tasks; i++)
+            if (s.tasks[i].kind == FSMOE_TASK_A2A && s.tasks[i].bytes > 0.0)
+                assert_true(s.tasks[i].alpha_s == w.a2a_ep.alpha_s);
+        /* a 2dh layer whose group is not hierarchical is refused by the simulator */
+        if (lat) {
+            fsmoe_plan r = q;
+            fsmoe_parallel flat = {.world = 16, .gpus_per_node = 4, .dp = 4, .mp = 4, .ep = 4,
+                                   .esp = 4, .pp = 1};
+            r.parallel = flat;
+            sim_model bad;
+            assert_int_equal(sim_model_from_plan(&r, &m, &c, c.name, &bad, &err),
+                             FSMOE_ERR_VALUE);
+            assert_non_null(strstr(err.msg, "a2a.algorithm 2dh"));
+        }
+        sim_model_free(&sm);
+        sim_free(&s);
+        fsmoe_plan_free(&q);
+        fsmoe_plan_free(&p);
+        fsmoe_cluster_free(&c);
+    }
+}
+
 /* ---- gradient bytes against fsmoe-run's own tensors ------------------------------------------ */
 
 /* Bytes per generalised layer from the runtime's parameter table: every registered tensor is
@@ -726,6 +1070,11 @@ int main(void)
         cmocka_unit_test(test_fsmoe_schedule_is_fsmoe_method),
         cmocka_unit_test(test_grad_tasks_anchored),
         cmocka_unit_test(test_grad_bytes_match_runtime),
+        cmocka_unit_test(test_dispatch_auto_brute_force),
+        cmocka_unit_test(test_dispatch_auto_note),
+        cmocka_unit_test(test_dispatch_2dh_not_hierarchical),
+        cmocka_unit_test(test_dispatch_refused),
+        cmocka_unit_test(test_dispatch_2dh_plan_file_and_sim),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -101,6 +101,9 @@ static const bad_row bad_rows[] = {
     {MODEL, "  dtype: fp32\n", "  dtype: fp23\n", FSMOE_ERR_SCHEMA,
      ":17:10: training.dtype: unknown name `fp23` (did you mean `fp32`? expected one of: fp16, "
      "bf16, fp32)"},
+    {MODEL, "  expert: gpt\n", "  expert: gpt\n  dispatch: 2hd\n", FSMOE_ERR_SCHEMA,
+     ":13:13: moe.dispatch: unknown name `2hd` (did you mean `2dh`? expected one of: nccl, 1dh, "
+     "2dh, auto)"},
     {MODEL, "  expert: gpt\n", "  expert: moe\n", FSMOE_ERR_SCHEMA,
      ":12:11: moe.expert: unknown name `moe` (expected one of: gpt, swiglu)"},
     {MODEL, "  experts: 4\n", "  experts: all\n", FSMOE_ERR_SCHEMA,
@@ -180,10 +183,10 @@ static const bad_row bad_rows[] = {
      ":12:5: ops[0].r_2: unknown key (did you mean `r2`?)"},
     {CLUSTER, "  - op: alltoall\n", "  - op: all2all\n", FSMOE_ERR_SCHEMA,
      ":7:9: ops[0].op: unknown name `all2all` (did you mean `alltoall`? expected one of: "
-     "alltoall, allgather, reducescatter, allreduce, saa, gemm, copy)"},
+     "alltoall, alltoall_2dh, allgather, reducescatter, allreduce, saa, gemm, copy)"},
     {CLUSTER, "  - op: alltoall\n", "  - op: broadcast\n", FSMOE_ERR_SCHEMA,
-     ":7:9: ops[0].op: unknown name `broadcast` (expected one of: alltoall, allgather, "
-     "reducescatter, allreduce, saa, gemm, copy)"},
+     ":7:9: ops[0].op: unknown name `broadcast` (expected one of: alltoall, alltoall_2dh, "
+     "allgather, reducescatter, allreduce, saa, gemm, copy)"},
     {CLUSTER, "    tier: inter\n", "    tier: internode\n", FSMOE_ERR_SCHEMA,
      ":8:11: ops[0].tier: unknown name `internode` (expected one of: intra, inter, world, local)"},
     {CLUSTER, "    beta_s_per_mac: 1.0e-14\n", "    beta_s_per_byte: 1.0e-14\n", FSMOE_ERR_SCHEMA,
@@ -486,6 +489,48 @@ static void test_missing_file(void **state)
     fsmoe_cluster c;
     assert_int_equal(fsmoe_cluster_load(path, &c, &err), FSMOE_ERR_IO);
     fsmoe_cluster_free(&c);
+}
+
+/* The model's `dispatch` (model.h): the values the schema accepts, stored as written, with the
+ * field's position kept for the planner's messages (1dh is the schema's; fsmoe-plan refuses
+ * it, tests/test_plan_model.c). */
+static void test_dispatch_values(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *line;  /* "" = no dispatch key */
+        fsmoe_status status;
+        const char *stored;
+    } rows[] = {
+        {"", FSMOE_OK, "nccl"},
+        {"  dispatch: nccl\n", FSMOE_OK, "nccl"},
+        {"  dispatch: 2dh\n", FSMOE_OK, "2dh"},
+        {"  dispatch: auto\n", FSMOE_OK, "auto"},
+        {"  dispatch: 1dh\n", FSMOE_OK, "1dh"},
+        {"  dispatch: AUTO\n", FSMOE_ERR_SCHEMA, NULL},
+        {"  dispatch: [auto]\n", FSMOE_ERR_SCHEMA, NULL},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        char repl[64], text[2048];
+        snprintf(repl, sizeof repl, "  expert: gpt\n%s", rows[i].line);
+        bad_row r = {MODEL, "  expert: gpt\n", repl, FSMOE_OK, ""};
+        build_text(&r, text, sizeof text);
+        fsmoe_model m;
+        fsmoe_error err = {0};
+        fsmoe_status st = fsmoe_model_load(write_tmp(text), &m, &err);
+        if (st != rows[i].status)
+            fail_msg("row %zu: status %d (want %d): %s", i, (int)st, (int)rows[i].status,
+                     err.msg);
+        if (st != FSMOE_OK) {
+            assert_non_null(strstr(err.msg, "in.yaml:13:13: moe.dispatch"));
+            continue;
+        }
+        assert_string_equal(m.dispatch, rows[i].stored);
+        if (rows[i].line[0])
+            assert_non_null(strstr(m.at.dispatch.where, "in.yaml:13:13: moe.dispatch"));
+        else
+            assert_string_equal(m.at.dispatch.where, "");
+    }
 }
 
 /* The base texts themselves are valid, so every failure above is caused by its edit. */
@@ -1171,6 +1216,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_base_texts_valid),
         cmocka_unit_test(test_bad_inputs),
+        cmocka_unit_test(test_dispatch_values),
         cmocka_unit_test(test_missing_file),
         cmocka_unit_test(test_reader_bounds),
         cmocka_unit_test(test_yaml_reader_api),
