@@ -133,6 +133,12 @@ struct rt_backend {
     void (*alltoallv_rows)(rt_backend *be, rt_stream *s, const rt_group *g, real *dst,
                            const real *src, const int *send_rows, const int *recv_rows, long M,
                            const char *what);
+    /* The same exchange as the hierarchical AllToAll (2DH, comm/a2a_2dh.h) on a group with a
+     * 2DH shape (dist.h dist_group_2dh): counts (P·P) holds every member's rows to every
+     * member, counts[s·P + d] from s to d (this member's send_rows and recv_rows are its row
+     * and its column). */
+    void (*alltoallv_rows_2dh)(rt_backend *be, rt_stream *s, const rt_group *g, real *dst,
+                               const real *src, const int *counts, long M, const char *what);
     /* AllGather: every member contributes n reals; dst (size·n) holds member p's at dst + p·n.
      * src must not overlap dst. */
     void (*allgather)(rt_backend *be, rt_stream *s, const rt_group *g, real *dst, const real *src,

@@ -549,6 +549,75 @@ static void c_alltoallv_rows(rt_backend *be, rt_stream *s, const rt_group *g, re
 #endif
 }
 
+#if defined(FSMOE_HAVE_NCCL)
+/* A re-layout of the 2DH AllToAll (comm/a2a_2dh.h): device-to-device copies on s. */
+static void move_blocks(rt_backend *be, rt_stream *s, const a2a_2dh_block *b, int n,
+                        const real *src, real *dst, long M)
+{
+    size_t row = (size_t)M * sizeof(real);
+    for (int i = 0; i < n; i++)
+        CUDA_OK(be, cudaMemcpyAsync(dst + b[i].dst * M, src + b[i].src * M, (size_t)b[i].rows * row,
+                                    cudaMemcpyDeviceToDevice, cs(s)));
+}
+
+/* One phase: to and from peers[q] (group ranks) sc/rc rows at sd/rd, one NCCL group call. */
+static void phase_2dh(rt_backend *be, rt_stream *s, ncclComm_t c, int n, const int *peers,
+                      const long *sc, const long *sd, const real *send, const long *rc,
+                      const long *rd, real *recv, long M)
+{
+    NCCL_OK(be, ncclGroupStart(), c);
+    for (int q = 0; q < n; q++) {
+        if (sc[q])
+            NCCL_OK(be, ncclSend(send + sd[q] * M, (size_t)(sc[q] * M), ncclFloat, peers[q], c,
+                                 cs(s)), c);
+        if (rc[q])
+            NCCL_OK(be, ncclRecv(recv + rd[q] * M, (size_t)(rc[q] * M), ncclFloat, peers[q], c,
+                                 cs(s)), c);
+    }
+    NCCL_OK(be, ncclGroupEnd(), c);
+}
+#endif
+
+/* The 2DH AllToAll on the group's NCCL communicator: both phases address their peers by group
+ * rank (the plan's peer1/peer2), the re-layouts are copies on s, and the stage is stream-ordered
+ * memory (cudaMallocAsync) freed on s after the last copy. The counts are read now. */
+static void c_alltoallv_rows_2dh(rt_backend *be, rt_stream *s, const rt_group *g, real *dst,
+                                 const real *src, const int *counts, long M, const char *what)
+{
+    const a2a_2dh_shape *sh = dist_group_2dh(g);
+    if (!sh) {
+        rt_backend_fail(be, FSMOE_ERR_INTERNAL, "%s: the group's AllToAll cannot be hierarchical",
+                        what);
+        return;
+    }
+#if defined(FSMOE_HAVE_NCCL)
+    ncclComm_t c = nccl_comm(be, g, s, what);
+    if (!c)
+        return;
+    a2a_2dh_plan p;
+    if (a2a_2dh_plan_make(sh, g->rank, counts, &p) != 0) {
+        rt_backend_fail(be, FSMOE_ERR_NOMEM, "%s: out of memory", what);
+        return;
+    }
+    real *A = NULL;
+    size_t bytes = (size_t)(p.rows_a + 2 * p.rows_b) * (size_t)M * sizeof(real);
+    CUDA_OK(be, cudaMallocAsync((void **)&A, bytes ? bytes : 1, cs(s)));
+    if (A) {
+        real *B = A + p.rows_a * M, *C = B + p.rows_b * M;
+        move_blocks(be, s, p.pack1, p.n_pack1, src, A, M);
+        phase_2dh(be, s, c, p.locals, p.peer1, p.s1c, p.s1d, A, p.r1c, p.r1d, B, M);
+        move_blocks(be, s, p.pack2, p.n_pack2, B, C, M);
+        phase_2dh(be, s, c, p.nodes, p.peer2, p.s2c, p.s2d, C, p.r2c, p.r2d, A, M);
+        move_blocks(be, s, p.unpack, p.n_unpack, A, dst, M);
+        CUDA_OK(be, cudaFreeAsync(A, cs(s)));
+    }
+    a2a_2dh_plan_free(&p);
+#else
+    (void)dst, (void)src, (void)counts, (void)M;
+    nccl_comm(be, g, s, what);
+#endif
+}
+
 /* AllGather / ReduceScatter (sum): NCCL's counts are per member, like backend.h's n; a group
  * of one member copies. */
 static void c_ag_rs(rt_backend *be, rt_stream *s, const rt_group *g, real *dst, const real *src,
@@ -726,6 +795,7 @@ extern "C" fsmoe_status rt_backend_cuda_create(int local_rank, rt_backend **out,
     be->row_dot = c_row_dot;
     be->allreduce_sum = c_allreduce_sum;
     be->alltoallv_rows = c_alltoallv_rows;
+    be->alltoallv_rows_2dh = c_alltoallv_rows_2dh;
     be->allgather = c_allgather;
     be->reducescatter_sum = c_reducescatter_sum;
     *out = be;

@@ -26,6 +26,7 @@
 
 #include <cblas.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -835,6 +836,66 @@ static void h_alltoallv_rows(rt_backend *be, rt_stream *s, const rt_group *g, re
     h_async(be, s, a2av_job, &a, sizeof a);
 }
 
+typedef struct {
+    rt_backend *be;
+    rt_comm_group *cg;
+    int slot;
+    real *dst;
+    const real *src;
+    const int *counts;
+    long M;
+    const char *what;
+} a2a_2dh_args;
+
+static fsmoe_status a2a_2dh_job(void *arg, fsmoe_error *err)
+{
+    a2a_2dh_args *a = arg;
+    if (rt_backend_failed(a->be)) /* backend.h: skipped after a failure */
+        return FSMOE_ERR_MPI;
+    rt_comm_group *cg = a->cg;
+    int s = a->slot;
+    a2a_2dh_plan p = {0};
+    fsmoe_status st = FSMOE_OK;
+    if (a2a_2dh_plan_make(cg->h2, cg->rank, a->counts, &p) != 0) {
+        st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "%s: out of memory", a->what);
+        goto out;
+    }
+    size_t bytes = (size_t)(p.rows_a + 2 * p.rows_b) * (size_t)a->M * sizeof(real);
+    if (bytes > cg->h_stage_bytes[s]) { /* only this slot's thread uses its stage */
+        free(cg->h_stage[s]);
+        cg->h_stage_bytes[s] = 0;
+        if (!(cg->h_stage[s] = malloc(bytes))) {
+            st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "%s: out of memory for %zu staging bytes",
+                            a->what, bytes);
+            goto out;
+        }
+        cg->h_stage_bytes[s] = bytes;
+    }
+    if (a->M > INT_MAX)
+        st = fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: rows of %ld elements exceed MPI's int counts",
+                        a->what, a->M);
+    else
+        st = fsmoe_mpi_alltoallv_2dh(cg->h_intra[s], cg->h_inter[s], &p, a->src, a->dst,
+                                     cg->h_stage[s], (int)a->M, MPI_REAL_T, a->what, err);
+out:
+    a2a_2dh_plan_free(&p);
+    if (st != FSMOE_OK)
+        rt_backend_fail(a->be, st, "%s", err->msg);
+    return st;
+}
+
+static void h_alltoallv_rows_2dh(rt_backend *be, rt_stream *s, const rt_group *g, real *dst,
+                                 const real *src, const int *counts, long M, const char *what)
+{
+    if (!dist_group_2dh(g)) {
+        rt_backend_fail(be, FSMOE_ERR_INTERNAL, "%s: the group's AllToAll cannot be hierarchical",
+                        what);
+        return;
+    }
+    a2a_2dh_args a = {be, g->impl, worker(s) ? s->slot : 0, dst, src, counts, M, what};
+    h_async(be, s, a2a_2dh_job, &a, sizeof a);
+}
+
 /* AllGather and ReduceScatter: one job type, one MPI call each (the calls fsmoe-bench times). */
 typedef struct {
     rt_backend *be;
@@ -1022,6 +1083,7 @@ fsmoe_status rt_backend_host_create(int threads, rt_backend **out, fsmoe_error *
     be->row_dot = h_row_dot;
     be->allreduce_sum = h_allreduce_sum;
     be->alltoallv_rows = h_alltoallv_rows;
+    be->alltoallv_rows_2dh = h_alltoallv_rows_2dh;
     be->allgather = h_allgather;
     be->reducescatter_sum = h_reducescatter_sum;
     *out = be;

@@ -7,6 +7,7 @@
 
 #include "check.h"
 #include "mpi_coll.h"
+#include "topology.h"
 
 static const char *const group_names[RT_NGROUPS] = {"dp", "ep", "edp", "mp", "esp", "ep_esp", "world"};
 
@@ -16,7 +17,7 @@ static void group_single(rt_comm_group *g, const char *name)
     g->size = 1;
     g->rank = 0;
     for (int s = 0; s < RT_STREAM_SLOTS; s++)
-        g->comm[s] = MPI_COMM_NULL;
+        g->comm[s] = g->h_intra[s] = g->h_inter[s] = MPI_COMM_NULL;
 }
 
 void dist_single(rt_dist *d, const rt_layout *layout)
@@ -39,6 +40,25 @@ static fsmoe_status group_make(rt_comm_group *g, const char *name, int color, in
     for (int s = 1; s < RT_STREAM_SLOTS; s++)
         MPI_CHECK(MPI_Comm_dup(base, &g->comm[s]), err);
     return FSMOE_OK;
+}
+
+/* The 2DH sub-communicators of an exchange group (dist.h), where its members' nodes (rank /
+ * gpus_per_node, the numbering layout.h assumes) make it hierarchical. Collective over g. */
+static fsmoe_status group_2dh(rt_comm_group *g, const rt_layout *l, fsmoe_error *err)
+{
+    if (l->gpus_per_node <= 0 || g->size < 4 || g->size > A2A_2DH_MAX_MEMBERS)
+        return FSMOE_OK;
+    topology_2dh h;
+    fsmoe_status st = topology_2dh_init(g->comm[0], l->rank / l->gpus_per_node, &h, err);
+    if (!st && h.hierarchical && !(g->h2 = malloc(sizeof *g->h2)))
+        st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "group %s: out of memory", g->name);
+    if (!st && h.hierarchical) {
+        *g->h2 = h.shape;
+        for (int s = 0; s < RT_STREAM_SLOTS && !st; s++)
+            st = topology_2dh_split(g->comm[s], &h, &g->h_intra[s], &g->h_inter[s], err);
+    }
+    topology_2dh_free(&h);
+    return st;
 }
 
 fsmoe_status dist_init(rt_dist *d, const rt_layout *l, fsmoe_error *err)
@@ -64,16 +84,33 @@ fsmoe_status dist_init(rt_dist *d, const rt_layout *l, fsmoe_error *err)
         if (d->g[k].size != want[k])
             return fsmoe_fail(err, FSMOE_ERR_INTERNAL, "group %s has %d ranks, the layout says %d",
                               group_names[k], d->g[k].size, want[k]);
+    if ((st = group_2dh(&d->g[RT_EP], l, err)) || (st = group_2dh(&d->g[RT_EP_ESP], l, err)))
+        return st;
     return FSMOE_OK;
 }
 
 void dist_free(rt_dist *d)
 {
-    for (int k = 0; k < RT_NGROUPS; k++)
-        for (int s = 0; s < RT_STREAM_SLOTS; s++)
-            if (d->g[k].comm[s] != MPI_COMM_NULL)
-                MPI_Comm_free(&d->g[k].comm[s]);
+    for (int k = 0; k < RT_NGROUPS; k++) {
+        rt_comm_group *g = &d->g[k];
+        for (int s = 0; s < RT_STREAM_SLOTS; s++) {
+            MPI_Comm *c[3] = {&g->comm[s], &g->h_intra[s], &g->h_inter[s]};
+            for (int x = 0; x < 3; x++)
+                if (*c[x] != MPI_COMM_NULL)
+                    MPI_Comm_free(c[x]);
+            free(g->h_stage[s]);
+            g->h_stage[s] = NULL;
+            g->h_stage_bytes[s] = 0;
+        }
+        free(g->h2);
+        g->h2 = NULL;
+    }
     d->mpi = 0;
+}
+
+const a2a_2dh_shape *dist_group_2dh(const rt_group *g)
+{
+    return g && g->size > 1 && g->impl ? ((const rt_comm_group *)g->impl)->h2 : NULL;
 }
 
 rt_group dist_group(const rt_dist *d, rt_group_kind k)

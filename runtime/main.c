@@ -91,6 +91,9 @@ static void usage(const char *reason)
             "many ranks:     --ep N (expert-parallel group size; default the plan's, else 1)\n"
             "                --mp N (tensor-parallel group size), --esp N (expert slices);\n"
             "                default the plan's, else 1\n"
+            "                --gpus-per-node G (ranks per node for the groups and the\n"
+            "                hierarchical AllToAll, when nodes are emulated; default as MPI\n"
+            "                places the ranks)\n"
             "                --comm-timeout S (a peer silent this long ends the run; 30)\n"
             "                --no-overlap (compute and communication one after the other)\n"
             "schedules:      --schedule NAME (with --plan: run that schedule of the plan's\n"
@@ -145,6 +148,13 @@ static fsmoe_status schedule_apply(const rt_schedule *rs, const plan_check_resul
         md->blocks[r->block[i]].moe.etp = rs->etp[i];
         md->blocks[r->block[i]].moe.s2 = rs->s2[i];
         md->blocks[r->block[i]].moe.monta = rs->monta[i];
+        md->blocks[r->block[i]].moe.a2a_2dh = rs->a2a_2dh[i];
+        int h = 0, P = moe_exchange_size(&md->blocks[r->block[i]].moe, &h);
+        if (rs->a2a_2dh[i] && !h)
+            return fsmoe_fail(err, FSMOE_ERR_VALUE,
+                              "the plan's MoE layer %d runs its AllToAll as 2dh, but its group of "
+                              "%d ranks is not spread over two or more nodes with two or more of "
+                              "its ranks on each in this run", i, P);
     }
     md->gsync.yield_to_comm = rs->lina;
     fsmoe_status st = model_set_grad_tasks(md, rs->gar, rs->n_gar, err);
@@ -160,7 +170,14 @@ static fsmoe_status schedule_apply(const rt_schedule *rs, const plan_check_resul
                                   dir ? rs->r_bwd[i] : rs->r_fwd[i]);
     }
     if (o < sizeof info->rs)
-        snprintf(info->rs + o, sizeof info->rs - o, "; %d Gradient-AllReduce tasks", rs->n_gar);
+        o += (size_t)snprintf(info->rs + o, sizeof info->rs - o, "; %d Gradient-AllReduce tasks",
+                              rs->n_gar);
+    int n2 = 0;
+    for (int i = 0; i < rs->n_layers; i++)
+        n2 += rs->a2a_2dh[i];
+    if (n2 && o < sizeof info->rs)
+        snprintf(info->rs + o, sizeof info->rs - o, "; 2DH AllToAll in %d of %d layers", n2,
+                 rs->n_layers);
     return FSMOE_OK;
 }
 
@@ -406,7 +423,15 @@ int main(int argc, char **argv)
      * --ep the run takes the plan's expert parallelism. */
     plan_check_result pcheck;
     memset(&pcheck, 0, sizeof pcheck);
-    int gpus_per_node = world > 1 ? ranks_per_node() : 0;
+    int placed = world > 1 ? ranks_per_node() : 0, gpus_per_node = placed;
+    if (opt.gpus_per_node) { /* the nodes the layout assumes, where they are emulated */
+        if (world % opt.gpus_per_node != 0) {
+            fsmoe_fail(&err, FSMOE_ERR_USAGE, "--gpus-per-node %d does not divide the %d ranks",
+                       opt.gpus_per_node, world);
+            return die_input(&err);
+        }
+        gpus_per_node = opt.gpus_per_node;
+    }
     if (plan_path && (st = plan_check_file(plan_path, model_path, &cfg, world, rank, gpus_per_node,
                                            &mp, &ep, &esp, &pcheck, &err)) != FSMOE_OK)
         return die_input(&err);
@@ -450,7 +475,7 @@ int main(int argc, char **argv)
     /* What the run needs, before anything of its size is allocated; the data gets what is
      * left. */
     const char *limit_what = "";
-    double limit = options_memory_limit(&opt, gpus_per_node, &limit_what);
+    double limit = options_memory_limit(&opt, placed, &limit_what); /* the real node's share */
     rt_memory_need need = options_memory_need(&cfg, layout.B, layout.E_local, 0);
     if ((st = options_check_memory(&opt, &cfg, need, limit, limit_what, &err)) != FSMOE_OK)
         return die_input(&err);

@@ -35,6 +35,12 @@ static int per_slice(const rt_moe *m) { return m->pause_mp || m->s2; }
 static const rt_group *xgroup(const rt_moe *m) { return per_slice(m) ? &m->epesp : &m->ep; }
 static int group_size(const rt_moe *m) { return xgroup(m)->size > 0 ? xgroup(m)->size : 1; }
 
+int moe_exchange_size(const rt_moe *m, int *hierarchical)
+{
+    *hierarchical = dist_group_2dh(xgroup(m)) != NULL;
+    return group_size(m);
+}
+
 /* Experts the exchange addresses: E, or under PauseMP each expert once per ESP slice, owner-
  * major: virtual expert v belongs to exchange member v / E_local = q·S + u (EP member q, slice
  * u) and is local expert v % E_local of it. */
@@ -102,6 +108,7 @@ static fsmoe_status xmap_alloc(rt_xmap *x, rt_backend *be, int P, int S, int Pm,
 
 static void xmap_free(rt_xmap *x, rt_backend *be)
 {
+    free(x->all_rows);
     free(x->send_rows), free(x->recv_rows), free(x->offA), free(x->offB), free(x->h_idx);
     free(x->r0), free(x->r1);
     free(x->R), free(x->offO), free(x->offG), free(x->g0), free(x->g1), free(x->h_eidx);
@@ -425,6 +432,42 @@ static void mp_build(rt_moe *m, rt_backend *be, rt_xmap *x, int r)
         be->copy(be, NULL, x->aidx, ha, (size_t)na * sizeof(int), RT_H2D);
 }
 
+/* 2DH (moe_layer.h all_rows): every member's rows to every member per chunk, from the counts
+ * every member knows (K), cut as chunk_part cuts them; this member's row and column must be
+ * its own send_rows and recv_rows. */
+static void all_rows_build(rt_moe *m, rt_backend *be, rt_xmap *x, int r)
+{
+    int P = group_size(m), q = xgroup(m)->rank;
+    long El = m->E_local, need = 2L * r * P * P;
+    if (need > x->n_all_rows) {
+        free(x->all_rows);
+        x->n_all_rows = 0;
+        if (!(x->all_rows = malloc((size_t)need * sizeof(int)))) {
+            rt_backend_fail(be, FSMOE_ERR_NOMEM, "MoE layer %d: out of memory for the 2DH counts",
+                            m->index);
+            return;
+        }
+        x->n_all_rows = need;
+    }
+    for (int j = 0; j < r; j++) {
+        int *D = x->all_rows + (long)j * P * P, *Cb = D + (long)r * P * P;
+        for (int s = 0; s < P; s++)
+            for (int d = 0; d < P; d++) {
+                long rows = 0;
+                for (long e = d * El; e < (d + 1) * El; e++) {
+                    long lo, hi, off;
+                    chunk_part(m, P, e, s, j, r, &lo, &hi, &off);
+                    rows += hi > lo ? hi - lo : 0;
+                }
+                D[s * P + d] = Cb[d * P + s] = (int)rows;
+            }
+        for (int p = 0; p < P; p++)
+            if (D[q * P + p] != x->send_rows[j * P + p] || D[p * P + q] != x->recv_rows[j * P + p])
+                rt_backend_fail(be, FSMOE_ERR_INTERNAL, "MoE layer %d: the 2DH counts of chunk %d "
+                                "disagree with the exchange plan's (member %d)", m->index, j, p);
+    }
+}
+
 /* Builds phase ph's exchange plan for r chunks and uploads its index arrays. */
 static void xmap_build(rt_moe *m, rt_backend *be, int ph, int r)
 {
@@ -474,6 +517,8 @@ static void xmap_build(rt_moe *m, rt_backend *be, int ph, int r)
         }
     }
     x->offB[r] = nB;
+    if (m->a2a_2dh)
+        all_rows_build(m, be, x, r);
     if (nA)
         be->copy(be, NULL, x->idxA, A, (size_t)nA * sizeof(int), RT_H2D);
     if (nB)
@@ -491,7 +536,7 @@ static void xmap_build(rt_moe *m, rt_backend *be, int ph, int r)
  * was zeroed; every row of it is written once (a copy), or under PauseMP once per ESP slice
  * (the slices' partial outputs add up to the expert's). */
 static void exchange_chunk(rt_moe *m, rt_backend *be, const rt_xmap *x, int j, int to_experts,
-                           const real *src, real *dst, const char *what)
+                           const real *src, real *dst, const char *what, int hier)
 {
     int P = group_size(m);
     const int *A = x->idxA + x->offA[j], *B = x->idxB + x->offB[j];
@@ -499,8 +544,13 @@ static void exchange_chunk(rt_moe *m, rt_backend *be, const rt_xmap *x, int j, i
     const int *ra = x->send_rows + j * P, *rb = x->recv_rows + j * P;
     be->gather_rows(be, m->comm, m->send_stage, src, to_experts ? A : B, to_experts ? nA : nB,
                     m->M);
-    be->alltoallv_rows(be, m->comm, xgroup(m), m->recv_stage, m->send_stage, to_experts ? ra : rb,
-                       to_experts ? rb : ra, m->M, what);
+    if (hier && m->a2a_2dh)
+        be->alltoallv_rows_2dh(be, m->comm, xgroup(m), m->recv_stage, m->send_stage,
+                               x->all_rows + (long)(to_experts ? j : x->r + j) * P * P, m->M,
+                               what);
+    else
+        be->alltoallv_rows(be, m->comm, xgroup(m), m->recv_stage, m->send_stage,
+                           to_experts ? ra : rb, to_experts ? rb : ra, m->M, what);
     be->scatter_add_rows(be, m->comm, dst, m->recv_stage, to_experts ? B : A, NULL,
                          to_experts ? nB : nA, m->M);
 }
@@ -649,7 +699,7 @@ static void run_chunks(rt_moe *m, rt_backend *be, int backward, const real *in, 
             hook(m, RT_HOOK_BEFORE_DISPATCH, j, backward);
             long h = rt_trace_begin(m->trace, m->comm, RT_TRACE_COMM, FSMOE_TASK_A2A, backward,
                                     m->index, j);
-            exchange_chunk(m, be, x, j, 1, in, xe, d_what);
+            exchange_chunk(m, be, x, j, 1, in, xe, d_what, 1);
             rt_trace_end(m->trace, m->comm, h);
             be->event_record(be, ev_d[j], m->comm);
             hook(m, RT_HOOK_AFTER_DISPATCH, j, backward);
@@ -700,7 +750,7 @@ static void run_chunks(rt_moe *m, rt_backend *be, int backward, const real *in, 
             long h = rt_trace_begin(m->trace, m->comm, RT_TRACE_COMM,
                                     saa_task ? FSMOE_TASK_SAA : FSMOE_TASK_A2A, backward,
                                     m->index, j - 1);
-            exchange_chunk(m, be, x, j - 1, 0, ye, out, c_what);
+            exchange_chunk(m, be, x, j - 1, 0, ye, out, c_what, !saa_task); /* SAA: flat */
             if (!saa_task)
                 rt_trace_end(m->trace, m->comm, h);
             be->event_record(be, ev_c[j - 1], m->comm);
@@ -746,7 +796,7 @@ static void run_monta(rt_moe *m, rt_backend *be, int backward, const real *in, r
         long h = rt_trace_begin(m->trace, m->comm, RT_TRACE_COMM, FSMOE_TASK_A2A, backward,
                                 m->index, j);
         exchange_chunk(m, be, x, j, 1, in, xe, backward ? "MoE backward Dispatch AllToAllv (ep)"
-                                                        : "MoE Dispatch AllToAllv (ep)");
+                                                        : "MoE Dispatch AllToAllv (ep)", 1);
         rt_trace_end(m->trace, m->comm, h);
         be->event_record(be, ev_d[j], m->comm);
         hook(m, RT_HOOK_AFTER_DISPATCH, j, backward);
@@ -792,7 +842,7 @@ static void run_monta(rt_moe *m, rt_backend *be, int backward, const real *in, r
         h = rt_trace_begin(m->trace, m->comm, RT_TRACE_COMM, FSMOE_TASK_A2A, backward, m->index,
                            j);
         exchange_chunk(m, be, x, j, 0, ye, out, backward ? "MoE backward Combine AllToAllv (ep)"
-                                                         : "MoE Combine AllToAllv (ep)");
+                                                         : "MoE Combine AllToAllv (ep)", 1);
         rt_trace_end(m->trace, m->comm, h);
         be->event_record(be, ev_c[j], m->comm);
         hook(m, RT_HOOK_AFTER_COMBINE, j, backward);

@@ -106,6 +106,9 @@ struct rt_dist;
 typedef struct {
     int r;
     int *send_rows, *recv_rows; /* (r, P) rows to / from each member per chunk */
+    int *all_rows;              /* 2DH: (2, r, P, P) every member's rows to every member per
+                                 * chunk, Dispatch then Combine ([s·P + d]: s to d) */
+    long n_all_rows;            /* entries all_rows holds */
     long *offA, *offB;          /* (r + 1) where chunk j starts in idxA / idxB */
     int *h_idx;                 /* host staging of idxA then idxB */
     int *idxA;                  /* backend: local slot row (e·C + c) of each sent row */
@@ -140,6 +143,9 @@ typedef struct {
     int s2;                   /* run it as Parm's S2 (slots split over MP, SAA); RT_S2_DS_GATHER:
                                * as DeepSpeed's drop_tokens/gather_tokens (below) */
     int monta;                /* 1..3: run it as MoNTA's O1..O3 (mp = esp; r: its chunks) */
+    int a2a_2dh;              /* the Dispatch/Combine AllToAll hierarchical (comm/a2a_2dh.h); the
+                               * exchange group must have a 2DH shape (dist.h). S2's SAA Combine
+                               * stays flat (one measured SAA line costs it) */
     long tok0;                /* this rank's first token in the global batch */
     const struct rt_dist *dist; /* NULL: one rank */
     int r_fwd, r_bwd;         /* chunks (pipeline degree) */
@@ -180,5 +186,9 @@ fsmoe_status moe_forward(rt_moe *m, rt_backend *be, const real *x, real *y, long
 /* dx += ∂/∂x; parameter gradients accumulate. */
 fsmoe_status moe_backward(rt_moe *m, rt_backend *be, const real *dy, const real *x, real *dx,
                           double aux_coef);
+
+/* The size of the group the layer's Dispatch/Combine AllToAll runs on as the layer is now set
+ * up (EP, or EP&ESP under PauseMP), and whether that group can run it hierarchically (2DH). */
+int moe_exchange_size(const rt_moe *m, int *hierarchical);
 
 #endif

@@ -22,7 +22,7 @@ enum {
     O_EVAL_EVERY, O_BACKEND, O_THREADS, O_BATCH, O_SEQ, O_LR, O_MIN_LR, O_WARMUP, O_WD,
     O_CLIP, O_AUX, O_NOISE, O_CF, O_GATE, O_ORDER, O_EXPERT, O_CHUNKS, O_EVAL_BATCHES, O_HELP,
     O_EP, O_COMM_TIMEOUT, O_NO_OVERLAP, O_STOP_AT, O_MEM_LIMIT, O_TRACE, O_SCHEDULE, O_CLUSTER, O_REPORT,
-    O_MP, O_ESP
+    O_MP, O_ESP, O_GPN
 };
 
 static const struct option opts[] = {
@@ -45,6 +45,7 @@ static const struct option opts[] = {
     {"trace", 1, 0, O_TRACE},       {"schedule", 1, 0, O_SCHEDULE},
     {"cluster", 1, 0, O_CLUSTER},   {"report", 0, 0, O_REPORT},
     {"mp", 1, 0, O_MP},             {"esp", 1, 0, O_ESP},
+    {"gpus-per-node", 1, 0, O_GPN},
     {0, 0, 0, 0}};
 
 /* A path flag's value: not empty (an empty name would open "" or the current directory). */
@@ -119,6 +120,9 @@ fsmoe_status options_parse(rt_options *o, int argc, char **argv, fsmoe_error *er
         case O_EP: st = fsmoe_cli_int("--ep", a, 1, 65536, &o->ep, err); break;
         case O_MP: st = fsmoe_cli_int("--mp", a, 1, 65536, &o->mp, err); break;
         case O_ESP: st = fsmoe_cli_int("--esp", a, 1, 65536, &o->esp, err); break;
+        case O_GPN:
+            st = fsmoe_cli_int("--gpus-per-node", a, 1, 65536, &o->gpus_per_node, err);
+            break;
         case O_COMM_TIMEOUT:
             st = fsmoe_cli_double("--comm-timeout", a, 0, 1e6, &o->comm_timeout, err);
             break;

@@ -22,6 +22,8 @@ typedef struct {
     const char *cluster_path; /* --cluster FILE (NULL: the profile the plan names) */
     int report;               /* --report */
     int threads, ep, mp, esp; /* 0: not given */
+    int gpus_per_node;        /* --gpus-per-node: ranks per node the layout assumes (0: as MPI
+                               * places them) */
     double comm_timeout; /* seconds; -1: not given (comm/mpi_coll.h's default) */
     /* overrides of the model file and the defaults; negative = not given (warmup: -2, cf: -2;
      * cf 0 = --capacity-factor none) */

@@ -17,7 +17,7 @@
 void rt_schedule_free(rt_schedule *rs)
 {
     free(rs->r_fwd), free(rs->r_bwd), free(rs->pause_mp), free(rs->etp), free(rs->s2);
-    free(rs->monta);
+    free(rs->monta), free(rs->a2a_2dh);
     free(rs->gar);
     sim_free(&rs->graph);
     memset(rs, 0, sizeof *rs);
@@ -61,9 +61,10 @@ static fsmoe_status read_graph(rt_schedule *rs, const sim_model *m, int esp, fsm
     rs->etp = calloc((size_t)n, sizeof(int));
     rs->s2 = calloc((size_t)n, sizeof(int));
     rs->monta = calloc((size_t)n, sizeof(int));
+    rs->a2a_2dh = calloc((size_t)n, sizeof(int));
     rs->gar = calloc((size_t)(s->n_tasks > 0 ? s->n_tasks : 1), sizeof *rs->gar);
     if (!rs->r_fwd || !rs->r_bwd || !rs->pause_mp || !rs->etp || !rs->s2 || !rs->monta ||
-        !rs->gar)
+        !rs->a2a_2dh || !rs->gar)
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "schedule %s: out of memory", rs->name);
     for (int i = 0; i < n; i++)
         rs->r_fwd[i] = rs->r_bwd[i] = 1;
@@ -209,7 +210,21 @@ fsmoe_status rt_schedule_make(rt_schedule *rs, const char *plan_path, const char
                         plan.parallel.mp, plan.parallel.esp);
         goto out;
     }
-    st = read_graph(rs, &m, plan.parallel.esp, err);
+    if ((st = read_graph(rs, &m, plan.parallel.esp, err)) != FSMOE_OK)
+        goto out;
+    /* the AllToAll's algorithm per layer: the plan's own for its schedule */
+    for (int i = 0; i < plan.n_layers && i < rs->n_layers; i++) {
+        const char *a = plan.layers[i].a2a_algorithm;
+        if (strcmp(a, "2dh") == 0)
+            rs->a2a_2dh[i] = rs->kind == SIM_SCHED_PLAN;
+        else if (strcmp(a, "nccl") != 0 && a[0]) {
+            char field[64];
+            snprintf(field, sizeof field, "layers[%d].a2a.algorithm", i);
+            st = locate_fail(plan_path, field, err, FSMOE_ERR_VALUE, "fsmoe-run runs nccl (the "
+                             "flat AllToAll) and 2dh (hierarchical), not '%s'", a);
+            goto out;
+        }
+    }
 out:
     sim_model_free(&m);
     fsmoe_cluster_free(&cl);

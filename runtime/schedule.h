@@ -19,7 +19,9 @@
  * expert tensor parallelism (where mp = esp). A graph holding work fsmoe-run does not execute
  * yet — MoNTA's layer on other layouts — is refused by name. Lina's micro-ops run on their
  * own stream in the graph's order, each started only while the communication stream is idle
- * (no AllToAll running or queued: Lina's priority; backend.h stream_wait_idle). */
+ * (no AllToAll running or queued: Lina's priority; backend.h stream_wait_idle). The AllToAll's
+ * algorithm is the plan's per layer (a2a.algorithm: nccl, the flat AllToAll, or 2dh, the
+ * hierarchical one of comm/a2a_2dh.h) for the plan's schedule, the flat one for baselines. */
 #ifndef RT_SCHEDULE_H
 #define RT_SCHEDULE_H
 
@@ -36,6 +38,8 @@ typedef struct {
     int *etp;           /* per MoE layer: DeepSpeed's expert tensor parallelism (moe_layer.h) */
     int *s2;            /* per MoE layer: Parm's S2, or RT_S2_DS_GATHER (moe_layer.h) */
     int *monta;         /* per MoE layer: MoNTA's O1 (1) or O2/O3 (2, copies; moe_layer.h) */
+    int *a2a_2dh;       /* per MoE layer: the hierarchical AllToAll (the plan's a2a.algorithm
+                         * 2dh; baselines run the flat one) */
     int lina;           /* Lina's micro-ops start only while no AllToAll runs or is queued */
     int order;         /* -1: the model's; else rt_order_kind */
     rt_gar_task *gar;  /* in the graph's order */

@@ -61,6 +61,15 @@ fi
 # needs mp = esp, its drop_tokens esp = 1; MoNTA's layer needs mp = esp)
 if [ "$mp" = 1 ] && [ "$esp" = 1 ]; then
     schedules=(plan deepspeed tutel tutel-improved pipemoe-lina fsmoe-no-iio)
+    # where the EP group spans both nodes with two ranks on each (ep 4), the plan also runs
+    # with the other AllToAll algorithm in every layer (flat nccl <-> hierarchical 2dh): the
+    # row plan@2dh (or plan@nccl) measures what the planner's choice between them is worth
+    if [ "$ep" = 4 ]; then
+        alg=$(sed -n 's/.*algorithm: \([a-z0-9]*\).*/\1/p' "$plan" | sort -u)
+        other=$([ "$alg" = 2dh ] && echo nccl || echo 2dh)
+        sed "s/algorithm: [a-z0-9]*/algorithm: $other/" "$plan" > "${plan%.yaml}@$other.yaml"
+        schedules+=("plan@$other")
+    fi
 else
     schedules=(plan parm-s1 parm-s2 fsmoe tutel tutel-improved pipemoe-lina fsmoe-no-iio)
     { [ "$mp" = "$esp" ] || [ "$esp" = 1 ]; } && schedules+=(deepspeed)
@@ -75,7 +84,9 @@ runs=$out/$name-runs.tsv
 for ((round = 1; round <= repeat; round++)); do
     for s in "${schedules[@]}"; do
         log=$out/$name-$s.log
-        "${emu[@]}" "$build/runtime/fsmoe-run" --model "$model" --plan "$plan" --schedule "$s" \
+        pl=$plan sched=$s
+        case $s in plan@*) pl=${plan%.yaml}@${s#plan@}.yaml sched=plan ;; esac
+        "${emu[@]}" "$build/runtime/fsmoe-run" --model "$model" --plan "$pl" --schedule "$sched" \
             --steps "$steps" --eval-every 0 --threads 1 --report > "$log" 2>&1 ||
             { tail -20 "$log"; echo "bench-schedules: fsmoe-run --schedule $s failed" >&2; exit 1; }
         # the report's step line: measured median, predicted

@@ -31,6 +31,7 @@ emu_profile=$out/clusters/emulated-2x2.yaml
 if reason=$(scripts/emucluster.sh --check 2>&1); then
     scripts/emucluster.sh --nodes 2 --ranks-per-node 2 --rate 8gbit -- \
         "$B/microbench/fsmoe-bench" -o "$emu_profile" --plot "${emu_profile%.yaml}.svg" \
+        --ops +alltoall_2dh \
         > "$out/clusters/emulated-2x2.log" 2>&1 || {
         tail -20 "$out/clusters/emulated-2x2.log"
         echo "main job: fsmoe-bench on the emulated cluster failed" >&2

@@ -39,7 +39,7 @@ check() {
     shift 3
     for s in "$@"; do
     out="$tmp/$tag-$s.out"
-    if ! "${mpi[@]}" -np 4 "$run" "${common[@]}" --batch 4 --plan "$pl" \
+    if ! "${mpi[@]}" -np 4 "$run" "${common[@]}" "${extra[@]}" --batch 4 --plan "$pl" \
         --schedule "$s" --report > "$out" 2>&1; then
         tail -5 "$out"; fail "$tag $s: the run failed"; continue
     fi
@@ -67,6 +67,7 @@ check() {
         END { exit (bad > 0 || NR != 6) }' || fail "$tag $s: losses differ from one rank's"
     done
 }
+extra=()
 check "$tmp/plan.yaml" "$tmp/ref" dp4ep2 plan deepspeed tutel tutel-improved pipemoe-lina \
     fsmoe fsmoe-no-iio
 
@@ -126,6 +127,46 @@ fi
 check "$tmp/plan-mp1.yaml" "$tmp/ref-mp" mp2ep2 deepspeed
 grep -Eq '^  allgather +[0-9.]+ +[0-9.]+ ' "$tmp/mp2ep2-deepspeed.out" ||
     fail "mp2ep2 deepspeed: the report has no measured AllGather line"
+
+# The hierarchical AllToAll (2DH, comm/a2a_2dh.h): the 4 ranks as 2 nodes x 2 (--gpus-per-node
+# 2 on the profile, the plan and the run), the plans' a2a.algorithm set to 2dh in every layer,
+# pipelined (forward r 3, backward r 2: chunks where a member sends or receives nothing):
+# dp 4 · ep 4 (the EP group spans both nodes) and mp 2 · ep 2 · esp 2 under Parm's S1 (its
+# EP&ESP AllToAll spans both nodes); each conforms, says it ran 2DH, and trains like one rank
+"${mpi[@]}" -np 4 "$bench" -b 64K -e 512K -f 2 -n 3 --extra-time 0 --gpus-per-node 2 \
+    --ops alltoall,allgather,reducescatter,allreduce,gemm,copy --gemm-min 64K --gemm-max 512K \
+    --gemm-step 128K -o "$tmp/nodes2.yaml" > "$tmp/bench2.log" 2>&1 ||
+    { tail -5 "$tmp/bench2.log"; fail "fsmoe-bench on 2 x 2"; }
+extra=(--gpus-per-node 2)
+for lay in "4 1 4 1 16" "2 2 2 2 8"; do
+    read -r dp mp ep esp b <<< "$lay"
+    tag=2dh-dp$dp-mp$mp-ep$ep-esp$esp
+    if ! "$plan" --model "$model" --cluster "$tmp/nodes2.yaml" --world 4 --gpus-per-node 2 \
+        --dp "$dp" --mp "$mp" --esp "$esp" --ep "$ep" --batch 4 --seq 64 \
+        --capacity-factor none -o "$tmp/$tag.yaml" --quiet; then
+        fail "fsmoe-plan $tag"; continue
+    fi
+    sed -i 's/algorithm: [a-z0-9]*/algorithm: 2dh/; s/forward: {r: [0-9]*/forward: {r: 3/
+            s/backward: {r: [0-9]*/backward: {r: 2/' "$tmp/$tag.yaml"
+    [ "$mp" = 2 ] && sed -i 's/^    schedule: .*/    schedule: S1/' "$tmp/$tag.yaml"
+    "$run" "${common[@]}" --batch "$b" > "$tmp/one-$tag.out" 2>&1 || { fail "one rank $tag"; continue; }
+    losses "$tmp/one-$tag.out" > "$tmp/ref-$tag"
+    check "$tmp/$tag.yaml" "$tmp/ref-$tag" "$tag" plan
+    grep -q '2DH AllToAll in [1-9][0-9]* of ' "$tmp/$tag-plan.out" ||
+        fail "$tag: the run does not say it ran the 2DH AllToAll"
+done
+extra=()
+# a plan that says 2dh where the exchange group sits on one node is refused, naming the layer
+# and the group
+sed 's/algorithm: [a-z0-9]*/algorithm: 2dh/' "$tmp/plan.yaml" > "$tmp/plan-2dh-1node.yaml"
+if "${mpi[@]}" -np 4 "$run" "${common[@]}" --capacity-factor 1.2 --batch 4 \
+    --plan "$tmp/plan-2dh-1node.yaml" \
+    > /dev/null 2> "$tmp/err"; then
+    fail "a 2dh plan on one node ran"
+else
+    grep -q "a2a.algorithm 2dh, but .* the ep group of 2, which is not hierarchical" "$tmp/err" ||
+        fail "2dh on one node: $(head -3 "$tmp/err")"
+fi
 
 if "$run" "${common[@]}" --plan "$tmp/plan.yaml" --schedule nosuch > /dev/null 2> "$tmp/err"; then
     fail "--schedule nosuch accepted"
