@@ -727,12 +727,6 @@ static void h_row_dot(rt_backend *be, rt_stream *s, real *out, const real *a, co
     }
 }
 
-#if REAL_IS_DOUBLE
-#define MPI_REAL_T MPI_DOUBLE
-#else
-#define MPI_REAL_T MPI_FLOAT
-#endif
-
 static MPI_Comm group_comm(const rt_group *g, const rt_stream *s)
 {
     const rt_comm_group *cg = g->impl;

@@ -87,7 +87,7 @@ static const struct {
 
 static void setting_values(const rt_config *c, const rt_layout *l, double v[N_SETTINGS])
 {
-    double a[N_SETTINGS] = {(double)c->steps, (double)l->B, (double)(l->B * l->world), c->lr,
+    double a[N_SETTINGS] = {(double)c->steps, (double)l->B, (double)l->B_global, c->lr,
                             c->lr_min, (double)config_warmup(c), c->wd, c->beta1, c->beta2,
                             c->eps, c->clip, c->f, c->gate_noise, c->aux_coef};
     memcpy(v, a, sizeof a);
@@ -96,7 +96,113 @@ static void setting_values(const rt_config *c, const rt_layout *l, double v[N_SE
 /* Whether this rank writes tensor p (every tensor is written once; checkpoint.h). */
 static int writes(const rt_layout *l, const rt_param *p)
 {
-    return p->shard == RT_SHARD_EP ? l->edp_rank == 0 : l->rank == 0;
+    return p->shard == RT_SHARD_EP ? l->edp_rank == 0 && l->esp_rank == 0 : l->rank == 0;
+}
+
+int checkpoint_sliced(const rt_params *t)
+{
+    for (int i = 0; i < t->n; i++) {
+        const rt_param *p = &t->p[i];
+        if (p->slice.nseg > 0)
+            return 1;
+        for (int d = p->shard == RT_SHARD_EP ? 1 : 0; d < p->ndim; d++)
+            if (p->shape[d] != p->slice.gshape[d])
+                return 1;
+    }
+    return 0;
+}
+
+/* The canonical table of t (checkpoint.h), tensors ordered by part; *range_mp / *range_esp get
+ * the MP and expert slices' [begin, end). Returns 0, or -1 out of memory. */
+static int canon_table(const rt_params *t, rt_params *c, long range[4])
+{
+    memset(c, 0, sizeof *c);
+    if (!(c->p = calloc((size_t)t->n + 1, sizeof *c->p)))
+        return -1;
+    c->cap = t->n + 1;
+    for (int part = 0; part < RT_PART_COUNT; part++) {
+        if (part == RT_PART_MP)
+            range[0] = c->total;
+        if (part == RT_PART_EXPERT)
+            range[2] = c->total;
+        for (int i = 0; i < t->n; i++) {
+            const rt_param *p = &t->p[i];
+            if (p->part != part)
+                continue;
+            rt_param *q = &c->p[c->n++];
+            *q = *p;
+            q->numel = 1;
+            for (int d = 0; d < p->ndim; d++) {
+                if (d > 0 || p->shard != RT_SHARD_EP)
+                    q->shape[d] = p->slice.gshape[d];
+                q->numel *= q->shape[d];
+                q->slice.off[d] = d == 0 && p->shard == RT_SHARD_EP ? p->dim0_start : 0;
+            }
+            q->slice.nseg = 0;
+            q->dim0_start = p->shard == RT_SHARD_EP ? p->dim0_start : 0;
+            q->dim0_total = p->shard == RT_SHARD_EP ? p->dim0_total : q->shape[0];
+            q->offset = c->total;
+            c->total += param_span(q);
+        }
+        if (part == RT_PART_MP)
+            range[1] = c->total;
+        if (part == RT_PART_EXPERT)
+            range[3] = c->total;
+    }
+    return 0;
+}
+
+/* Where element j of p (a rank's tensor) sits in its canonical tensor q. */
+static long canon_index(const rt_param *p, long j)
+{
+    long g = param_global_index(p, j);
+    if (p->shard == RT_SHARD_EP) {
+        long inner = 1;
+        for (int d = 1; d < p->ndim; d++)
+            inner *= p->slice.gshape[d];
+        g -= p->dim0_start * inner;
+    }
+    return g;
+}
+
+fsmoe_status checkpoint_canon_local(const rt_ckpt_rank *rk, rt_ckpt_canon *c, fsmoe_error *err)
+{
+    memset(c, 0, sizeof *c);
+    const rt_params *t = rk->params;
+    long range[4] = {0};
+    real *local = NULL;
+    if (canon_table(t, &c->table, range) != 0 ||
+        !(c->host = calloc(3 * (size_t)c->table.total + 1, sizeof(real))) ||
+        !(local = malloc(3 * (size_t)t->total * sizeof(real) + 1))) {
+        free(local);
+        checkpoint_canon_free(c);
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "checkpoint: out of memory");
+    }
+    c->mp_begin = range[0], c->mp_end = range[1], c->esp_begin = range[2], c->esp_end = range[3];
+    rt_backend *be = rk->be;
+    size_t bytes = (size_t)t->total * sizeof(real);
+    be->copy(be, NULL, local, t->w, bytes, RT_D2H);
+    be->copy(be, NULL, local + t->total, rk->opt->m, bytes, RT_D2H);
+    be->copy(be, NULL, local + 2 * t->total, rk->opt->v, bytes, RT_D2H);
+    be->stream_sync(be, NULL);
+    for (int i = 0; i < t->n; i++) {
+        const rt_param *p = &t->p[i], *q = params_find(&c->table, p->name);
+        for (int a = 0; a < 3; a++)
+            for (long j = 0; j < p->numel; j++)
+                c->host[a * c->table.total + q->offset + canon_index(p, j)] =
+                    local[a * t->total + p->offset + j];
+    }
+    free(local);
+    return FSMOE_OK;
+}
+
+void checkpoint_canon_free(rt_ckpt_canon *c)
+{
+    if (!c)
+        return;
+    free(c->table.p);
+    free(c->host);
+    memset(c, 0, sizeof *c);
 }
 
 static int cmp_param_name(const void *a, const void *b)
@@ -279,15 +385,24 @@ fsmoe_status checkpoint_save_shard(const char *dir, long step, const rt_ckpt_ran
                           strerror(errno));
 
     rt_backend *be = rk->be;
+    if (rk->canon) /* a run with slices: the canonical tensors, summed over their groups */
+        t = &rk->canon->table;
+    else if (checkpoint_sliced(t))
+        return fsmoe_fail(err, FSMOE_ERR_INTERNAL, "checkpoint: a run with slices saves its "
+                          "canonical tensors (checkpoint_canon_local)");
     long n = t->total;
     size_t bytes = (size_t)n * sizeof(real);
     real *host = malloc(3 * bytes + 1);
     if (!host)
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "checkpoint: out of memory");
-    be->copy(be, NULL, host, t->w, bytes, RT_D2H);
-    be->copy(be, NULL, host + n, rk->opt->m, bytes, RT_D2H);
-    be->copy(be, NULL, host + 2 * n, rk->opt->v, bytes, RT_D2H);
-    be->stream_sync(be, NULL);
+    if (rk->canon) {
+        memcpy(host, rk->canon->host, 3 * bytes);
+    } else {
+        be->copy(be, NULL, host, t->w, bytes, RT_D2H);
+        be->copy(be, NULL, host + n, rk->opt->m, bytes, RT_D2H);
+        be->copy(be, NULL, host + 2 * n, rk->opt->v, bytes, RT_D2H);
+        be->stream_sync(be, NULL);
+    }
 
     int32_t count = 0;
     for (int i = 0; i < t->n; i++)
@@ -501,7 +616,7 @@ fsmoe_status checkpoint_write_manifest(const char *dir, long step, const rt_ckpt
                               shards[0].step_dir, want);
     }
     char fp[FSMOE_SHA256_HEX], path[1100];
-    fsmoe_status st = fingerprint(c, rk->params, fp, err);
+    fsmoe_status st = fingerprint(c, rk->canon ? &rk->canon->table : rk->params, fp, err);
     if (st != FSMOE_OK)
         return st;
     snprintf(path, sizeof path, "%s/%s", dir, RT_CKPT_MANIFEST);
@@ -1049,8 +1164,8 @@ static fsmoe_status check_settings(const char *mpath, const rt_ckpt_manifest *m,
         }
         char hint[160] = "";
         if (i == S_FIRST_CHECKED) /* global_batch */
-            snprintf(hint, sizeof hint, "\nHINT: resume with --batch %s/world (%d ranks: --batch %g)",
-                     a, rk->lay->world, m->settings[i] / rk->lay->world);
+            snprintf(hint, sizeof hint, "\nHINT: resume with --batch %s/dp (dp %d: --batch %g)",
+                     a, rk->lay->dp, m->settings[i] / rk->lay->dp);
         else if (setting_defs[i].flag)
             snprintf(hint, sizeof hint, "\nHINT: resume with %s %s to continue the same run",
                      setting_defs[i].flag, a);
@@ -1089,7 +1204,10 @@ static fsmoe_status manifest_verify(const char *mpath, const char *text, size_t 
 fsmoe_status checkpoint_load(const char *dir, const rt_ckpt_rank *rk, long *step,
                              fsmoe_error *err)
 {
-    const rt_params *t = rk->params;
+    /* a run with slices reads the canonical tensors and keeps its own elements */
+    const rt_params *t = rk->params, *local_t = rk->params;
+    rt_params canon = {0};
+    long range[4];
     char mpath[1100], sdir[1100], path[1200];
     snprintf(mpath, sizeof mpath, "%s/%s", dir, RT_CKPT_MANIFEST);
     char *text = NULL;
@@ -1113,6 +1231,13 @@ fsmoe_status checkpoint_load(const char *dir, const rt_ckpt_rank *rk, long *step
     free(text);
     if (st != FSMOE_OK)
         return st;
+    if (checkpoint_sliced(local_t)) {
+        if (canon_table(local_t, &canon, range) != 0) {
+            checkpoint_manifest_free(&m);
+            return fsmoe_fail(err, FSMOE_ERR_NOMEM, "checkpoint: out of memory");
+        }
+        t = &canon;
+    }
     rt_ckpt_index *ix = calloc((size_t)m.n + 1, sizeof *ix);
     piece *pc = NULL;
     char *covered = NULL;
@@ -1271,10 +1396,27 @@ fsmoe_status checkpoint_load(const char *dir, const rt_ckpt_rank *rk, long *step
         fclose(f);
         f = NULL;
     }
+    if (t == &canon) { /* this rank's elements of the canonical tensors */
+        real *mine = malloc(3 * (size_t)local_t->total * sizeof(real) + 1);
+        if (!mine) {
+            st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "checkpoint: out of memory");
+            goto out;
+        }
+        for (int i = 0; i < local_t->n; i++) {
+            const rt_param *p = &local_t->p[i], *q = params_find(t, p->name);
+            for (int a = 0; a < 3; a++)
+                for (long j = 0; j < p->numel; j++)
+                    mine[a * local_t->total + p->offset + j] =
+                        host[a * t->total + q->offset + canon_index(p, j)];
+        }
+        free(host);
+        host = mine;
+        bytes = (size_t)local_t->total * sizeof(real);
+    }
     rt_backend *be = rk->be;
-    be->copy(be, NULL, t->w, host, bytes, RT_H2D);
-    be->copy(be, NULL, rk->opt->m, host + t->total, bytes, RT_H2D);
-    be->copy(be, NULL, rk->opt->v, host + 2 * t->total, bytes, RT_H2D);
+    be->copy(be, NULL, local_t->w, host, bytes, RT_H2D);
+    be->copy(be, NULL, rk->opt->m, host + local_t->total, bytes, RT_H2D);
+    be->copy(be, NULL, rk->opt->v, host + 2 * local_t->total, bytes, RT_H2D);
     be->stream_sync(be, NULL);
     rk->opt->t = m.adamw_t;
     *step = m.step;
@@ -1287,6 +1429,7 @@ out:
     free(pc);
     free(covered);
     free(host);
+    free(canon.p);
     checkpoint_manifest_free(&m);
     return st;
 }

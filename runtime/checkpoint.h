@@ -18,7 +18,16 @@
  * every tensor its parameters and both AdamW moments, then the SHA-256 of every byte before it.
  *
  * Who writes what: every tensor is written ONCE. Replicated tensors (RT_SHARD_NONE) by rank 0,
- * expert shards (RT_SHARD_EP) by the ranks with edp_rank 0 (one per EP shard). Replicas are
+ * expert shards (RT_SHARD_EP) by the ranks with edp_rank 0 and esp_rank 0 (one per EP shard).
+ *
+ * Slices (tensor parallelism, expert slices): a checkpoint holds every tensor in its canonical
+ * form — what a run without slices holds: dense tensors whole, expert tensors as their EP rows
+ * with every column — so it resumes on any layout (and a run without slices resumes it). Saving
+ * a run with slices: every rank scatters its elements into the canonical arrays (zeros
+ * elsewhere, checkpoint_canon_local), the caller sums the MP slices' range over the MP group
+ * and the expert slices' range over the ESP group (the members' elements are disjoint, so the
+ * sums are exact), and checkpoint_save_shard writes from those arrays (rk->canon). Loading needs
+ * no communication: a rank reads the canonical rows it needs and keeps its own elements. Replicas are
  * bit-identical by construction (their gradients are all-reduced), so more copies would only
  * multiply the bytes written by the world size; a rank with nothing to write still writes a
  * shard with an empty index, so that every rank does the same calls and the manifest always lists
@@ -61,19 +70,37 @@
 
 /* What one rank saves and loads. Only params->p, params->w, opt->m, opt->v and opt->t are
  * touched; cfg gives the architecture and the settings, lay this rank's place. */
+/* The canonical form of a rank's tensors (see the top): the table (canonical shapes and
+ * offsets, no buffers; tensors ordered by part) and host arrays w, m, v one after the other
+ * (3 · table.total). [mp_begin, mp_end) holds the MP slices' tensors, [esp_begin, esp_end) the
+ * expert slices' (offsets within each of the three arrays). */
+typedef struct {
+    rt_params table;
+    real *host;
+    long mp_begin, mp_end, esp_begin, esp_end;
+} rt_ckpt_canon;
+
 typedef struct {
     const rt_config *cfg;
     const rt_layout *lay;
     rt_backend *be;
     rt_params *params; /* this rank's tensors */
     rt_adamw *opt;     /* m, v mirror params; t = updates done */
+    const rt_ckpt_canon *canon; /* saving a run with slices: what to write (NULL otherwise) */
 } rt_ckpt_rank;
 
 static inline rt_ckpt_rank checkpoint_rank(rt_model *md, rt_adamw *opt, const rt_layout *lay)
 {
-    rt_ckpt_rank r = {&md->cfg, lay, md->be, &md->params, opt};
+    rt_ckpt_rank r = {&md->cfg, lay, md->be, &md->params, opt, NULL};
     return r;
 }
+
+/* Whether any tensor of t is a slice (its canonical form differs from what the rank holds). */
+int checkpoint_sliced(const rt_params *t);
+/* This rank's elements of every tensor (weights and both moments, from the backend) at their
+ * canonical places, zeros elsewhere. Free with checkpoint_canon_free. */
+fsmoe_status checkpoint_canon_local(const rt_ckpt_rank *rk, rt_ckpt_canon *c, fsmoe_error *err);
+void checkpoint_canon_free(rt_ckpt_canon *c); /* safe on a zeroed one */
 
 /* One rank's shard as the manifest lists it. Plain bytes (no pointers): gather it with
  * MPI_BYTE. */

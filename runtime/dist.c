@@ -136,6 +136,19 @@ fsmoe_status dist_sum_doubles(const rt_dist *d, rt_group_kind k, double *x, int 
     return sum_in_place(d, k, x, n, MPI_DOUBLE, what, err);
 }
 
+fsmoe_status dist_sum_reals(const rt_dist *d, rt_group_kind k, real *x, long n, const char *what,
+                            fsmoe_error *err)
+{
+    const long piece = 1L << 28;
+    for (long o = 0; o < n; o += piece) {
+        fsmoe_status st = sum_in_place(d, k, x + o, (int)(n - o < piece ? n - o : piece),
+                                       MPI_REAL_T, what, err);
+        if (st != FSMOE_OK)
+            return st;
+    }
+    return FSMOE_OK;
+}
+
 fsmoe_status dist_sum_longs(const rt_dist *d, rt_group_kind k, long *x, int n, const char *what,
                             fsmoe_error *err)
 {

@@ -26,6 +26,13 @@
 
 #define RT_STREAM_SLOTS 8
 
+/* The MPI type of `real` (real.h). */
+#if REAL_IS_DOUBLE
+#define MPI_REAL_T MPI_DOUBLE
+#else
+#define MPI_REAL_T MPI_FLOAT
+#endif
+
 typedef struct {
     const char *name; /* "dp", "ep", "edp", "mp", "esp", "ep_esp", "world" */
     int size, rank;
@@ -75,6 +82,9 @@ const a2a_2dh_shape *dist_group_2dh(const rt_group *g);
  * `what` names the operation in error messages. */
 fsmoe_status dist_sum_doubles(const rt_dist *d, rt_group_kind k, double *x, int n,
                               const char *what, fsmoe_error *err);
+/* Reals summed in place, in pieces of at most 2^28 (MPI's int counts). */
+fsmoe_status dist_sum_reals(const rt_dist *d, rt_group_kind k, real *x, long n, const char *what,
+                            fsmoe_error *err);
 fsmoe_status dist_sum_longs(const rt_dist *d, rt_group_kind k, long *x, int n, const char *what,
                             fsmoe_error *err);
 /* out = Σ of x over the members before this one (zeros on the first). */

@@ -181,13 +181,62 @@ static fsmoe_status schedule_apply(const rt_schedule *rs, const plan_check_resul
     return FSMOE_OK;
 }
 
-/* Every rank writes its shard; once all succeeded (the gather of the shard descriptions is the
- * barrier) rank 0 writes the manifest, and every rank learns whether it did (checkpoint.h). */
-static fsmoe_status save_checkpoint(const char *dir, long step, const rt_ckpt_rank *ck, int world,
-                                    int rank, fsmoe_error *err)
+/* A run with slices (tensor parallelism, expert slices) writes every tensor in its canonical
+ * form (checkpoint.h): each rank's elements at their places, summed over the MP group for the
+ * MP slices and over the ESP group for the expert slices. Every rank calls this. */
+static fsmoe_status canonical_tensors(const rt_ckpt_rank *ck, const rt_dist *d,
+                                      rt_ckpt_canon *c, fsmoe_error *err)
+{
+    fsmoe_status st = checkpoint_canon_local(ck, c, err);
+    int ok = st == FSMOE_OK;
+    fsmoe_error e2 = {0};
+    fsmoe_status cs = fsmoe_mpi_allreduce(MPI_COMM_WORLD, &ok, &ok, 1, MPI_INT, MPI_LAND,
+                                          "checkpoint canonical tensors (world)", &e2);
+    if (cs != FSMOE_OK || !ok) {
+        if (cs != FSMOE_OK)
+            *err = e2;
+        else if (st == FSMOE_OK)
+            st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "checkpoint: another rank ran out of memory "
+                            "for the canonical tensors (see its message)");
+        return cs != FSMOE_OK ? cs : st;
+    }
+    long T = c->table.total;
+    for (int a = 0; a < 3 && st == FSMOE_OK; a++) {
+        st = dist_sum_reals(d, RT_MP, c->host + a * T + c->mp_begin, c->mp_end - c->mp_begin,
+                            "checkpoint MP slices (mp)", err);
+        if (st == FSMOE_OK)
+            st = dist_sum_reals(d, RT_ESP, c->host + a * T + c->esp_begin,
+                                c->esp_end - c->esp_begin, "checkpoint expert slices (esp)", err);
+    }
+    return st;
+}
+
+static fsmoe_status save_shards(const char *dir, long step, const rt_ckpt_rank *ck, int world,
+                                int rank, fsmoe_error *err);
+
+static fsmoe_status save_checkpoint(const char *dir, long step, const rt_ckpt_rank *ck,
+                                    const rt_dist *d, int world, int rank, fsmoe_error *err)
 {
     if (world == 1)
         return checkpoint_save(dir, step, ck, err);
+    if (!checkpoint_sliced(ck->params))
+        return save_shards(dir, step, ck, world, rank, err);
+    rt_ckpt_rank rk = *ck;
+    rt_ckpt_canon canon = {0};
+    fsmoe_status st = canonical_tensors(ck, d, &canon, err);
+    if (st == FSMOE_OK) {
+        rk.canon = &canon;
+        st = save_shards(dir, step, &rk, world, rank, err);
+    }
+    checkpoint_canon_free(&canon);
+    return st;
+}
+
+/* Every rank writes its shard; once all succeeded (the gather of the shard descriptions is the
+ * barrier) rank 0 writes the manifest, and every rank learns whether it did (checkpoint.h). */
+static fsmoe_status save_shards(const char *dir, long step, const rt_ckpt_rank *ck, int world,
+                                int rank, fsmoe_error *err)
+{
     rt_ckpt_shard_info info, *infos = NULL;
     memset(&info, 0, sizeof info);
     fsmoe_status st = checkpoint_save_shard(dir, step, ck, &info, err);
@@ -456,14 +505,6 @@ int main(int argc, char **argv)
     }
     if ((st = check_slices(&cfg, world, mp, ep, esp, &err)) != FSMOE_OK)
         return die_input(&err);
-    if ((mp > 1 || esp > 1) && (save_dir || resume_dir)) {
-        fsmoe_fail(&err, FSMOE_ERR_USAGE,
-                   "%s: checkpoints of runs with tensor parallelism or expert slices (mp %d, esp "
-                   "%d) are not supported yet (their shards are cut along other dimensions than "
-                   "the expert rows a checkpoint reshards by)", save_dir ? "--save" : "--resume",
-                   mp, esp);
-        return die_input(&err);
-    }
     if (world > 1 && (cfg.gate == RT_GATE_EXPERT_CHOICE || cfg.gate == RT_GATE_SOFTMOE)) {
         fsmoe_fail(&err, FSMOE_ERR_USAGE,
                    "--gate %s: fsmoe-run runs this gate on one rank only (its routing mixes "
@@ -598,7 +639,7 @@ int main(int argc, char **argv)
         if (save_dir && ((cfg.save_every > 0 && tr.step % cfg.save_every == 0) ||
                          tr.step == last)) {
             rt_ckpt_rank ck = checkpoint_rank(&tr.model, &tr.opt, &layout);
-            if ((st = save_checkpoint(save_dir, tr.step, &ck, world, rank, &err)) != FSMOE_OK)
+            if ((st = save_checkpoint(save_dir, tr.step, &ck, &dist, world, rank, &err)) != FSMOE_OK)
                 goto fail;
             saved = tr.step;
         }

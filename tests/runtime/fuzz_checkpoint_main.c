@@ -65,10 +65,10 @@ static int make_checkpoint(const char *dir)
         bad |= adamw_init(&opt[r], &t[r], be, &err) != FSMOE_OK;
         if (bad)
             break;
-        rt_ckpt_rank rk = {&c, &lay[r], be, &t[r], &opt[r]};
+        rt_ckpt_rank rk = {&c, &lay[r], be, &t[r], &opt[r], NULL};
         bad |= checkpoint_save_shard(dir, 3, &rk, &info[r], &err) != FSMOE_OK;
         if (r == 1 && !bad) {
-            rt_ckpt_rank rk0 = {&c, &lay[0], be, &t[0], &opt[0]};
+            rt_ckpt_rank rk0 = {&c, &lay[0], be, &t[0], &opt[0], NULL};
             bad |= checkpoint_write_manifest(dir, 3, &rk0, info, 2, &err) != FSMOE_OK;
         }
     }

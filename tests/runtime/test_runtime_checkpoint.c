@@ -135,7 +135,7 @@ static int build(fake_rank *r, rt_backend *be, const rt_config *c, int world, in
     fsmoe_error err = {0};
     if (params_alloc(t, be, 1, &err) != FSMOE_OK || adamw_init(&r->opt, t, be, &err) != FSMOE_OK)
         return 1;
-    r->rk = (rt_ckpt_rank){&r->cfg, &r->lay, be, &r->params, &r->opt};
+    r->rk = (rt_ckpt_rank){&r->cfg, &r->lay, be, &r->params, &r->opt, NULL};
     fill(r, step);
     return 0;
 }

@@ -7,6 +7,9 @@
 #  - on 2 ranks (ep 2) and on 1 rank, with the same global batch: the losses of steps 11-20
 #    within 2e-4 of the straight run's (printed with 4 decimals: 1e-4 of rounding, plus the
 #    fp32 summation-order differences the equivalence test bounds far below that).
+# And with slices (mp 2 · ep 2 · esp 2 on 4 ranks, whose checkpoints hold every tensor in its
+# canonical form): 10 + resume 10 equal to 20 straight, byte for byte; that checkpoint resumed on
+# 1 rank, and a 1-rank checkpoint resumed on mp 2 · ep 2 · esp 2, within 2e-4.
 # usage: test_runtime_resume_mpi.sh FSMOE_RUN SOURCE_ROOT
 set -u
 run=$1 src=$2
@@ -67,5 +70,47 @@ for w in 2 1; do
         paste <(losses "$tmp/straight.out") <(losses "$tmp/resumed$w.out")
     fi
 done
+# slices: tensor parallelism and expert slices (dp 2, global batch 8)
+sl=(--mp 2 --ep 2 --esp 2 --batch 4 --capacity-factor none)
+one=(--batch 8 --capacity-factor none)
+"${mpi[@]}" -np 4 "$run" "${args[@]}" "${sl[@]}" --save "$tmp/s-straight" > "$tmp/s-straight.out" \
+    2> "$tmp/s.err" || { cat "$tmp/s.err"; bad "slices: straight run"; }
+"${mpi[@]}" -np 4 "$run" "${args[@]}" "${sl[@]}" --stop-at 10 --save "$tmp/s-half" \
+    > /dev/null 2> "$tmp/s.err" || { cat "$tmp/s.err"; bad "slices: first half"; }
+cp -r "$tmp/s-half" "$tmp/s-half1"
+"${mpi[@]}" -np 4 "$run" "${args[@]}" "${sl[@]}" --resume "$tmp/s-half" --save "$tmp/s-half" \
+    > "$tmp/s-resumed.out" 2> "$tmp/s.err" || { cat "$tmp/s.err"; bad "slices: resume"; }
+same=1
+for f in "$tmp/s-straight/manifest.yaml" "$tmp"/s-straight/step-00000020/*; do
+    cmp -s "$f" "${f/s-straight/s-half}" || { same=0; echo "differs: ${f#$tmp/}"; }
+done
+if [ "$(losses "$tmp/s-resumed.out" | wc -l)" -eq 10 ] &&
+   [ "$(losses "$tmp/s-resumed.out")" = "$(losses "$tmp/s-straight.out")" ] && [ "$same" = 1 ]; then
+    ok "mp 2 · ep 2 · esp 2: 10 + resume 10 equals 20 straight (losses, manifest and shards)"
+else
+    bad "mp 2 · ep 2 · esp 2: resume differs from the straight run"
+fi
+# within 2e-4 of a reference: within A B NAME
+within() {
+    local worst
+    worst=$(paste -d' ' <(losses "$1") <(losses "$2") |
+        awk 'BEGIN {w = 0; n = 0} $1 == $3 {n++; d = $2 - $4; if (d < 0) d = -d; if (d > w) w = d}
+             END {if (n != 10) print "missing"; else printf "%.4g\n", w}')
+    if [ "$worst" != missing ] && awk -v w="$worst" 'BEGIN {exit !(w <= 2e-4)}'; then
+        ok "$3: losses of steps 11-20 within $worst"
+    else
+        bad "$3: loss difference $worst (limit 2e-4)"; paste <(losses "$1") <(losses "$2")
+    fi
+}
+"$run" "${args[@]}" "${one[@]}" --resume "$tmp/s-half1" > "$tmp/s-resumed1.out" 2> "$tmp/s.err" ||
+    { cat "$tmp/s.err"; bad "slices: resume on 1 rank"; }
+within "$tmp/s-straight.out" "$tmp/s-resumed1.out" "mp 2 · ep 2 · esp 2 resumed on 1 rank"
+"$run" "${args[@]}" "${one[@]}" > "$tmp/o-straight.out" 2> "$tmp/s.err" || bad "1 rank: straight"
+"$run" "${args[@]}" "${one[@]}" --stop-at 10 --save "$tmp/o-half" > /dev/null 2> "$tmp/s.err" ||
+    bad "1 rank: first half"
+"${mpi[@]}" -np 4 "$run" "${args[@]}" "${sl[@]}" --resume "$tmp/o-half" > "$tmp/o-resumed4.out" \
+    2> "$tmp/s.err" || { cat "$tmp/s.err"; bad "1-rank checkpoint resumed with slices"; }
+within "$tmp/o-straight.out" "$tmp/o-resumed4.out" "1 rank resumed on mp 2 · ep 2 · esp 2"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
