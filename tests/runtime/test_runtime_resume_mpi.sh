@@ -51,6 +51,18 @@ else
     bad "4 ranks: step-20 checkpoint differs from the straight run's ($n shards)"
 fi
 
+# within 2e-4 of a reference: within A B NAME
+within() {
+    local worst
+    worst=$(paste -d' ' <(losses "$1") <(losses "$2") |
+        awk 'BEGIN {w = 0; n = 0} $1 == $3 {n++; d = $2 - $4; if (d < 0) d = -d; if (d > w) w = d}
+             END {if (n != 10) print "missing"; else printf "%.4g\n", w}')
+    if [ "$worst" != missing ] && awk -v w="$worst" 'BEGIN {exit !(w <= 2e-4)}'; then
+        ok "$3: losses of steps 11-20 within $worst"
+    else
+        bad "$3: loss difference $worst (limit 2e-4)"; paste <(losses "$1") <(losses "$2")
+    fi
+}
 # another world size: the same global batch (8 samples), within tolerance
 for w in 2 1; do
     b=$((8 / w))
@@ -60,16 +72,9 @@ for w in 2 1; do
         "${mpi[@]}" -np $w "$run" "${args[@]}" --batch $b --ep 2 --resume "$tmp/half$w" \
             > "$tmp/resumed$w.out" 2> "$tmp/resumed$w.err"
     fi || { cat "$tmp/resumed$w.err"; bad "resume on $w rank(s)"; continue; }
-    worst=$(paste -d' ' <(losses "$tmp/straight.out") <(losses "$tmp/resumed$w.out") |
-        awk 'BEGIN {w = 0; n = 0} $1 == $3 {n++; d = $2 - $4; if (d < 0) d = -d; if (d > w) w = d}
-             END {if (n != 10) print "missing"; else printf "%.4g\n", w}')
-    if [ "$worst" != missing ] && awk -v w="$worst" 'BEGIN {exit !(w <= 2e-4)}'; then
-        ok "4 ranks resumed on $w: losses of steps 11-20 within $worst of the straight run"
-    else
-        bad "4 ranks resumed on $w: loss difference $worst (limit 2e-4)"
-        paste <(losses "$tmp/straight.out") <(losses "$tmp/resumed$w.out")
-    fi
+    within "$tmp/straight.out" "$tmp/resumed$w.out" "4 ranks resumed on $w"
 done
+
 # slices: tensor parallelism and expert slices (dp 2, global batch 8)
 sl=(--mp 2 --ep 2 --esp 2 --batch 4 --capacity-factor none)
 one=(--batch 8 --capacity-factor none)
@@ -90,18 +95,6 @@ if [ "$(losses "$tmp/s-resumed.out" | wc -l)" -eq 10 ] &&
 else
     bad "mp 2 · ep 2 · esp 2: resume differs from the straight run"
 fi
-# within 2e-4 of a reference: within A B NAME
-within() {
-    local worst
-    worst=$(paste -d' ' <(losses "$1") <(losses "$2") |
-        awk 'BEGIN {w = 0; n = 0} $1 == $3 {n++; d = $2 - $4; if (d < 0) d = -d; if (d > w) w = d}
-             END {if (n != 10) print "missing"; else printf "%.4g\n", w}')
-    if [ "$worst" != missing ] && awk -v w="$worst" 'BEGIN {exit !(w <= 2e-4)}'; then
-        ok "$3: losses of steps 11-20 within $worst"
-    else
-        bad "$3: loss difference $worst (limit 2e-4)"; paste <(losses "$1") <(losses "$2")
-    fi
-}
 "$run" "${args[@]}" "${one[@]}" --resume "$tmp/s-half1" > "$tmp/s-resumed1.out" 2> "$tmp/s.err" ||
     { cat "$tmp/s.err"; bad "slices: resume on 1 rank"; }
 within "$tmp/s-straight.out" "$tmp/s-resumed1.out" "mp 2 · ep 2 · esp 2 resumed on 1 rank"
