@@ -54,8 +54,8 @@ struct comm_backend {
     /* A group of the members of `group` (collective over it). node: this rank's node
      * (comm_topology.node: equal on the ranks of one node, different across nodes), or -1
      * when unknown; the members' nodes are all-gathered so that the group knows its 2DH shape
-     * (comm/a2a_2dh.h): hierarchical when it spans at least 2 nodes with the same number (at
-     * least 2) of its members on each, at most A2A_2DH_MAX_MEMBERS members and every node
+     * (libfsmoe/a2a_2dh.h): hierarchical when it spans at least 2 nodes with the same number (at
+     * least 2) of its members on each, at most FSMOE_A2A_2DH_MAX_MEMBERS members and every node
      * known. Only a hierarchical group runs alltoall_2dh. */
     fsmoe_status (*group_init)(comm_backend *b, MPI_Comm group, int node, comm_group **out,
                                fsmoe_error *err);
@@ -66,7 +66,7 @@ struct comm_backend {
     fsmoe_status (*alltoall)(comm_backend *b, comm_group *c, const void *send, void *recv,
                              size_t count_per_peer, comm_dtype t, int stream, fsmoe_error *err);
     /* The same exchange as alltoall (same buffers, same result) run as the hierarchical 2DH
-     * AllToAll (comm/a2a_2dh.h): a re-layout, an AllToAll among the members of each node, a
+     * AllToAll (libfsmoe/a2a_2dh.h): a re-layout, an AllToAll among the members of each node, a
      * re-layout, an AllToAll among the members with the same local index (one per node), a
      * re-layout. Staging memory (3 x the send buffer) is the group's, allocated on first use
      * of a larger size and kept. FSMOE_ERR_USAGE, with a message, on a group that is not

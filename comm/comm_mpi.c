@@ -7,7 +7,7 @@
  * calling collectives on one communicator would race (MPI_THREAD_MULTIPLE does not order
  * them). Relies on MPI_Init_thread(MPI_THREAD_MULTIPLE) having been granted (main checks).
  *
- * The 2DH AllToAll (comm/a2a_2dh.h) runs fsmoe_mpi_alltoallv_2dh on two sub-communicators per
+ * The 2DH AllToAll (libfsmoe/a2a_2dh.h) runs fsmoe_mpi_alltoallv_2dh on two sub-communicators per
  * stream (split from that stream's duplicate: the node's members by local index, the members
  * with this local index by node) with the group's one plan of the uniform exchange and a stage
  * pool per stream (comm_backend.h stage_pool_bytes), allocated on the stream's thread when a
@@ -239,7 +239,7 @@ static fsmoe_status a2a_2dh_run(const coll_job *j, fsmoe_error *err)
 {
     comm_group *c = j->group;
     mpi_2dh_stream *h = &c->s2[j->stream];
-    const a2a_2dh_plan *p = &c->h2.plan;
+    const fsmoe_a2a_2dh_plan *p = &c->h2.plan;
     int tsize = 0;
     if (j->count == 0)
         return FSMOE_OK; /* nothing to move (and rows of 0 elements) */

@@ -3,7 +3,7 @@
  * toolchain.md), cuBLAS sgemm, cudaMemcpyAsync, CUDA streams and events. AllToAll is built
  * from ncclSend/ncclRecv in one group call (nccl-tests' alltoall). Each rank uses device
  * (local rank mod device count, topology_local_rank). AllToAllv likewise, with each peer's own
- * counts. The 2DH AllToAll (comm/a2a_2dh.h) runs the group's plan on the stream: its three
+ * counts. The 2DH AllToAll (libfsmoe/a2a_2dh.h) runs the group's plan on the stream: its three
  * re-layouts as cudaMemcpyAsync blocks, its two phases as ncclSend/ncclRecv group calls on the
  * group's communicator (the plan's peers are group ranks), staged in device memory kept per
  * stream (a pool whose slots successive runs take in turn, comm_backend.h stage_pool_bytes). Only this file is CUDA C++; the rest of the layer is C11.
@@ -191,7 +191,7 @@ static fsmoe_status nccl_alltoall(comm_backend *b, comm_group *c, const void *se
 }
 
 /* One re-layout of the 2DH plan: its blocks as device-to-device copies on stream s. */
-static fsmoe_status move_blocks(const a2a_2dh_block *blk, int n, const void *src, void *dst,
+static fsmoe_status move_blocks(const fsmoe_a2a_2dh_block *blk, int n, const void *src, void *dst,
                                 size_t row_bytes, cudaStream_t s, fsmoe_error *err)
 {
     for (int i = 0; i < n; i++)
@@ -237,7 +237,7 @@ static fsmoe_status nccl_alltoall_2dh(comm_backend *b, comm_group *c, const void
                           c->h2.why);
     if (count_per_peer == 0)
         return FSMOE_OK;
-    const a2a_2dh_plan *p = &c->h2.plan;
+    const fsmoe_a2a_2dh_plan *p = &c->h2.plan;
     cudaStream_t s = impl_of(b)->streams[stream];
     size_t row = count_per_peer * comm_dtype_size(t);
     size_t need = (size_t)(p->rows_a + 2 * p->rows_b) * row;

@@ -151,7 +151,7 @@ static fsmoe_status phase_p2p(MPI_Comm comm, int n, const long *sc, const long *
                               int row_elems, size_t row_bytes, MPI_Datatype t, const char *what,
                               fsmoe_error *err)
 {
-    MPI_Request r[2 * A2A_2DH_MAX_MEMBERS];
+    MPI_Request r[2 * FSMOE_A2A_2DH_MAX_MEMBERS];
     int me = 0, k = 0;
     MPI_Comm_rank(comm, &me);
     if (row_elems <= 0)
@@ -176,7 +176,7 @@ static fsmoe_status phase_p2p(MPI_Comm comm, int n, const long *sc, const long *
     return k ? fsmoe_mpi_wait(r, k, comm, what, err) : FSMOE_OK;
 }
 
-fsmoe_status fsmoe_mpi_alltoallv_2dh(MPI_Comm intra, MPI_Comm inter, const a2a_2dh_plan *p,
+fsmoe_status fsmoe_mpi_alltoallv_2dh(MPI_Comm intra, MPI_Comm inter, const fsmoe_a2a_2dh_plan *p,
                                      const void *send, void *recv, void *stage, int row_elems,
                                      MPI_Datatype t, const char *what, fsmoe_error *err)
 {
@@ -185,15 +185,15 @@ fsmoe_status fsmoe_mpi_alltoallv_2dh(MPI_Comm intra, MPI_Comm inter, const a2a_2
     size_t row = (size_t)row_elems * (size_t)tsize;
     char *A = stage, *B = A + (size_t)p->rows_a * row, *C = B + (size_t)p->rows_b * row;
     fsmoe_status st;
-    a2a_2dh_move_host(p->pack1, p->n_pack1, send, A, row);
+    fsmoe_a2a_2dh_move_host(p->pack1, p->n_pack1, send, A, row);
     if ((st = phase_p2p(intra, p->locals, p->s1c, p->s1d, A, p->r1c, p->r1d, B, row_elems, row,
                         t, what, err)))
         return st;
-    a2a_2dh_move_host(p->pack2, p->n_pack2, B, C, row);
+    fsmoe_a2a_2dh_move_host(p->pack2, p->n_pack2, B, C, row);
     if ((st = phase_p2p(inter, p->nodes, p->s2c, p->s2d, C, p->r2c, p->r2d, A, row_elems, row,
                         t, what, err)))
         return st;
-    a2a_2dh_move_host(p->unpack, p->n_unpack, A, recv, row);
+    fsmoe_a2a_2dh_move_host(p->unpack, p->n_unpack, A, recv, row);
     return FSMOE_OK;
 }
 

@@ -39,14 +39,14 @@ fsmoe_status fsmoe_mpi_alltoallv(MPI_Comm comm, const void *send, const int *sco
                                  const int *rdispls, MPI_Datatype t, const char *what,
                                  fsmoe_error *err);
 #define FSMOE_TAG_2DH 2042 /* the point-to-point messages of the 2DH AllToAllv */
-/* The 2DH AllToAllv of plan p (comm/a2a_2dh.h) in rows of row_elems elements of t: intra is
+/* The 2DH AllToAllv of plan p (libfsmoe/a2a_2dh.h) in rows of row_elems elements of t: intra is
  * the node's members of the group ranked by local index, inter the members with this local
  * index ranked by node; stage holds rows_a + 2·rows_b rows. send and recv are the flat
  * AllToAllv's buffers. Each phase is point-to-point (nonempty blocks only, tag FSMOE_TAG_2DH),
  * waited for like the collectives; one thread at a time may use intra and inter. */
-struct a2a_2dh_plan;
+struct fsmoe_a2a_2dh_plan;
 fsmoe_status fsmoe_mpi_alltoallv_2dh(MPI_Comm intra, MPI_Comm inter,
-                                     const struct a2a_2dh_plan *p, const void *send, void *recv,
+                                     const struct fsmoe_a2a_2dh_plan *p, const void *send, void *recv,
                                      void *stage, int row_elems, MPI_Datatype t,
                                      const char *what, fsmoe_error *err);
 fsmoe_status fsmoe_mpi_allgather(MPI_Comm comm, const void *send, void *recv, int count,

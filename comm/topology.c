@@ -102,40 +102,11 @@ int topology_has_tier(const comm_topology *t, fsmoe_tier tier)
     return t->tier[tier] != MPI_COMM_NULL;
 }
 
-/* The color and key of world rank r's logical group g under layout p (parallel.h numbering);
- * -1 for a group without a communicator. */
-static int group_color(const fsmoe_parallel *p, fsmoe_group g, int r, int *color, int *key)
-{
-    int block = p->ep * p->esp;
-    *color = 0;
-    *key = r;
-    switch (g) {
-    case FSMOE_GROUP_ESP: *color = r / p->esp; break;
-    case FSMOE_GROUP_EP:
-        *color = (r / block) * p->esp + r % p->esp;
-        *key = (r % block) / p->esp;
-        break;
-    case FSMOE_GROUP_EP_ESP: *color = r / block; break;
-    case FSMOE_GROUP_MP: *color = r / p->mp; break;
-    case FSMOE_GROUP_DP:
-        *color = (r / (p->mp * p->dp)) * p->mp + r % p->mp;
-        *key = r / p->mp;
-        break;
-    case FSMOE_GROUP_EDP: /* same place in every EP&ESP block of the stage */
-        *color = (r / (p->mp * p->dp)) * block + r % block;
-        *key = r / block;
-        break;
-    default:
-        return -1;
-    }
-    return 0;
-}
-
 fsmoe_status topology_group_comm(const comm_topology *t, MPI_Comm world, const fsmoe_parallel *p,
                                  fsmoe_group g, MPI_Comm *out, fsmoe_error *err)
 {
     int color, key;
-    if (group_color(p, g, t->rank, &color, &key))
+    if (fsmoe_group_color(p, g, t->rank, &color, &key))
         return fsmoe_fail(err, FSMOE_ERR_INTERNAL, "group %d has no communicator", (int)g);
     MPI_CHECK(MPI_Comm_split(world, color, key, out), err);
     return FSMOE_OK;
@@ -178,9 +149,9 @@ static void shape_why(const int *node_of, int P, char *why, size_t len)
     }
     if (unknown)
         snprintf(why, len, "the group's nodes are unknown (group_init was given node -1)");
-    else if (P > A2A_2DH_MAX_MEMBERS)
+    else if (P > FSMOE_A2A_2DH_MAX_MEMBERS)
         snprintf(why, len, "%d members, more than the %d the 2DH plan takes", P,
-                 A2A_2DH_MAX_MEMBERS);
+                 FSMOE_A2A_2DH_MAX_MEMBERS);
     else if (lo != hi)
         snprintf(why, len, "its %d members sit on %d nodes, %d to %d on each (expected the "
                  "same number on every node)", P, nodes, lo, hi);
@@ -209,16 +180,16 @@ fsmoe_status topology_2dh_init(MPI_Comm group, int node, topology_2dh *h, fsmoe_
     int unknown = 0;
     for (int p = 0; p < P; p++)
         unknown |= node_of[p] < 0;
-    a2a_2dh_shape shape;
-    if (unknown || !a2a_2dh_shape_make(node_of, P, &shape)) {
+    fsmoe_a2a_2dh_shape shape;
+    if (unknown || !fsmoe_a2a_2dh_shape_make(node_of, P, &shape)) {
         shape_why(node_of, P, h->why, sizeof h->why);
         goto done;
     }
-    /* P <= A2A_2DH_MAX_MEMBERS here */
+    /* P <= FSMOE_A2A_2DH_MAX_MEMBERS here */
     ones = malloc((size_t)P * (size_t)P * sizeof *ones);
     for (long i = 0; ones && i < (long)P * P; i++)
         ones[i] = 1;
-    if (!ones || a2a_2dh_plan_make(&shape, me, ones, &h->plan)) {
+    if (!ones || fsmoe_a2a_2dh_plan_make(&shape, me, ones, &h->plan)) {
         st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for the 2DH plan of %d members", P);
         goto done;
     }
@@ -242,41 +213,18 @@ fsmoe_status topology_2dh_split(MPI_Comm comm, const topology_2dh *h, MPI_Comm *
 void topology_2dh_free(topology_2dh *h)
 {
     if (h)
-        a2a_2dh_plan_free(&h->plan);
+        fsmoe_a2a_2dh_plan_free(&h->plan);
 }
 
 int topology_tier_2dh(const comm_topology *t, fsmoe_tier tier)
 {
     return tier == FSMOE_TIER_WORLD && t->tier[FSMOE_TIER_WORLD] != MPI_COMM_NULL &&
-           t->size <= A2A_2DH_MAX_MEMBERS;
+           t->size <= FSMOE_A2A_2DH_MAX_MEMBERS;
 }
 
 int topology_group_2dh(const comm_topology *t, const fsmoe_parallel *p, fsmoe_group g)
 {
-    int W = t->size, G = t->gpus_per_node, ok = t->node_major && W > 0 && G > 0;
-    int *color = malloc((size_t)(W > 0 ? W : 1) * sizeof *color);
-    int *node_of = malloc((size_t)(W > 0 ? W : 1) * sizeof *node_of);
-    if (!color || !node_of)
-        ok = 0;
-    for (int r = 0; r < W && ok; r++) {
-        int key;
-        ok = group_color(p, g, r, &color[r], &key) == 0;
-    }
-    /* Each group's members in group-rank order: MPI_Comm_split orders by key, and the key of
-     * every group above ascends with the world rank, so world order is group order. */
-    for (int r = 0; r < W && ok; r++) {
-        int first = 1, n = 0;
-        for (int q = 0; q < r && first; q++)
-            first = color[q] != color[r];
-        if (!first)
-            continue;
-        for (int q = r; q < W; q++)
-            if (color[q] == color[r])
-                node_of[n++] = q / G;
-        a2a_2dh_shape shape;
-        ok = a2a_2dh_shape_make(node_of, n, &shape);
-    }
-    free(color);
-    free(node_of);
-    return ok;
+    fsmoe_parallel q = *p; /* on the ranks as they sit */
+    q.world = t->size, q.gpus_per_node = t->gpus_per_node;
+    return t->node_major && fsmoe_a2a_2dh_group(&q, g, NULL);
 }

@@ -44,7 +44,7 @@ int topology_local_rank(MPI_Comm world);
 fsmoe_status topology_group_comm(const comm_topology *t, MPI_Comm world, const fsmoe_parallel *p,
                                  fsmoe_group g, MPI_Comm *out, fsmoe_error *err);
 
-/* ---- the hierarchical (2DH) AllToAll's view of a group (comm/a2a_2dh.h) ---- */
+/* ---- the hierarchical (2DH) AllToAll's view of a group (libfsmoe/a2a_2dh.h) ---- */
 
 /* What a backend's group keeps for alltoall_2dh: whether the group is hierarchical and, when it
  * is, this member's plan of the uniform exchange (one row per (source, destination) pair: the
@@ -52,8 +52,8 @@ fsmoe_status topology_group_comm(const comm_topology *t, MPI_Comm world, const f
 typedef struct {
     int hierarchical;
     int P, nodes;      /* members; nodes among them (hierarchical only) */
-    a2a_2dh_shape shape; /* hierarchical only: where the members sit */
-    a2a_2dh_plan plan; /* hierarchical only; peers are group ranks */
+    fsmoe_a2a_2dh_shape shape; /* hierarchical only: where the members sit */
+    fsmoe_a2a_2dh_plan plan; /* hierarchical only; peers are group ranks */
     char why[192];     /* not hierarchical: why, for the op's error message */
 } topology_2dh;
 
@@ -71,7 +71,7 @@ fsmoe_status topology_2dh_split(MPI_Comm comm, const topology_2dh *h, MPI_Comm *
 /* Whether alltoall_2dh applies to a measured group, decided without communication (every rank
  * decides the same): the world tier of t (it exists only with ≥ 2 nodes of ≥ 2 ranks each);
  * or, with a layout p (node-major numbering, rank = node·G + local, which fsmoe-bench requires
- * for layouts), every logical group g. At most A2A_2DH_MAX_MEMBERS members. */
+ * for layouts), every logical group g. At most FSMOE_A2A_2DH_MAX_MEMBERS members. */
 int topology_tier_2dh(const comm_topology *t, fsmoe_tier tier);
 int topology_group_2dh(const comm_topology *t, const fsmoe_parallel *p, fsmoe_group g);
 

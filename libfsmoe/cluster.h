@@ -22,7 +22,7 @@
 
 typedef enum {
     FSMOE_OP_ALLTOALL = 0,
-    FSMOE_OP_ALLTOALL_2DH, /* the hierarchical AllToAll (comm/a2a_2dh.h), same n as AllToAll */
+    FSMOE_OP_ALLTOALL_2DH, /* the hierarchical AllToAll (libfsmoe/a2a_2dh.h), same n as AllToAll */
     FSMOE_OP_ALLGATHER,
     FSMOE_OP_REDUCESCATTER,
     FSMOE_OP_ALLREDUCE,

@@ -27,9 +27,7 @@ fsmoe_line fsmoe_line_zero(void)
     return l;
 }
 
-/* Appends each line of `text` to `note` unless that exact line is already there, so a note
- * gathered over many lookups lists every derivation once, one per line. */
-static void note_lines_add(char *note, size_t note_len, const char *text)
+void fsmoe_note_add(char *note, size_t note_len, const char *text)
 {
     if (!note || note_len == 0)
         return;
@@ -58,7 +56,7 @@ static void note_add(char *note, size_t note_len, const char *fmt, const char *a
 {
     char line[512];
     snprintf(line, sizeof line, fmt, a, b);
-    note_lines_add(note, note_len, line);
+    fsmoe_note_add(note, note_len, line);
 }
 
 double fsmoe_busbw_factor(fsmoe_op op, int ranks)
@@ -175,7 +173,7 @@ static int entry_line(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier, int 
     if (how[0]) {
         char line[400];
         snprintf(line, sizeof line, "%s %s: %s", fsmoe_op_name(op), fsmoe_tier_name(tier), how);
-        note_lines_add(note, note_len, line);
+        fsmoe_note_add(note, note_len, line);
     }
     return 1;
 }
@@ -206,7 +204,7 @@ static int lookup(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier, int rank
                      "run back to back (no overlap credit)",
                      fsmoe_tier_name(tier), fsmoe_tier_name(tier));
             if (sub[0])
-                note_lines_add(note, note_len, sub);
+                fsmoe_note_add(note, note_len, sub);
             return 1;
         }
         return 0;
@@ -223,7 +221,7 @@ static int lookup(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier, int rank
                      "bounds a group spanning nodes)%s",
                      fsmoe_op_name(op), "");
             if (sub[0])
-                note_lines_add(note, note_len, sub);
+                fsmoe_note_add(note, note_len, sub);
             return 1;
         }
     }
@@ -241,7 +239,7 @@ static int lookup(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier, int rank
                      "%s (ring AllReduce)",
                      fsmoe_tier_name(tier), fsmoe_tier_name(tier));
             if (sub[0])
-                note_lines_add(note, note_len, sub);
+                fsmoe_note_add(note, note_len, sub);
             return 1;
         }
     }
@@ -290,9 +288,9 @@ static int lookup_2dh(const fsmoe_cluster *c, int nodes, int locals, fsmoe_line 
              "%d ranks) + alltoall(inter, %d ranks) + 3 x copy at the same bytes (hierarchical "
              "AllToAll: two phases and three re-layouts of one rank's buffer, no overlap)",
              nodes, locals, locals, nodes);
-    note_lines_add(note, note_len, line);
+    fsmoe_note_add(note, note_len, line);
     if (sub[0])
-        note_lines_add(note, note_len, sub);
+        fsmoe_note_add(note, note_len, sub);
     return 1;
 }
 
@@ -311,7 +309,7 @@ fsmoe_status fsmoe_cost_line_2dh(const fsmoe_cluster *c, const char *cluster_pat
     const char *missing = NULL;
     if (lookup_2dh(c, nodes, locals, out, sub, sizeof sub, &missing)) {
         if (sub[0])
-            note_lines_add(note, note_len, sub);
+            fsmoe_note_add(note, note_len, sub);
         return FSMOE_OK;
     }
     char where[700];
@@ -358,7 +356,7 @@ fsmoe_status fsmoe_cost_line_at(const fsmoe_cluster *c, const char *cluster_path
     char sub[1024] = "";
     if (lookup(c, op, tier, ranks, out, sub, sizeof sub, 0)) {
         if (sub[0])
-            note_lines_add(note, note_len, sub);
+            fsmoe_note_add(note, note_len, sub);
         return FSMOE_OK;
     }
     const char *tried = "";

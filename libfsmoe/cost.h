@@ -9,7 +9,7 @@
  *   - saa missing -> alltoall(world) + allgather(intra) run back to back (no overlap credit);
  *   - alltoall_2dh missing -> over a group of P = nodes × g ranks (g members on each of `nodes`
  *     nodes), alltoall(intra, g ranks) + alltoall(inter, nodes ranks) + 3 × copy, every term at
- *     the same n (each phase of the hierarchical AllToAll, comm/a2a_2dh.h, moves one rank's
+ *     the same n (each phase of the hierarchical AllToAll, libfsmoe/a2a_2dh.h, moves one rank's
  *     whole buffer, and each of its three re-layouts copies it once); the lines add (α and β
  *     sum). No overlap credit between the phases (they depend on each other).
  * Anything else missing is an error naming the profile, the op and the tier.
@@ -84,6 +84,11 @@ typedef struct {
 } fsmoe_comm_need;
 
 extern const fsmoe_comm_need fsmoe_comm_needs[FSMOE_NEED_COUNT]; /* indexed by fsmoe_need */
+
+/* Appends each line of `text` ("\n"-separated) to `note` (note_len bytes, NUL-terminated)
+ * unless that exact line is already there, and only whole lines that fit: a note gathered over
+ * many lookups lists every derivation once, one per line. */
+void fsmoe_note_add(char *note, size_t note_len, const char *text);
 
 /* A line that costs nothing (group of size 1). */
 fsmoe_line fsmoe_line_zero(void);

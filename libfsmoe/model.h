@@ -31,7 +31,7 @@ typedef struct {
     int moe_first;
     double f;            /* capacity factor; 0 = none (no dropping) */
     /* dispatch: how the Dispatch/Combine AllToAll runs (design.md §10): `nccl` the flat
-     * AllToAll over the group, `2dh` the hierarchical one (comm/a2a_2dh.h) where the group is
+     * AllToAll over the group, `2dh` the hierarchical one (libfsmoe/a2a_2dh.h) where the group is
      * hierarchical, `auto` the planner's choice per layer (plan.h a2a_algorithm: nccl or 2dh),
      * `1dh` Hetu's — a name the schema keeps (design.md lists it) but nothing implements:
      * fsmoe-plan refuses it at this field. */

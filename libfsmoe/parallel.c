@@ -154,3 +154,30 @@ fsmoe_status fsmoe_parallel_validate(const fsmoe_parallel *p, long experts, cons
                           where, experts, p->ep);
     return FSMOE_OK;
 }
+
+int fsmoe_group_color(const fsmoe_parallel *p, fsmoe_group g, int r, int *color, int *key)
+{
+    int block = p->ep * p->esp;
+    *color = 0;
+    *key = r;
+    switch (g) {
+    case FSMOE_GROUP_ESP: *color = r / p->esp; break;
+    case FSMOE_GROUP_EP:
+        *color = (r / block) * p->esp + r % p->esp;
+        *key = (r % block) / p->esp;
+        break;
+    case FSMOE_GROUP_EP_ESP: *color = r / block; break;
+    case FSMOE_GROUP_MP: *color = r / p->mp; break;
+    case FSMOE_GROUP_DP:
+        *color = (r / (p->mp * p->dp)) * p->mp + r % p->mp;
+        *key = r / p->mp;
+        break;
+    case FSMOE_GROUP_EDP: /* same place in every EP&ESP block of the stage */
+        *color = (r / (p->mp * p->dp)) * block + r % block;
+        *key = r / block;
+        break;
+    default:
+        return -1;
+    }
+    return 0;
+}

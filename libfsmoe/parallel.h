@@ -43,6 +43,11 @@ const char *fsmoe_group_name(fsmoe_group g); /* "mp", "esp", "ep", "ep_esp", "dp
 /* Size of a logical group (1 means: no collective at all). */
 int fsmoe_group_size(const fsmoe_parallel *p, fsmoe_group g);
 
+/* The color and key of world rank r's logical group g (the members of one group share the
+ * color; the key orders them by group rank, ascending with the world rank): what
+ * MPI_Comm_split takes. -1 for a group without one (FSMOE_GROUP_NONE and the like). */
+int fsmoe_group_color(const fsmoe_parallel *p, fsmoe_group g, int r, int *color, int *key);
+
 /* The tier a group's collectives run on under this layout. Only meaningful when size > 1. */
 fsmoe_tier fsmoe_group_tier(const fsmoe_parallel *p, fsmoe_group g);
 

@@ -1,6 +1,6 @@
 /* Implements: AllToAll as a measured collective (op_collective.h), in two algorithms with the
  * same n, data, check and bus bandwidth: `alltoall` (the backend's flat AllToAll) and
- * `alltoall_2dh` (the hierarchical 2DH AllToAll, comm/a2a_2dh.h: an AllToAll inside each node,
+ * `alltoall_2dh` (the hierarchical 2DH AllToAll, libfsmoe/a2a_2dh.h: an AllToAll inside each node,
  * then one among the ranks with the same local index, with re-layouts between; measured only
  * on groups that span nodes with several members on each, suite.c). Each of the P members
  * sends n/P bytes to every member; busbw = algbw·(P−1)/P (nccl-tests). Expected output on

@@ -137,29 +137,6 @@ static void copy_str(char *dst, size_t n, const char *src)
     snprintf(dst, n, "%s", src ? src : "");
 }
 
-/* Appends one line to a note of len bytes ("\n"-separated) when the whole line fits. */
-static void note_add(char *note, size_t len, const char *line)
-{
-    size_t used = strnlen(note, len), n = strlen(line);
-    if (n == 0 || used + n + 2 > len)
-        return;
-    if (used)
-        note[used++] = '\n';
-    memcpy(note + used, line, n + 1);
-}
-
-/* Appends every line of `lines` (a note) to `note`. */
-static void note_add_all(char *note, size_t len, const char *lines)
-{
-    char line[1024];
-    for (const char *s = lines; *s;) {
-        size_t k = strcspn(s, "\n");
-        snprintf(line, sizeof line, "%.*s", (int)k, s);
-        note_add(note, len, line);
-        s += k + (s[k] == '\n');
-    }
-}
-
 int plan_dispatch_from_name(const char *s)
 {
     return !s || !s[0] || strcmp(s, "nccl") == 0 ? PLAN_DISPATCH_NCCL
@@ -233,7 +210,7 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
     if (st != FSMOE_OK)
         return st;
     char notes[sizeof out->notes] = "";
-    note_add_all(notes, sizeof notes, w.notes);
+    fsmoe_note_add(notes, sizeof notes, w.notes);
     int hier[2] = {0, 0}; /* [0]: EP, [1]: EP&ESP hierarchical (and 2dh costed on it) */
     if (dispatch != PLAN_DISPATCH_NCCL) {
         char ep[96], epesp[96], line[512];
@@ -250,12 +227,12 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
             /* auto on a profile that cannot cost 2DH: the flat AllToAll, said so */
             snprintf(line, sizeof line, "dispatch auto: nccl in every layer, 2dh not costed: %.400s",
                      herr.msg);
-            note_add(notes, sizeof notes, line);
+            fsmoe_note_add(notes, sizeof notes, line);
             st = FSMOE_OK;
         } else {
             hier[0] = wh.a2a_ep_2dh;
             hier[1] = wh.a2a_ep_esp_2dh;
-            note_add_all(notes, sizeof notes, wh.notes);
+            fsmoe_note_add(notes, sizeof notes, wh.notes);
             const char *d = dispatch == PLAN_DISPATCH_2DH ? "2dh" : "auto";
             if (!hier[0] && !hier[1]) {
                 snprintf(line, sizeof line,
@@ -263,7 +240,7 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
                          "hierarchical (2DH needs >= 2 nodes with >= 2 members on each): the flat "
                          "AllToAll (nccl) in every layer",
                          d, ep, epesp);
-                note_add(notes, sizeof notes, line);
+                fsmoe_note_add(notes, sizeof notes, line);
             } else if (dispatch == PLAN_DISPATCH_2DH && (!hier[0] || !hier[1])) {
                 snprintf(line, sizeof line,
                          "dispatch 2dh: the %s group (%s) is not hierarchical (2DH needs >= 2 "
@@ -271,7 +248,7 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
                          "AllToAll (nccl)",
                          hier[0] ? "EP&ESP" : "EP", hier[0] ? epesp : ep,
                          hier[0] ? "S1 or S2" : "the ESP pipeline or MoNTA's layer");
-                note_add(notes, sizeof notes, line);
+                fsmoe_note_add(notes, sizeof notes, line);
             }
         }
     }
@@ -555,7 +532,7 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
                 snprintf(line, sizeof line,
                          "dispatch auto: %s (%s): %s, the only algorithm this method offers there",
                          range, fsmoe_schedule_name(k), h ? "2dh" : "nccl");
-            note_add(notes, sizeof notes, line);
+            fsmoe_note_add(notes, sizeof notes, line);
             j = e;
         }
 #undef HIER_OF

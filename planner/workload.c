@@ -39,6 +39,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "a2a_2dh.h"
+
 void workload_shape_from_model(const fsmoe_model *m, workload_shape *out)
 {
     memset(out, 0, sizeof *out);
@@ -124,38 +126,15 @@ fsmoe_status workload_lines_init(const fsmoe_cluster *c, const char *cluster_pat
     return FSMOE_OK;
 }
 
-/* Members of rank 0's group are 0, stride, 2·stride, ... (parallel.c's nesting): EP strides
- * esp, EP&ESP is consecutive. Every group of g is a translate of rank 0's, so its shape is. */
 int workload_group_2dh(const fsmoe_parallel *par, fsmoe_group g, int *nodes, int *locals)
 {
-    int P = fsmoe_group_size(par, g), G = par->gpus_per_node;
-    int stride = g == FSMOE_GROUP_EP ? par->esp : g == FSMOE_GROUP_EP_ESP ? 1 : 0;
-    if (stride < 1 || P < 4 || G < 2 || par->world <= G)
-        return 0;
-    /* members by node (ascending ranks visit the nodes in order): every node as many as the
-     * first */
-    int n_nodes = 0, per = 0, count = 0, last = -1;
-    for (int m = 0; m <= P; m++) {
-        int node = m < P ? (int)(((long)m * stride) / G) : -2;
-        if (node != last) {
-            if (last >= 0) {
-                if (n_nodes == 1)
-                    per = count;
-                else if (count != per)
-                    return 0;
-            }
-            n_nodes += m < P;
-            last = node;
-            count = 0;
-        }
-        count++;
-    }
-    if (n_nodes < 2 || per < 2)
+    fsmoe_a2a_2dh_shape sh; /* only the AllToAll's groups run it */
+    if ((g != FSMOE_GROUP_EP && g != FSMOE_GROUP_EP_ESP) || !fsmoe_a2a_2dh_group(par, g, &sh))
         return 0;
     if (nodes)
-        *nodes = n_nodes;
+        *nodes = sh.nodes;
     if (locals)
-        *locals = per;
+        *locals = sh.locals;
     return 1;
 }
 
@@ -188,12 +167,7 @@ fsmoe_status workload_lines_2dh(const fsmoe_cluster *c, const char *cluster_path
                      "alltoall_2dh world (%d nodes x %d): measured at %d ranks (profile line %d, "
                      "r2 %.4g)",
                      nodes, locals, e->ranks, e->line, e->r2);
-            size_t used = strnlen(out->notes, sizeof out->notes), n = strlen(line);
-            if (strstr(out->notes, line) == NULL && used + n + 2 <= sizeof out->notes) {
-                if (used)
-                    out->notes[used++] = '\n';
-                memcpy(out->notes + used, line, n + 1);
-            }
+            fsmoe_note_add(out->notes, sizeof out->notes, line);
         }
     }
     return FSMOE_OK;

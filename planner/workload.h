@@ -51,7 +51,7 @@ fsmoe_status workload_lines_init(const fsmoe_cluster *c, const char *cluster_pat
 
 /* Whether logical group g spans at least two nodes with the same number (at least two) of
  * members on each under par's node-major numbering (parallel.h) — the shape the hierarchical
- * AllToAll (2DH, comm/a2a_2dh.h a2a_2dh_shape_make) needs; 1 with *nodes and *locals filled,
+ * AllToAll (2DH, libfsmoe/a2a_2dh.h fsmoe_a2a_2dh_shape_make) needs; 1 with *nodes and *locals filled,
  * else 0 (one node, one member per node, uneven nodes): 2DH is then the flat AllToAll. */
 int workload_group_2dh(const fsmoe_parallel *par, fsmoe_group g, int *nodes, int *locals);
 

@@ -133,7 +133,7 @@ struct rt_backend {
     void (*alltoallv_rows)(rt_backend *be, rt_stream *s, const rt_group *g, real *dst,
                            const real *src, const int *send_rows, const int *recv_rows, long M,
                            const char *what);
-    /* The same exchange as the hierarchical AllToAll (2DH, comm/a2a_2dh.h) on a group with a
+    /* The same exchange as the hierarchical AllToAll (2DH, libfsmoe/a2a_2dh.h) on a group with a
      * 2DH shape (dist.h dist_group_2dh): counts (P·P) holds every member's rows to every
      * member, counts[s·P + d] from s to d (this member's send_rows and recv_rows are its row
      * and its column). */

@@ -550,8 +550,8 @@ static void c_alltoallv_rows(rt_backend *be, rt_stream *s, const rt_group *g, re
 }
 
 #if defined(FSMOE_HAVE_NCCL)
-/* A re-layout of the 2DH AllToAll (comm/a2a_2dh.h): device-to-device copies on s. */
-static void move_blocks(rt_backend *be, rt_stream *s, const a2a_2dh_block *b, int n,
+/* A re-layout of the 2DH AllToAll (libfsmoe/a2a_2dh.h): device-to-device copies on s. */
+static void move_blocks(rt_backend *be, rt_stream *s, const fsmoe_a2a_2dh_block *b, int n,
                         const real *src, real *dst, long M)
 {
     size_t row = (size_t)M * sizeof(real);
@@ -584,7 +584,7 @@ static void phase_2dh(rt_backend *be, rt_stream *s, ncclComm_t c, int n, const i
 static void c_alltoallv_rows_2dh(rt_backend *be, rt_stream *s, const rt_group *g, real *dst,
                                  const real *src, const int *counts, long M, const char *what)
 {
-    const a2a_2dh_shape *sh = dist_group_2dh(g);
+    const fsmoe_a2a_2dh_shape *sh = dist_group_2dh(g);
     if (!sh) {
         rt_backend_fail(be, FSMOE_ERR_INTERNAL, "%s: the group's AllToAll cannot be hierarchical",
                         what);
@@ -594,8 +594,8 @@ static void c_alltoallv_rows_2dh(rt_backend *be, rt_stream *s, const rt_group *g
     ncclComm_t c = nccl_comm(be, g, s, what);
     if (!c)
         return;
-    a2a_2dh_plan p;
-    if (a2a_2dh_plan_make(sh, g->rank, counts, &p) != 0) {
+    fsmoe_a2a_2dh_plan p;
+    if (fsmoe_a2a_2dh_plan_make(sh, g->rank, counts, &p) != 0) {
         rt_backend_fail(be, FSMOE_ERR_NOMEM, "%s: out of memory", what);
         return;
     }
@@ -611,7 +611,7 @@ static void c_alltoallv_rows_2dh(rt_backend *be, rt_stream *s, const rt_group *g
         move_blocks(be, s, p.unpack, p.n_unpack, A, dst, M);
         CUDA_OK(be, cudaFreeAsync(A, cs(s)));
     }
-    a2a_2dh_plan_free(&p);
+    fsmoe_a2a_2dh_plan_free(&p);
 #else
     (void)dst, (void)src, (void)counts, (void)M;
     nccl_comm(be, g, s, what);

@@ -26,7 +26,6 @@
 
 #include <cblas.h>
 #include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -727,10 +726,13 @@ static void h_row_dot(rt_backend *be, rt_stream *s, real *out, const real *a, co
     }
 }
 
+/* Which of a group's communicators (and 2DH sub-communicators) stream s uses (dist.h). */
+static int slot_of(const rt_stream *s) { return worker(s) ? s->slot : 0; }
+
 static MPI_Comm group_comm(const rt_group *g, const rt_stream *s)
 {
     const rt_comm_group *cg = g->impl;
-    return cg->comm[worker(s) ? s->slot : 0];
+    return cg->comm[slot_of(s)];
 }
 
 typedef struct {
@@ -848,9 +850,14 @@ static fsmoe_status a2a_2dh_job(void *arg, fsmoe_error *err)
         return FSMOE_ERR_MPI;
     rt_comm_group *cg = a->cg;
     int s = a->slot;
-    a2a_2dh_plan p = {0};
+    fsmoe_a2a_2dh_plan p = {0};
     fsmoe_status st = FSMOE_OK;
-    if (a2a_2dh_plan_make(cg->h2, cg->rank, a->counts, &p) != 0) {
+    if (a->M > INT_MAX) {
+        st = fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: rows of %ld elements exceed MPI's int counts",
+                        a->what, a->M);
+        goto out;
+    }
+    if (fsmoe_a2a_2dh_plan_make(cg->h2, cg->rank, a->counts, &p) != 0) {
         st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "%s: out of memory", a->what);
         goto out;
     }
@@ -865,14 +872,10 @@ static fsmoe_status a2a_2dh_job(void *arg, fsmoe_error *err)
         }
         cg->h_stage_bytes[s] = bytes;
     }
-    if (a->M > INT_MAX)
-        st = fsmoe_fail(err, FSMOE_ERR_VALUE, "%s: rows of %ld elements exceed MPI's int counts",
-                        a->what, a->M);
-    else
-        st = fsmoe_mpi_alltoallv_2dh(cg->h_intra[s], cg->h_inter[s], &p, a->src, a->dst,
-                                     cg->h_stage[s], (int)a->M, MPI_REAL_T, a->what, err);
+    st = fsmoe_mpi_alltoallv_2dh(cg->h_intra[s], cg->h_inter[s], &p, a->src, a->dst,
+                                 cg->h_stage[s], (int)a->M, MPI_REAL_T, a->what, err);
 out:
-    a2a_2dh_plan_free(&p);
+    fsmoe_a2a_2dh_plan_free(&p);
     if (st != FSMOE_OK)
         rt_backend_fail(a->be, st, "%s", err->msg);
     return st;
@@ -886,7 +889,7 @@ static void h_alltoallv_rows_2dh(rt_backend *be, rt_stream *s, const rt_group *g
                         what);
         return;
     }
-    a2a_2dh_args a = {be, g->impl, worker(s) ? s->slot : 0, dst, src, counts, M, what};
+    a2a_2dh_args a = {be, g->impl, slot_of(s), dst, src, counts, M, what};
     h_async(be, s, a2a_2dh_job, &a, sizeof a);
 }
 

@@ -112,8 +112,8 @@ int checkpoint_sliced(const rt_params *t)
     return 0;
 }
 
-/* The canonical table of t (checkpoint.h), tensors ordered by part; *range_mp / *range_esp get
- * the MP and expert slices' [begin, end). Returns 0, or -1 out of memory. */
+/* The canonical table of t (checkpoint.h), tensors ordered by part; range gets the MP slices'
+ * [begin, end) and the expert slices' [begin, end). Returns 0, or -1 out of memory. */
 static int canon_table(const rt_params *t, rt_params *c, long range[4])
 {
     memset(c, 0, sizeof *c);
@@ -392,15 +392,14 @@ fsmoe_status checkpoint_save_shard(const char *dir, long step, const rt_ckpt_ran
                           "canonical tensors (checkpoint_canon_local)");
     long n = t->total;
     size_t bytes = (size_t)n * sizeof(real);
-    real *host = malloc(3 * bytes + 1);
+    real *copied = NULL; /* the tensors from the backend (the canonical ones are host arrays) */
+    const real *host = rk->canon ? rk->canon->host : (copied = malloc(3 * bytes + 1));
     if (!host)
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "checkpoint: out of memory");
-    if (rk->canon) {
-        memcpy(host, rk->canon->host, 3 * bytes);
-    } else {
-        be->copy(be, NULL, host, t->w, bytes, RT_D2H);
-        be->copy(be, NULL, host + n, rk->opt->m, bytes, RT_D2H);
-        be->copy(be, NULL, host + 2 * n, rk->opt->v, bytes, RT_D2H);
+    if (copied) {
+        be->copy(be, NULL, copied, t->w, bytes, RT_D2H);
+        be->copy(be, NULL, copied + n, rk->opt->m, bytes, RT_D2H);
+        be->copy(be, NULL, copied + 2 * n, rk->opt->v, bytes, RT_D2H);
         be->stream_sync(be, NULL);
     }
 
@@ -469,7 +468,7 @@ fsmoe_status checkpoint_save_shard(const char *dir, long step, const rt_ckpt_ran
     out->bytes = total_bytes;
     to_hex(dig, out->sha256);
 out:
-    free(host);
+    free(copied);
     return st;
 }
 

@@ -46,7 +46,7 @@ static fsmoe_status group_make(rt_comm_group *g, const char *name, int color, in
  * gpus_per_node, the numbering layout.h assumes) make it hierarchical. Collective over g. */
 static fsmoe_status group_2dh(rt_comm_group *g, const rt_layout *l, fsmoe_error *err)
 {
-    if (l->gpus_per_node <= 0 || g->size < 4 || g->size > A2A_2DH_MAX_MEMBERS)
+    if (l->gpus_per_node <= 0 || g->size < 4 || g->size > FSMOE_A2A_2DH_MAX_MEMBERS)
         return FSMOE_OK;
     topology_2dh h;
     fsmoe_status st = topology_2dh_init(g->comm[0], l->rank / l->gpus_per_node, &h, err);
@@ -108,7 +108,7 @@ void dist_free(rt_dist *d)
     d->mpi = 0;
 }
 
-const a2a_2dh_shape *dist_group_2dh(const rt_group *g)
+const fsmoe_a2a_2dh_shape *dist_group_2dh(const rt_group *g)
 {
     return g && g->size > 1 && g->impl ? ((const rt_comm_group *)g->impl)->h2 : NULL;
 }

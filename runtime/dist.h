@@ -37,11 +37,11 @@ typedef struct {
     const char *name; /* "dp", "ep", "edp", "mp", "esp", "ep_esp", "world" */
     int size, rank;
     MPI_Comm comm[RT_STREAM_SLOTS]; /* MPI_COMM_NULL on one rank */
-    /* The hierarchical (2DH) AllToAll (comm/a2a_2dh.h) of the EP and EP&ESP groups: their
+    /* The hierarchical (2DH) AllToAll (libfsmoe/a2a_2dh.h) of the EP and EP&ESP groups: their
      * shape when they span nodes with ≥ 2 members on each (NULL otherwise), per slot the
      * node's members (ranked by local index) and the members with this local index (ranked
      * by node), and a staging buffer the slot's thread grows as needed. */
-    a2a_2dh_shape *h2;
+    fsmoe_a2a_2dh_shape *h2;
     MPI_Comm h_intra[RT_STREAM_SLOTS], h_inter[RT_STREAM_SLOTS];
     void *h_stage[RT_STREAM_SLOTS];
     size_t h_stage_bytes[RT_STREAM_SLOTS];
@@ -76,7 +76,7 @@ void dist_free(rt_dist *d);
 rt_group dist_group(const rt_dist *d, rt_group_kind k);
 /* The group's 2DH shape, or NULL where its AllToAll cannot be hierarchical (one rank, one node,
  * one member per node, nodes unknown). */
-const a2a_2dh_shape *dist_group_2dh(const rt_group *g);
+const fsmoe_a2a_2dh_shape *dist_group_2dh(const rt_group *g);
 
 /* Host-side collectives on the caller's thread (slot 0); no-ops on a one-rank group.
  * `what` names the operation in error messages. */

@@ -290,6 +290,15 @@ static fsmoe_status exchange_counts(rt_moe *m, rt_backend *be)
     return FSMOE_OK;
 }
 
+/* Of an expert's T replica rows, chunk j of r is [j·T/r, (j+1)·T/r); the part of it in a
+ * member's rows [o, o + k) is [lo, hi), empty when hi <= lo. */
+static void chunk_cut(long T, long o, long k, int j, int r, long *lo, long *hi)
+{
+    long a = (long)j * T / r, b = (long)(j + 1) * T / r;
+    *lo = a > o ? a : o;
+    *hi = b < o + k ? b : o + k;
+}
+
 /* Rows [lo, hi) of member s's part of chunk j of expert e (in the replica's numbering);
  * empty when hi <= lo. */
 static void chunk_part(const rt_moe *m, int P, long e, int s, int j, int r, long *lo, long *hi,
@@ -301,9 +310,7 @@ static void chunk_part(const rt_moe *m, int P, long e, int s, int j, int r, long
             o += m->K[t * E + e];
         T += m->K[t * E + e];
     }
-    long a = (long)j * T / r, b = (long)(j + 1) * T / r, k = m->K[s * E + e];
-    *lo = a > o ? a : o;
-    *hi = b < o + k ? b : o + k;
+    chunk_cut(T, o, m->K[s * E + e], j, r, lo, hi);
     *off = o;
 }
 
@@ -433,12 +440,13 @@ static void mp_build(rt_moe *m, rt_backend *be, rt_xmap *x, int r)
 }
 
 /* 2DH (moe_layer.h all_rows): every member's rows to every member per chunk, from the counts
- * every member knows (K), cut as chunk_part cuts them; this member's row and column must be
- * its own send_rows and recv_rows. */
+ * every member knows (K), cut as chunk_part cuts them (each expert's member offsets summed
+ * once: O(r·E·P) per phase, not chunk_part's O(P) per member and expert); this member's row
+ * and column must be its own send_rows and recv_rows. */
 static void all_rows_build(rt_moe *m, rt_backend *be, rt_xmap *x, int r)
 {
     int P = group_size(m), q = xgroup(m)->rank;
-    long El = m->E_local, need = 2L * r * P * P;
+    long El = m->E_local, E = xexperts(m), need = 2L * r * P * P;
     if (need > x->n_all_rows) {
         free(x->all_rows);
         x->n_all_rows = 0;
@@ -449,18 +457,26 @@ static void all_rows_build(rt_moe *m, rt_backend *be, rt_xmap *x, int r)
         }
         x->n_all_rows = need;
     }
+    memset(x->all_rows, 0, (size_t)need * sizeof(int));
+    for (long e = 0; e < E; e++) {
+        long T = 0;
+        for (int s = 0; s < P; s++)
+            T += m->K[s * E + e];
+        int d = (int)(e / El); /* the member holding expert e */
+        long o = 0;
+        for (int s = 0; s < P; o += m->K[s * E + e], s++)
+            for (int j = 0; j < r; j++) {
+                long lo, hi;
+                chunk_cut(T, o, m->K[s * E + e], j, r, &lo, &hi);
+                if (hi > lo)
+                    x->all_rows[((long)j * P + s) * P + d] += (int)(hi - lo);
+            }
+    }
     for (int j = 0; j < r; j++) {
         int *D = x->all_rows + (long)j * P * P, *Cb = D + (long)r * P * P;
-        for (int s = 0; s < P; s++)
-            for (int d = 0; d < P; d++) {
-                long rows = 0;
-                for (long e = d * El; e < (d + 1) * El; e++) {
-                    long lo, hi, off;
-                    chunk_part(m, P, e, s, j, r, &lo, &hi, &off);
-                    rows += hi > lo ? hi - lo : 0;
-                }
-                D[s * P + d] = Cb[d * P + s] = (int)rows;
-            }
+        for (int s = 0; s < P; s++) /* the Combine: the Dispatch's transpose */
+            for (int d = 0; d < P; d++)
+                Cb[d * P + s] = D[s * P + d];
         for (int p = 0; p < P; p++)
             if (D[q * P + p] != x->send_rows[j * P + p] || D[p * P + q] != x->recv_rows[j * P + p])
                 rt_backend_fail(be, FSMOE_ERR_INTERNAL, "MoE layer %d: the 2DH counts of chunk %d "

@@ -143,7 +143,7 @@ typedef struct {
     int s2;                   /* run it as Parm's S2 (slots split over MP, SAA); RT_S2_DS_GATHER:
                                * as DeepSpeed's drop_tokens/gather_tokens (below) */
     int monta;                /* 1..3: run it as MoNTA's O1..O3 (mp = esp; r: its chunks) */
-    int a2a_2dh;              /* the Dispatch/Combine AllToAll hierarchical (comm/a2a_2dh.h); the
+    int a2a_2dh;              /* the Dispatch/Combine AllToAll hierarchical (libfsmoe/a2a_2dh.h); the
                                * exchange group must have a 2DH shape (dist.h). S2's SAA Combine
                                * stays flat (one measured SAA line costs it) */
     long tok0;                /* this rank's first token in the global batch */

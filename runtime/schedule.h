@@ -21,7 +21,7 @@
  * own stream in the graph's order, each started only while the communication stream is idle
  * (no AllToAll running or queued: Lina's priority; backend.h stream_wait_idle). The AllToAll's
  * algorithm is the plan's per layer (a2a.algorithm: nccl, the flat AllToAll, or 2dh, the
- * hierarchical one of comm/a2a_2dh.h) for the plan's schedule, the flat one for baselines. */
+ * hierarchical one of libfsmoe/a2a_2dh.h) for the plan's schedule, the flat one for baselines. */
 #ifndef RT_SCHEDULE_H
 #define RT_SCHEDULE_H
 

@@ -7,7 +7,7 @@
  *  - the watchdog: a wait for a receive that is never sent ends, with a short
  *    fsmoe_comm_set_timeout, in FSMOE_ERR_TIMEOUT and a message naming the rank and the
  *    operation;
- *  - the 2DH AllToAll (comm/a2a_2dh.h), with an even number ≥ 4 of ranks treated as nodes of 2
+ *  - the 2DH AllToAll (libfsmoe/a2a_2dh.h), with an even number ≥ 4 of ranks treated as nodes of 2
  *    (node-major, rank / 2, and interleaved, rank % 2): the backend's uniform alltoall_2dh with
  *    exactly predictable data per (source, destination), on both streams, in two types and
  *    three sizes (the stage grows, then is reused); fsmoe_mpi_alltoallv_2dh with an uneven
@@ -148,15 +148,15 @@ static int test_alltoallv_2dh_direct(int me, int P, int interleaved)
     for (int p = 0; p < P; p++)
         comm_pattern_fill(t, send + (size_t)v[P + p] * es, me, BLOCK_FIRST(p), (size_t)v[p]);
     comm_pattern_fill(t, hier + (size_t)nr * es, 7, 0, 1);
-    a2a_2dh_shape shape;
-    a2a_2dh_plan plan;
+    fsmoe_a2a_2dh_shape shape;
+    fsmoe_a2a_2dh_plan plan;
     memset(&plan, 0, sizeof plan);
     MPI_Comm intra = MPI_COMM_NULL, inter = MPI_COMM_NULL;
     char *stage = NULL;
     size_t wrong = 0;
     fsmoe_error err = {0};
     fsmoe_status st = FSMOE_OK;
-    if (!a2a_2dh_shape_make(node_of, P, &shape) || a2a_2dh_plan_make(&shape, me, counts, &plan)) {
+    if (!fsmoe_a2a_2dh_shape_make(node_of, P, &shape) || fsmoe_a2a_2dh_plan_make(&shape, me, counts, &plan)) {
         fprintf(stderr, "rank %d: 2DH direct (%s): no shape or plan\n", me, layout);
         wrong = 1;
         goto done;
@@ -187,7 +187,7 @@ done:
         MPI_Comm_free(&intra);
     if (inter != MPI_COMM_NULL)
         MPI_Comm_free(&inter);
-    a2a_2dh_plan_free(&plan);
+    fsmoe_a2a_2dh_plan_free(&plan);
     free(stage);
     free(send);
     free(flat);

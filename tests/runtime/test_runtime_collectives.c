@@ -157,11 +157,11 @@ int main(int argc, char **argv)
         if (wrong)
             fprintf(stderr, "rank %d: allgather/reducescatter_sum: #wrong %ld\n", me, wrong);
         if (P % 2 == 0 && P >= 4) { /* two alternating "nodes" of P / 2 ranks */
-            int node_of[A2A_2DH_MAX_MEMBERS];
+            int node_of[FSMOE_A2A_2DH_MAX_MEMBERS];
             for (int x = 0; x < P; x++)
                 node_of[x] = x % 2;
-            a2a_2dh_shape sh;
-            long w3 = !a2a_2dh_shape_make(node_of, P, &sh);
+            fsmoe_a2a_2dh_shape sh;
+            long w3 = !fsmoe_a2a_2dh_shape_make(node_of, P, &sh);
             cg.h2 = &sh;
             for (int k = 0; k < RT_STREAM_SLOTS && !w3; k++) { /* as dist.c makes them */
                 int x = 0;

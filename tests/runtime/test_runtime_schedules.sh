@@ -128,7 +128,7 @@ check "$tmp/plan-mp1.yaml" "$tmp/ref-mp" mp2ep2 deepspeed
 grep -Eq '^  allgather +[0-9.]+ +[0-9.]+ ' "$tmp/mp2ep2-deepspeed.out" ||
     fail "mp2ep2 deepspeed: the report has no measured AllGather line"
 
-# The hierarchical AllToAll (2DH, comm/a2a_2dh.h): the 4 ranks as 2 nodes x 2 (--gpus-per-node
+# The hierarchical AllToAll (2DH, libfsmoe/a2a_2dh.h): the 4 ranks as 2 nodes x 2 (--gpus-per-node
 # 2 on the profile, the plan and the run), the plans' a2a.algorithm set to 2dh in every layer,
 # pipelined (forward r 3, backward r 2: chunks where a member sends or receives nothing):
 # dp 4 · ep 4 (the EP group spans both nodes) and mp 2 · ep 2 · esp 2 under Parm's S1 (its

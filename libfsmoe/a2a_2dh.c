@@ -4,13 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-int a2a_2dh_shape_make(const int *node_of, int P, a2a_2dh_shape *out)
+int fsmoe_a2a_2dh_shape_make(const int *node_of, int P, fsmoe_a2a_2dh_shape *out)
 {
-    if (P < 4 || P > A2A_2DH_MAX_MEMBERS)
+    if (P < 4 || P > FSMOE_A2A_2DH_MAX_MEMBERS)
         return 0;
     memset(out, 0, sizeof *out);
-    int node_id[A2A_2DH_MAX_MEMBERS], count[A2A_2DH_MAX_MEMBERS], n = 0;
-    int idx[A2A_2DH_MAX_MEMBERS]; /* member p's node index (order of lowest member) */
+    int node_id[FSMOE_A2A_2DH_MAX_MEMBERS], count[FSMOE_A2A_2DH_MAX_MEMBERS], n = 0;
+    int idx[FSMOE_A2A_2DH_MAX_MEMBERS]; /* member p's node index (order of lowest member) */
     for (int p = 0; p < P; p++) {
         int b = 0;
         while (b < n && node_id[b] != node_of[p])
@@ -27,10 +27,48 @@ int a2a_2dh_shape_make(const int *node_of, int P, a2a_2dh_shape *out)
         if (count[b] != g)
             return 0;
     out->P = P, out->nodes = n, out->locals = g;
-    int fill[A2A_2DH_MAX_MEMBERS] = {0};
+    int fill[FSMOE_A2A_2DH_MAX_MEMBERS] = {0};
     for (int p = 0; p < P; p++)
         out->member[idx[p] * g + fill[idx[p]]++] = p;
     return 1;
+}
+
+int fsmoe_a2a_2dh_group(const fsmoe_parallel *p, fsmoe_group g, fsmoe_a2a_2dh_shape *out)
+{
+    int W = p->world, G = p->gpus_per_node;
+    if (W < 4 || G < 1)
+        return 0;
+    /* every group's members' nodes, group by group (colors are below W; members in world
+     * order, which is their group order) */
+    int *color = malloc(3 * (size_t)W * sizeof(int) + sizeof(int));
+    if (!color)
+        return 0;
+    int *start = color + W, *node_of = start + W, ok = 1, key;
+    memset(start, 0, (size_t)W * sizeof(int));
+    for (int r = 0; r < W && ok; r++) {
+        ok = fsmoe_group_color(p, g, r, &color[r], &key) == 0 && color[r] >= 0 && color[r] < W;
+        if (ok)
+            start[color[r]]++;
+    }
+    for (int c = 0, at = 0; c < W && ok; c++) { /* counts -> where each group's list starts */
+        int n = start[c];
+        start[c] = at, at += n;
+    }
+    for (int r = 0; r < W && ok; r++)
+        node_of[start[color[r]]++] = r / G; /* start[c] ends at the next group's start */
+    fsmoe_a2a_2dh_shape shape, first = {0};
+    for (int c = 0, at = 0; c < W && ok; c++) {
+        if (start[c] == at)
+            continue; /* no group of this color */
+        ok = fsmoe_a2a_2dh_shape_make(node_of + at, start[c] - at, &shape);
+        if (c == color[0])
+            first = shape;
+        at = start[c];
+    }
+    if (ok && out)
+        *out = first;
+    free(color);
+    return ok;
 }
 
 /* Exclusive prefix sums of c (n entries) into d; the total. */
@@ -42,13 +80,13 @@ static long prefix(const long *c, long *d, int n)
     return t;
 }
 
-static void add_block(a2a_2dh_block *b, int *n, long src, long dst, long rows)
+static void add_block(fsmoe_a2a_2dh_block *b, int *n, long src, long dst, long rows)
 {
     if (rows > 0)
-        b[(*n)++] = (a2a_2dh_block){src, dst, rows};
+        b[(*n)++] = (fsmoe_a2a_2dh_block){src, dst, rows};
 }
 
-int a2a_2dh_plan_make(const a2a_2dh_shape *sh, int me, const int *counts, a2a_2dh_plan *out)
+int fsmoe_a2a_2dh_plan_make(const fsmoe_a2a_2dh_shape *sh, int me, const int *counts, fsmoe_a2a_2dh_plan *out)
 {
     memset(out, 0, sizeof *out);
     int P = sh->P, n = sh->nodes, g = sh->locals;
@@ -64,10 +102,10 @@ int a2a_2dh_plan_make(const a2a_2dh_shape *sh, int me, const int *counts, a2a_2d
     /* where each destination's rows start in the flat send buffer, each source's in the
      * flat receive buffer (group-rank order) */
     long *off = malloc(2 * (size_t)P * sizeof(long));
-    out->pack1 = malloc(3 * (size_t)P * sizeof(a2a_2dh_block));
+    out->pack1 = malloc(3 * (size_t)P * sizeof(fsmoe_a2a_2dh_block));
     if (!off || !out->pack1) {
         free(off);
-        a2a_2dh_plan_free(out);
+        fsmoe_a2a_2dh_plan_free(out);
         return -1;
     }
     out->pack2 = out->pack1 + P, out->unpack = out->pack1 + 2 * P;
@@ -132,7 +170,7 @@ int a2a_2dh_plan_make(const a2a_2dh_shape *sh, int me, const int *counts, a2a_2d
     return 0;
 }
 
-void a2a_2dh_plan_free(a2a_2dh_plan *p)
+void fsmoe_a2a_2dh_plan_free(fsmoe_a2a_2dh_plan *p)
 {
     if (!p)
         return;
@@ -141,7 +179,7 @@ void a2a_2dh_plan_free(a2a_2dh_plan *p)
     p->n_pack1 = p->n_pack2 = p->n_unpack = 0;
 }
 
-void a2a_2dh_move_host(const a2a_2dh_block *b, int n, const void *src, void *dst,
+void fsmoe_a2a_2dh_move_host(const fsmoe_a2a_2dh_block *b, int n, const void *src, void *dst,
                        size_t row_bytes)
 {
     for (int i = 0; i < n; i++)

@@ -17,10 +17,12 @@
  * without MPI against the flat AllToAllv, and the MPI (comm/mpi_coll.h) and NCCL executors only
  * move blocks and exchange them (point-to-point per phase: a chunk's phase is a sparse exchange).
  * Counts are rows; a row is a caller-chosen number of elements. */
-#ifndef FSMOE_COMM_A2A_2DH_H
-#define FSMOE_COMM_A2A_2DH_H
+#ifndef FSMOE_A2A_2DH_H
+#define FSMOE_A2A_2DH_H
 
 #include <stddef.h>
+
+#include "parallel.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -28,23 +30,29 @@ extern "C" {
 
 /* Where the members of a group sit: member[b·locals + j] is the group rank of the j-th member
  * (ascending group rank) on the b-th node (nodes in order of their lowest member). */
-#define A2A_2DH_MAX_MEMBERS 256
+#define FSMOE_A2A_2DH_MAX_MEMBERS 256
 
 typedef struct {
     int P, nodes, locals;
-    int member[A2A_2DH_MAX_MEMBERS];
-} a2a_2dh_shape;
+    int member[FSMOE_A2A_2DH_MAX_MEMBERS];
+} fsmoe_a2a_2dh_shape;
 
 /* The shape of a group of P members whose member p sits on node node_of[p]: 1 and *out filled
  * when the group spans at least two nodes with the same number (≥ 2) of members on each, else
  * 0 (2DH is then the flat AllToAll: one node, one member per node, or uneven nodes; or more
- * than A2A_2DH_MAX_MEMBERS members). */
-int a2a_2dh_shape_make(const int *node_of, int P, a2a_2dh_shape *out);
+ * than FSMOE_A2A_2DH_MAX_MEMBERS members). */
+int fsmoe_a2a_2dh_shape_make(const int *node_of, int P, fsmoe_a2a_2dh_shape *out);
+
+/* Whether every logical group g of layout p has the 2DH shape under p's node-major numbering
+ * (rank = node·p->gpus_per_node + local; groups as fsmoe_group_color makes them): 1 with
+ * *out the shape of rank 0's group (out may be NULL), else 0 — the one rule fsmoe-plan and
+ * fsmoe-bench decide with before any rank communicates. */
+int fsmoe_a2a_2dh_group(const fsmoe_parallel *p, fsmoe_group g, fsmoe_a2a_2dh_shape *out);
 
 /* One contiguous block moved by a re-layout: rows [src, src + rows) to [dst, dst + rows). */
 typedef struct {
     long src, dst, rows;
-} a2a_2dh_block;
+} fsmoe_a2a_2dh_block;
 
 /* This member's plan. Phase 1 peers are the node's members by local index (peer j is group
  * rank peer1[j]); phase 2 peers are the members with this local index by node (peer b is group
@@ -52,26 +60,26 @@ typedef struct {
  * stage A (rows_a), stage B (rows_b), stage C (rows_b), recv (the flat one's):
  *   pack1: send → A;  phase 1: A → B;  pack2: B → C;  phase 2: C → A;  unpack: A → recv
  * (stage A is reused for phase 2's receive; rows_a is the larger of what it holds). */
-typedef struct a2a_2dh_plan {
+typedef struct fsmoe_a2a_2dh_plan {
     int nodes, locals, node, local;
-    int peer1[A2A_2DH_MAX_MEMBERS], peer2[A2A_2DH_MAX_MEMBERS];
-    long s1c[A2A_2DH_MAX_MEMBERS], s1d[A2A_2DH_MAX_MEMBERS];
-    long r1c[A2A_2DH_MAX_MEMBERS], r1d[A2A_2DH_MAX_MEMBERS];
-    long s2c[A2A_2DH_MAX_MEMBERS], s2d[A2A_2DH_MAX_MEMBERS];
-    long r2c[A2A_2DH_MAX_MEMBERS], r2d[A2A_2DH_MAX_MEMBERS];
+    int peer1[FSMOE_A2A_2DH_MAX_MEMBERS], peer2[FSMOE_A2A_2DH_MAX_MEMBERS];
+    long s1c[FSMOE_A2A_2DH_MAX_MEMBERS], s1d[FSMOE_A2A_2DH_MAX_MEMBERS];
+    long r1c[FSMOE_A2A_2DH_MAX_MEMBERS], r1d[FSMOE_A2A_2DH_MAX_MEMBERS];
+    long s2c[FSMOE_A2A_2DH_MAX_MEMBERS], s2d[FSMOE_A2A_2DH_MAX_MEMBERS];
+    long r2c[FSMOE_A2A_2DH_MAX_MEMBERS], r2d[FSMOE_A2A_2DH_MAX_MEMBERS];
     long rows_a, rows_b;
     int n_pack1, n_pack2, n_unpack; /* blocks of each re-layout (empty ones left out) */
-    a2a_2dh_block *pack1, *pack2, *unpack; /* one allocation, owned */
-} a2a_2dh_plan;
+    fsmoe_a2a_2dh_block *pack1, *pack2, *unpack; /* one allocation, owned */
+} fsmoe_a2a_2dh_plan;
 
 /* The plan of group rank `me` for the exchange counts[s·P + d] rows from member s to member d
- * (P = shape->P). Returns 0, or -1 when out of memory. Free with a2a_2dh_plan_free. */
-int a2a_2dh_plan_make(const a2a_2dh_shape *shape, int me, const int *counts,
-                      a2a_2dh_plan *out);
-void a2a_2dh_plan_free(a2a_2dh_plan *p); /* safe on a zeroed or freed plan */
+ * (P = shape->P). Returns 0, or -1 when out of memory. Free with fsmoe_a2a_2dh_plan_free. */
+int fsmoe_a2a_2dh_plan_make(const fsmoe_a2a_2dh_shape *shape, int me, const int *counts,
+                      fsmoe_a2a_2dh_plan *out);
+void fsmoe_a2a_2dh_plan_free(fsmoe_a2a_2dh_plan *p); /* safe on a zeroed or freed plan */
 
 /* Runs a re-layout on host memory (row_bytes per row). */
-void a2a_2dh_move_host(const a2a_2dh_block *b, int n, const void *src, void *dst,
+void fsmoe_a2a_2dh_move_host(const fsmoe_a2a_2dh_block *b, int n, const void *src, void *dst,
                        size_t row_bytes);
 
 #ifdef __cplusplus
