@@ -123,8 +123,12 @@ static void run_task(rt_grad_sync *gs, int ti, fsmoe_anchor at, int layer, long 
                                                                           : RT_TRACE_HOST;
     if (gs->yield_to_comm && where == RT_GS_OWN && gs->comm && gs->comm != s)
         be->stream_wait_idle(be, s, gs->comm);
-    long h = rt_trace_begin(gs->trace, s, thread, FSMOE_TASK_GRAD_AR, phase,
-                            at == FSMOE_AT_TAIL ? -1 : layer, -1);
+    /* with no rank to all-reduce with (one rank) nothing is exchanged and the graph plans
+     * no Gradient-AllReduce time: not a task of the run either */
+    long h = dp.size > 1 || edp.size > 1
+                 ? rt_trace_begin(gs->trace, s, thread, FSMOE_TASK_GRAD_AR, phase,
+                                  at == FSMOE_AT_TAIL ? -1 : layer, -1)
+                 : -1;
     long done = 0;
     int waited = -1;
     while (gs->q_head < gs->q_n && (want < 0 || done < want)) {

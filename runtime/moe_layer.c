@@ -35,6 +35,14 @@ static int per_slice(const rt_moe *m) { return m->pause_mp || m->s2; }
 static const rt_group *xgroup(const rt_moe *m) { return per_slice(m) ? &m->epesp : &m->ep; }
 static int group_size(const rt_moe *m) { return xgroup(m)->size > 0 ? xgroup(m)->size : 1; }
 
+/* The task an exchange is traced as: the AllToAll of the graph, or on an exchange group of one
+ * member (one rank, ep = 1) the local copy it is: the graph plans no AllToAll there, so the
+ * report's conformance check compares collectives only where ranks exchange. */
+static fsmoe_task_kind xkind(const rt_moe *m, fsmoe_task_kind k)
+{
+    return group_size(m) > 1 ? k : FSMOE_TASK_COPY;
+}
+
 int moe_exchange_size(const rt_moe *m, int *hierarchical)
 {
     *hierarchical = dist_group_2dh(xgroup(m)) != NULL;
@@ -713,7 +721,7 @@ static void run_chunks(rt_moe *m, rt_backend *be, int backward, const real *in, 
     for (int j = 0; j <= r; j++) {
         if (j < r) {
             hook(m, RT_HOOK_BEFORE_DISPATCH, j, backward);
-            long h = rt_trace_begin(m->trace, m->comm, RT_TRACE_COMM, FSMOE_TASK_A2A, backward,
+            long h = rt_trace_begin(m->trace, m->comm, RT_TRACE_COMM, xkind(m, FSMOE_TASK_A2A), backward,
                                     m->index, j);
             exchange_chunk(m, be, x, j, 1, in, xe, d_what, 1);
             rt_trace_end(m->trace, m->comm, h);
@@ -764,7 +772,7 @@ static void run_chunks(rt_moe *m, rt_backend *be, int backward, const real *in, 
              * gather_tokens is an AllGather task of its own after the Combine */
             int saa_task = saa && m->s2 != RT_S2_DS_GATHER;
             long h = rt_trace_begin(m->trace, m->comm, RT_TRACE_COMM,
-                                    saa_task ? FSMOE_TASK_SAA : FSMOE_TASK_A2A, backward,
+                                    xkind(m, saa_task ? FSMOE_TASK_SAA : FSMOE_TASK_A2A), backward,
                                     m->index, j - 1);
             exchange_chunk(m, be, x, j - 1, 0, ye, out, c_what, !saa_task); /* SAA: flat */
             if (!saa_task)
@@ -809,7 +817,7 @@ static void run_monta(rt_moe *m, rt_backend *be, int backward, const real *in, r
     be->zero(be, m->intra, ye, (size_t)(El * m->Crep * M) * sizeof(real));
     for (int j = 0; j < r; j++) {
         hook(m, RT_HOOK_BEFORE_DISPATCH, j, backward);
-        long h = rt_trace_begin(m->trace, m->comm, RT_TRACE_COMM, FSMOE_TASK_A2A, backward,
+        long h = rt_trace_begin(m->trace, m->comm, RT_TRACE_COMM, xkind(m, FSMOE_TASK_A2A), backward,
                                 m->index, j);
         exchange_chunk(m, be, x, j, 1, in, xe, backward ? "MoE backward Dispatch AllToAllv (ep)"
                                                         : "MoE Dispatch AllToAllv (ep)", 1);
@@ -855,7 +863,7 @@ static void run_monta(rt_moe *m, rt_backend *be, int backward, const real *in, r
     be->stream_wait(be, m->comm, ev_r[0]);
     for (int j = 0; j < r; j++) {
         hook(m, RT_HOOK_BEFORE_COMBINE, j, backward);
-        h = rt_trace_begin(m->trace, m->comm, RT_TRACE_COMM, FSMOE_TASK_A2A, backward, m->index,
+        h = rt_trace_begin(m->trace, m->comm, RT_TRACE_COMM, xkind(m, FSMOE_TASK_A2A), backward, m->index,
                            j);
         exchange_chunk(m, be, x, j, 0, ye, out, backward ? "MoE backward Combine AllToAllv (ep)"
                                                          : "MoE Combine AllToAllv (ep)", 1);

@@ -7,6 +7,7 @@
 #  3. the same plan with its per-layer r raised (forward 3, backward 5 chunks; the planner picks
 #     r = 1 on one rank, where there is no AllToAll to overlap) gives the same losses within
 #     fp tolerance;
+#     and its --report finds every planned task executed (conformance on one rank);
 #  4. plans that do not match the run are refused, naming the field.
 # Usage: test_runtime_plan.sh FSMOE_PLAN FSMOE_RUN SOURCE_ROOT
 set -eu
@@ -45,7 +46,12 @@ compare "$tmp/base.out" "$tmp/plan.out" "planned r=1"
 sed 's/forward: {r: 1,/forward: {r: 3,/; s/backward: {r: 1,/backward: {r: 5,/' \
     "$tmp/single.yaml" > "$tmp/chunked.yaml"
 grep -q 'forward: {r: 3,' "$tmp/chunked.yaml" || fail "could not raise r in the plan"
-"$run" $common --plan "$tmp/chunked.yaml" > "$tmp/chunked.out" || fail "chunked plan run failed"
+"$run" $common --plan "$tmp/chunked.yaml" --report > "$tmp/chunked.out" ||
+    fail "chunked plan run failed"
+# one rank follows its graph too: every planned task id executed as planned (the exchanges of a
+# one-member group are local copies, not AllToAll tasks; no Gradient-AllReduce runs)
+grep -Eq '^# conformance: [1-9][0-9]* task ids .* planned, 0 mismatched' "$tmp/chunked.out" ||
+    fail "one rank: $(grep '^# conformance:' "$tmp/chunked.out" || echo 'no conformance line')"
 grep -q '^| plan *| schedule plan: fwd r 3,3,3,3 / bwd r 5,5,5,5' "$tmp/chunked.out" ||
     fail "the run did not take r from the plan"
 compare "$tmp/base.out" "$tmp/chunked.out" "plan r=3/5"
