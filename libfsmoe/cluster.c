@@ -33,7 +33,7 @@ static const char *const top_keys[] = {"fsmoe_cluster", "name",         "source"
                                        "notes",         "ops",          NULL};
 static const char *const entry_keys[] = {"op",    "tier",    "ranks",  "alpha_s",
                                          "beta_s_per_byte", "beta_s_per_mac", "r2",
-                                         "derived", "points", NULL};
+                                         "derived", "points", "shape", NULL};
 
 const char *fsmoe_op_name(fsmoe_op op)
 {
@@ -77,17 +77,37 @@ int fsmoe_cluster_entries(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier,
     return n + 1;
 }
 
-/* The entry of (op, tier) measured with `ranks`, or NULL. */
-static const fsmoe_cost_entry *entry_at(const fsmoe_cluster *c, int op, int tier, int ranks)
+/* The order of an (op, tier)'s entries: by ranks, then by shape (gemm). */
+static int entry_cmp(const fsmoe_cost_entry *a, const fsmoe_cost_entry *b)
+{
+    if (a->ranks != b->ranks)
+        return a->ranks < b->ranks ? -1 : 1;
+    if (a->shape_m != b->shape_m)
+        return a->shape_m < b->shape_m ? -1 : 1;
+    return (a->shape_h > b->shape_h) - (a->shape_h < b->shape_h);
+}
+
+/* The entry of (op, tier) with e's ranks and shape, or NULL. */
+static const fsmoe_cost_entry *entry_at(const fsmoe_cluster *c, int op, int tier,
+                                        const fsmoe_cost_entry *e)
 {
     if (!c->ops[op][tier].present)
         return NULL;
-    if (c->ops[op][tier].ranks == ranks)
+    if (entry_cmp(&c->ops[op][tier], e) == 0)
         return &c->ops[op][tier];
     for (int i = 0; i < c->n_narrower[op][tier]; i++)
-        if (c->narrower[op][tier][i].ranks == ranks)
+        if (entry_cmp(&c->narrower[op][tier][i], e) == 0)
             return &c->narrower[op][tier][i];
     return NULL;
+}
+
+/* " and shape M:H" for a gemm entry with a shape, else "". */
+static const char *shape_text(const fsmoe_cost_entry *e, char *buf, size_t len)
+{
+    if (!e->shape_m)
+        return "";
+    snprintf(buf, len, " and shape %d:%d", e->shape_m, e->shape_h);
+    return buf;
 }
 
 fsmoe_status fsmoe_cluster_add(fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier,
@@ -96,11 +116,13 @@ fsmoe_status fsmoe_cluster_add(fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier,
     if ((unsigned)op >= FSMOE_OP_COUNT || (unsigned)tier >= FSMOE_TIER_COUNT)
         return fsmoe_fail(err, FSMOE_ERR_INTERNAL, "fsmoe_cluster_add: op %d tier %d out of range",
                           (int)op, (int)tier);
-    const fsmoe_cost_entry *dup = entry_at(c, op, tier, e->ranks);
+    const fsmoe_cost_entry *dup = entry_at(c, op, tier, e);
+    char sh[48];
     if (dup)
         return fsmoe_fail(err, FSMOE_ERR_VALUE,
-                          "second entry for %s on tier %s at %d ranks (first at line %d)",
-                          fsmoe_op_name(op), fsmoe_tier_name(tier), e->ranks, dup->line);
+                          "second entry for %s on tier %s at %d ranks%s (first at line %d)",
+                          fsmoe_op_name(op), fsmoe_tier_name(tier), e->ranks,
+                          shape_text(e, sh, sizeof sh), dup->line);
     fsmoe_cost_entry *widest = &c->ops[op][tier];
     if (!widest->present) {
         *widest = *e;
@@ -113,16 +135,17 @@ fsmoe_status fsmoe_cluster_add(fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier,
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for %d entries of %s on tier %s",
                           n + 1, fsmoe_op_name(op), fsmoe_tier_name(tier));
     c->narrower[op][tier] = v;
-    /* The wider of the two stays in ops[op][tier]; the other is inserted in order. */
+    /* The later in order (the wider group; for gemm the larger shape) stays in
+     * ops[op][tier]; the other is inserted in order. */
     fsmoe_cost_entry in = *e;
     in.present = 1;
-    if (in.ranks > widest->ranks) {
+    if (entry_cmp(&in, widest) > 0) {
         fsmoe_cost_entry t = *widest;
         *widest = in;
         in = t;
     }
     int at = n;
-    while (at > 0 && v[at - 1].ranks > in.ranks) {
+    while (at > 0 && entry_cmp(&v[at - 1], &in) > 0) {
         v[at] = v[at - 1];
         at--;
     }
@@ -216,13 +239,34 @@ static fsmoe_status load_entry(const fsmoe_ynode *en, fsmoe_cluster *c, fsmoe_er
                                    : tier == FSMOE_TIER_INTER ? "one rank per node"
                                                               : "nodes·gpus_per_node");
     }
-    const fsmoe_cost_entry *first = entry_at(c, op, tier, e->ranks);
+    if (fsmoe_yaml_has(en, "shape")) {
+        fsmoe_ynode sn, x;
+        fsmoe_yaml_get(en, "shape", FSMOE_REQUIRED, &sn, NULL);
+        if (op != FSMOE_OP_GEMM)
+            return fsmoe_yaml_fail(&sn, err, FSMOE_ERR_SCHEMA,
+                                   "not valid for %s (expected only on gemm entries: the "
+                                   "expert shape M:H a GEMM line was measured at)",
+                                   fsmoe_op_name((fsmoe_op)op));
+        if (!fsmoe_yaml_is_sequence(&sn) || fsmoe_yaml_seq_len(&sn) != 2)
+            return fsmoe_yaml_fail(&sn, err, FSMOE_ERR_SCHEMA,
+                                   "expected a pair [M, H] (the expert's hidden and FFN sizes)");
+        long dims[2];
+        for (int i = 0; i < 2; i++)
+            if ((st = fsmoe_yaml_seq_item(&sn, i, &x, err)) ||
+                (st = fsmoe_yaml_node_long(&x, 1, i ? FSMOE_LIMIT_FFN_HIDDEN : FSMOE_LIMIT_HIDDEN,
+                                           &dims[i], err)))
+                return st;
+        e->shape_m = (int)dims[0], e->shape_h = (int)dims[1];
+    }
+    const fsmoe_cost_entry *first = entry_at(c, op, tier, e);
+    char sh[48];
     if (first)
         return fsmoe_yaml_fail(en, err, FSMOE_ERR_VALUE,
-                               "second entry for %s on tier %s at %d rank%s (first at line %d; "
-                               "expected one entry per op, tier and ranks)",
+                               "second entry for %s on tier %s at %d rank%s%s (first at line %d; "
+                               "expected one entry per op, tier, ranks and shape)",
                                fsmoe_op_name((fsmoe_op)op), fsmoe_tier_name((fsmoe_tier)tier),
-                               e->ranks, e->ranks == 1 ? "" : "s", first->line);
+                               e->ranks, e->ranks == 1 ? "" : "s", shape_text(e, sh, sizeof sh),
+                               first->line);
     const char *beta_key = op == FSMOE_OP_GEMM ? "beta_s_per_mac" : "beta_s_per_byte";
     const char *wrong_key = op == FSMOE_OP_GEMM ? "beta_s_per_byte" : "beta_s_per_mac";
     if (fsmoe_yaml_has(en, wrong_key)) {

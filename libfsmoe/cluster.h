@@ -4,8 +4,10 @@
  * r², the group size (`ranks`) it was measured with, and optionally the measured points (n, t)
  * so that a planner may interpolate instead of using the line (MoNTA's efficiency curves). An
  * (op, tier) may be measured at several group sizes (e.g. the inter-node AllToAll over 2, 4 and
- * 6 nodes); the cost model (cost.h) picks or scales the one a plan's group needs. Each
- * (op, tier, ranks) appears at most once. n follows nccl-tests:
+ * 6 nodes); the cost model (cost.h) picks or scales the one a plan's group needs. A GEMM may be
+ * measured at several expert shapes (`shape: [M, H]`); the cost model picks the one for the
+ * shape it costs. Each (op, tier, ranks, shape) appears at most once; entries of an (op, tier)
+ * are ordered by ranks, then shape. n follows nccl-tests:
  * AllToAll = one rank's buffer bytes, AllGather = gathered output bytes, ReduceScatter = input
  * bytes, AllReduce = buffer bytes, SAA = one rank's AllToAll buffer bytes, copy = bytes,
  * GEMM = multiply-accumulates m·n·k (beta then is seconds per MAC). */
@@ -43,6 +45,11 @@ typedef struct {
     double beta_s;     /* seconds per byte (per MAC for gemm) */
     double r2;
     int ranks;         /* group size it was measured with (1 for local ops) */
+    /* gemm only: the expert shape M:H it was measured at (fsmoe-bench's (T×M)(M×H) and
+     * (T×H)(H×M) sweep); 0, 0: one line for every shape. GEMM efficiency depends on the shape
+     * (a CPU core runs 256:1024 at about twice the rate of 64:256), so a profile may hold one
+     * entry per shape and the cost model uses the one for the shape it costs (cost.h). */
+    int shape_m, shape_h;
     int low_r2;        /* r2 < the profile's r2_threshold */
     char derived[256]; /* non-empty: not measured; how it was obtained */
     int n_points;

@@ -38,6 +38,8 @@ static void write_entry(fsmoe_yaml_writer *w, FILE *f, const fsmoe_cluster *c, i
     fsmoe_yw_str(w, 2, "op", fsmoe_op_name((fsmoe_op)op));
     fsmoe_yw_str(w, 4, "tier", fsmoe_tier_name((fsmoe_tier)tier));
     fsmoe_yw_long(w, 4, "ranks", tier == FSMOE_TIER_LOCAL ? 1 : e->ranks);
+    if (op == FSMOE_OP_GEMM && e->shape_m > 0)
+        fprintf(f, "    shape: [%d, %d]\n", e->shape_m, e->shape_h);
     fsmoe_yw_double(w, 4, "alpha_s", round_sig(e->alpha_s, 6));
     fsmoe_yw_double(w, 4, op == FSMOE_OP_GEMM ? "beta_s_per_mac" : "beta_s_per_byte",
                     round_sig(e->beta_s, 6));

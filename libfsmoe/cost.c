@@ -6,6 +6,7 @@
  * planner copies into the plan, so a reader of the plan sees which lines were not measured. */
 #include "cost.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -389,4 +390,49 @@ double fsmoe_entry_time_interp(const fsmoe_cost_entry *e, double n)
         }
     }
     return p[k - 1].seconds;
+}
+
+fsmoe_status fsmoe_cost_line_gemm(const fsmoe_cluster *c, const char *cluster_path, double M,
+                                  double H, fsmoe_line *out, char *note, size_t note_len,
+                                  fsmoe_error *err)
+{
+    enum { MAX_SHAPES = 64 };
+    const fsmoe_cost_entry *e[MAX_SHAPES];
+    int n = fsmoe_cluster_entries(c, FSMOE_OP_GEMM, FSMOE_TIER_LOCAL, e, MAX_SHAPES);
+    if (n == 0) /* absent: the common lookup says so */
+        return fsmoe_cost_line(c, cluster_path, FSMOE_OP_GEMM, FSMOE_TIER_LOCAL, out, note,
+                               note_len, err);
+    if (n > MAX_SHAPES)
+        n = MAX_SHAPES;
+    int known = M >= 1.0 && H >= 1.0, pick = -1;
+    for (int i = 0; i < n && pick < 0; i++) /* the shape itself */
+        if (known && e[i]->shape_m == M && e[i]->shape_h == H)
+            pick = i;
+    for (int i = 0; i < n && pick < 0; i++) /* a line for every shape */
+        if (e[i]->shape_m == 0)
+            pick = i;
+    char line[320];
+    line[0] = '\0';
+    if (pick < 0 && known) { /* the nearest measured shape, by the ratio of each dimension */
+        double best = 0.0;
+        for (int i = 0; i < n; i++) {
+            double d = fabs(log(M / e[i]->shape_m)) + fabs(log(H / e[i]->shape_h));
+            if (pick < 0 || d < best)
+                pick = i, best = d;
+        }
+        snprintf(line, sizeof line,
+                 "gemm local: measured at shape %d:%d, used for %.0f:%.0f (the nearest of %d "
+                 "measured shape%s)",
+                 e[pick]->shape_m, e[pick]->shape_h, M, H, n, n == 1 ? "" : "s");
+    } else if (pick < 0) { /* no shape asked for: the last in order, as fsmoe_cost_line */
+        pick = n - 1;
+        snprintf(line, sizeof line, "gemm local: no shape given, using the line measured at "
+                 "shape %d:%d", e[pick]->shape_m, e[pick]->shape_h);
+    }
+    out->alpha_s = e[pick]->alpha_s;
+    out->beta_s = e[pick]->beta_s;
+    out->entry = e[pick];
+    if (line[0])
+        fsmoe_note_add(note, note_len, line);
+    return FSMOE_OK;
 }

@@ -106,6 +106,19 @@ fsmoe_status fsmoe_cost_line_at(const fsmoe_cluster *c, const char *cluster_path
                                 fsmoe_tier tier, int ranks, fsmoe_line *out, char *note,
                                 size_t note_len, fsmoe_error *err);
 
+/* The GEMM line for an expert of shape M:H (M, H < 1: not known). A profile may hold gemm
+ * entries at several shapes (cluster.h); the line used is:
+ *   - the entry measured at M:H, else the entry without a shape (one line for every shape),
+ *     with no note;
+ *   - else the measured shape nearest to M:H (smallest |ln(M/m)| + |ln(H/h)|, ties the first in
+ *     the profile's order), noted, e.g. "gemm local: measured at shape 256:1024, used for
+ *     512:2048 (the nearest of 2 measured shapes)";
+ *   - M:H not known: the last in order (what fsmoe_cost_line gives), noted.
+ * Fails as fsmoe_cost_line does when the profile has no gemm entry. */
+fsmoe_status fsmoe_cost_line_gemm(const fsmoe_cluster *c, const char *cluster_path, double M,
+                                  double H, fsmoe_line *out, char *note, size_t note_len,
+                                  fsmoe_error *err);
+
 /* The hierarchical AllToAll over a group of nodes × locals ranks (locals members on each of
  * `nodes` nodes, both ≥ 2): the measured alltoall_2dh world entry at that rank count (or scaled
  * from the sizes measured, as alltoall), else the derivation above (noted). Fails with

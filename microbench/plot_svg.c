@@ -98,7 +98,7 @@ static void plot_panel(FILE *f, const bench_results *res, int op, int px, int py
             continue;
         for (int i = 0; i < res->n_rows; i++) {
             const bench_row *r = &res->rows[i];
-            if ((int)r->op == op && (int)r->tier == t && r->ranks == b->ranks)
+            if (results_row_in(r, op, t, b))
                 fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%s\" fill=\"%s\" "
                            "stroke=\"%s\"/>\n", X(r->n * xs), Y(r->seconds * ys),
                         narrow ? "2.2" : "2.8", narrow ? tier_colour[t] : "none",
@@ -112,11 +112,14 @@ static void plot_panel(FILE *f, const bench_results *res, int op, int px, int py
             fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
                        "stroke-width=\"1.5\"%s/>\n", X(0.0), Y(ya), X(xmax), Y(yb), tier_colour[t],
                     narrow ? " stroke-dasharray=\"6 4\"" : "");
+            char shape[40] = "";
+            if (b->shape_m)
+                snprintf(shape, sizeof shape, " (shape %d:%d)", b->shape_m, b->shape_h);
             if (t == FSMOE_TIER_LOCAL)
                 snprintf(label, sizeof label, op == FSMOE_OP_GEMM
-                         ? "%s: &#945; = %.1f us, 1/&#946; = %.2f GMAC/s, r&#178; = %.5f%s"
-                         : "%s: &#945; = %.1f us, 1/&#946; = %.3f GB/s, r&#178; = %.5f%s",
-                         fsmoe_tier_name(t), b->fit.alpha * 1e6,
+                         ? "%s%s: &#945; = %.1f us, 1/&#946; = %.2f GMAC/s, r&#178; = %.5f%s"
+                         : "%s%s: &#945; = %.1f us, 1/&#946; = %.3f GB/s, r&#178; = %.5f%s",
+                         fsmoe_tier_name(t), shape, b->fit.alpha * 1e6,
                          b->fit.beta > 0 ? 1e-9 / b->fit.beta : INFINITY, b->fit.r2,
                          b->low_r2 ? " LOW" : "");
             else

@@ -14,14 +14,13 @@ static int point_cmp(const void *a, const void *b)
     return (x->n > y->n) - (x->n < y->n);
 }
 
-/* Points of (op, tier) at `ranks` sorted by n, equal n averaged; returns how many (≤ rows). */
-static int profile_points(const bench_results *res, int op, int tier, int ranks,
+/* Points of fit f of (op, tier) sorted by n, equal n averaged; returns how many (≤ rows). */
+static int profile_points(const bench_results *res, int op, int tier, const bench_fit *f,
                           fsmoe_point *pts)
 {
     int n = 0;
     for (int i = 0; i < res->n_rows; i++)
-        if ((int)res->rows[i].op == op && (int)res->rows[i].tier == tier &&
-            res->rows[i].ranks == ranks) {
+        if (results_row_in(&res->rows[i], op, tier, f)) {
             pts[n].n = res->rows[i].n;
             pts[n].seconds = res->rows[i].seconds;
             n++;
@@ -98,9 +97,10 @@ fsmoe_status profile_write(const char *path, const profile_meta *m, const bench_
                 e.beta_s = g->fit.beta;
                 e.r2 = g->fit.r2;
                 e.ranks = g->ranks;
+                e.shape_m = g->shape_m, e.shape_h = g->shape_h;
                 e.low_r2 = g->low_r2;
                 e.points = next;
-                e.n_points = profile_points(res, op, tier, g->ranks, next);
+                e.n_points = profile_points(res, op, tier, g, next);
                 next += e.n_points;
                 fsmoe_error add_err = {0};
                 if (fsmoe_cluster_add(c, (fsmoe_op)op, (fsmoe_tier)tier, &e, &add_err))

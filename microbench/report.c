@@ -248,8 +248,14 @@ int report_footer(report *r, const bench_results *res, double r2_threshold)
                          1e-9 / f->fit.beta);
             else
                 snprintf(inv, sizeof inv, "inf");
+            char name[48];
+            if (f->shape_m) /* one line per GEMM shape */
+                snprintf(name, sizeof name, "%s %d:%d", fsmoe_op_name(op), f->shape_m,
+                         f->shape_h);
+            else
+                snprintf(name, sizeof name, "%s", fsmoe_op_name(op));
             fprintf(r->out, "# %-14s %-6s %5d %6d %12.2f %14.4e %12s %9.6f %s%s\n",
-                    fsmoe_op_name(op), fsmoe_tier_name(tier), f->ranks, f->fit.n,
+                    name, fsmoe_tier_name(tier), f->ranks, f->fit.n,
                     f->fit.alpha * 1e6, f->fit.beta, inv, f->fit.r2,
                     f->low_r2 ? "LOW-R2 " : "",
                     f->fit.bound == FIT_ALPHA_ZERO ? "(alpha bound at 0)"
@@ -287,7 +293,8 @@ fsmoe_status report_json(const char *path, const bench_options *o, const comm_to
                 i ? "," : "", fsmoe_op_name(r->op), fsmoe_tier_name(r->tier), r->ranks, r->n,
                 r->count);
         if (r->op == FSMOE_OP_GEMM)
-            fprintf(f, "\"m\": %d, \"n_cols\": %d, \"k\": %d, ", r->m, r->nn, r->k);
+            fprintf(f, "\"m\": %d, \"n_cols\": %d, \"k\": %d, \"shape\": [%d, %d], ", r->m,
+                    r->nn, r->k, r->shape_m, r->shape_h);
         fprintf(f, "\"time_s\": %.9g, \"algbw\": %.6g, \"busbw\": %.6g, \"wrong\": %lld}",
                 r->seconds, r->algbw, r->busbw, r->wrong);
     }
@@ -302,6 +309,8 @@ fsmoe_status report_json(const char *path, const bench_options *o, const comm_to
                 continue;
             fprintf(f, "%s\n    {\"op\": \"%s\", \"tier\": \"%s\", \"ranks\": %d, ",
                     first ? "" : ",", fsmoe_op_name(op), fsmoe_tier_name(tier), b->ranks);
+            if (b->shape_m)
+                fprintf(f, "\"shape\": [%d, %d], ", b->shape_m, b->shape_h);
             first = 0;
             if (b->status) {
                 fprintf(f, "\"error\": ");

@@ -33,15 +33,36 @@ long long results_wrong(const bench_results *r)
     return w;
 }
 
-/* Fits the rows of (op, tier) measured with `ranks` into f. */
-static void fit_group(const bench_results *r, int op, int tier, int ranks, double *x, double *y,
+int results_row_in(const bench_row *row, int op, int tier, const bench_fit *f)
+{
+    return (int)row->op == op && (int)row->tier == tier && row->ranks == f->ranks &&
+           row->shape_m == f->shape_m && row->shape_h == f->shape_h;
+}
+
+/* A fit's key: group size, then GEMM shape (the order of cluster.h's entries). */
+typedef struct {
+    int ranks, m, h;
+} fit_key;
+
+static int key_cmp(const fit_key *a, const fit_key *b)
+{
+    if (a->ranks != b->ranks)
+        return a->ranks < b->ranks ? -1 : 1;
+    if (a->m != b->m)
+        return a->m < b->m ? -1 : 1;
+    return (a->h > b->h) - (a->h < b->h);
+}
+
+/* Fits the rows of (op, tier) with key k into f. */
+static void fit_group(const bench_results *r, int op, int tier, fit_key k, double *x, double *y,
                       double r2_threshold, bench_fit *f)
 {
     memset(f, 0, sizeof *f);
+    f->ranks = k.ranks, f->shape_m = k.m, f->shape_h = k.h;
     int n = 0;
     for (int i = 0; i < r->n_rows; i++) {
         const bench_row *row = &r->rows[i];
-        if ((int)row->op != op || (int)row->tier != tier || row->ranks != ranks)
+        if (!results_row_in(row, op, tier, f))
             continue;
         x[n] = row->n;
         y[n] = row->seconds;
@@ -50,7 +71,6 @@ static void fit_group(const bench_results *r, int op, int tier, int ranks, doubl
     if (n == 0)
         return;
     f->present = 1;
-    f->ranks = ranks;
     fsmoe_error e = {0};
     f->status = fit_line(x, y, n, &f->fit, NULL, &e);
     if (f->status) {
@@ -71,19 +91,23 @@ fsmoe_status results_fit(bench_results *r, double r2_threshold, fsmoe_error *err
     }
     for (int op = 0; op < FSMOE_OP_COUNT; op++) {
         for (int tier = 0; tier < FSMOE_TIER_COUNT; tier++) {
-            /* the group sizes of (op, tier), ascending; the widest goes to fits[][] */
-            int sizes[BENCH_MAX_NARROWER + 1], n_sizes = 0;
+            /* the group sizes (GEMM shapes) of (op, tier), ascending; the last goes to
+             * fits[][] */
+            fit_key sizes[BENCH_MAX_NARROWER + 1];
+            int n_sizes = 0;
             for (int i = 0; i < r->n_rows; i++) {
                 const bench_row *row = &r->rows[i];
                 if ((int)row->op != op || (int)row->tier != tier)
                     continue;
+                fit_key key = {row->ranks, row->shape_m, row->shape_h};
                 int k = 0;
-                while (k < n_sizes && sizes[k] < row->ranks)
+                while (k < n_sizes && key_cmp(&sizes[k], &key) < 0)
                     k++;
-                if ((k < n_sizes && sizes[k] == row->ranks) || n_sizes == BENCH_MAX_NARROWER + 1)
+                if ((k < n_sizes && key_cmp(&sizes[k], &key) == 0) ||
+                    n_sizes == BENCH_MAX_NARROWER + 1)
                     continue;
                 memmove(&sizes[k + 1], &sizes[k], (size_t)(n_sizes - k) * sizeof *sizes);
-                sizes[k] = row->ranks;
+                sizes[k] = key;
                 n_sizes++;
             }
             memset(&r->fits[op][tier], 0, sizeof r->fits[op][tier]);

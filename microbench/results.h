@@ -16,6 +16,7 @@ typedef struct {
     double n;         /* the cost model's size: bytes, or MACs for gemm */
     size_t count;     /* nccl-tests' count column (gemm: m·n·k) */
     int m, nn, k;     /* gemm shape */
+    int shape_m, shape_h; /* gemm: the expert shape M:H the row belongs to (0: none) */
     double seconds;   /* median over runs */
     double algbw;     /* GB/s (gemm: GFLOP/s) */
     double busbw;     /* GB/s */
@@ -26,14 +27,16 @@ typedef struct {
     int present;
     fit_result fit;
     int ranks;
+    int shape_m, shape_h; /* gemm: the expert shape fitted (cluster.h); 0: none */
     int low_r2;
     fsmoe_status status; /* of the fit (e.g. a single size) */
     char msg[256];
 } bench_fit;
 
-/* Group sizes an (op, tier) is measured at besides its widest (suite.c measures a tier at a
- * few sizes; the planner scales between them, libfsmoe/cost.h). */
-#define BENCH_MAX_NARROWER 4
+/* Group sizes (or GEMM shapes) an (op, tier) is measured at besides its widest, last (suite.c
+ * measures a tier at a few sizes, the planner scales between them; the GEMM at each expert
+ * shape of --gemm-shapes, six on a GPU: libfsmoe/cost.h). */
+#define BENCH_MAX_NARROWER 8
 
 typedef struct {
     bench_row *rows;
@@ -51,5 +54,8 @@ void results_free(bench_results *r);
 fsmoe_status results_fit(bench_results *r, double r2_threshold, fsmoe_error *err);
 
 long long results_wrong(const bench_results *r);
+
+/* Whether row belongs to fit f of (op, tier): the same group size and GEMM shape. */
+int results_row_in(const bench_row *row, int op, int tier, const bench_fit *f);
 
 #endif

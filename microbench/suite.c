@@ -805,7 +805,7 @@ static fsmoe_status gemm_finish(void *arg, int i, bench_row *row, double *factor
     (void)i;
     gemm_ctx *c = arg;
     *row = (bench_row){.op = FSMOE_OP_GEMM, .tier = FSMOE_TIER_LOCAL, .ranks = 1, .m = c->m,
-                       .nn = c->n, .k = c->k};
+                       .nn = c->n, .k = c->k, .shape_m = c->M, .shape_h = c->H};
     row->n = (double)c->m * c->n * c->k;
     row->count = (size_t)c->m * (size_t)c->n * (size_t)c->k;
     *factor = 0.0;

@@ -47,7 +47,8 @@ static void push_expert(seq *q, const workload_shape *s, const workload_lines *w
 /* One GShard einsum of S·E·C·M = R·S·M MACs (backward: twice). */
 static void push_einsum(seq *q, const workload_lines *w, double macs, int bwd)
 {
-    push(q, MOE_SEQ_COMPUTE, FSMOE_TASK_GATE, (bwd ? 2.0 : 1.0) * w->gemm.alpha_s, w->gemm.beta_s,
+    push(q, MOE_SEQ_COMPUTE, FSMOE_TASK_GATE, (bwd ? 2.0 : 1.0) * w->gemm_dense.alpha_s,
+         w->gemm_dense.beta_s,
          macs * (bwd ? 2.0 : 1.0));
 }
 

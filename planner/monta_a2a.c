@@ -140,11 +140,11 @@ fsmoe_status monta_end_to_end(const fsmoe_model *m, const fsmoe_parallel *par,
 {
     memset(out, 0, sizeof *out);
     workload_lines w;
-    fsmoe_status st = workload_lines_init(c, cluster_path, par, &w, err);
-    if (st != FSMOE_OK)
-        return st;
     workload_shape s;
     workload_shape_from_model(m, &s);
+    fsmoe_status st = workload_lines_init(c, cluster_path, par, &s, &w, err);
+    if (st != FSMOE_OK)
+        return st;
     workload_layer wl;
     workload_layer_init(&s, par, &w, &wl);
     monta_entries me;

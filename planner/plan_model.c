@@ -206,7 +206,9 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
     /* Cost lines: w (flat AllToAll) for every layer and baseline; wh (the hierarchical
      * AllToAll where a group is hierarchical) for the candidates `dispatch` allows on it. */
     workload_lines w, wh;
-    st = workload_lines_init(c, cluster_path, par, &w, err);
+    workload_shape shape;
+    workload_shape_from_model(m, &shape);
+    st = workload_lines_init(c, cluster_path, par, &shape, &w, err);
     if (st != FSMOE_OK)
         return st;
     char notes[sizeof out->notes] = "";
@@ -259,8 +261,6 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
 #define ALG_LO(k) (dispatch == PLAN_DISPATCH_2DH && HIER_OF(k) ? 1 : 0)
 #define ALG_HI(k) (dispatch == PLAN_DISPATCH_NCCL ? 0 : HIER_OF(k) ? 1 : 0)
 
-    workload_shape shape;
-    workload_shape_from_model(m, &shape);
     workload_layer wls[2];
     workload_layer_init(&shape, par, &w, &wls[0]);
     if (hier[0] || hier[1])

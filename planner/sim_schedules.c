@@ -135,7 +135,7 @@ static double cap_f(const sim_model *m)
  * (B·L, M) × (M, M/N_MP)); the block's wo and bo gradients are ready when it ends. */
 double sim_out_proj_bwd_s(const sim_model *m)
 {
-    const fsmoe_line *gemm = &m->lines.gemm;
+    const fsmoe_line *gemm = &m->lines.gemm_dense;
     double mp = m->par.mp > 0 ? m->par.mp : 1.0;
     double macs = (double)m->shape.B * (double)m->shape.L * (double)m->shape.M *
                   ((double)m->shape.M / mp);
@@ -849,7 +849,7 @@ fsmoe_status sim_model_from_plan(const fsmoe_plan *p, const fsmoe_model *model,
     m->shape.E = p->E, m->shape.k = p->k, m->shape.f = p->f, m->shape.expert = p->expert;
     m->shape.bytes_per_element = p->bytes_per_element;
     m->par = p->parallel;
-    fsmoe_status st = workload_lines_init(c, cluster_path, &m->par, &m->lines, err);
+    fsmoe_status st = workload_lines_init(c, cluster_path, &m->par, &m->shape, &m->lines, err);
     if (st != FSMOE_OK)
         return st;
     workload_layer wl, wl_2dh;

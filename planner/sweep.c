@@ -169,7 +169,7 @@ static fsmoe_status config_table4(char testbed, const fsmoe_cluster *c, const ch
     m->par = table4_layout(c);
     fsmoe_status st = table4_shape(testbed, i, &m->par, &m->shape, err);
     if (st == FSMOE_OK)
-        st = workload_lines_init(c, path, &m->par, &m->lines, err);
+        st = workload_lines_init(c, path, &m->par, &m->shape, &m->lines, err);
     table4_plan tp;
     if (st == FSMOE_OK)
         st = table4_plan_config(&m->shape, &m->par, &m->lines, method, &tp, err);
@@ -264,7 +264,7 @@ static fsmoe_status config_parm(const fsmoe_cluster *c, const char *path, int i,
     s->f = f;
     s->expert = FSMOE_EXPERT_GPT;
     s->bytes_per_element = 4;
-    fsmoe_status st = workload_lines_init(c, path, par, &m->lines, err);
+    fsmoe_status st = workload_lines_init(c, path, par, s, &m->lines, err);
     if (st != FSMOE_OK)
         return st;
     workload_layer_init(s, par, &m->lines, &L->wl);

@@ -78,7 +78,8 @@ static fsmoe_status group_line(const fsmoe_cluster *c, const char *path, const f
 }
 
 fsmoe_status workload_lines_init(const fsmoe_cluster *c, const char *cluster_path,
-                                 const fsmoe_parallel *par, workload_lines *out, fsmoe_error *err)
+                                 const fsmoe_parallel *par, const workload_shape *shape,
+                                 workload_lines *out, fsmoe_error *err)
 {
     memset(out, 0, sizeof *out);
     /* Where each needed collective's line goes; the (op, group) pairs are libfsmoe's
@@ -108,9 +109,18 @@ fsmoe_status workload_lines_init(const fsmoe_cluster *c, const char *cluster_pat
         st = (out->saa = out->ag_mp, FSMOE_OK);
     if (st != FSMOE_OK)
         return st;
-    st = fsmoe_cost_line(c, cluster_path, FSMOE_OP_GEMM, FSMOE_TIER_LOCAL, &out->gemm, out->notes,
-                         sizeof out->notes, err);
-    if (st != FSMOE_OK)
+    /* GEMMs at the shapes they run at: an expert slice is M × H/N_ESP, a dense FFN slice
+     * M × H/N_MP (attention and the gate use the dense line) */
+    double M = shape ? (double)shape->M : 0.0, H = shape ? (double)shape->H : 0.0;
+    int esp = par->esp > 0 ? par->esp : 1, mp = par->mp > 0 ? par->mp : 1;
+    double d = shape && shape->heads > 0 ? M / (double)shape->heads : 0.0;
+    double L = shape ? (double)shape->L : 0.0;
+    if ((st = fsmoe_cost_line_gemm(c, cluster_path, M, H / esp, &out->gemm, out->notes,
+                                   sizeof out->notes, err)) ||
+        (st = fsmoe_cost_line_gemm(c, cluster_path, M, H / mp, &out->gemm_dense, out->notes,
+                                   sizeof out->notes, err)) ||
+        (st = fsmoe_cost_line_gemm(c, cluster_path, d, L, &out->gemm_scores, out->notes,
+                                   sizeof out->notes, err)))
         return st;
     /* The device copy only matters to MoNTA's O2/O3; a profile without it plans them with a
      * free copy (have_copy = 0 tells the caller). */
@@ -234,20 +244,24 @@ void workload_layer_init(const workload_shape *s, const fsmoe_parallel *par,
     phase_problem(&out->bwd, w, out->n_a2a, out->n_ag, out->n_rs, 2.0 * out->n_exp, 2 * n_gemm,
                   out->r_max);
 
-    /* Attention with heads split over MP: QKV (K and V have kv_heads of M/heads each), scores
-     * and scores·V per head, output projection. */
+    /* Attention with heads split over MP: QKV (K and V have kv_heads of M/heads each) and the
+     * output projection on the dense line, scores and scores·V per head on the line of their
+     * own shape (the same line where the profile has one GEMM line). */
     const double tokens = B * L;
     const double qkv_cols = M + 2.0 * M * kv / heads;
-    double attn_macs = tokens * M * qkv_cols / mp              /* QKV */
-                       + 2.0 * B * (heads / mp) * L * L * (M / heads) /* QKᵀ and ·V */
-                       + tokens * M * M / mp;                  /* output projection */
+    double proj_macs = tokens * M * qkv_cols / mp               /* QKV */
+                       + tokens * M * M / mp;                   /* output projection */
+    double score_macs = 2.0 * B * (heads / mp) * L * L * (M / heads); /* QKᵀ and ·V */
     double t_ar = fsmoe_line_time(&w->ar_mp, tokens * M * b);  /* zero line when mp = 1 */
-    out->attn_fwd_s = 4.0 * w->gemm.alpha_s + attn_macs * w->gemm.beta_s + t_ar;
-    out->attn_bwd_s = 8.0 * w->gemm.alpha_s + 2.0 * attn_macs * w->gemm.beta_s + t_ar;
+    const fsmoe_line *g = &w->gemm_dense, *gs = &w->gemm_scores;
+    double attn_s = 2.0 * g->alpha_s + 2.0 * gs->alpha_s + proj_macs * g->beta_s +
+                    score_macs * gs->beta_s;
+    out->attn_fwd_s = attn_s + t_ar;
+    out->attn_bwd_s = 2.0 * attn_s + t_ar;
 
     double ffn_macs = n_gemm * tokens * M * H / mp;
-    out->ffn_fwd_s = n_gemm * w->gemm.alpha_s + ffn_macs * w->gemm.beta_s + t_ar;
-    out->ffn_bwd_s = 2.0 * n_gemm * w->gemm.alpha_s + 2.0 * ffn_macs * w->gemm.beta_s + t_ar;
+    out->ffn_fwd_s = n_gemm * g->alpha_s + ffn_macs * g->beta_s + t_ar;
+    out->ffn_bwd_s = 2.0 * n_gemm * g->alpha_s + 2.0 * ffn_macs * g->beta_s + t_ar;
 
     /* Gradients per GPU: exactly the tensors fsmoe-run registers (runtime/transformer.c,
      * attention.c, expert_ffn.c, gate.c; tests/test_plan_model.c compares the two), all fp

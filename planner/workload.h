@@ -38,7 +38,12 @@ typedef struct {
     fsmoe_line a2a_ep_esp; /* Parm's EP&ESP AllToAll */
     fsmoe_line saa;
     fsmoe_line ar_dp;      /* Gradient-AllReduce */
-    fsmoe_line gemm, copy;
+    fsmoe_line gemm;       /* the expert's GEMMs, at its shape M:H/N_ESP */
+    fsmoe_line gemm_dense; /* the dense GEMMs (attention's projections, dense FFN, gate), at
+                            * M:H/N_MP */
+    fsmoe_line gemm_scores; /* attention's per-head QKᵀ and scores·V, (L×d)(d×L) and (L×L)(L×d)
+                             * with d = M/heads: fsmoe-bench's two GEMMs at shape d:L */
+    fsmoe_line copy;
     int have_copy;
     /* 1: a2a_ep (a2a_ep_esp) is the hierarchical AllToAll's line (workload_lines_2dh); 0: the
      * flat AllToAll's, as workload_lines_init gives every line */
@@ -46,8 +51,11 @@ typedef struct {
     char notes[1024];      /* derivations used (cost.h) */
 } workload_lines;
 
+/* shape: the model's (its M and H pick the GEMM lines of a profile that holds several GEMM
+ * shapes, cost.h fsmoe_cost_line_gemm); NULL: not known (a profile with one GEMM line). */
 fsmoe_status workload_lines_init(const fsmoe_cluster *c, const char *cluster_path,
-                                 const fsmoe_parallel *par, workload_lines *out, fsmoe_error *err);
+                                 const fsmoe_parallel *par, const workload_shape *shape,
+                                 workload_lines *out, fsmoe_error *err);
 
 /* Whether logical group g spans at least two nodes with the same number (at least two) of
  * members on each under par's node-major numbering (parallel.h) — the shape the hierarchical

@@ -29,9 +29,11 @@ section() { printf '\n=== %s\n' "$*"; }
 section "1/3 emulated cluster: 2 nodes x 2 ranks, 8 Gbit/s links between nodes: profile, plan, train"
 emu_profile=$out/clusters/emulated-2x2.yaml
 if reason=$(scripts/emucluster.sh --check 2>&1); then
+    # GEMM lines at the shapes trained below: tiny-moe's 64:256, comm-moe's 256:1024 and its
+    # halves under expert slicing or tensor parallelism (256:512)
     scripts/emucluster.sh --nodes 2 --ranks-per-node 2 --rate 8gbit -- \
         "$B/microbench/fsmoe-bench" -o "$emu_profile" --plot "${emu_profile%.yaml}.svg" \
-        --ops +alltoall_2dh \
+        --ops +alltoall_2dh --gemm-shapes 64:256,256:1024,256:512 \
         > "$out/clusters/emulated-2x2.log" 2>&1 || {
         tail -20 "$out/clusters/emulated-2x2.log"
         echo "main job: fsmoe-bench on the emulated cluster failed" >&2

@@ -121,7 +121,7 @@ int main(int argc, char **argv)
     workload_lines w;
     workload_shape s;
     workload_layer wl;
-    if (workload_lines_init(&c, cpath, &par, &w, &err)) {
+    if (workload_lines_init(&c, cpath, &par, NULL, &w, &err)) {
         fprintf(stderr, "bench_plan_model: %s\n", err.msg);
         return 1;
     }

@@ -67,7 +67,7 @@ int main(void)
     in.c = &c;
     in.w = &w;
     in.par = table4_layout(&c);
-    if (workload_lines_init(&c, path, &in.par, &w, &err) != FSMOE_OK) {
+    if (workload_lines_init(&c, path, &in.par, NULL, &w, &err) != FSMOE_OK) {
         fsmoe_error_print("bench_table4", &err);
         return 1;
     }

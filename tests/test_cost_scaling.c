@@ -2,7 +2,8 @@
  * several group sizes, the exact match, bus-bandwidth scaling from one size, interpolation
  * between two, extrapolation outside them, and the planner's lines for FSMoE Testbed A at
  * 2 / 4 / 6 nodes (FSMoE Fig. 7's P = 16 / 32 / 48), and the hierarchical AllToAll's line
- * (measured, or derived as the sum of its phases and copies) and which groups have one.
+ * (measured, or derived as the sum of its phases and copies) and which groups have one; GEMM
+ * lines per expert shape.
  * Expected values are computed by hand in the comments (nccl-tests' busbw factors: s(p) = (p−1)/p, AllReduce 2(p−1)/p). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -280,7 +281,7 @@ static void test_testbed_a_nodes(void **state)
     for (int i = 0; i < 3; i++) {
         fsmoe_parallel par = fsmoe_parallel_common(nodes[i], 8);
         fsmoe_error err = {0};
-        if (workload_lines_init(&c, "clusters/testbed-a.yaml", &par, &w[i], &err))
+        if (workload_lines_init(&c, "clusters/testbed-a.yaml", &par, NULL, &w[i], &err))
             fail_msg("%s", err.msg);
         assert_rel(w[i].a2a_ep.beta_s, a2a->beta_s * ratio[i], 1e-12);
         assert_rel(w[i].ar_dp.beta_s, ar->beta_s * ratio[i], 1e-12);
@@ -440,7 +441,7 @@ static void test_2dh_measured(void **state)
     fsmoe_parallel par = {.world = 16, .gpus_per_node = 4, .dp = 16, .mp = 1, .ep = 16,
                           .esp = 1, .pp = 1};
     workload_lines w, wh;
-    if (workload_lines_init(&c, "4x4.yaml", &par, &w, &err) ||
+    if (workload_lines_init(&c, "4x4.yaml", &par, NULL, &w, &err) ||
         workload_lines_2dh(&c, "4x4.yaml", &par, &w, &wh, &err))
         fail_msg("%s", err.msg);
     assert_true(wh.a2a_ep_2dh && wh.a2a_ep_esp_2dh);
@@ -518,6 +519,124 @@ static void test_group_2dh(void **state)
     }
 }
 
+/* GEMM lines per expert shape (cost.h fsmoe_cost_line_gemm): the shape itself, else a line
+ * without a shape, else the nearest shape (sum of |ln| of the two ratios), each non-exact choice
+ * noted; read in any order, written back with the shapes; the planner's expert and dense GEMMs
+ * use the line of their own shapes (M:H/N_ESP, M:H/N_MP). */
+static const char gemm_shapes_doc[] =
+    "fsmoe_cluster: 1\n"
+    "name: shapes\n"
+    "source: test\n"
+    "nodes: 1\n"
+    "gpus_per_node: 4\n"
+    "ops:\n"
+    "  - {op: gemm, tier: local, shape: [256, 1024], alpha_s: 0, beta_s_per_mac: 1.25e-11, r2: 1}\n"
+    "  - {op: gemm, tier: local, shape: [64, 256], alpha_s: 1e-6, beta_s_per_mac: 2.5e-11, r2: 1}\n"
+    "  - {op: gemm, tier: local, shape: [64, 64], alpha_s: 2e-6, beta_s_per_mac: 4e-11, r2: 1}\n"
+    "  - {op: alltoall, tier: intra, ranks: 4, alpha_s: 1e-5, beta_s_per_byte: 1e-9, r2: 1}\n"
+    "  - {op: allgather, tier: intra, ranks: 4, alpha_s: 1e-5, beta_s_per_byte: 1e-9, r2: 1}\n"
+    "  - {op: reducescatter, tier: intra, ranks: 4, alpha_s: 1e-5, beta_s_per_byte: 1e-9, r2: 1}\n"
+    "  - {op: allreduce, tier: intra, ranks: 4, alpha_s: 1e-5, beta_s_per_byte: 1e-9, r2: 1}\n";
+
+static void test_gemm_shapes(void **state)
+{
+    (void)state;
+    fsmoe_cluster c;
+    fsmoe_error err = {0};
+    if (fsmoe_cluster_parse("shapes.yaml", gemm_shapes_doc, sizeof gemm_shapes_doc - 1, &c, &err))
+        fail_msg("%s", err.msg);
+    const fsmoe_cost_entry *all[4];
+    assert_int_equal(fsmoe_cluster_entries(&c, FSMOE_OP_GEMM, FSMOE_TIER_LOCAL, all, 4), 3);
+    /* ordered by shape: 64:64, 64:256, 256:1024 */
+    assert_int_equal(all[0]->shape_m, 64), assert_int_equal(all[0]->shape_h, 64);
+    assert_int_equal(all[1]->shape_m, 64), assert_int_equal(all[1]->shape_h, 256);
+    assert_int_equal(all[2]->shape_m, 256), assert_int_equal(all[2]->shape_h, 1024);
+    fsmoe_line l;
+    char note[1024] = "";
+    /* exact: no note */
+    assert_int_equal(fsmoe_cost_line_gemm(&c, "shapes.yaml", 256, 1024, &l, note, sizeof note,
+                                          &err), FSMOE_OK);
+    assert_ptr_equal(l.entry, all[2]);
+    assert_rel(l.beta_s, 1.25e-11, 1e-12);
+    assert_string_equal(note, "");
+    /* 512:2048: 256:1024 is ln 2 + ln 2 away, 64:256 ln 8 + ln 8 */
+    assert_int_equal(fsmoe_cost_line_gemm(&c, "shapes.yaml", 512, 2048, &l, note, sizeof note,
+                                          &err), FSMOE_OK);
+    assert_ptr_equal(l.entry, all[2]);
+    assert_non_null(strstr(note, "gemm local: measured at shape 256:1024, used for 512:2048 "
+                                 "(the nearest of 3 measured shapes)"));
+    /* 64:128: 64:64 and 64:256 are both ln 2 away, the first in order wins; 256:1024 ln 4 + ln 8 */
+    note[0] = '\0';
+    assert_int_equal(fsmoe_cost_line_gemm(&c, "shapes.yaml", 64, 128, &l, note, sizeof note,
+                                          &err), FSMOE_OK);
+    assert_ptr_equal(l.entry, all[0]);
+    assert_rel(l.alpha_s, 2e-6, 1e-12);
+    /* 128:512: 64:256 is ln 2 + ln 2, 256:1024 the same, 64:64 ln 2 + ln 8: the first tie */
+    assert_int_equal(fsmoe_cost_line_gemm(&c, "shapes.yaml", 128, 512, &l, NULL, 0, &err),
+                     FSMOE_OK);
+    assert_ptr_equal(l.entry, all[1]);
+    /* no shape asked for: the last in order, as fsmoe_cost_line, noted */
+    note[0] = '\0';
+    assert_int_equal(fsmoe_cost_line_gemm(&c, "shapes.yaml", 0, 0, &l, note, sizeof note, &err),
+                     FSMOE_OK);
+    assert_ptr_equal(l.entry, all[2]);
+    assert_non_null(strstr(note, "no shape given"));
+    fsmoe_line plain;
+    assert_int_equal(fsmoe_cost_line(&c, "shapes.yaml", FSMOE_OP_GEMM, FSMOE_TIER_LOCAL, &plain,
+                                     NULL, 0, &err), FSMOE_OK);
+    assert_ptr_equal(plain.entry, l.entry);
+
+    /* the planner: M 64, H 256, esp 1, mp 4 -> experts at 64:256, dense slices at 64:64 */
+    fsmoe_parallel par = {.dp = 1, .mp = 4, .ep = 4, .esp = 1, .pp = 1, .world = 4,
+                          .gpus_per_node = 4};
+    workload_shape sh;
+    memset(&sh, 0, sizeof sh);
+    sh.M = 64, sh.H = 256, sh.B = 1, sh.L = 16, sh.heads = 4, sh.kv_heads = 4, sh.E = 4, sh.k = 1;
+    sh.f = 1.0, sh.expert = FSMOE_EXPERT_GPT, sh.bytes_per_element = 4;
+    workload_lines w;
+    assert_int_equal(workload_lines_init(&c, "shapes.yaml", &par, &sh, &w, &err), FSMOE_OK);
+    assert_ptr_equal(w.gemm.entry, all[1]);
+    assert_ptr_equal(w.gemm_dense.entry, all[0]);
+    /* esp 4 as well: the expert slice is 64:64 too */
+    par.esp = 4, par.ep = 1;
+    assert_int_equal(workload_lines_init(&c, "shapes.yaml", &par, &sh, &w, &err), FSMOE_OK);
+    assert_ptr_equal(w.gemm.entry, all[0]);
+
+    /* a line without a shape is every shape's, after the exact one */
+    fsmoe_cost_entry any = mk(1, 3e-6, 5e-11);
+    assert_int_equal(fsmoe_cluster_add(&c, FSMOE_OP_GEMM, FSMOE_TIER_LOCAL, &any, &err), FSMOE_OK);
+    note[0] = '\0';
+    assert_int_equal(fsmoe_cost_line_gemm(&c, "shapes.yaml", 512, 2048, &l, note, sizeof note,
+                                          &err), FSMOE_OK);
+    assert_rel(l.beta_s, 5e-11, 1e-12);
+    assert_string_equal(note, "");
+    assert_int_equal(fsmoe_cost_line_gemm(&c, "shapes.yaml", 64, 256, &l, NULL, 0, &err),
+                     FSMOE_OK);
+    assert_rel(l.beta_s, 2.5e-11, 1e-12);
+
+    /* written and read back: the shapes and their order */
+    char dir[] = "/tmp/fsmoe-cost-shapes-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/p.yaml", dir);
+    if (fsmoe_cluster_write(path, &c, NULL, &err))
+        fail_msg("%s", err.msg);
+    fsmoe_cluster d;
+    if (fsmoe_cluster_load(path, &d, &err))
+        fail_msg("%s", err.msg);
+    const fsmoe_cost_entry *back[8], *orig[8];
+    int n = fsmoe_cluster_entries(&c, FSMOE_OP_GEMM, FSMOE_TIER_LOCAL, orig, 8);
+    assert_int_equal(n, 4);
+    assert_int_equal(fsmoe_cluster_entries(&d, FSMOE_OP_GEMM, FSMOE_TIER_LOCAL, back, 8), n);
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(back[i]->shape_m, orig[i]->shape_m);
+        assert_int_equal(back[i]->shape_h, orig[i]->shape_h);
+        assert_rel(back[i]->beta_s, orig[i]->beta_s, 1e-6);
+    }
+    fsmoe_cluster_free(&d);
+    test_remove_tree(dir);
+    fsmoe_cluster_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -528,6 +647,7 @@ int main(void)
         cmocka_unit_test(test_min_chunk_from_points),
         cmocka_unit_test(test_2dh_derived),    cmocka_unit_test(test_2dh_measured),
         cmocka_unit_test(test_2dh_refused),    cmocka_unit_test(test_group_2dh),
+        cmocka_unit_test(test_gemm_shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

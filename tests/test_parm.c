@@ -170,7 +170,7 @@ static void test_profile(void **state)
     par.dp = par.world / par.mp;
     par.ep = par.world;
     workload_lines w;
-    if (workload_lines_init(&c, path, &par, &w, &err) != FSMOE_OK)
+    if (workload_lines_init(&c, path, &par, NULL, &w, &err) != FSMOE_OK)
         fail_msg("%s", err.msg);
     /* design.md §3: Parm's measured MP AllGather over the 8 GPUs, 6.64e-4 s and 5.38e-10 s
      * per float; MP = 4 here, so β is scaled by bus bandwidth (libfsmoe/cost.h):

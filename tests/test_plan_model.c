@@ -152,7 +152,7 @@ static void check_combo(const combo *cb)
     assert_int_equal(p.n_layers, moe);
 
     workload_lines w;
-    assert_int_equal(workload_lines_init(&c, cpath, &par, &w, &err), FSMOE_OK);
+    assert_int_equal(workload_lines_init(&c, cpath, &par, NULL, &w, &err), FSMOE_OK);
     workload_shape s;
     workload_shape_from_model(&m, &s);
     workload_layer wl;
@@ -846,7 +846,7 @@ static void test_dispatch_2dh_plan_file_and_sim(void **state)
 
         check_forward_simulated(&q, &m, &c, c.name);
         workload_lines w, wh;
-        assert_int_equal(workload_lines_init(&c, NULL, &m.parallel, &w, &err), FSMOE_OK);
+        assert_int_equal(workload_lines_init(&c, NULL, &m.parallel, NULL, &w, &err), FSMOE_OK);
         assert_int_equal(workload_lines_2dh(&c, NULL, &m.parallel, &w, &wh, &err), FSMOE_OK);
         const fsmoe_line *want = lat ? &wh.a2a_ep : &w.a2a_ep;
         sim_model sm;

@@ -214,11 +214,22 @@ static const bad_row bad_rows[] = {
      "    beta_s_per_byte: 0\n    r2: 1\n",
      FSMOE_ERR_VALUE,
      ":18:5: ops[2]: second entry for alltoall on tier inter at 2 ranks (first at line 7; "
-     "expected one entry per op, tier and ranks)"},
+     "expected one entry per op, tier, ranks and shape)"},
     {CLUSTER, "  - op: gemm\n", "  - op: gemm\n    tier: local\n    alpha_s: 0\n"
      "    beta_s_per_mac: 0\n    r2: 1\n  - op: gemm\n", FSMOE_ERR_VALUE,
      ":18:5: ops[2]: second entry for gemm on tier local at 1 rank (first at line 13; expected "
-     "one entry per op, tier and ranks)"},
+     "one entry per op, tier, ranks and shape)"},
+    /* GEMM shapes: only on gemm, a pair in range, one entry per shape */
+    {CLUSTER, "    beta_s_per_byte: 1.0e-10\n", "    beta_s_per_byte: 1.0e-10\n    shape: [64, 256]\n",
+     FSMOE_ERR_SCHEMA, ":12:12: ops[0].shape: not valid for alltoall (expected only on gemm entries"},
+    {CLUSTER, "    beta_s_per_mac: 1.0e-14\n", "    beta_s_per_mac: 1.0e-14\n    shape: [64]\n",
+     FSMOE_ERR_SCHEMA, ":17:12: ops[1].shape: expected a pair [M, H]"},
+    {CLUSTER, "    beta_s_per_mac: 1.0e-14\n", "    beta_s_per_mac: 1.0e-14\n    shape: [0, 256]\n",
+     FSMOE_ERR_VALUE, ":17:13: ops[1].shape[0]: 0 is out of range"},
+    {CLUSTER, "  - op: gemm\n", "  - op: gemm\n    tier: local\n    shape: [64, 256]\n    alpha_s: 0\n"
+     "    beta_s_per_mac: 0\n    r2: 1\n  - op: gemm\n    shape: [64, 256]\n", FSMOE_ERR_VALUE,
+     ":19:5: ops[2]: second entry for gemm on tier local at 1 rank and shape 64:256 (first at "
+     "line 13; expected one entry per op, tier, ranks and shape)"},
     {CLUSTER, "nodes: 2\n", "nodes: [2]\n", FSMOE_ERR_SCHEMA,
      ":4:8: nodes: expected an integer in [1, 262144], got a sequence"},
     {CLUSTER, "gpus_per_node: 4\n", "gpus_per_node: 0\n", FSMOE_ERR_VALUE,

@@ -69,7 +69,7 @@ static void run_testbed(char tb)
     fsmoe_parallel par = table4_layout(&c);
     fsmoe_error err = {0};
     workload_lines w;
-    if (workload_lines_init(&c, "testbed", &par, &w, &err) != FSMOE_OK)
+    if (workload_lines_init(&c, "testbed", &par, NULL, &w, &err) != FSMOE_OK)
         fail_msg("%s", err.msg);
 
     int r_differ = 0, ties = 0, paper_worse = 0, cases[2][5] = {{0}};
@@ -165,7 +165,7 @@ static void test_workload_config0(void **state)
     assert_true(par.mp == 4 && par.esp == 4 && par.ep == 8 && par.dp == 8);
     fsmoe_error err = {0};
     workload_lines w;
-    assert_int_equal(workload_lines_init(&c, "testbed-b", &par, &w, &err), FSMOE_OK);
+    assert_int_equal(workload_lines_init(&c, "testbed-b", &par, NULL, &w, &err), FSMOE_OK);
     workload_shape s;
     assert_int_equal(table4_shape('b', 0, &par, &s, &err), FSMOE_OK);
     workload_layer l;

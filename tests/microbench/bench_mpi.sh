@@ -57,6 +57,20 @@ grep -Eq "^# alltoall_2dh +world +4 +4 .* [01]\.[0-9]{6}" "$tmp/out2dh.txt" \
 grep -q "# hierarchical AllToAll (2DH" "$tmp/2dh.yaml" || fail "2DH: the profile does not say what 2DH is"
 grep -q "flat alltoall, world (4 ranks)" "$tmp/2dh.svg" || fail "2DH plot without the flat line"
 
+echo "== 1 rank, two GEMM shapes (--gemm-shapes): one fitted line per shape"
+"${mpi[@]}" -np 1 "$bench" "${small[@]}" --ops gemm --gemm-shapes 16:64,32:128 -o "$tmp/gs.yaml" \
+    --json "$tmp/gs.json" --plot "$tmp/gs.svg" > "$tmp/outgs.txt" 2>&1 \
+    || { cat "$tmp/outgs.txt"; fail "GEMM shapes run"; }
+for sh in 16:64 32:128; do
+    grep -Eq "^# gemm $sh +local +1 +[0-9]+ " "$tmp/outgs.txt" || fail "GEMM $sh: no fitted line"
+    grep -q "(shape $sh)" "$tmp/gs.svg" || fail "GEMM $sh: not in the plot's legend"
+done
+"$check" "$tmp/gs.yaml" 1 1 gemm:local > "$tmp/checkgs.txt" || { cat "$tmp/checkgs.txt"; fail "GEMM shapes profile"; }
+[ "$(grep -Ec '^gemm +local +ranks 1 shape (16:64|32:128) alpha .* points [2-9]' "$tmp/checkgs.txt")" = 2 ] \
+    || { cat "$tmp/checkgs.txt"; fail "GEMM shapes: expected one entry with points per shape"; }
+/usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); s=sorted(tuple(f['shape']) for f in d['fits']); assert s==[(16,64),(32,128)], s" "$tmp/gs.json" \
+    || fail "GEMM shapes: JSON fits"
+
 echo "== 4 ranks, node placement from MPI (one node): only the intra tier"
 "${mpi[@]}" -np 4 "$bench" "${small[@]}" --ops alltoall,allreduce,saa,alltoall_2dh -d int32 --op max \
     -o "$tmp/one.yaml" > "$tmp/out1.txt" 2>&1 || { cat "$tmp/out1.txt"; fail "single-node run"; }

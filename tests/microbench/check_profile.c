@@ -46,11 +46,17 @@ int main(int argc, char **argv)
     }
     for (int op = 0; op < FSMOE_OP_COUNT; op++)
         for (int t = 0; t < FSMOE_TIER_COUNT; t++) {
-            const fsmoe_cost_entry *e = &c.ops[op][t];
-            if (e->present)
-                printf("%-14s %-6s ranks %d alpha %.4g s beta %.4g r2 %.6f points %d%s\n",
-                       fsmoe_op_name(op), fsmoe_tier_name(t), e->ranks, e->alpha_s, e->beta_s,
-                       e->r2, e->n_points, e->low_r2 ? " LOW-R2" : "");
+            const fsmoe_cost_entry *all[64];
+            int n = fsmoe_cluster_entries(&c, (fsmoe_op)op, (fsmoe_tier)t, all, 64);
+            for (int i = 0; i < n && i < 64; i++) { /* every group size and GEMM shape */
+                const fsmoe_cost_entry *e = all[i];
+                char shape[48] = "";
+                if (e->shape_m)
+                    snprintf(shape, sizeof shape, " shape %d:%d", e->shape_m, e->shape_h);
+                printf("%-14s %-6s ranks %d%s alpha %.4g s beta %.4g r2 %.6f points %d%s\n",
+                       fsmoe_op_name(op), fsmoe_tier_name(t), e->ranks, shape, e->alpha_s,
+                       e->beta_s, e->r2, e->n_points, e->low_r2 ? " LOW-R2" : "");
+            }
         }
     for (int i = 4; i < argc; i++) {
         int op, tier, fast;
