@@ -77,8 +77,7 @@ int fsmoe_cluster_entries(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier,
     return n + 1;
 }
 
-/* The order of an (op, tier)'s entries: by ranks, then by shape (gemm). */
-static int entry_cmp(const fsmoe_cost_entry *a, const fsmoe_cost_entry *b)
+int fsmoe_cost_entry_order(const fsmoe_cost_entry *a, const fsmoe_cost_entry *b)
 {
     if (a->ranks != b->ranks)
         return a->ranks < b->ranks ? -1 : 1;
@@ -93,10 +92,10 @@ static const fsmoe_cost_entry *entry_at(const fsmoe_cluster *c, int op, int tier
 {
     if (!c->ops[op][tier].present)
         return NULL;
-    if (entry_cmp(&c->ops[op][tier], e) == 0)
+    if (fsmoe_cost_entry_order(&c->ops[op][tier], e) == 0)
         return &c->ops[op][tier];
     for (int i = 0; i < c->n_narrower[op][tier]; i++)
-        if (entry_cmp(&c->narrower[op][tier][i], e) == 0)
+        if (fsmoe_cost_entry_order(&c->narrower[op][tier][i], e) == 0)
             return &c->narrower[op][tier][i];
     return NULL;
 }
@@ -139,13 +138,13 @@ fsmoe_status fsmoe_cluster_add(fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier,
      * ops[op][tier]; the other is inserted in order. */
     fsmoe_cost_entry in = *e;
     in.present = 1;
-    if (entry_cmp(&in, widest) > 0) {
+    if (fsmoe_cost_entry_order(&in, widest) > 0) {
         fsmoe_cost_entry t = *widest;
         *widest = in;
         in = t;
     }
     int at = n;
-    while (at > 0 && entry_cmp(&v[at - 1], &in) > 0) {
+    while (at > 0 && fsmoe_cost_entry_order(&v[at - 1], &in) > 0) {
         v[at] = v[at - 1];
         at--;
     }

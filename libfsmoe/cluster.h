@@ -102,4 +102,7 @@ int fsmoe_cluster_entries(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier,
 fsmoe_status fsmoe_cluster_add(fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier,
                                const fsmoe_cost_entry *e, fsmoe_error *err);
 
+/* The order of an (op, tier)'s entries: by ranks, then by shape (gemm); <0, 0, >0. */
+int fsmoe_cost_entry_order(const fsmoe_cost_entry *a, const fsmoe_cost_entry *b);
+
 #endif

@@ -39,26 +39,17 @@ int results_row_in(const bench_row *row, int op, int tier, const bench_fit *f)
            row->shape_m == f->shape_m && row->shape_h == f->shape_h;
 }
 
-/* A fit's key: group size, then GEMM shape (the order of cluster.h's entries). */
-typedef struct {
-    int ranks, m, h;
-} fit_key;
+/* A fit's key: its group size and GEMM shape, in the order of a profile's entries. */
+typedef fsmoe_cost_entry fit_key;
 
-static int key_cmp(const fit_key *a, const fit_key *b)
-{
-    if (a->ranks != b->ranks)
-        return a->ranks < b->ranks ? -1 : 1;
-    if (a->m != b->m)
-        return a->m < b->m ? -1 : 1;
-    return (a->h > b->h) - (a->h < b->h);
-}
+static int key_cmp(const fit_key *a, const fit_key *b) { return fsmoe_cost_entry_order(a, b); }
 
 /* Fits the rows of (op, tier) with key k into f. */
 static void fit_group(const bench_results *r, int op, int tier, fit_key k, double *x, double *y,
                       double r2_threshold, bench_fit *f)
 {
     memset(f, 0, sizeof *f);
-    f->ranks = k.ranks, f->shape_m = k.m, f->shape_h = k.h;
+    f->ranks = k.ranks, f->shape_m = k.shape_m, f->shape_h = k.shape_h;
     int n = 0;
     for (int i = 0; i < r->n_rows; i++) {
         const bench_row *row = &r->rows[i];
@@ -99,7 +90,8 @@ fsmoe_status results_fit(bench_results *r, double r2_threshold, fsmoe_error *err
                 const bench_row *row = &r->rows[i];
                 if ((int)row->op != op || (int)row->tier != tier)
                     continue;
-                fit_key key = {row->ranks, row->shape_m, row->shape_h};
+                fit_key key = {.ranks = row->ranks, .shape_m = row->shape_m,
+                               .shape_h = row->shape_h};
                 int k = 0;
                 while (k < n_sizes && key_cmp(&sizes[k], &key) < 0)
                     k++;

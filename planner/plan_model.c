@@ -362,7 +362,21 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
     fsmoe_schedule ks[3];
     int n_ks = 0;
     if (method == PLAN_METHOD_AUTO) {
-        ks[n_ks++] = FSMOE_SCHED_S1, ks[n_ks++] = FSMOE_SCHED_S2, ks[n_ks++] = FSMOE_SCHED_MONTA;
+        ks[n_ks++] = FSMOE_SCHED_S1, ks[n_ks++] = FSMOE_SCHED_S2;
+        /* MoNTA's layer gathers the MP group's tokens back after its split AllToAll so that
+         * each member computes its slice of the same experts: its premise is that the
+         * tensor-parallel group slices the experts (mp = esp, MoNTA's and Megatron's expert
+         * tensor parallelism). With mp != esp the MP members hold other experts or whole ones
+         * (parallel.h's numbering), so its cost would describe no execution: not offered. */
+        if (par->mp == par->esp)
+            ks[n_ks++] = FSMOE_SCHED_MONTA;
+        else if (par->mp > 1) {
+            char line[256];
+            snprintf(line, sizeof line,
+                     "MoNTA's layer not offered: it needs the MP group to slice the experts "
+                     "(mp = esp); this layout has mp %d, esp %d", par->mp, par->esp);
+            fsmoe_note_add(notes, sizeof notes, line);
+        }
     } else if (method == PLAN_METHOD_PARM) {
         /* Parm's Algorithm 1 (on the lines its schedules run with `dispatch: 2dh`, else flat),
          * instead of the ESP pipeline */

@@ -637,6 +637,27 @@ static void esp_allreduce(rt_moe *m, rt_backend *be, const rt_xmap *x, int j, co
     be->scatter_add_rows(be, m->intra, own, m->ag_send, x->eidx + x->offO[j], NULL, R, M);
 }
 
+/* The same sum as MoNTA's layer without EP has it (RT_ETP_RS_AG): an ESP ReduceScatter of the
+ * rows padded to S equal blocks, then an ESP AllGather of the blocks, each a task of the graph. */
+static void esp_rs_ag(rt_moe *m, rt_backend *be, const rt_xmap *x, int j, int backward,
+                      const real *part, real *own)
+{
+    int S = esp_size(m);
+    long R = x->R[j], M = m->M, per = (R + S - 1) / S; /* rows of each member's block */
+    be->gather_rows(be, m->intra, m->ag_recv, part, x->eidx + x->offO[j], R, M);
+    long h = rt_trace_begin(m->trace, m->intra, RT_TRACE_INTRA, FSMOE_TASK_RS, backward,
+                            m->index, j);
+    be->reducescatter_sum(be, m->intra, &m->esp, m->ag_send, m->ag_recv, per * M,
+                          backward ? "MoE backward MoNTA ReduceScatter (esp)"
+                                   : "MoE MoNTA ReduceScatter (esp)");
+    rt_trace_end(m->trace, m->intra, h);
+    h = rt_trace_begin(m->trace, m->intra, RT_TRACE_INTRA, FSMOE_TASK_AG, backward, m->index, j);
+    be->allgather(be, m->intra, &m->esp, m->ag_recv, m->ag_send, per * M,
+                  backward ? "MoE backward MoNTA AllGather (esp)" : "MoE MoNTA AllGather (esp)");
+    rt_trace_end(m->trace, m->intra, h);
+    be->scatter_add_rows(be, m->intra, own, m->ag_recv, x->eidx + x->offO[j], NULL, R, M);
+}
+
 /* S2: chunk j's rows of out (local slots) from every MP member (its Combine filled this
  * member's own rows; the others are still 0), on the intra stream. */
 static void mp_gather_chunk(rt_moe *m, rt_backend *be, const rt_xmap *x, int j, real *out,
@@ -755,6 +776,11 @@ static void run_chunks(rt_moe *m, rt_backend *be, int backward, const real *in, 
                                         backward, m->index, j - 1);
                 esp_reduce(m, be, x, j - 1, yg, ye, s_what);
                 rt_trace_end(m->trace, m->intra, h);
+                be->event_record(be, ev_r[j - 1], m->intra);
+                done = ev_r[j - 1];
+            } else if (etp && m->etp == RT_ETP_RS_AG) {
+                be->stream_wait(be, m->intra, ev_e[j - 1]);
+                esp_rs_ag(m, be, x, j - 1, backward, yg, ye);
                 be->event_record(be, ev_r[j - 1], m->intra);
                 done = ev_r[j - 1];
             } else if (etp) {

@@ -68,7 +68,9 @@
  * mode b). With the MP group the ESP group (mp = esp), its members hold the same tokens and
  * receive the same rows; each runs its slice on its own rows and an AllReduce over ESP sums
  * the partial outputs (and, backward, the partial input gradients). Each slice sees every token
- * once: no duplicate gradients.
+ * once: no duplicate gradients. MoNTA's layer without expert parallelism (ep = 1: no AllToAll,
+ * every member holds all tokens) is this with the sum as its graph has it, an ESP
+ * ReduceScatter then an ESP AllGather (RT_ETP_RS_AG).
  *
  * Duplicated tokens. Under tensor parallelism the MP group's members hold the same tokens and
  * each dispatches its copy, as FSMoE and Tutel run it: every expert sees each token `dup`
@@ -98,6 +100,8 @@ typedef void (*rt_hook_fn)(void *user, rt_hook h, int layer, int chunk, int back
 
 #define RT_MOE_MAX_CHUNKS 64
 #define RT_S2_DS_GATHER 2 /* rt_moe.s2: DeepSpeed's drop_tokens (S2's data path, unchunked) */
+#define RT_ETP_RS_AG 2    /* rt_moe.etp: the slices' sum as an ESP ReduceScatter then AllGather
+                           * (MoNTA's layer without EP, below) instead of one AllReduce */
 #define RT_MOE_MAX_LOCAL_SLICED 256 /* local experts per rank with expert slices (esp > 1) */
 
 struct rt_dist;
@@ -139,7 +143,8 @@ typedef struct {
     rt_group mpg, epesp;      /* the MP and EP&ESP groups (PauseMP) */
     int dup;                  /* copies of each token in the world (MP group size; 0 or 1: one) */
     int pause_mp;             /* run the layer as Parm's S1 (PauseMP) instead of the ESP pipeline */
-    int etp;                  /* run it as DeepSpeed's expert tensor parallelism (mp = esp) */
+    int etp;                  /* run it as DeepSpeed's expert tensor parallelism (mp = esp);
+                               * RT_ETP_RS_AG: summed by ReduceScatter + AllGather */
     int s2;                   /* run it as Parm's S2 (slots split over MP, SAA); RT_S2_DS_GATHER:
                                * as DeepSpeed's drop_tokens/gather_tokens (below) */
     int monta;                /* 1..3: run it as MoNTA's O1..O3 (mp = esp; r: its chunks) */

@@ -31,8 +31,10 @@ static const sim_task *unsupported(const sim *s, const fsmoe_parallel *par)
     for (int i = 0; i < s->n_tasks; i++) {
         const sim_task *t = &s->tasks[i];
         switch (t->kind) {
-        case FSMOE_TASK_RS: /* MoNTA's whole-layer ReduceScatter runs where mp = esp */
-            if (t->chunk < 0 && t->end_s - t->start_s > 0.0 && !monta_ok)
+        case FSMOE_TASK_RS: /* MoNTA's whole-layer ReduceScatter runs where mp = esp (without
+                             * EP as expert tensor parallelism's RS + AG) */
+            if (t->chunk < 0 && t->end_s - t->start_s > 0.0 &&
+                !(par->mp == par->esp && par->mp > 1))
                 return t;
             break;
         case FSMOE_TASK_AR_ESP: /* expert tensor parallelism: the slices must hold the same rows */
@@ -113,9 +115,15 @@ static fsmoe_status read_graph(rt_schedule *rs, const sim_model *m, int esp, fsm
     }
     /* with expert slices, a layer whose AllToAll is not followed by the ESP pipeline's chunked
      * AllGather/ReduceScatter reaches every slice itself: S1's EP&ESP AllToAll */
-    for (int l = 0; l < n; l++) /* MoNTA's layer has MP AllGathers of its own */
+    for (int l = 0; l < n; l++) { /* MoNTA's layer has MP AllGathers of its own */
         if (rs->monta[l])
             rs->pause_mp[l] = 0;
+        /* without EP it has no AllToAll to split: the experts' slices on every (duplicated)
+         * token and their sum as ReduceScatter + AllGather, expert tensor parallelism's data
+         * path (moe_layer.h) */
+        if (rs->monta[l] && m->par.ep <= 1 && esp > 1)
+            rs->monta[l] = 0, rs->etp[l] = RT_ETP_RS_AG;
+    }
     for (int l = 0; l < n && esp > 1; l++) {
         int chunked = 0, a2a = 0;
         for (int i = 0; i < s->n_tasks; i++) {
@@ -202,9 +210,9 @@ fsmoe_status rt_schedule_make(rt_schedule *rs, const char *plan_path, const char
                         "schedule %s of %s needs '%s' (layout mp %d, esp %d): fsmoe-run runs "
                         "the ESP pipeline's AllGather/ReduceScatter chunks, Parm's S1 and S2, "
                         "DeepSpeed-MoE's two modes (expert tensor parallelism where mp = esp), "
-                        "and MoNTA's O1-O3 where mp = esp and ep > 1, not yet MoNTA's layer on "
-                        "other layouts; run --schedule fsmoe, parm-s1, parm-s2 or a Tutel-"
-                        "family schedule on this layout",
+                        "and MoNTA's O1-O3 where mp = esp (MoNTA's layer assumes the MP group "
+                        "slices the experts, so fsmoe-plan offers it only there); run --schedule "
+                        "fsmoe, parm-s1, parm-s2 or a Tutel-family schedule on this layout",
                         name, plan_path,
                         fsmoe_task_label(u->phase, u->layer, u->chunk, u->kind, lb, sizeof lb),
                         plan.parallel.mp, plan.parallel.esp);

@@ -43,6 +43,27 @@ static fsmoe_cost_entry mk(int ranks, double alpha, double beta)
     return e;
 }
 
+static void parse(const char *name, const char *doc, fsmoe_cluster *c)
+{
+    fsmoe_error err = {0};
+    if (fsmoe_cluster_parse(name, doc, strlen(doc), c, &err))
+        fail_msg("%s", err.msg);
+}
+
+/* c written by fsmoe_cluster_write and read back into d. */
+static void write_read(const fsmoe_cluster *c, fsmoe_cluster *d)
+{
+    char dir[] = "/tmp/fsmoe-cost-scaling-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/p.yaml", dir);
+    fsmoe_error err = {0};
+    if (fsmoe_cluster_write(path, c, NULL, &err))
+        fail_msg("%s", err.msg);
+    if (fsmoe_cluster_load(path, d, &err))
+        fail_msg("%s", err.msg);
+    test_remove_tree(dir);
+}
+
 static void test_busbw_factor(void **state)
 {
     (void)state;
@@ -169,8 +190,7 @@ static void test_profile_two_sizes(void **state)
     (void)state;
     fsmoe_cluster c;
     fsmoe_error err = {0};
-    if (fsmoe_cluster_parse("two.yaml", two_sizes_doc, sizeof two_sizes_doc - 1, &c, &err))
-        fail_msg("%s", err.msg);
+    parse("two.yaml", two_sizes_doc, &c);
     const fsmoe_cost_entry *all[4];
     assert_int_equal(fsmoe_cluster_entries(&c, FSMOE_OP_ALLTOALL, FSMOE_TIER_INTER, all, 4), 2);
     assert_int_equal(all[0]->ranks, 2);
@@ -204,14 +224,8 @@ static void test_profile_two_sizes(void **state)
     assert_non_null(strstr(note, "alltoall world: not in the profile"));
 
     /* written and read back: both sizes, narrowest first */
-    char dir[] = "/tmp/fsmoe-cost-scaling-XXXXXX", path[64];
-    assert_non_null(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/p.yaml", dir);
-    if (fsmoe_cluster_write(path, &c, NULL, &err))
-        fail_msg("%s", err.msg);
     fsmoe_cluster d;
-    if (fsmoe_cluster_load(path, &d, &err))
-        fail_msg("%s", err.msg);
+    write_read(&c, &d);
     const fsmoe_cost_entry *back[4];
     assert_int_equal(fsmoe_cluster_entries(&d, FSMOE_OP_ALLTOALL, FSMOE_TIER_INTER, back, 4), 2);
     for (int i = 0; i < 2; i++) {
@@ -222,7 +236,6 @@ static void test_profile_two_sizes(void **state)
     }
     assert_true(back[0]->line < back[1]->line);
     fsmoe_cluster_free(&d);
-    test_remove_tree(dir);
     fsmoe_cluster_free(&c);
 }
 
@@ -543,8 +556,7 @@ static void test_gemm_shapes(void **state)
     (void)state;
     fsmoe_cluster c;
     fsmoe_error err = {0};
-    if (fsmoe_cluster_parse("shapes.yaml", gemm_shapes_doc, sizeof gemm_shapes_doc - 1, &c, &err))
-        fail_msg("%s", err.msg);
+    parse("shapes.yaml", gemm_shapes_doc, &c);
     const fsmoe_cost_entry *all[4];
     assert_int_equal(fsmoe_cluster_entries(&c, FSMOE_OP_GEMM, FSMOE_TIER_LOCAL, all, 4), 3);
     /* ordered by shape: 64:64, 64:256, 256:1024 */
@@ -615,14 +627,8 @@ static void test_gemm_shapes(void **state)
     assert_rel(l.beta_s, 2.5e-11, 1e-12);
 
     /* written and read back: the shapes and their order */
-    char dir[] = "/tmp/fsmoe-cost-shapes-XXXXXX", path[64];
-    assert_non_null(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/p.yaml", dir);
-    if (fsmoe_cluster_write(path, &c, NULL, &err))
-        fail_msg("%s", err.msg);
     fsmoe_cluster d;
-    if (fsmoe_cluster_load(path, &d, &err))
-        fail_msg("%s", err.msg);
+    write_read(&c, &d);
     const fsmoe_cost_entry *back[8], *orig[8];
     int n = fsmoe_cluster_entries(&c, FSMOE_OP_GEMM, FSMOE_TIER_LOCAL, orig, 8);
     assert_int_equal(n, 4);
@@ -633,7 +639,6 @@ static void test_gemm_shapes(void **state)
         assert_rel(back[i]->beta_s, orig[i]->beta_s, 1e-6);
     }
     fsmoe_cluster_free(&d);
-    test_remove_tree(dir);
     fsmoe_cluster_free(&c);
 }
 

@@ -762,6 +762,66 @@ static void test_dispatch_2dh_not_hierarchical(void **state)
     fsmoe_cluster_free(&c);
 }
 
+/* MoNTA's layer is offered only where the MP group slices the experts (mp = esp): tiny-moe on
+ * Testbed B with mp 1 · ep 4 · esp 2 chose it in all 4 layers before (its cost then left out
+ * the AllGather that brings an expert's rows to every slice); now no layer does and a note says
+ * why, while on mp = esp it stays a costed candidate. */
+static void test_monta_needs_mp_esp(void **state)
+{
+    (void)state;
+    const combo cb = {"tiny-moe", "testbed-b"};
+    fsmoe_model m;
+    fsmoe_cluster c;
+    fsmoe_parallel par;
+    char cpath[1024];
+    load(&cb, &m, &c, &par, cpath, sizeof cpath);
+    const fsmoe_parallel lays[2] = {
+        {.world = 16, .gpus_per_node = 4, .dp = 16, .mp = 1, .ep = 4, .esp = 2, .pp = 1},
+        {.world = 16, .gpus_per_node = 4, .dp = 8, .mp = 2, .ep = 4, .esp = 2, .pp = 1},
+    };
+    for (int i = 0; i < 2; i++) {
+        fsmoe_error err = {0};
+        plan_options o = {.method = PLAN_METHOD_AUTO};
+        fsmoe_plan p;
+        memset(&p, 0, sizeof p);
+        if (plan_model(&m, &c, cpath, &lays[i], &o, &p, &err) != FSMOE_OK)
+            fail_msg("layout %d: %s", i, err.msg);
+        assert_true(p.n_layers > 0);
+        for (int j = 0; j < p.n_layers; j++) {
+            if (i == 0) {
+                assert_int_not_equal(p.layers[j].schedule, FSMOE_SCHED_MONTA);
+                assert_true(p.layers[j].schedule_s[FSMOE_SCHED_MONTA] == 0.0);
+            } else {
+                assert_true(p.layers[j].schedule_s[FSMOE_SCHED_MONTA] > 0.0);
+            }
+        }
+        const char *note = strstr(p.notes, "MoNTA's layer not offered: it needs the MP group to "
+                                           "slice the experts (mp = esp); this layout has mp 1, "
+                                           "esp 2");
+        if (i == 0)
+            assert_null(note); /* mp = 1: nothing to say, no tensor parallelism */
+        fsmoe_plan_free(&p);
+    }
+    fsmoe_cluster_free(&c);
+    /* mp 2 · esp 1 (Mixtral's 8 experts over EP 8, across nodes): noted */
+    const combo mx = {"mixtral-8x7b", "testbed-b"};
+    load(&mx, &m, &c, &par, cpath, sizeof cpath);
+    const fsmoe_parallel tp = {.world = 16, .gpus_per_node = 4, .dp = 8, .mp = 2, .ep = 8,
+                               .esp = 1, .pp = 1};
+    fsmoe_error err = {0};
+    plan_options o = {.method = PLAN_METHOD_AUTO};
+    fsmoe_plan p;
+    memset(&p, 0, sizeof p);
+    if (plan_model(&m, &c, cpath, &tp, &o, &p, &err) != FSMOE_OK)
+        fail_msg("mp 2 esp 1: %s", err.msg);
+    for (int j = 0; j < p.n_layers; j++)
+        assert_int_not_equal(p.layers[j].schedule, FSMOE_SCHED_MONTA);
+    assert_non_null(strstr(p.notes, "MoNTA's layer not offered: it needs the MP group to slice "
+                                    "the experts (mp = esp); this layout has mp 2, esp 1"));
+    fsmoe_plan_free(&p);
+    fsmoe_cluster_free(&c);
+}
+
 /* Refusals: 1dh (nothing runs it) at the model's file:line:col, exit 2; 2dh on a profile that
  * cannot cost it likewise; auto there plans flat and says why. */
 static void test_dispatch_refused(void **state)
@@ -1072,6 +1132,7 @@ int main(void)
         cmocka_unit_test(test_grad_bytes_match_runtime),
         cmocka_unit_test(test_dispatch_auto_brute_force),
         cmocka_unit_test(test_dispatch_auto_note),
+        cmocka_unit_test(test_monta_needs_mp_esp),
         cmocka_unit_test(test_dispatch_2dh_not_hierarchical),
         cmocka_unit_test(test_dispatch_refused),
         cmocka_unit_test(test_dispatch_2dh_plan_file_and_sim),

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Every schedule fsmoe-run executes on two 4-rank layouts (dp 4 · ep 2; mp 2 · ep 2 · esp 2)
-# follows its graph and trains like one rank (design.md §10.1):
+# Every schedule fsmoe-run executes on 4-rank layouts (dp 4 · ep 2; mp 2 · ep 2 · esp 2;
+# mp 2 · ep 2; mp 2 · esp 2 without EP; 2 x 2 nodes with the hierarchical AllToAll) follows its
+# graph and trains like one rank (design.md §10.1):
 #  1. a cluster profile of these 4 local ranks (fsmoe-bench, small sizes) and a plan for tiny-moe;
 #  2. one rank on the whole global batch: the reference losses;
 #  3. per schedule (plan, deepspeed, tutel, tutel-improved, pipemoe-lina, fsmoe, fsmoe-no-iio):
@@ -127,6 +128,17 @@ fi
 check "$tmp/plan-mp1.yaml" "$tmp/ref-mp" mp2ep2 deepspeed
 grep -Eq '^  allgather +[0-9.]+ +[0-9.]+ ' "$tmp/mp2ep2-deepspeed.out" ||
     fail "mp2ep2 deepspeed: the report has no measured AllGather line"
+
+# MoNTA's layer without expert parallelism (mp 2 = esp 2, ep 1: no AllToAll, every member holds
+# all tokens): expert tensor parallelism with the slices' sum as the graph's ESP ReduceScatter
+# and AllGather (refused before as "MoNTA's layer on other layouts")
+"$plan" --model "$model" --cluster "$tmp/local4.yaml" --world 4 --gpus-per-node 4 --dp 2 \
+    --mp 2 --esp 2 --ep 1 --batch 4 --seq 64 --capacity-factor none -o "$tmp/plan-ep1.yaml" \
+    --quiet || { echo "FAIL: fsmoe-plan mp2 esp2 ep1"; exit 1; }
+check "$tmp/plan-ep1.yaml" "$tmp/ref-mp" mp2esp2ep1 monta-o2
+grep -Eq '^  reducescatter +[0-9.]+ +[0-9.]+ ' "$tmp/mp2esp2ep1-monta-o2.out" &&
+    grep -Eq '^  allgather +[0-9.]+ +[0-9.]+ ' "$tmp/mp2esp2ep1-monta-o2.out" ||
+    fail "mp2esp2ep1 monta-o2: the report has no measured ReduceScatter and AllGather lines"
 
 # The hierarchical AllToAll (2DH, libfsmoe/a2a_2dh.h): the 4 ranks as 2 nodes x 2 (--gpus-per-node
 # 2 on the profile, the plan and the run), the plans' a2a.algorithm set to 2dh in every layer,
