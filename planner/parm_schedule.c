@@ -127,7 +127,12 @@ int parm_pausemp_problems(const workload_shape *s, const fsmoe_parallel *par,
     *bwd = *fwd;
     bwd->exp_alpha = wl->bwd.exp_alpha, bwd->exp_beta = wl->bwd.exp_beta;
     bwd->n_exp = wl->bwd.n_exp / par->mp;
-    return par->mp > 1 && (kind == FSMOE_SCHED_S1 || has_a2a);
+    /* without MP, S1 is still a way to run a layer with expert slices (one AllToAll to every
+     * slice of an expert instead of the ESP pipeline's AllToAll + AllGather/ReduceScatter);
+     * S2 then equals it (SAA is the AllToAll) */
+    if (par->mp <= 1)
+        return par->esp > 1 && has_a2a && kind == FSMOE_SCHED_S1;
+    return kind == FSMOE_SCHED_S1 || has_a2a;
 }
 
 int parm_pausemp_best(const workload_shape *s, const fsmoe_parallel *par, const workload_lines *w,

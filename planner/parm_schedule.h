@@ -54,9 +54,11 @@ int pausemp_best_r(const pausemp_problem *p, double *F_out);
 
 /* Fills the forward and backward PauseMP problems of schedule S1 or S2 for one MoE layer
  * (backward: the same communication, the expert's GEMMs and MACs doubled as in workload.h).
- * Returns 0 when the schedule is not a candidate — the layout has nothing to pause (N_MP = 1)
- * or S2 has no AllToAll to overlap (N_EP·N_ESP = 1) — but fills the problems anyway (the
- * simulator still plays Parm's schedules there: S1 without AllGather, S2's SAA as the AllToAll). */
+ * Returns 0 when the schedule is not a candidate — S2 without MP (it equals S1: its SAA is the
+ * AllToAll), S1 without MP and without expert slices (the ESP pipeline's AllToAll alone), or S2
+ * with no AllToAll to overlap (N_EP·N_ESP = 1) — but fills the problems anyway (the simulator
+ * still plays Parm's schedules there). Without MP but with slices S1 is a candidate: one
+ * AllToAll to every slice instead of the ESP pipeline's AllGather/ReduceScatter. */
 int parm_pausemp_problems(const workload_shape *s, const fsmoe_parallel *par,
                           const workload_lines *w, const workload_layer *wl, fsmoe_schedule kind,
                           pausemp_problem *fwd, pausemp_problem *bwd);

@@ -328,6 +328,15 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
      * baselines are kept as the papers ran them, flat) */
     const double ds_layer_s = moe_seq_time(MOE_SEQ_DEEPSPEED, &shape, par, &w, 0) +
                               moe_seq_time(MOE_SEQ_DEEPSPEED, &shape, par, &w, 1);
+    if (par->esp > 1 && par->esp != par->mp) { /* sim_schedules.h sim_schedule_applies */
+        char line[320];
+        snprintf(line, sizeof line,
+                 "baselines.deepspeed: DeepSpeed-MoE slices experts only over its tensor-parallel "
+                 "group (esp = mp) and has no mode for this layout (mp %d, esp %d); the figure "
+                 "times its expert-TP layer as if the ESP group held the same tokens: compare "
+                 "with tutel instead", par->mp, par->esp);
+        fsmoe_note_add(notes, sizeof notes, line);
+    }
 
     /* The candidates this method chooses among: cand[0] is the ESP pipeline (grad_partition.h
      * moe_bwd), cand[1 + a] alternative a. Flat before hierarchical, so ties keep nccl. */

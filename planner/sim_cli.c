@@ -203,14 +203,31 @@ int sim_cli_simulate(const plan_cli *cli)
     if (all) {
         double t[SIM_SCHED_COUNT];
         for (int k = 0; k < SIM_SCHED_COUNT; k++)
-            if (sim_schedule_time(&s, &m, (sim_schedule)k, NULL, &t[k], &err) != FSMOE_OK)
+            if (sim_schedule_applies(&m, (sim_schedule)k, NULL) &&
+                sim_schedule_time(&s, &m, (sim_schedule)k, NULL, &t[k], &err) != FSMOE_OK)
                 goto out_err;
         printf("# tutel degree r = %d (best of 1,2,4,8 by simulation)\n", m.tutel_r);
         printf("%-16s %14s %10s %10s\n", "schedule", "iteration ms", "vs tutel", "vs ds");
-        for (int k = 0; k < SIM_SCHED_COUNT; k++)
-            printf("%-16s %14.4f %9.3fx %9.3fx\n", sim_schedule_name((sim_schedule)k),
-                   t[k] * 1e3, t[SIM_SCHED_TUTEL] / t[k], t[SIM_SCHED_DEEPSPEED] / t[k]);
+        for (int k = 0; k < SIM_SCHED_COUNT; k++) {
+            const char *why;
+            if (!sim_schedule_applies(&m, (sim_schedule)k, &why))
+                printf("%-16s %14s  (%s; this layout has mp %d, esp %d)\n",
+                       sim_schedule_name((sim_schedule)k), "-", why, m.par.mp, m.par.esp);
+            else if (sim_schedule_applies(&m, SIM_SCHED_DEEPSPEED, NULL))
+                printf("%-16s %14.4f %9.3fx %9.3fx\n", sim_schedule_name((sim_schedule)k),
+                       t[k] * 1e3, t[SIM_SCHED_TUTEL] / t[k], t[SIM_SCHED_DEEPSPEED] / t[k]);
+            else
+                printf("%-16s %14.4f %9.3fx %10s\n", sim_schedule_name((sim_schedule)k),
+                       t[k] * 1e3, t[SIM_SCHED_TUTEL] / t[k], "-");
+        }
         rc = 0;
+        goto out;
+    }
+    const char *why;
+    if (!sim_schedule_applies(&m, (sim_schedule)sched, &why)) {
+        fsmoe_fail(&err, FSMOE_ERR_USAGE, "--schedule %s: %s; this layout has mp %d, esp %d",
+                   sim_schedule_name((sim_schedule)sched), why, m.par.mp, m.par.esp);
+        rc = input_fail(&err);
         goto out;
     }
     double it;

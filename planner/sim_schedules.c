@@ -349,6 +349,25 @@ static int moe_monta(gen *g, const sim_layer *L, int prev, double gar_bytes)
     return monta_a2a(g, w, strategy, N, I, prev, sx);
 }
 
+int sim_schedule_applies(const sim_model *m, sim_schedule k, const char **why)
+{
+    int monta = k == SIM_SCHED_MONTA_O1 || k == SIM_SCHED_MONTA_O2 || k == SIM_SCHED_MONTA_O3;
+    if (why)
+        *why = NULL;
+    if (monta && m->par.mp != m->par.esp) {
+        if (why)
+            *why = "MoNTA's layer needs the MP group to slice the experts (mp = esp)";
+        return 0;
+    }
+    if (k == SIM_SCHED_DEEPSPEED && m->par.esp > 1 && m->par.esp != m->par.mp) {
+        if (why)
+            *why = "DeepSpeed-MoE slices experts only over its tensor-parallel group (esp = mp; "
+                   "esp = 1: drop_tokens)";
+        return 0;
+    }
+    return 1;
+}
+
 static int layer_r(const gen *g, const sim_layer *L, const sim_build_opts *o)
 {
     int bwd = g->phase != SIM_PHASE_FWD;

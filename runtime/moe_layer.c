@@ -936,10 +936,13 @@ static long own_rows(const rt_moe *m, long N, long *row0)
 }
 
 /* PauseMP: every MP member's rows of a (N, M) tensor from its own (m->own) into out, as a task
- * of the graph (the MP AllGather of the layer, chunk -1). add: out += instead of =. */
+ * of the graph (the MP AllGather of the layer, chunk -1; with one MP member the local copy it
+ * is: the graph has no AllGather there). add: out += instead of =. */
 static void mp_gather(rt_moe *m, rt_backend *be, int backward, long n, real *out, int add)
 {
-    long h = rt_trace_begin(m->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_AG, backward, m->index, -1);
+    long h = rt_trace_begin(m->trace, NULL, RT_TRACE_HOST,
+                            m->mpg.size > 1 ? FSMOE_TASK_AG : FSMOE_TASK_COPY, backward, m->index,
+                            -1);
     be->allgather(be, NULL, &m->mpg, add ? m->whole : out, m->own, n * m->M,
                   backward ? "MoE input-gradient AllGather (mp)" : "MoE output AllGather (mp)");
     if (add)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every schedule fsmoe-run executes on 4-rank layouts (dp 4 · ep 2; mp 2 · ep 2 · esp 2;
-# mp 2 · ep 2; mp 2 · esp 2 without EP; 2 x 2 nodes with the hierarchical AllToAll) follows its
-# graph and trains like one rank (design.md §10.1):
+# mp 2 · ep 2; mp 2 · esp 2 without EP; esp 2 without MP; 2 x 2 nodes with the hierarchical
+# AllToAll) follows its graph and trains like one rank (design.md §10.1):
 #  1. a cluster profile of these 4 local ranks (fsmoe-bench, small sizes) and a plan for tiny-moe;
 #  2. one rank on the whole global batch: the reference losses;
 #  3. per schedule (plan, deepspeed, tutel, tutel-improved, pipemoe-lina, fsmoe, fsmoe-no-iio):
@@ -139,6 +139,16 @@ check "$tmp/plan-ep1.yaml" "$tmp/ref-mp" mp2esp2ep1 monta-o2
 grep -Eq '^  reducescatter +[0-9.]+ +[0-9.]+ ' "$tmp/mp2esp2ep1-monta-o2.out" &&
     grep -Eq '^  allgather +[0-9.]+ +[0-9.]+ ' "$tmp/mp2esp2ep1-monta-o2.out" ||
     fail "mp2esp2ep1 monta-o2: the report has no measured ReduceScatter and AllGather lines"
+
+# Expert slices without tensor parallelism (dp 4 · ep 2 · esp 2): Parm's S1 without MP (one
+# AllToAll to every slice, a candidate of the plan there) and the plan itself; S1's MP
+# AllGather of a one-member group is a local copy, not a task of the graph
+"$plan" --model "$model" --cluster "$tmp/local4.yaml" --world 4 --gpus-per-node 4 --dp 4 \
+    --mp 1 --esp 2 --ep 2 --batch 4 --seq 64 --capacity-factor none -o "$tmp/plan-esp.yaml" \
+    --quiet || { echo "FAIL: fsmoe-plan esp2 ep2"; exit 1; }
+"$run" "${common[@]}" --batch 16 > "$tmp/one-dp4.out" 2>&1 || { cat "$tmp/one-dp4.out"; exit 1; }
+losses "$tmp/one-dp4.out" > "$tmp/ref-dp4"
+check "$tmp/plan-esp.yaml" "$tmp/ref-dp4" esp2ep2 plan parm-s1
 
 # The hierarchical AllToAll (2DH, libfsmoe/a2a_2dh.h): the 4 ranks as 2 nodes x 2 (--gpus-per-node
 # 2 on the profile, the plan and the run), the plans' a2a.algorithm set to 2dh in every layer,
