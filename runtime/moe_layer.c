@@ -645,6 +645,8 @@ static void esp_rs_ag(rt_moe *m, rt_backend *be, const rt_xmap *x, int j, int ba
     int S = esp_size(m);
     long R = x->R[j], M = m->M, per = (R + S - 1) / S; /* rows of each member's block */
     be->gather_rows(be, m->intra, m->ag_recv, part, x->eidx + x->offO[j], R, M);
+    if (S * per > R) /* the padding rows: summed and gathered, never read back */
+        be->zero(be, m->intra, m->ag_recv + R * M, (size_t)((S * per - R) * M) * sizeof(real));
     long h = rt_trace_begin(m->trace, m->intra, RT_TRACE_INTRA, FSMOE_TASK_RS, backward,
                             m->index, j);
     be->reducescatter_sum(be, m->intra, &m->esp, m->ag_send, m->ag_recv, per * M,
