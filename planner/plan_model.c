@@ -231,6 +231,18 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
                      herr.msg);
             fsmoe_note_add(notes, sizeof notes, line);
             st = FSMOE_OK;
+        } else if (dispatch == PLAN_DISPATCH_AUTO && (wh.a2a_ep_2dh || wh.a2a_ep_esp_2dh) &&
+                   fsmoe_cluster_entries(c, FSMOE_OP_ALLTOALL_2DH, FSMOE_TIER_WORLD, NULL, 0) ==
+                       0) {
+            /* auto switches algorithms on measured lines only: the 2DH line derived from its
+             * phases leaves out what the phases cost together (on the emulated 2 x 2 cluster
+             * 1.23e-9 s/B derived against 2.40e-9 measured), and a plan built on it chose 2dh
+             * with many chunks and measured 21-26 % slower than Tutel there */
+            fsmoe_note_add(notes, sizeof notes,
+                           "dispatch auto: nccl in every layer, the hierarchical AllToAll is not "
+                           "measured in this profile (auto does not choose it on the line "
+                           "derived from its phases; fsmoe-bench --ops +alltoall_2dh measures "
+                           "it, dispatch: 2dh forces it)");
         } else {
             hier[0] = wh.a2a_ep_2dh;
             hier[1] = wh.a2a_ep_esp_2dh;

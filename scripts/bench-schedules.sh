@@ -53,11 +53,13 @@ model_name=$(basename "$model" .yaml)
 if [ -z "$profile" ]; then
     profile=$out/emulated-2x2-$rate.yaml
     # the GEMMs at the shapes this model runs (experts M:H/esp, dense slices M:H/mp): a CPU's
-    # GEMM rate depends on the shape, and the profile keeps one line per shape
+    # GEMM rate depends on the shape, and the profile keeps one line per shape; and the
+    # hierarchical AllToAll measured (the plan@2dh row, and auto's choice, use its line)
     M=$(awk '$1 == "hidden:" {print $2; exit}' "$model")
     H=$(awk '$1 == "ffn_hidden:" {print $2; exit}' "$model")
     shapes=$(printf '%s\n' "$M:$H" "$M:$((H / esp))" "$M:$((H / mp))" | sort -u | paste -sd,)
     "${emu[@]}" "$build/microbench/fsmoe-bench" -o "$profile" --gemm-shapes "$shapes" \
+        --ops +alltoall_2dh \
         > "$out/bench-$rate.log" 2>&1 ||
         { tail -20 "$out/bench-$rate.log"; echo "bench-schedules: fsmoe-bench failed" >&2; exit 1; }
 fi

@@ -574,8 +574,9 @@ static const char lat_doc[] =
     "  - {op: allreduce, tier: inter, ranks: 4, alpha_s: 2.0e-4, beta_s_per_byte: 2.0e-10, r2: 1}\n"
     "  - {op: copy, tier: local, ranks: 1, alpha_s: 5.0e-6, beta_s_per_byte: 2.0e-12, r2: 1}\n";
 
-/* lat_doc with its two AllToAll alphas replaced (bandwidth-bound: 5e-5 and 4e-5). */
-static void parse_profile(int latency_bound, fsmoe_cluster *c)
+/* lat_doc with its two AllToAll alphas replaced (bandwidth-bound: 5e-5 and 4e-5); no
+ * alltoall_2dh entry (its line is derived from the phases). */
+static void parse_profile_derived(int latency_bound, fsmoe_cluster *c)
 {
     char doc[sizeof lat_doc + 64];
     snprintf(doc, sizeof doc, "%s", lat_doc);
@@ -586,6 +587,22 @@ static void parse_profile(int latency_bound, fsmoe_cluster *c)
     }
     fsmoe_error err = {0};
     if (fsmoe_cluster_parse(latency_bound ? "lat.yaml" : "bw.yaml", doc, strlen(doc), c, &err))
+        fail_msg("%s", err.msg);
+}
+
+/* The same with a measured alltoall_2dh world entry at 16 ranks, equal to the derived line
+ * (`auto` chooses 2DH on measured lines only). */
+static void parse_profile(int latency_bound, fsmoe_cluster *c)
+{
+    parse_profile_derived(latency_bound, c);
+    fsmoe_line l;
+    fsmoe_error err = {0};
+    if (fsmoe_cost_line_2dh(c, NULL, 4, 4, &l, NULL, 0, &err))
+        fail_msg("%s", err.msg);
+    fsmoe_cost_entry e;
+    memset(&e, 0, sizeof e);
+    e.present = 1, e.ranks = 16, e.alpha_s = l.alpha_s, e.beta_s = l.beta_s, e.r2 = 1.0;
+    if (fsmoe_cluster_add(c, FSMOE_OP_ALLTOALL_2DH, FSMOE_TIER_WORLD, &e, &err))
         fail_msg("%s", err.msg);
 }
 
@@ -690,8 +707,8 @@ static void test_dispatch_auto_brute_force(void **state)
                     if (!note || !strstr(note, alg))
                         fail_msg("%s, %s: no choice note `%s...%s` in:\n%s", c.name,
                                  plan_method_name((plan_method)meth), want, alg, pa.notes);
-                    assert_non_null(strstr(pa.notes, "alltoall_2dh world (4 nodes x 4): not in "
-                                                     "the profile, derived as"));
+                    assert_non_null(strstr(pa.notes, "alltoall_2dh world (4 nodes x 4): "
+                                                     "measured at 16 ranks"));
                     fsmoe_plan_free(&pn);
                     fsmoe_plan_free(&ph);
                     fsmoe_plan_free(&pa);
@@ -723,6 +740,25 @@ static void test_dispatch_auto_note(void **state)
     assert_true(ratio >= 1.0); /* the chosen is the faster */
     assert_non_null(strstr(n, ": 2dh, predicted forward + backward"));
     assert_non_null(strstr(n, "with nccl ("));
+    fsmoe_plan_free(&p);
+    fsmoe_cluster_free(&c);
+    /* the same profile without the measured entry: auto does not switch on the line derived
+     * from the phases (it plans flat and says so); dispatch: 2dh still uses it */
+    parse_profile_derived(1, &c);
+    plan_ok(&m, &c, PLAN_METHOD_AUTO, &p);
+    for (int j = 0; j < p.n_layers; j++)
+        assert_string_equal(p.layers[j].a2a_algorithm, "nccl");
+    assert_non_null(strstr(p.notes, "dispatch auto: nccl in every layer, the hierarchical "
+                                    "AllToAll is not measured in this profile"));
+    fsmoe_plan_free(&p);
+    fsmoe_model m2;
+    parse_moe("2dh", 4, layouts[1], &m2);
+    plan_ok(&m2, &c, PLAN_METHOD_AUTO, &p);
+    int n2dh = 0;
+    for (int j = 0; j < p.n_layers; j++)
+        n2dh += strcmp(p.layers[j].a2a_algorithm, "2dh") == 0;
+    assert_true(n2dh > 0);
+    assert_non_null(strstr(p.notes, "not in the profile, derived as"));
     fsmoe_plan_free(&p);
     fsmoe_cluster_free(&c);
 }
