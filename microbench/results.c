@@ -39,14 +39,9 @@ int results_row_in(const bench_row *row, int op, int tier, const bench_fit *f)
            row->shape_m == f->shape_m && row->shape_h == f->shape_h;
 }
 
-/* A fit's key: its group size and GEMM shape, in the order of a profile's entries. */
-typedef fsmoe_cost_entry fit_key;
-
-static int key_cmp(const fit_key *a, const fit_key *b) { return fsmoe_cost_entry_order(a, b); }
-
-/* Fits the rows of (op, tier) with key k into f. */
-static void fit_group(const bench_results *r, int op, int tier, fit_key k, double *x, double *y,
-                      double r2_threshold, bench_fit *f)
+/* Fits the rows of (op, tier) with k's group size and GEMM shape into f. */
+static void fit_group(const bench_results *r, int op, int tier, fsmoe_cost_entry k, double *x,
+                      double *y, double r2_threshold, bench_fit *f)
 {
     memset(f, 0, sizeof *f);
     f->ranks = k.ranks, f->shape_m = k.shape_m, f->shape_h = k.shape_h;
@@ -84,18 +79,19 @@ fsmoe_status results_fit(bench_results *r, double r2_threshold, fsmoe_error *err
         for (int tier = 0; tier < FSMOE_TIER_COUNT; tier++) {
             /* the group sizes (GEMM shapes) of (op, tier), ascending; the last goes to
              * fits[][] */
-            fit_key sizes[BENCH_MAX_NARROWER + 1];
+            /* keys in the order of a profile's entries (cluster.h) */
+            fsmoe_cost_entry sizes[BENCH_MAX_NARROWER + 1];
             int n_sizes = 0;
             for (int i = 0; i < r->n_rows; i++) {
                 const bench_row *row = &r->rows[i];
                 if ((int)row->op != op || (int)row->tier != tier)
                     continue;
-                fit_key key = {.ranks = row->ranks, .shape_m = row->shape_m,
-                               .shape_h = row->shape_h};
+                fsmoe_cost_entry key = {.ranks = row->ranks, .shape_m = row->shape_m,
+                                        .shape_h = row->shape_h};
                 int k = 0;
-                while (k < n_sizes && key_cmp(&sizes[k], &key) < 0)
+                while (k < n_sizes && fsmoe_cost_entry_order(&sizes[k], &key) < 0)
                     k++;
-                if ((k < n_sizes && key_cmp(&sizes[k], &key) == 0) ||
+                if ((k < n_sizes && fsmoe_cost_entry_order(&sizes[k], &key) == 0) ||
                     n_sizes == BENCH_MAX_NARROWER + 1)
                     continue;
                 memmove(&sizes[k + 1], &sizes[k], (size_t)(n_sizes - k) * sizeof *sizes);

@@ -10,6 +10,11 @@ ds_mode deepspeed_mode(const fsmoe_parallel *par)
     return par->esp > 1 ? DS_MODE_EXPERT_TP : DS_MODE_DROP_TOKENS;
 }
 
+int deepspeed_layout_ok(const fsmoe_parallel *par)
+{
+    return par->esp <= 1 || par->esp == par->mp;
+}
+
 const char *ds_mode_name(ds_mode m)
 {
     return m == DS_MODE_EXPERT_TP ? "expert-tp" : "drop-tokens";

@@ -42,6 +42,11 @@ typedef enum { DS_MODE_DROP_TOKENS = 0, DS_MODE_EXPERT_TP } ds_mode;
 
 /* The DeepSpeed mode the layout implies (N_ESP > 1: expert tensor parallelism). */
 ds_mode deepspeed_mode(const fsmoe_parallel *par);
+/* Whether DeepSpeed-MoE has a mode for the layout: experts whole (drop_tokens) or sliced over its
+ * tensor-parallel group (esp = mp, expert tensor parallelism); with slices over another group
+ * its expert-TP cost (the slices' AllReduce over members holding the same tokens) describes no
+ * execution. */
+int deepspeed_layout_ok(const fsmoe_parallel *par);
 const char *ds_mode_name(ds_mode m); /* "drop-tokens", "expert-tp" */
 
 typedef enum { MOE_SEQ_COMPUTE = 0, MOE_SEQ_INTRA, MOE_SEQ_INTER } moe_seq_where;

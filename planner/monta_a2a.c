@@ -68,6 +68,8 @@ static void chunked_times(const monta_problem *p, int N, double *o2, double *o3)
     *o3 = aa < ag + x ? aa + ag * N + x * (N - 1) + d3 : aa * N + ag + d3;
 }
 
+int monta_layout_ok(const fsmoe_parallel *par) { return par->mp == par->esp; }
+
 void monta_solve(const monta_problem *p, monta_result *out)
 {
     out->t_base = monta_time_a2a(p, p->I);

@@ -44,6 +44,13 @@ double monta_time_copy(const monta_problem *p, double bytes);
 
 void monta_solve(const monta_problem *p, monta_result *out);
 
+/* Whether MoNTA's layer describes an execution on the layout: it gathers the MP group's tokens
+ * back after its split AllToAll so that each member computes its slice of the same experts,
+ * which needs the MP group to slice the experts (mp = esp, MoNTA's and Megatron's expert tensor
+ * parallelism). With mp != esp the MP members hold other experts or whole ones (parallel.h's
+ * numbering). */
+int monta_layout_ok(const fsmoe_parallel *par);
+
 /* Storage for entries made from derived lines (a monta_problem points at entries). */
 typedef struct {
     fsmoe_cost_entry a2a, ag, copy;

@@ -340,7 +340,7 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
      * baselines are kept as the papers ran them, flat) */
     const double ds_layer_s = moe_seq_time(MOE_SEQ_DEEPSPEED, &shape, par, &w, 0) +
                               moe_seq_time(MOE_SEQ_DEEPSPEED, &shape, par, &w, 1);
-    if (par->esp > 1 && par->esp != par->mp) { /* sim_schedules.h sim_schedule_applies */
+    if (!deepspeed_layout_ok(par)) {
         char line[320];
         snprintf(line, sizeof line,
                  "baselines.deepspeed: DeepSpeed-MoE slices experts only over its tensor-parallel "
@@ -384,12 +384,9 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
     int n_ks = 0;
     if (method == PLAN_METHOD_AUTO) {
         ks[n_ks++] = FSMOE_SCHED_S1, ks[n_ks++] = FSMOE_SCHED_S2;
-        /* MoNTA's layer gathers the MP group's tokens back after its split AllToAll so that
-         * each member computes its slice of the same experts: its premise is that the
-         * tensor-parallel group slices the experts (mp = esp, MoNTA's and Megatron's expert
-         * tensor parallelism). With mp != esp the MP members hold other experts or whole ones
-         * (parallel.h's numbering), so its cost would describe no execution: not offered. */
-        if (par->mp == par->esp)
+        /* MoNTA's layer only where it describes an execution (monta_a2a.h; with ep = 1 it is
+         * expert tensor parallelism with the AllReduce as ReduceScatter + AllGather) */
+        if (monta_layout_ok(par))
             ks[n_ks++] = FSMOE_SCHED_MONTA;
         else if (par->mp > 1) {
             char line[256];

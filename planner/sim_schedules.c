@@ -13,6 +13,7 @@
 
 #include "locate.h"
 #include "moe_seq.h"
+#include "monta_a2a.h"
 #include "parm_schedule.h"
 #include "plan_model.h"
 
@@ -354,12 +355,12 @@ int sim_schedule_applies(const sim_model *m, sim_schedule k, const char **why)
     int monta = k == SIM_SCHED_MONTA_O1 || k == SIM_SCHED_MONTA_O2 || k == SIM_SCHED_MONTA_O3;
     if (why)
         *why = NULL;
-    if (monta && m->par.mp != m->par.esp) {
+    if (monta && !monta_layout_ok(&m->par)) {
         if (why)
             *why = "MoNTA's layer needs the MP group to slice the experts (mp = esp)";
         return 0;
     }
-    if (k == SIM_SCHED_DEEPSPEED && m->par.esp > 1 && m->par.esp != m->par.mp) {
+    if (k == SIM_SCHED_DEEPSPEED && !deepspeed_layout_ok(&m->par)) {
         if (why)
             *why = "DeepSpeed-MoE slices experts only over its tensor-parallel group (esp = mp; "
                    "esp = 1: drop_tokens)";

@@ -145,12 +145,9 @@ enum { SIM_R_COMPUTE = 0, SIM_R_INTRA, SIM_R_INTER, SIM_R_COPY, SIM_R_SYNC };
 fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_build_opts *opts,
                        fsmoe_error *err);
 
-/* Whether schedule k describes an execution on m's layout: MoNTA's O1-O3 only where the MP
- * group slices the experts (mp = esp), the premise of its layer (plan_model.c offers it only
- * there); DeepSpeed-MoE only in its two modes, drop_tokens (esp = 1) and expert tensor
- * parallelism over the tensor-parallel group (esp = mp): with slices over another group it has
- * no mode, and its expert-TP cost (the slices' AllReduce over members holding the same tokens)
- * would describe no execution. NULL or a reason (static text) in *why. */
+/* Whether schedule k describes an execution on m's layout: MoNTA's O1-O3 where
+ * monta_layout_ok (monta_a2a.h), DeepSpeed-MoE where deepspeed_layout_ok (moe_seq.h), every
+ * other schedule everywhere. NULL or a reason (static text) in *why. */
 int sim_schedule_applies(const sim_model *m, sim_schedule k, const char **why);
 
 /* Builds and runs; *iteration_s = the makespan. */

@@ -816,12 +816,9 @@ static void test_monta_needs_mp_esp(void **state)
         {.world = 16, .gpus_per_node = 4, .dp = 8, .mp = 2, .ep = 4, .esp = 2, .pp = 1},
     };
     for (int i = 0; i < 2; i++) {
-        fsmoe_error err = {0};
-        plan_options o = {.method = PLAN_METHOD_AUTO};
         fsmoe_plan p;
-        memset(&p, 0, sizeof p);
-        if (plan_model(&m, &c, cpath, &lays[i], &o, &p, &err) != FSMOE_OK)
-            fail_msg("layout %d: %s", i, err.msg);
+        m.parallel = lays[i];
+        plan_ok(&m, &c, PLAN_METHOD_AUTO, &p);
         assert_true(p.n_layers > 0);
         for (int j = 0; j < p.n_layers; j++) {
             if (i == 0) {
@@ -842,14 +839,10 @@ static void test_monta_needs_mp_esp(void **state)
     /* mp 2 · esp 1 (Mixtral's 8 experts over EP 8, across nodes): noted */
     const combo mx = {"mixtral-8x7b", "testbed-b"};
     load(&mx, &m, &c, &par, cpath, sizeof cpath);
-    const fsmoe_parallel tp = {.world = 16, .gpus_per_node = 4, .dp = 8, .mp = 2, .ep = 8,
-                               .esp = 1, .pp = 1};
-    fsmoe_error err = {0};
-    plan_options o = {.method = PLAN_METHOD_AUTO};
+    m.parallel = (fsmoe_parallel){.world = 16, .gpus_per_node = 4, .dp = 8, .mp = 2, .ep = 8,
+                                  .esp = 1, .pp = 1};
     fsmoe_plan p;
-    memset(&p, 0, sizeof p);
-    if (plan_model(&m, &c, cpath, &tp, &o, &p, &err) != FSMOE_OK)
-        fail_msg("mp 2 esp 1: %s", err.msg);
+    plan_ok(&m, &c, PLAN_METHOD_AUTO, &p);
     for (int j = 0; j < p.n_layers; j++)
         assert_int_not_equal(p.layers[j].schedule, FSMOE_SCHED_MONTA);
     assert_non_null(strstr(p.notes, "MoNTA's layer not offered: it needs the MP group to slice "
