@@ -47,17 +47,19 @@
 
 /* ---- what a resumed run must share with the saved one ---------------------------------- */
 
-/* The architecture: another value is another model. Keys as in the manifest's `model:`. */
-#define N_ARCH 15
+/* The architecture: another value is another model. Keys as in the manifest's `model:`. The
+ * token order (GShard's dense einsums or Tutel's sparse indices, order.h) is not one: both
+ * compute the same function, and a run saved under one resumes under the other (the schedules
+ * benchmark resumes DeepSpeed-MoE's GShard order from a warm-up run in Tutel's). */
+#define N_ARCH 14
 static const char *const arch_keys[N_ARCH] = {
     "vocab", "M", "H", "heads", "kv_heads", "layers", "seq", "experts", "top_k", "expert",
-    "gate", "order", "moe_every", "moe_first", "softmoe_slots"};
+    "gate", "moe_every", "moe_first", "softmoe_slots"};
 
 static void arch_values(const rt_config *c, long v[N_ARCH])
 {
     long a[N_ARCH] = {c->V, c->M, c->H, c->heads, c->kv_heads, c->layers, c->L, c->E, c->k,
-                      c->expert, (long)c->gate, (long)c->order, c->moe_every, c->moe_first,
-                      c->softmoe_slots};
+                      c->expert, (long)c->gate, c->moe_every, c->moe_first, c->softmoe_slots};
     memcpy(v, a, sizeof a);
 }
 
@@ -1431,4 +1433,25 @@ out:
     free(canon.p);
     checkpoint_manifest_free(&m);
     return st;
+}
+
+long checkpoint_saved_warmup(const char *dir)
+{
+    char mpath[1100];
+    snprintf(mpath, sizeof mpath, "%s/%s", dir, RT_CKPT_MANIFEST);
+    char *text = NULL;
+    size_t len = 0;
+    if (read_file(mpath, MANIFEST_MAX_BYTES, &text, &len) != 0)
+        return -1;
+    rt_ckpt_manifest m;
+    long w = -1;
+    if (manifest_verify(mpath, text, len, NULL) == FSMOE_OK &&
+        checkpoint_manifest_parse(mpath, text, len, &m, NULL) == FSMOE_OK) {
+        for (int i = 0; i < N_SETTINGS; i++)
+            if (strcmp(setting_defs[i].key, "warmup") == 0)
+                w = (long)m.settings[i];
+        checkpoint_manifest_free(&m);
+    }
+    free(text);
+    return w;
 }

@@ -182,6 +182,12 @@ typedef struct {
     rt_ckpt_shard_info *shards; /* owned */
 } rt_ckpt_manifest;
 
+/* The learning-rate warm-up the checkpoint in dir was trained with, -1 when its manifest cannot
+ * be read (checkpoint_load then says why). A resumed run without --warmup takes it: the
+ * default warm-up is a share of --steps, and extending --steps must not change the schedule
+ * the saved steps followed. */
+long checkpoint_saved_warmup(const char *dir);
+
 /* Parses a manifest held in memory; `path` names it in messages. */
 fsmoe_status checkpoint_manifest_parse(const char *path, const char *text, size_t len,
                                        rt_ckpt_manifest *m, fsmoe_error *err);

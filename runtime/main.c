@@ -552,6 +552,11 @@ int main(int argc, char **argv)
     if ((st = rt_backend_create(opt.backend, opt.threads, &be, &err)) != FSMOE_OK)
         goto fail;
     input_phase = 0; /* from here a failure is the run's (memory, MPI, the backend) */
+    if (resume_dir && cfg.warmup < 0) { /* the saved run's warm-up, whatever --steps is now */
+        long w = checkpoint_saved_warmup(resume_dir);
+        if (w >= 0)
+            cfg.warmup = w;
+    }
     if ((st = trainer_init_dist(&tr, &cfg, be, &data, world > 1 ? &dist : NULL, &err)) !=
         FSMOE_OK)
         goto fail;

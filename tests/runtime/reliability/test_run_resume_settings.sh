@@ -40,9 +40,23 @@ refuse "checkpoint is for another model: expert is 0 there, 1" --steps 4 --exper
 "$run" $args --resume "$tmp/ck" --steps 4 > "$tmp/out" || { echo "FAIL: resume"; exit 1; }
 grep -q "resumed from $tmp/ck/manifest.yaml at step 2" "$tmp/out" || { echo "FAIL: no resume line"; exit 1; }
 [ "$(grep -c '^step [34]/4 ' "$tmp/out")" = 2 ] || { echo "FAIL: expected steps 3/4, 4/4"; exit 1; }
+# the token order is how the layer is computed, not the model: saved under Tutel's, resumed
+# under GShard's dense einsums, the run goes on with the losses of the saved order's run
+"$run" $args --resume "$tmp/ck" --steps 4 --order gshard > "$tmp/out_g" ||
+    { echo "FAIL: resume under --order gshard"; exit 1; }
+loss() { awk '/^step 4\/4 / {print $5}' "$1"; }
+awk -v a="$(loss "$tmp/out")" -v b="$(loss "$tmp/out_g")" 'BEGIN {
+    d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-3 * (a < 0 ? -a : a)) }' ||
+    { echo "FAIL: step 4 loss $(loss "$tmp/out") (tutel) vs $(loss "$tmp/out_g") (gshard)"; exit 1; }
 # extended: steps 3 .. 8 of a longer schedule
 "$run" $args --resume "$tmp/ck" --steps 8 > "$tmp/out" || { echo "FAIL: extended resume"; exit 1; }
 [ "$(grep -c '^step [3-8]/8 ' "$tmp/out")" = 6 ] || { echo "FAIL: expected steps 3..8 of 8"; exit 1; }
 grep -q '^step [12]/' "$tmp/out" && { echo "FAIL: steps before the checkpoint ran again"; exit 1; }
+# extended where the default warm-up (a tenth of --steps) would move: saved at step 20 of 30
+# (warm-up 3), resumed to 60 (a fresh run's default: 6) keeps the saved warm-up
+"$run" $args --steps 30 --stop-at 20 --save "$tmp/ck30" > /dev/null || { echo "FAIL: save at 20"; exit 1; }
+"$run" $args --resume "$tmp/ck30" --steps 60 > "$tmp/out" 2> "$tmp/err" ||
+    { echo "FAIL: extending --steps 30 to 60 without --warmup: $(head -2 "$tmp/err")"; exit 1; }
+grep -q 'warmup=3 ' "$tmp/out" || { echo "FAIL: the resumed run did not keep warm-up 3"; exit 1; }
 echo "$rows refusals, $fails failed; same and extended schedules resumed"
 [ "$fails" = 0 ]
