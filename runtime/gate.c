@@ -233,7 +233,7 @@ void gate_topk_route(rt_gate *g, rt_routing *r, const double *probs, long N, int
     long Cl = 1;
     for (long e = 0; e < E; e++)
         Cl = r->load[e] > Cl ? r->load[e] : Cl;
-    r->N = N, r->E = E, r->C = Cl, r->A = 0, r->dense = 0;
+    r->N = N, r->E = E, r->C = Cl, r->A = 0, r->dense = 0, r->C_global = C;
     for (long i = 0; i < E * Cl; i++)
         r->slot_tok[i] = -1;
     memset(r->load, 0, (size_t)E * sizeof(long));

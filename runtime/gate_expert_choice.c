@@ -35,7 +35,8 @@ void gate_expert_choice_route(rt_gate *g, rt_routing *r, long N, int freeze)
         }
         free(order);
     }
-    r->N = N, r->E = E, r->C = C, r->A = E * C, r->dense = 0, r->dropped = 0;
+    r->N = N, r->E = E, r->C = C, r->A = E * C, r->dense = 0, r->dropped = 0,
+    r->C_global = C;
     for (long e = 0; e < E; e++) {
         r->load[e] = C;
         for (long c = 0; c < C; c++) {

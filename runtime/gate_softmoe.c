@@ -27,7 +27,8 @@ void gate_softmoe_route(rt_gate *g, rt_routing *r, long N)
             for (long l = 0; l < L; l++)
                 Z[(b * L + l) * J + j] /= s;
         }
-    r->N = N, r->E = E, r->C = B * S, r->A = 0, r->dense = 1, r->dropped = 0;
+    r->N = N, r->E = E, r->C = B * S, r->A = 0, r->dense = 1, r->dropped = 0,
+    r->C_global = 0;
     for (long e = 0; e < E; e++)
         r->load[e] = B * S;
 }

@@ -410,6 +410,37 @@ static fsmoe_status check_slices(const rt_config *c, int world, int mp, int ep, 
     return FSMOE_OK;
 }
 
+/* The routing lines after training, per MoE layer: the token copies the gate kept and how much
+ * of the capacity the cost model prices the experts ran (every rank takes part in the sums;
+ * rank 0's stdout is kept). */
+static fsmoe_status routing_report(const rt_model *md, FILE *f, fsmoe_error *err)
+{
+    int header = 0;
+    for (int l = 0; l < md->cfg.layers; l++) {
+        const rt_block *bl = &md->blocks[l];
+        double kept, fill, imb;
+        if (!bl->is_moe)
+            continue;
+        fsmoe_status st = moe_routing_summary(&bl->moe, &kept, &fill, &imb, err);
+        if (st != FSMOE_OK)
+            return st;
+        if (bl->moe.stats.forwards == 0)
+            continue;
+        if (!header++)
+            fprintf(f, "# routing over this run's %ld training steps (the cost model prices every "
+                       "expert at its capacity, all slots filled, and every rank alike):\n",
+                    bl->moe.stats.forwards);
+        fprintf(f, "  routing L%d  %5.1f %% of the token copies kept (%.1f %% dropped at "
+                   "capacity)", bl->moe.index, 100.0 * kept, 100.0 * (1.0 - kept));
+        if (fill > 0)
+            fprintf(f, "; experts ran %5.1f %% of the capacity's rows", 100.0 * fill);
+        if (imb > 0)
+            fprintf(f, "; busiest rank's expert rows %.2fx the mean", imb);
+        fprintf(f, "\n");
+    }
+    return FSMOE_OK;
+}
+
 int main(int argc, char **argv)
 {
     int world = 1, rank = 0, mpi = launched_by_mpi();
@@ -671,6 +702,8 @@ int main(int argc, char **argv)
     if (n_timed > 0)
         printf("# mean step %.2f ms, %.1f tok/s over %ld steps\n", 1e3 * t_all / (double)n_timed,
                (double)tokens_per_step * (double)n_timed / t_all, n_timed);
+    if ((st = routing_report(&tr.model, stdout, &err)) != FSMOE_OK)
+        goto fail;
     if (trace_path[0]) {
         st = world > 1 ? write_trace_all(&trace, &dist, cfg.name, trace_path, &err)
                        : rt_trace_write(&trace, rank, cfg.name, trace_path, &err);

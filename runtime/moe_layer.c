@@ -952,6 +952,25 @@ static void mp_gather(rt_moe *m, rt_backend *be, int backward, long n, real *out
     rt_trace_end(m->trace, NULL, h);
 }
 
+/* The expert rows every member of the exchange group runs this step (from K): the busiest
+ * one's and the mean, into the routing statistics. */
+static void count_rows(rt_moe *m)
+{
+    int P = group_size(m);
+    long E = xexperts(m);
+    double mx = 0, sum = 0;
+    for (int q = 0; q < P; q++) {
+        double rows = 0;
+        for (int s = 0; s < P; s++)
+            for (long el = 0; el < m->E_local; el++)
+                rows += (double)m->K[s * E + q * m->E_local + el];
+        mx = rows > mx ? rows : mx;
+        sum += rows;
+    }
+    m->stats.rows_max += mx;
+    m->stats.rows_mean += sum / P;
+}
+
 fsmoe_status moe_forward(rt_moe *m, rt_backend *be, const real *x, real *y, long N, int training,
                          uint64_t seed, long step)
 {
@@ -969,9 +988,23 @@ fsmoe_status moe_forward(rt_moe *m, rt_backend *be, const real *x, real *y, long
                                    &m->route);
     if (st != FSMOE_OK)
         return st;
+    if (training) {
+        rt_moe_routing_stats *rs = &m->stats;
+        long kept = 0;
+        for (long e = 0; e < m->route.E; e++)
+            kept += m->route.load[e];
+        rs->forwards++;
+        rs->kept += kept;
+        rs->dropped += m->route.dropped;
+        long Ng = m->gate.N_global > 0 ? m->gate.N_global : n;
+        rs->copies_global += (double)m->gate.k * (double)Ng;
+        rs->slots_global += (double)m->E * (double)m->route.C_global;
+    }
     order_forward(&m->order, be, NULL, &m->route, xo, m->Xd);
     if ((st = exchange_counts(m, be)) != FSMOE_OK)
         return rt_backend_check(be, NULL);
+    if (training)
+        count_rows(m);
     xmap_build(m, be, 0, chunks(m->r_fwd));
     rt_trace_end(m->trace, NULL, h);
     (m->monta ? run_monta : run_chunks)(m, be, 0, m->Xd, m->Xe, m->Ye, m->Xg, m->Yg, m->Yc);
@@ -1027,4 +1060,27 @@ fsmoe_status moe_backward(rt_moe *m, rt_backend *be, const real *dy, const real 
     }
     hook(m, RT_HOOK_BEFORE_MOE_END, -1, 1);
     return rt_backend_check(be, NULL);
+}
+
+fsmoe_status moe_routing_summary(const rt_moe *m, double *copies_kept, double *fill,
+                                 double *imbalance, fsmoe_error *err)
+{
+    const rt_moe_routing_stats *rs = &m->stats;
+    long c[2] = {rs->kept, rs->dropped};
+    *copies_kept = *fill = *imbalance = 0.0;
+    if (m->dist) {
+        fsmoe_status st = dist_sum_longs(m->dist, RT_WORLD, c, 2, "routing statistics", err);
+        if (st != FSMOE_OK)
+            return st;
+    }
+    if (rs->forwards == 0 || c[0] + c[1] == 0)
+        return FSMOE_OK;
+    /* the world holds every token copy dup times (MP members route the same tokens), or once
+     * (PauseMP splits them): the kept fraction of the world's copies is the global one */
+    *copies_kept = (double)c[0] / (double)(c[0] + c[1]);
+    if (rs->slots_global > 0)
+        *fill = *copies_kept * rs->copies_global / rs->slots_global;
+    if (rs->rows_mean > 0)
+        *imbalance = rs->rows_max / rs->rows_mean;
+    return FSMOE_OK;
 }

@@ -129,6 +129,19 @@ typedef struct {
     int *h_sidx, *sidx, *aidx;
 } rt_xmap;
 
+/* What the gate did with the tokens, summed over training forwards (fsmoe-run --report's
+ * routing lines): the cost model prices every expert at its capacity, the executor runs only
+ * the rows the gate kept, and the slowest member of the exchange group sets when an AllToAll
+ * ends. */
+typedef struct {
+    long forwards;
+    long kept, dropped;       /* this rank's token copies: kept in a slot, or found it full */
+    double copies_global;     /* k · global tokens, per forward summed */
+    double slots_global;      /* E · the capacity, per forward summed (0: no capacity) */
+    double rows_max, rows_mean; /* expert rows of the busiest member of the exchange group,
+                                 * and the members' mean, per forward summed */
+} rt_moe_routing_stats;
+
 typedef struct {
     int index; /* among MoE layers */
     long M, E, N_max, C_max;
@@ -180,6 +193,7 @@ typedef struct {
     real *mp_send, *mp_recv;  /* S2: the MP AllGather's staging */
     real *own, *whole;        /* PauseMP: this member's rows, all members' (N_max, M) */
     int freeze; /* hold routing fixed (tests) */
+    rt_moe_routing_stats stats; /* summed over the training forwards */
 } rt_moe;
 
 /* Needs comp and comm set (or NULL for the default stream). */
@@ -195,5 +209,13 @@ fsmoe_status moe_backward(rt_moe *m, rt_backend *be, const real *dy, const real 
 /* The size of the group the layer's Dispatch/Combine AllToAll runs on as the layer is now set
  * up (EP, or EP&ESP under PauseMP), and whether that group can run it hierarchically (2DH). */
 int moe_exchange_size(const rt_moe *m, int *hierarchical);
+
+/* The layer's routing statistics summed over the ranks (every rank calls it; dist NULL: this
+ * rank's): *copies_kept, the fraction of the k·N token copies the gate kept (the rest dropped at
+ * capacity); *fill, the rows the experts ran over the slots the capacity gives (0 without a
+ * capacity); *imbalance, the busiest exchange-group member's expert rows over the members'
+ * mean (1: even). All 0 when no training forward ran. */
+fsmoe_status moe_routing_summary(const rt_moe *m, double *copies_kept, double *fill,
+                                 double *imbalance, fsmoe_error *err);
 
 #endif

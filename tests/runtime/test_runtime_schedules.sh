@@ -9,7 +9,10 @@
 #     planned AllToAll, expert and Gradient-AllReduce task ran as often as the graph has it and
 #     that the executed Gradient-AllReduce bytes equal the planned ones; the losses equal the
 #     reference's (fp32, printed to 4 decimals: within 2e-3). The plan, FSMoE and Lina must
-#     all-reduce in several tasks (the partition is executed, not a tail);
+#     all-reduce in several tasks (the partition is executed, not a tail). The routing lines
+#     (token copies kept, the capacity's rows run, per MoE layer) equal the reference's: the
+#     same global batch is routed the same whatever the layout, and the lines sum every rank's
+#     counts (MP members duplicate the tokens, PauseMP splits them);
 #  4. --schedule with an unknown name and --schedule without --plan exit 2 naming the flag.
 # Usage: test_runtime_schedules.sh FSMOE_BENCH FSMOE_PLAN FSMOE_RUN SOURCE_ROOT
 set -u
@@ -30,7 +33,18 @@ common=(--model "$model" --seq 64 --steps 6 --threads 1 --eval-every 0)
     { echo "FAIL: fsmoe-plan for 4 ranks"; exit 1; }
 "$run" "${common[@]}" --batch 16 > "$tmp/one.out" 2>&1 || { cat "$tmp/one.out"; exit 1; }
 losses() { awk '/^step /{print $5}' "$1"; }
-losses "$tmp/one.out" > "$tmp/ref"
+# per MoE layer: the kept and filled percentages of the routing lines
+routing() { sed -n 's/^  routing \(L[0-9]*\) *\([0-9.]*\) % of the token copies kept.*experts ran *\([0-9.]*\) %.*/\1 \2 \3/p' "$1"; }
+# reference ONE_RANK_OUT REF: the one-rank run's losses (REF) and routing (REF.routing)
+reference() { losses "$1" > "$2"; routing "$1" > "$2.routing"; }
+reference "$tmp/one.out" "$tmp/ref"
+[ "$(wc -l < "$tmp/ref.routing")" -ge 1 ] || { echo "FAIL: the one-rank run has no routing lines"; exit 1; }
+# exactly known: a capacity of every token (f = E/k = 2 caps at N) keeps every copy, and the
+# experts then run k·N of the E·N slots: 50 % (tiny-moe: E 4, k 2)
+"$run" "${common[@]}" --batch 2 --steps 2 --capacity-factor 2 > "$tmp/cap.out" 2>&1 ||
+    { cat "$tmp/cap.out"; exit 1; }
+routing "$tmp/cap.out" | awk '$2 != "100.0" || $3 != "50.0" {bad++} END {exit !(NR >= 1 && !bad)}' ||
+    { grep routing "$tmp/cap.out"; fail "routing lines at capacity N: expected 100.0 % kept and 50.0 % run"; }
 [ "$(wc -l < "$tmp/ref")" = 6 ] || { echo "FAIL: the one-rank run has no 6 losses"; exit 1; }
 
 # check PLAN REF SCHEDULE...: each schedule on 4 ranks conforms to its graph and trains like
@@ -66,6 +80,11 @@ check() {
         NF != 2 { bad++; next }
         { d = $1 - $2; if (d < 0) d = -d; if (d > 2e-3) { bad++; print s ": step " NR ": " $1 " vs " $2 } }
         END { exit (bad > 0 || NR != 6) }' || fail "$tag $s: losses differ from one rank's"
+    # (a top-k tie broken otherwise by fp32 summation order moves a copy: 0.2 points of slack)
+    routing "$out" | paste -d' ' "$ref.routing" - | awk -v s="$s" '
+        NF != 6 || $1 != $4 { bad++; next }
+        { for (i = 2; i <= 3; i++) { d = $i - $(i + 3); if (d < 0) d = -d; if (d > 0.2) { bad++; print s ": " $0 } } }
+        END { exit (bad > 0 || NR == 0) }' || fail "$tag $s: routing lines differ from one rank's"
     done
 }
 extra=()
@@ -82,7 +101,7 @@ check "$tmp/plan.yaml" "$tmp/ref" dp4ep2 plan deepspeed tutel tutel-improved pip
     --quiet || { echo "FAIL: fsmoe-plan mp2 esp2 ep2"; exit 1; }
 "$run" "${common[@]}" --batch 8 --capacity-factor none > "$tmp/one-mp.out" 2>&1 ||
     { cat "$tmp/one-mp.out"; exit 1; }
-losses "$tmp/one-mp.out" > "$tmp/ref-mp"
+reference "$tmp/one-mp.out" "$tmp/ref-mp"
 common+=(--capacity-factor none)
 # (the plan's per-layer choice follows the fresh profile: S1 mostly, sometimes another)
 echo "mp2·esp2 plan layers: $(sed -n 's/^    schedule: //p' "$tmp/plan-mp.yaml" | sort | uniq -c | tr -s ' \n' ' ')"
@@ -147,7 +166,7 @@ grep -Eq '^  reducescatter +[0-9.]+ +[0-9.]+ ' "$tmp/mp2esp2ep1-monta-o2.out" &&
     --mp 1 --esp 2 --ep 2 --batch 4 --seq 64 --capacity-factor none -o "$tmp/plan-esp.yaml" \
     --quiet || { echo "FAIL: fsmoe-plan esp2 ep2"; exit 1; }
 "$run" "${common[@]}" --batch 16 > "$tmp/one-dp4.out" 2>&1 || { cat "$tmp/one-dp4.out"; exit 1; }
-losses "$tmp/one-dp4.out" > "$tmp/ref-dp4"
+reference "$tmp/one-dp4.out" "$tmp/ref-dp4"
 check "$tmp/plan-esp.yaml" "$tmp/ref-dp4" esp2ep2 plan parm-s1
 
 # The hierarchical AllToAll (2DH, libfsmoe/a2a_2dh.h): the 4 ranks as 2 nodes x 2 (--gpus-per-node
@@ -172,7 +191,7 @@ for lay in "4 1 4 1 16" "2 2 2 2 8"; do
             s/backward: {r: [0-9]*/backward: {r: 2/' "$tmp/$tag.yaml"
     [ "$mp" = 2 ] && sed -i 's/^    schedule: .*/    schedule: S1/' "$tmp/$tag.yaml"
     "$run" "${common[@]}" --batch "$b" > "$tmp/one-$tag.out" 2>&1 || { fail "one rank $tag"; continue; }
-    losses "$tmp/one-$tag.out" > "$tmp/ref-$tag"
+    reference "$tmp/one-$tag.out" "$tmp/ref-$tag"
     check "$tmp/$tag.yaml" "$tmp/ref-$tag" "$tag" plan
     grep -q '2DH AllToAll in [1-9][0-9]* of ' "$tmp/$tag-plan.out" ||
         fail "$tag: the run does not say it ran the 2DH AllToAll"
