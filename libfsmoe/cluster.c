@@ -30,7 +30,10 @@ static const fsmoe_yaml_enum tier_table[] = {{"intra", FSMOE_TIER_INTRA},
 
 static const char *const top_keys[] = {"fsmoe_cluster", "name",         "source", "device",
                                        "nodes",         "gpus_per_node", "r2_threshold",
-                                       "notes",         "ops",          NULL};
+                                       "notes",         "ops",          "interference",
+                                       NULL};
+static const char *const interference_keys[] = {"comm_slowdown", "compute_slowdown", "measured",
+                                                NULL};
 static const char *const entry_keys[] = {"op",    "tier",    "ranks",  "alpha_s",
                                          "beta_s_per_byte", "beta_s_per_mac", "r2",
                                          "derived", "points", "shape", NULL};
@@ -348,6 +351,19 @@ static fsmoe_status load_doc(fsmoe_yaml *y, fsmoe_cluster *c, fsmoe_error *err)
             return st;
         if (!fsmoe_yaml_is_scalar(&nn))
             return fsmoe_yaml_fail(&nn, err, FSMOE_ERR_SCHEMA, "expected a string");
+    }
+    if (fsmoe_yaml_has(&root, "interference")) {
+        fsmoe_ynode in;
+        if ((st = fsmoe_yaml_mapping(&root, "interference", FSMOE_REQUIRED, &in, err)) ||
+            (st = fsmoe_yaml_check_keys(&in, interference_keys, err)) ||
+            (st = fsmoe_yaml_double(&in, "comm_slowdown", FSMOE_REQUIRED, 1.0, 100.0,
+                                    &c->interference.comm_slowdown, err)) ||
+            (st = fsmoe_yaml_double(&in, "compute_slowdown", FSMOE_REQUIRED, 1.0, 100.0,
+                                    &c->interference.compute_slowdown, err)) ||
+            (st = fsmoe_yaml_string(&in, "measured", FSMOE_OPTIONAL, c->interference.measured,
+                                    sizeof c->interference.measured, err)))
+            return st;
+        c->interference.present = 1;
     }
     if ((st = fsmoe_yaml_sequence(&root, "ops", FSMOE_REQUIRED, &ops, err)))
         return st;

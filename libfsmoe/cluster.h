@@ -64,6 +64,17 @@ typedef struct {
     int nodes;
     int gpus_per_node;
     double r2_threshold;
+    /* Interference between communication and computation on one rank (the profile's optional
+     * `interference:` mapping): a collective in its bandwidth phase progresses comm_slowdown
+     * times slower while a GEMM runs beside it, and a GEMM compute_slowdown times slower while
+     * a collective moves data beside it (both ≥ 1; 1, 1 when absent: they do not interfere,
+     * the premise of the papers' overlap). fsmoe-bench measures them as the simulator applies
+     * them (sim.h); measured: how (a string, may be empty). */
+    struct {
+        int present;
+        double comm_slowdown, compute_slowdown;
+        char measured[256];
+    } interference;
     /* The widest group measured per (op, tier): the entry with the most ranks (the only one in
      * a profile with one size per op and tier). */
     fsmoe_cost_entry ops[FSMOE_OP_COUNT][FSMOE_TIER_COUNT];

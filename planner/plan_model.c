@@ -213,6 +213,16 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
         return st;
     char notes[sizeof out->notes] = "";
     fsmoe_note_add(notes, sizeof notes, w.notes);
+    if (c->interference.present) {
+        char line[256];
+        snprintf(line, sizeof line,
+                 "interference: fsmoe-plan simulate and fsmoe-run's predictions slow a "
+                 "collective beside a GEMM %.3gx and a GEMM beside a collective %.3gx (the "
+                 "profile's); this plan's choices and predicted times do not weigh it yet",
+                 c->interference.comm_slowdown,
+                 c->interference.compute_slowdown);
+        fsmoe_note_add(notes, sizeof notes, line);
+    }
     int hier[2] = {0, 0}; /* [0]: EP, [1]: EP&ESP hierarchical (and 2dh costed on it) */
     if (dispatch != PLAN_DISPATCH_NCCL) {
         char ep[96], epesp[96], line[512];

@@ -14,6 +14,7 @@ enum { ST_WAIT = 0, ST_READY, ST_LAT, ST_XFER, ST_DONE };
 void sim_init(sim *s)
 {
     memset(s, 0, sizeof *s);
+    s->comm_slowdown = s->compute_slowdown = 1.0;
 }
 
 void sim_clear(sim *s)
@@ -25,6 +26,7 @@ void sim_clear(sim *s)
     s->n_res = s->n_streams = s->n_tasks = s->n_edges = 0;
     s->n_active = s->n_critical = 0;
     s->makespan_s = s->critical_s = 0.0;
+    s->comm_slowdown = s->compute_slowdown = 1.0;
     s->build_status = FSMOE_OK;
     s->build_msg[0] = '\0';
 }
@@ -84,7 +86,33 @@ int sim_add_resource(sim *s, const char *name, sim_res_mode mode)
     snprintf(r->name, sizeof r->name, "%s", name);
     r->mode = mode;
     r->n_pend = 0;
+    r->compute = 0;
     return s->n_res++;
+}
+
+void sim_mark_compute(sim *s, int resource)
+{
+    if (resource >= 0 && resource < s->n_res)
+        s->res[resource].compute = 1;
+}
+
+void sim_set_interference(sim *s, double comm_slowdown, double compute_slowdown)
+{
+    s->comm_slowdown = comm_slowdown > 1.0 ? comm_slowdown : 1.0;
+    s->compute_slowdown = compute_slowdown > 1.0 ? compute_slowdown : 1.0;
+}
+
+/* How many times slower than its resource's full rate task k's work progresses now: the fair
+ * share of a link, times the interference factor when the other side is busy. */
+static double slowdown(const sim *s, const sim_task *k, int compute_busy, int transfer_busy)
+{
+    const sim_resource *r = &s->res[k->resource];
+    double f = r->mode == SIM_RES_SHARED ? (double)r->n_transfer : 1.0;
+    if (r->mode == SIM_RES_SHARED && compute_busy)
+        f *= s->comm_slowdown;
+    else if (r->compute && transfer_busy)
+        f *= s->compute_slowdown;
+    return f;
 }
 
 int sim_add_stream(sim *s, const char *name, int resource)
@@ -462,12 +490,17 @@ fsmoe_status sim_run(sim *s, fsmoe_error *err)
     int done = 0;
     while (s->n_active > 0) {
         double dt = INFINITY;
+        int compute_busy = 0, transfer_busy = 0;
+        for (int ri = 0; ri < s->n_res; ri++) {
+            const sim_resource *r = &s->res[ri];
+            compute_busy |= r->compute && r->n_transfer > 0;
+            transfer_busy |= r->mode == SIM_RES_SHARED && r->n_transfer > 0;
+        }
         for (int a = 0; a < s->n_active; a++) {
             const sim_task *k = &s->tasks[s->active[a]];
-            const sim_resource *r = &s->res[k->resource];
-            double c = k->state == ST_LAT ? k->rem_alpha
-                       : r->mode == SIM_RES_SHARED ? k->rem_work * r->n_transfer
-                                                   : k->rem_work;
+            double c = k->state == ST_LAT
+                           ? k->rem_alpha
+                           : k->rem_work * slowdown(s, k, compute_busy, transfer_busy);
             if (c < dt)
                 dt = c;
         }
@@ -484,7 +517,6 @@ fsmoe_status sim_run(sim *s, fsmoe_error *err)
         for (int a = 0; a < s->n_active; a++) {
             int i = s->active[a];
             sim_task *k = &s->tasks[i];
-            const sim_resource *r = &s->res[k->resource];
             if (k->state == ST_LAT) {
                 if (k->rem_alpha <= dt + tol) {
                     k->rem_alpha = 0.0;
@@ -494,7 +526,7 @@ fsmoe_status sim_run(sim *s, fsmoe_error *err)
                     k->rem_alpha -= dt;
                 }
             } else {
-                double kshare = r->mode == SIM_RES_SHARED ? (double)r->n_transfer : 1.0;
+                double kshare = slowdown(s, k, compute_busy, transfer_busy);
                 if (k->rem_work * kshare <= dt + tol) {
                     k->rem_work = 0.0;
                     s->active[a] = -1 - i;

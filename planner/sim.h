@@ -13,6 +13,12 @@
  *   - A task costs alpha_s (latency: occupies its stream/resource but consumes no bandwidth, so
  *     it is never slowed by sharing) followed by work_s (the β·n part, in seconds at the full
  *     rate of the resource; stretched by fair sharing).
+ *   - Interference (sim_set_interference; off by default, the papers' premise): while a task
+ *     of a compute resource (sim_mark_compute) is in its work phase, every transfer on a SHARED
+ *     resource progresses comm_slowdown times slower, and while any transfer moves data, the
+ *     compute task progresses compute_slowdown times slower — the cluster profile's measured
+ *     factors (on a CPU the collectives' copies and the GEMMs share the cores; on a GPU NCCL's
+ *     kernels take SMs and memory bandwidth from the GEMMs).
  *   - SIM_TASK_DEFER (Lina's allreduce micro-ops): the task is launched only while no task of a
  *     strictly smaller priority value is ready, queued or running on its resource. Once
  *     launched it is not preempted (it then shares the link).
@@ -68,6 +74,7 @@ typedef struct {
     double bw_busy_s;     /* time with at least one task in its work (bandwidth) phase */
     double work_s;        /* Σ work_s of the tasks it ran (= bw_busy_s on a shared link) */
     int n_tasks;
+    int compute;          /* slowed by transfers beside it (sim_mark_compute) */
     /* engine state */
     int holder, n_active, n_transfer, last_release;
     int waiting[SIM_PRIO_LEVELS]; /* ready/queued/active tasks per priority (for DEFER) */
@@ -96,6 +103,7 @@ typedef struct {
     int cap_csr_tasks, cap_csr_edges;
     int *active;    /* ids of active tasks */
     int n_active, cap_active;
+    double comm_slowdown, compute_slowdown; /* interference (sim_set_interference; 1 = none) */
     /* output */
     double makespan_s;
     int *critical;  /* critical path, first to last */
@@ -118,6 +126,11 @@ void sim_free(sim *s);  /* safe on a zeroed or half-built sim */
 
 int sim_add_resource(sim *s, const char *name, sim_res_mode mode);
 int sim_add_stream(sim *s, const char *name, int resource);
+/* The resource runs computation, which transfers slow down and which slows transfers down
+ * (the interference factors). */
+void sim_mark_compute(sim *s, int resource);
+/* Both factors ≥ 1 (values below are taken as 1); sim_clear resets them to 1. */
+void sim_set_interference(sim *s, double comm_slowdown, double compute_slowdown);
 /* A task on `resource` (and on `stream` when ≥ 0). A stream may carry tasks of several
  * resources (Tutel's single communication stream for intra- and inter-node collectives); its
  * own resource is only where reports draw it. */

@@ -192,6 +192,10 @@ int sim_cli_simulate(const plan_cli *cli)
     }
     printf("# fsmoe-plan simulate %s\n# model %s (%s), cluster %s (%s), %d MoE layers\n",
            plan_path, plan.model_name, model_path, plan.cluster_name, cluster_path, m.n_layers);
+    if (cl.interference.present)
+        printf("# interference (the profile's): a collective beside a GEMM %.3gx slower, a GEMM "
+               "beside a collective %.3gx\n", cl.interference.comm_slowdown,
+               cl.interference.compute_slowdown);
     if (refine) {
         int changed;
         if (sim_refine_plan(&s, &m, &changed, &err) != FSMOE_OK)

@@ -515,6 +515,8 @@ fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_bui
                           opts->r_f, opts->r_b, opts->tutel_r, SIM_MAX_CHUNKS);
     sim_clear(s);
     resources(s);
+    sim_mark_compute(s, SIM_R_COMPUTE);
+    sim_set_interference(s, m->lines.comm_slowdown, m->lines.compute_slowdown);
     gen g;
     memset(&g, 0, sizeof g);
     g.s = s;

@@ -124,6 +124,8 @@ fsmoe_status workload_lines_init(const fsmoe_cluster *c, const char *cluster_pat
         return st;
     /* The device copy only matters to MoNTA's O2/O3; a profile without it plans them with a
      * free copy (have_copy = 0 tells the caller). */
+    out->comm_slowdown = c->interference.present ? c->interference.comm_slowdown : 1.0;
+    out->compute_slowdown = c->interference.present ? c->interference.compute_slowdown : 1.0;
     out->have_copy = c->ops[FSMOE_OP_COPY][FSMOE_TIER_LOCAL].present;
     if (out->have_copy) {
         st = fsmoe_cost_line(c, cluster_path, FSMOE_OP_COPY, FSMOE_TIER_LOCAL, &out->copy,

@@ -45,6 +45,10 @@ typedef struct {
                              * with d = M/heads: fsmoe-bench's two GEMMs at shape d:L */
     fsmoe_line copy;
     int have_copy;
+    /* The profile's interference factors (cluster.h; 1, 1 without them): the simulator slows a
+     * collective beside a GEMM by comm_slowdown and a GEMM beside a collective by
+     * compute_slowdown. The planner's closed forms do not use them yet. */
+    double comm_slowdown, compute_slowdown;
     /* 1: a2a_ep (a2a_ep_esp) is the hierarchical AllToAll's line (workload_lines_2dh); 0: the
      * flat AllToAll's, as workload_lines_init gives every line */
     int a2a_ep_2dh, a2a_ep_esp_2dh;

@@ -243,6 +243,19 @@ static const bad_row bad_rows[] = {
      ":6:15: r2_threshold: 2 is out of range (expected a number in [0, 1])"},
     {CLUSTER, "ops:\n", "opts:\n", FSMOE_ERR_SCHEMA,
      ":6:1: opts: unknown key (did you mean `ops`?)"},
+    /* interference: a mapping of two factors in [1, 100] */
+    {CLUSTER, "gpus_per_node: 4\n", "gpus_per_node: 4\ninterference: 2\n", FSMOE_ERR_SCHEMA,
+     ":6:15: interference: expected a mapping"},
+    {CLUSTER, "gpus_per_node: 4\n",
+     "gpus_per_node: 4\ninterference:\n  comm_slowdown: 0.5\n  compute_slowdown: 1\n",
+     FSMOE_ERR_VALUE, ":7:18: interference.comm_slowdown: 0.5 is out of range (expected a number "
+     "in [1, 100])"},
+    {CLUSTER, "gpus_per_node: 4\n", "gpus_per_node: 4\ninterference:\n  comm_slowdown: 2\n",
+     FSMOE_ERR_SCHEMA, ":7:3: interference.compute_slowdown: missing required key"},
+    {CLUSTER, "gpus_per_node: 4\n",
+     "gpus_per_node: 4\ninterference:\n  comm_slowdown: 2\n  compute: 1\n", FSMOE_ERR_SCHEMA,
+     ":8:3: interference.compute: unknown key (expected one of: comm_slowdown, compute_slowdown, "
+     "measured)"},
     {CLUSTER, NULL, "fsmoe_cluster: 1\nname: c\nsource: s\nnodes: 1\ngpus_per_node: 1\n",
      FSMOE_ERR_SCHEMA, ":1:1: ops: missing required key (expected `ops:` at the top level)"},
     {CLUSTER, NULL, "fsmoe_cluster: 1\nname: c\nsource: s\nnodes: 1\ngpus_per_node: 1\nops: []\n",
@@ -887,6 +900,12 @@ static void test_cluster_write_round_trip(void **state)
         fsmoe_cluster a, b;
         fsmoe_error err = {0};
         load_cluster(names[k], &a);
+        if (k == 1) { /* one profile with the interference factors */
+            a.interference.present = 1;
+            a.interference.comm_slowdown = 2.25;
+            a.interference.compute_slowdown = 1.125;
+            snprintf(a.interference.measured, sizeof a.interference.measured, "by hand");
+        }
         fsmoe_cluster_write_extra x = {.notes = "round trip"};
         x.comment[FSMOE_OP_COPY][FSMOE_TIER_INTER] = "a comment in place of an absent entry";
         assert_int_equal(fsmoe_cluster_write(path, &a, &x, &err), FSMOE_OK);
@@ -897,6 +916,12 @@ static void test_cluster_write_round_trip(void **state)
         assert_int_equal(a.nodes, b.nodes);
         assert_int_equal(a.gpus_per_node, b.gpus_per_node);
         assert_rel(b.r2_threshold, a.r2_threshold, 1e-12);
+        assert_int_equal(b.interference.present, k == 1);
+        if (k == 1) {
+            assert_rel(b.interference.comm_slowdown, 2.25, 1e-12);
+            assert_rel(b.interference.compute_slowdown, 1.125, 1e-12);
+            assert_string_equal(b.interference.measured, "by hand");
+        }
         for (int op = 0; op < FSMOE_OP_COUNT; op++)
             for (int t = 0; t < FSMOE_TIER_COUNT; t++) {
                 const fsmoe_cost_entry *ea = &a.ops[op][t], *eb = &b.ops[op][t];

@@ -211,6 +211,47 @@ static void test_deferred_launch(void **state)
  * RS by priority); compute: E1 E2 (2 s each).
  * D1 0-1, D2 1-2; AG1 1-1.5, E1 1.5-3.5; AG2 2-2.5, E2 3.5-5.5; RS1 3.5-4, C1 4-5;
  * RS2 5.5-6, C2 6-7. Makespan 7 = f2 = 2·t_a2a + t_ag + t_rs + r·t_exp. */
+/* Interference, fluid: a GEMM (work 10) beside two transfers sharing a link (work 2 and 10),
+ * comm_slowdown 2, compute_slowdown 1.5. While all run, each transfer progresses at
+ * 1/(2·2) and the GEMM at 1/1.5: the short transfer ends at 8 (2 = 8/4); then the long one
+ * at 1/2 (done 2 + rest 8 at 1/2 would end at 24) while the GEMM ends at 15 (10 = 15/1.5);
+ * from 15 the long transfer, 2 + 7/2 = 5.5 done, runs at full rate: ends at 15 + 4.5 = 19.5.
+ * Without the factors (the default, and after sim_clear) the same tasks end at 4, 10, 12. The
+ * copy engine (neither compute nor link) is never slowed. */
+static void test_interference(void **state)
+{
+    (void)state;
+    sim s;
+    sim_init(&s);
+    for (int pass = 0; pass < 3; pass++) {
+        sim_clear(&s);
+        int cu = sim_add_resource(&s, "compute", SIM_RES_EXCLUSIVE);
+        int link = sim_add_resource(&s, "inter", SIM_RES_SHARED);
+        int ce = sim_add_resource(&s, "copy engine", SIM_RES_EXCLUSIVE);
+        sim_mark_compute(&s, cu);
+        if (pass == 1)
+            sim_set_interference(&s, 2.0, 1.5);
+        if (pass == 2)
+            sim_set_interference(&s, 0.5, 0.0); /* below 1: none */
+        int g = sim_add_task(&s, cu, -1, FSMOE_TASK_EXPERT, 0.0, 10.0);
+        int a = sim_add_task(&s, link, -1, FSMOE_TASK_A2A, 0.0, 2.0);
+        int b = sim_add_task(&s, link, -1, FSMOE_TASK_GRAD_AR, 0.0, 10.0);
+        int c = sim_add_task(&s, ce, -1, FSMOE_TASK_COPY, 0.0, 3.0);
+        run_ok(&s);
+        if (pass == 1) {
+            assert_close(s.tasks[a].end_s, 8.0);
+            assert_close(s.tasks[g].end_s, 15.0);
+            assert_close(s.tasks[b].end_s, 19.5);
+        } else {
+            assert_close(s.tasks[a].end_s, 4.0);
+            assert_close(s.tasks[g].end_s, 10.0);
+            assert_close(s.tasks[b].end_s, 12.0);
+        }
+        assert_close(s.tasks[c].end_s, 3.0);
+    }
+    sim_free(&s);
+}
+
 static void test_golden_pipeline(void **state)
 {
     (void)state;
@@ -365,6 +406,7 @@ int main(void)
         cmocka_unit_test(test_two_equal_transfers), cmocka_unit_test(test_staggered_share),
         cmocka_unit_test(test_latency_not_shared), cmocka_unit_test(test_stream_order),
         cmocka_unit_test(test_deferred_launch), cmocka_unit_test(test_golden_pipeline),
+        cmocka_unit_test(test_interference),
         cmocka_unit_test(test_errors), cmocka_unit_test(test_random_invariants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
