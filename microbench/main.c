@@ -1,15 +1,17 @@
 /* Implements: fsmoe-bench, the cluster profiler (design.md §1, §3): under mpirun it
  * measures AllToAll, AllGather, ReduceScatter and AllReduce on every tier (intra-node,
- * inter-node, world), the hierarchical 2DH AllToAll where asked for (--ops), Parm's SAA, GEMM
- * and memory copy, prints an nccl-tests table, fits t = α + β·n per (operation, tier) with GSL
- * and writes a cluster profile fsmoe-plan reads.
+ * inter-node, world), the hierarchical 2DH AllToAll where asked for (--ops), Parm's SAA, GEMM,
+ * how a world AllToAll and a GEMM slow each other down (--interference) and memory copy, prints
+ * an nccl-tests table, fits t = α + β·n per (operation, tier) with GSL and writes a cluster
+ * profile fsmoe-plan reads.
  *
  * Relies on: options.c (command line), topology.c (groups), comm_mpi.c / comm_nccl.cu
- * (backends), suite.c (measuring loops), results.c + fit.c (fits), report.c (table, JSON),
- * profile_write.c (profile), plot_svg.c (figure). Exit codes: 0 ok, 1 wrong results or a
- * failure while measuring (a lost or stalled rank: the watchdog of comm/mpi_coll.h, limit
- * --comm-timeout), 2 bad command line, impossible configuration or an output that cannot be
- * written (checked before measuring), 128+N when signal N (INT, TERM) ends the run. */
+ * (backends), suite.c and interference.c (measuring loops), results.c + fit.c (fits), report.c
+ * (table, JSON), profile_write.c (profile), plot_svg.c (figure). Exit codes: 0 ok, 1 wrong
+ * results or a failure while measuring (a lost or stalled rank: the watchdog of
+ * comm/mpi_coll.h, limit --comm-timeout), 2 bad command line, impossible configuration or an
+ * output that cannot be written (checked before measuring), 128+N when signal N (INT, TERM)
+ * ends the run. */
 #define _POSIX_C_SOURCE 200809L
 #include <mpi.h>
 #include <signal.h>
@@ -288,7 +290,7 @@ int main(int argc, char **argv)
     int show = o.progress < 0 ? isatty(STDERR_FILENO) : o.progress;
     s.rep = &rep;
     s.prog = &prog;
-    progress_init(&prog, suite_rows(&s) * o.iters, world_rank == 0 && show);
+    progress_init(&prog, suite_steps(&s), world_rank == 0 && show);
     report_banner(&rep, &o, &topo, b.device);
     double t0 = measure_now();
     if ((st = suite_run(&s, &err))) {

@@ -43,6 +43,7 @@ void options_defaults(bench_options *o)
     o->redop = COMM_SUM;
     o->average = MEASURE_AVG; /* nccl-tests' default; a collective ends together anyway */
     o->check = 1;
+    o->interference = 1;
     options_default_ops(o->ops);
     for (int i = 0; i < FSMOE_TIER_COUNT; i++)
         o->tiers[i] = 1;
@@ -86,6 +87,11 @@ void options_usage(FILE *f)
         "      --op OP              reduction: sum prod min max (default sum)\n"
         "  -a, --average N          combine ranks' times: 0 rank 0, 1 avg, 2 min, 3 max (default 1)\n"
         "  -c, --check 0|1          verify every result (default 1)\n"
+        "      --interference 0|1   measure how a world AllToAll (comm stream) and a GEMM\n"
+        "                           (stream 0, the first GEMM shape) slow each other down when\n"
+        "                           every rank runs both at once, for the profile's\n"
+        "                           interference: (default 1; needs more than one rank and\n"
+        "                           alltoall and gemm among --ops)\n"
         "      --gemm-min ELEMS     GEMM sweep over T*M activation elements (default 512K = 2^19)\n"
         "      --gemm-max ELEMS     (default 6M = 12*2^19)\n"
         "      --gemm-step ELEMS    (default 512K)\n"
@@ -222,6 +228,7 @@ enum {
     OPT_GEMM_SHAPES, OPT_OPS, OPT_TIERS, OPT_BLAS_THREADS, OPT_R2, OPT_BACKEND,
     OPT_PROGRESS, OPT_NO_PROGRESS, OPT_ALL_TIERS, OPT_MIN_SAMPLE, OPT_GPN, OPT_GROUP_ROUNDS, OPT_HUGE_PAGES, OPT_ROTATE, OPT_DP, OPT_MP, OPT_EP, OPT_ESP,
     OPT_COMM_TIMEOUT, OPT_MAX_ITERS, OPT_PRECISION, OPT_OUTLIER, OPT_EXTRA_TIME,
+    OPT_INTERFERENCE,
 };
 
 static const fsmoe_cli_enum tier_names[] = {
@@ -253,6 +260,7 @@ fsmoe_status options_parse(int argc, char **argv, bench_options *o, fsmoe_error 
         {"op", required_argument, NULL, OPT_OP},
         {"average", required_argument, NULL, 'a'},
         {"check", required_argument, NULL, 'c'},
+        {"interference", required_argument, NULL, OPT_INTERFERENCE},
         {"gemm-min", required_argument, NULL, OPT_GEMM_MIN},
         {"gemm-max", required_argument, NULL, OPT_GEMM_MAX},
         {"gemm-step", required_argument, NULL, OPT_GEMM_STEP},
@@ -334,6 +342,9 @@ fsmoe_status options_parse(int argc, char **argv, bench_options *o, fsmoe_error 
             o->average = (measure_average)v;
             break;
         case 'c': st = fsmoe_cli_int("-c", optarg, 0, 1, &o->check, err); break;
+        case OPT_INTERFERENCE:
+            st = fsmoe_cli_int("--interference", optarg, 0, 1, &o->interference, err);
+            break;
         case OPT_GEMM_MIN:
             st = fsmoe_cli_size("--gemm-min", optarg, 1, max_size, &o->gemm_min, err);
             break;

@@ -48,6 +48,8 @@ typedef struct {
     comm_redop redop;
     measure_average average;
     int check;             /* verify results (-c 1) */
+    int interference;      /* measure how communication and computation slow each other down
+                              (interference.h; --interference 1) */
     int gpus_per_node;     /* 0: detect from node placement */
     int dp, mp, ep, esp;   /* layout flags (0: the common layout's value, design.md §2) */
     int layout_given;      /* any of them given: measure that layout's logical groups */

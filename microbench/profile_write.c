@@ -61,6 +61,14 @@ fsmoe_status profile_write(const char *path, const profile_meta *m, const bench_
     c->gpus_per_node = m->gpus_per_node;
     c->r2_threshold = m->r2_threshold;
     x->notes = m->notes;
+    const bench_interference *in = &res->interference;
+    if (in->present) { /* measured, and its concurrent run's outputs right */
+        c->interference.present = 1;
+        c->interference.comm_slowdown = in->comm_slowdown;
+        c->interference.compute_slowdown = in->compute_slowdown;
+        snprintf(c->interference.measured, sizeof c->interference.measured, "%s",
+                 in->measured_how);
+    }
     fsmoe_point *next = pts;
     for (int op = 0; op < FSMOE_OP_COUNT; op++) {
         for (int tier = 0; tier < FSMOE_TIER_COUNT; tier++) {

@@ -61,7 +61,13 @@ void report_section(report *r, const char *op, const char *tier, int ranks, int 
     fprintf(r->out, "#\n# %s on tier %s: %d group%s of %d rank%s%s%s\n", op, tier, groups,
             groups == 1 ? "" : "s", ranks, ranks == 1 ? "" : "s", detail ? ", " : "",
             detail ? detail : "");
-    if (strcmp(op, "gemm") == 0) {
+    if (strcmp(op, "interference") == 0) {
+        /* per repetition: the phases' order, the times from each phase's start, the factors */
+        fprintf(r->out, "#%4s  %-8s %10s %10s %10s %10s %8s %8s\n", "rep", "order", "T_a", "T_g",
+                "t_a", "t_g", "comm", "compute");
+        fprintf(r->out, "#%4s  %-8s %10s %10s %10s %10s %8s %8s\n", "", "", "(us)", "(us)",
+                "(us)", "(us)", "(x)", "(x)");
+    } else if (strcmp(op, "gemm") == 0) {
         fprintf(r->out, "#%7s %7s %7s %14s %10s %9s %6s\n", "m", "n", "k", "MACs", "time",
                 "GFLOP/s", "#wrong");
         fprintf(r->out, "#%7s %7s %7s %14s %10s %9s %6s\n", "", "", "", "", "(us)", "", "");
@@ -195,6 +201,32 @@ done:
     free(row);
 }
 
+void report_interference(report *r, const bench_interference *x)
+{
+    if (!r->enabled)
+        return;
+    for (int i = 0; i < x->reps; i++) {
+        const bench_intf_rep *p = &x->rep[i];
+        char t[4][32];
+        const double v[4] = {p->T_a, p->T_g, p->t_a, p->t_g};
+        for (int k = 0; k < 4; k++)
+            report_time(t[k], sizeof t[k], v[k]);
+        fprintf(r->out, "%5d  %-8s %10s %10s %10s %10s %8.3f %8.3f\n", i + 1,
+                p->together_first ? "ag,g,a" : "a,g,ag", t[0], t[1], t[2], t[3],
+                p->comm_slowdown, p->compute_slowdown);
+    }
+    fprintf(r->out,
+            "# a: the AllToAlls alone, g: the GEMMs alone, ag: together; times of the last rank "
+            "from each phase's start; the factor of the one that ended first is its time over "
+            "its time alone, the other's from the fluid model\n");
+    fprintf(r->out,
+            "# comm_slowdown %.3f, compute_slowdown %.3f (medians of %d repetitions); #wrong "
+            "%lld %s\n",
+            x->comm_slowdown, x->compute_slowdown, x->reps, x->wrong,
+            x->wrong ? "FAILED: not written to the profile" : "OK");
+    fflush(r->out);
+}
+
 void report_gemm_row(report *r, const bench_row *row)
 {
     if (!r->enabled)
@@ -266,6 +298,31 @@ int report_footer(report *r, const bench_results *res, double r2_threshold)
     return wrong == 0;
 }
 
+/* "interference": the section's sizes, each repetition and the factors (absent when it did
+ * not run; "ok": false when its outputs were wrong and the profile got none). */
+static void report_json_interference(FILE *f, const bench_interference *x)
+{
+    if (!x->measured)
+        return;
+    fprintf(f, "  \"interference\": {\"ok\": %s, \"comm_slowdown\": %.6g, "
+               "\"compute_slowdown\": %.6g, \"ranks\": %d, \"alltoall_bytes\": %zu, "
+               "\"alltoalls\": %d, \"gemm\": {\"m\": %d, \"n\": %d, \"k\": %d, "
+               "\"shape\": [%d, %d]}, \"gemms\": %d, \"wrong\": %lld, \"measured\": ",
+            x->present ? "true" : "false", x->comm_slowdown, x->compute_slowdown, x->ranks,
+            x->bytes, x->K, x->T, x->H, x->M, x->M, x->H, x->J, x->wrong);
+    fsmoe_json_string(f, x->measured_how);
+    fprintf(f, ",\n    \"repetitions\": [");
+    for (int i = 0; i < x->reps; i++) {
+        const bench_intf_rep *p = &x->rep[i];
+        fprintf(f, "%s\n      {\"order\": \"%s\", \"T_a_s\": %.9g, \"T_g_s\": %.9g, "
+                   "\"t_a_s\": %.9g, \"t_g_s\": %.9g, \"comm_slowdown\": %.6g, "
+                   "\"compute_slowdown\": %.6g}",
+                i ? "," : "", p->together_first ? "ag,g,a" : "a,g,ag", p->T_a, p->T_g, p->t_a,
+                p->t_g, p->comm_slowdown, p->compute_slowdown);
+    }
+    fprintf(f, "\n    ]},\n");
+}
+
 fsmoe_status report_json(const char *path, const bench_options *o, const comm_topology *t,
                          const char *device, const bench_results *res, fsmoe_error *err)
 {
@@ -326,6 +383,8 @@ fsmoe_status report_json(const char *path, const bench_options *o, const comm_to
                     b->fit.bound == FIT_ALPHA_ZERO ? "alpha_zero"
                     : b->fit.bound == FIT_BETA_ZERO ? "beta_zero" : "none");
         }
-    fprintf(f, "\n  ],\n  \"wrong\": %lld\n}\n", results_wrong(res));
+    fprintf(f, "\n  ],\n");
+    report_json_interference(f, &res->interference);
+    fprintf(f, "  \"wrong\": %lld\n}\n", results_wrong(res));
     return fsmoe_atomic_commit(&af, err);
 }

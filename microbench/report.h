@@ -30,6 +30,9 @@ __attribute__((format(printf, 2, 3)))
 void report_note(report *r, const char *fmt, ...);
 void report_row(report *r, const bench_row *row, const char *type, const char *redop);
 void report_gemm_row(report *r, const bench_row *row);
+/* The interference section's rows (one per repetition: the group's times and factors) and the
+ * factors the profile gets. */
+void report_interference(report *r, const bench_interference *x);
 /* After a section's rows: how many runs its sizes took, which were measured again and why,
  * and the largest relative residual from the least-squares line through the final rows
  * (rf->y), so that a user sees where the line and the points part. */

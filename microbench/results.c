@@ -27,7 +27,7 @@ void results_free(bench_results *r)
 
 long long results_wrong(const bench_results *r)
 {
-    long long w = 0;
+    long long w = r->interference.wrong;
     for (int i = 0; i < r->n_rows; i++)
         w += r->rows[i].wrong;
     return w;

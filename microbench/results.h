@@ -1,6 +1,7 @@
 /* Implements: the measured rows of one fsmoe-bench run and the α-β fit per (operation, tier)
- * over them (design.md §3), one per (operation, tier, group size). Rows are the same on every rank (times are combined across ranks,
- * wrong counts summed), so every rank can fit; rank 0 writes. */
+ * over them (design.md §3), one per (operation, tier, group size), and the interference
+ * section's result (interference.h). Rows are the same on every rank (times are combined
+ * across ranks, wrong counts summed), so every rank can fit; rank 0 writes. */
 #ifndef BENCH_RESULTS_H
 #define BENCH_RESULTS_H
 
@@ -38,9 +39,36 @@ typedef struct {
  * shape of --gemm-shapes, six on a GPU: libfsmoe/cost.h). */
 #define BENCH_MAX_NARROWER 8
 
+/* How a world AllToAll and a GEMM slow each other down on one rank (interference.h): the
+ * times of each repetition (seconds, the last rank's) and its factors, and the factors the
+ * profile gets (their medians over the repetitions). */
+#define BENCH_INTF_MAX_REPS 32
+
+typedef struct {
+    int together_first;      /* its phases' order: 1 together, GEMMs, AllToAlls; 0 reversed */
+    double T_a, T_g;         /* the K AllToAlls alone, the J GEMMs alone */
+    double t_a, t_g;         /* each of them while the other runs (from a common start) */
+    double comm_slowdown, compute_slowdown;
+} bench_intf_rep;
+
+typedef struct {
+    int measured;            /* the section ran */
+    int present;             /* measured, and its outputs correct (or -c 0): for the profile */
+    int ranks;
+    size_t bytes;            /* the world AllToAll's n */
+    int K, J;                /* AllToAlls and GEMMs per phase */
+    int T, M, H;             /* the GEMM (T x M)(M x H) */
+    int reps;
+    bench_intf_rep rep[BENCH_INTF_MAX_REPS];
+    double comm_slowdown, compute_slowdown;
+    long long wrong;         /* wrong values in the checked concurrent run, all ranks */
+    char measured_how[256];  /* the profile's interference.measured */
+} bench_interference;
+
 typedef struct {
     bench_row *rows;
     int n_rows, cap;
+    bench_interference interference;
     bench_fit fits[FSMOE_OP_COUNT][FSMOE_TIER_COUNT]; /* the widest group measured */
     /* the narrower groups of the same (op, tier), ascending by ranks */
     bench_fit narrower[FSMOE_OP_COUNT][FSMOE_TIER_COUNT][BENCH_MAX_NARROWER];
@@ -53,6 +81,7 @@ void results_free(bench_results *r);
 /* Fits every (op, tier, ranks) that has rows; flags r² < threshold. Fails only on memory. */
 fsmoe_status results_fit(bench_results *r, double r2_threshold, fsmoe_error *err);
 
+/* Wrong values over every row and the interference section. */
 long long results_wrong(const bench_results *r);
 
 /* Whether row belongs to fit f of (op, tier): the same group size and GEMM shape. */

@@ -9,6 +9,7 @@
 
 #include "check.h"
 #include "cost.h"
+#include "interference.h"
 #include "mpi_coll.h"
 #include "op_collective.h"
 #include "op_gemm.h"
@@ -151,7 +152,8 @@ static int suite_saa_plan(const bench_suite *s, fsmoe_tier *tier)
     return o->tiers[*tier];
 }
 
-long suite_rows(const bench_suite *s)
+/* Rows the run will produce (each measured once per pass). */
+static long suite_rows(const bench_suite *s)
 {
     const bench_options *o = s->opt;
     long sizes = options_comm_sizes(o, NULL, 0), rows = 0;
@@ -167,6 +169,11 @@ long suite_rows(const bench_suite *s)
     if (o->ops[FSMOE_OP_COPY])
         rows += sizes;
     return rows;
+}
+
+long suite_steps(const bench_suite *s)
+{
+    return suite_rows(s) * s->opt->iters + interference_steps(s);
 }
 
 /* ---- buffer rotation ----
@@ -337,10 +344,8 @@ static fsmoe_status suite_rounds(bench_suite *s, MPI_Comm group, measure_cfg *cf
 
 /* ---- output checks: poison before, a host view after ---- */
 
-/* Fills `bytes` of backend memory p with 0xff (through the host buffer h where the backend's
- * memory is not the host's). */
-static fsmoe_status suite_poison_buf(comm_backend *b, void *p, void *h, size_t bytes,
-                                     fsmoe_error *err)
+fsmoe_status suite_poison_buf(comm_backend *b, void *p, void *h, size_t bytes,
+                              fsmoe_error *err)
 {
     if (b->host_memory) {
         memset(p, 0xff, bytes);
@@ -350,10 +355,8 @@ static fsmoe_status suite_poison_buf(comm_backend *b, void *p, void *h, size_t b
     return b->upload(b, p, h, bytes, err);
 }
 
-/* Backend memory p readable on the host: p itself, or h after a download. (Skipping the copy
- * on the host backend halves the untimed time the checks take.) */
-static fsmoe_status suite_host_view(comm_backend *b, const void *p, void *h, size_t bytes,
-                                    const void **view, fsmoe_error *err)
+fsmoe_status suite_host_view(comm_backend *b, const void *p, void *h, size_t bytes,
+                             const void **view, fsmoe_error *err)
 {
     if (b->host_memory) {
         *view = p;
@@ -1070,6 +1073,12 @@ fsmoe_status suite_run(bench_suite *s, fsmoe_error *err)
     t0 = measure_now();
     if (o->ops[FSMOE_OP_GEMM]) {
         if ((st = suite_gemm(s, err)))
+            goto fail;
+        report_section_time(s->rep, measure_now() - t0);
+    }
+    t0 = measure_now();
+    if (interference_wanted(s)) {
+        if ((st = interference_run(s, dsend, drecv, hsend, hrecv, err)))
             goto fail;
         report_section_time(s->rep, measure_now() - t0);
     }

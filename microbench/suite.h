@@ -3,7 +3,8 @@
  * predictable input, time (measure.h), check the output, sum #wrong over all ranks, record the
  * row, print it on rank 0. All ranks run the same loops in the same order. The timed runs of
  * a section are taken in passes over its sizes (measure.h explains why); the section's rows
- * are printed when its last pass is done. */
+ * are printed when its last pass is done. After the GEMM section, the interference of a world
+ * AllToAll and a GEMM (interference.h). */
 #ifndef BENCH_SUITE_H
 #define BENCH_SUITE_H
 
@@ -36,9 +37,19 @@ typedef struct {
 /* Which ranks share a machine's cores (collective over s->mcfg.world). */
 fsmoe_status suite_machine_init(bench_suite *s, fsmoe_error *err);
 
-/* Rows the run will produce (each measured once per pass), for the progress bar. */
-long suite_rows(const bench_suite *s);
+/* Steps of the progress bar: every row the run will produce once per pass, and the
+ * interference section's repetitions. */
+long suite_steps(const bench_suite *s);
 
 fsmoe_status suite_run(bench_suite *s, fsmoe_error *err);
+
+/* Output checks, shared by the sections (interference.c too). Fills `bytes` of backend memory
+ * p with 0xff (through the host buffer h where the backend's memory is not the host's), so that
+ * an operation that writes nothing cannot find an earlier run's correct output in place. */
+fsmoe_status suite_poison_buf(comm_backend *b, void *p, void *h, size_t bytes, fsmoe_error *err);
+/* Backend memory p readable on the host: p itself, or h after a download. (Skipping the copy
+ * on the host backend halves the untimed time the checks take.) */
+fsmoe_status suite_host_view(comm_backend *b, const void *p, void *h, size_t bytes,
+                             const void **view, fsmoe_error *err);
 
 #endif

@@ -41,6 +41,7 @@ rows=$(cat <<ROWS
 2|--op: 'avg'|--op	avg
 2|-a: 4 is out of range|-a	4
 2|-c: 2 is out of range|-c	2
+2|--interference: 2 is out of range|--interference	2
 2|--ops: 'bogus'|--ops	alltoall,bogus
 2|--ops: 'bogus' is not one of: alltoall, alltoall_2dh, allgather|--ops	+bogus
 0|hierarchical (2DH) AllToAll|--help

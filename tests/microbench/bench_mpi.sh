@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Implements: the `mpi` suite test of fsmoe-bench: 4 ranks (2 "nodes" by --gpus-per-node) on
 # small sizes write a profile that the planner's reader and fsmoe-plan accept, with every
-# operation on every tier, no wrong values, JSON and SVG; the 2DH AllToAll beside the flat one
-# (asked for with --ops, on the world tier and on a layout's EP group; refused with a note on
-# one node); then the node placement detected by MPI (one node here), another datatype and
-# reduction, and impossible configurations (exit 2).
+# operation on every tier, the interference of a world AllToAll and a GEMM (both factors in
+# [1, 100], read back by libfsmoe's reader), no wrong values, JSON and SVG; the 2DH AllToAll
+# beside the flat one (asked for with --ops, on the world tier and on a layout's EP group;
+# refused with a note on one node); then the node placement detected by MPI (one node here),
+# another datatype and reduction, --interference 0 (no interference written), and impossible
+# configurations and bad flags (exit 2).
 # usage: bench_mpi.sh FSMOE_BENCH CHECK_PROFILE [FSMOE_PLAN]
 set -u
 bench=$1 check=$2 plan=${3:-}
@@ -30,9 +32,21 @@ grep -q "^#       size         count      type   redop    root     time   algbw 
 "$check" "$tmp/p.yaml" 2 2 \
     alltoall:intra alltoall:inter alltoall:world allgather:intra allgather:inter allgather:world \
     reducescatter:intra reducescatter:inter reducescatter:world allreduce:intra allreduce:inter \
-    allreduce:world saa:world gemm:local copy:local || fail "profile check"
+    allreduce:world saa:world gemm:local copy:local interference=yes || fail "profile check"
 /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['wrong']==0 and len(d['rows'])>0 and len(d['fits'])==15, d['fits']" "$tmp/p.json" \
     || fail "JSON report"
+grep -q "^# interference on tier world: 1 group of 4 ranks, [0-9]* x alltoall of [0-9]* B on the comm stream beside [0-9]* x gemm" "$tmp/out.txt" \
+    || fail "no interference section"
+grep -Eq "^# comm_slowdown [0-9.]+, compute_slowdown [0-9.]+ \(medians of 5 repetitions\); #wrong 0 OK" "$tmp/out.txt" \
+    || fail "interference: no factors, or wrong values"
+[ "$(grep -Ec '^ +[1-5]  (a,g,ag|ag,g,a) ' "$tmp/out.txt")" = 5 ] || fail "interference: expected 5 repetitions in alternating order"
+/usr/bin/python3 -c "
+import json, sys
+x = json.load(open(sys.argv[1]))['interference']
+assert x['ok'] and x['wrong'] == 0 and x['ranks'] == 4 and len(x['repetitions']) == 5, x
+assert 1 <= x['comm_slowdown'] <= 100 and 1 <= x['compute_slowdown'] <= 100, x
+assert [r['order'] for r in x['repetitions']] == ['a,g,ag', 'ag,g,a'] * 2 + ['a,g,ag'], x
+" "$tmp/p.json" || fail "interference in the JSON report"
 grep -q "</svg>" "$tmp/p.svg" && grep -q "alltoall" "$tmp/p.svg" || fail "SVG plot"
 if [ -n "$plan" ] && [ -x "$plan" ]; then
     "$plan" --model "$src/models/tiny-moe.yaml" --cluster "$tmp/p.yaml" > "$tmp/plan.yaml" \
@@ -71,11 +85,13 @@ done
 /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); s=sorted(tuple(f['shape']) for f in d['fits']); assert s==[(16,64),(32,128)], s" "$tmp/gs.json" \
     || fail "GEMM shapes: JSON fits"
 
-echo "== 4 ranks, node placement from MPI (one node): only the intra tier"
-"${mpi[@]}" -np 4 "$bench" "${small[@]}" --ops alltoall,allreduce,saa,alltoall_2dh -d int32 --op max \
-    -o "$tmp/one.yaml" > "$tmp/out1.txt" 2>&1 || { cat "$tmp/out1.txt"; fail "single-node run"; }
+echo "== 4 ranks, node placement from MPI (one node): only the intra tier; --interference 0"
+"${mpi[@]}" -np 4 "$bench" "${small[@]}" --ops alltoall,allreduce,saa,alltoall_2dh,gemm -d int32 --op max \
+    --interference 0 -o "$tmp/one.yaml" > "$tmp/out1.txt" 2>&1 || { cat "$tmp/out1.txt"; fail "single-node run"; }
 grep -q "^# Out of bounds values : 0 OK" "$tmp/out1.txt" || fail "int32/max: wrong values"
-"$check" "$tmp/one.yaml" 1 4 alltoall:intra allreduce:intra saa:intra || fail "single-node profile"
+"$check" "$tmp/one.yaml" 1 4 alltoall:intra allreduce:intra saa:intra gemm:local interference=no \
+    || fail "single-node profile"
+grep -q "^# interference" "$tmp/out1.txt" && fail "--interference 0 measured the interference"
 grep -q "tier: inter" "$tmp/one.yaml" && fail "one node has no inter tier"
 grep -q "^# alltoall_2dh not measured: no world tier" "$tmp/out1.txt" \
     || fail "one node: no note that the 2DH AllToAll was not measured"
@@ -105,6 +121,11 @@ grep -q "does not divide the world of 4 ranks" "$tmp/bad.txt" || { cat "$tmp/bad
 rc=$?
 [ $rc -eq 2 ] || fail "--bogus exited $rc, expected 2"
 grep -q "unknown option --bogus" "$tmp/bad2.txt" || fail "--bogus message"
+"${mpi[@]}" -np 4 "$bench" --interference 2 > "$tmp/bad6.txt" 2>&1
+rc=$?
+[ $rc -eq 2 ] || fail "--interference 2 exited $rc, expected 2"
+grep -q "^fsmoe-bench: --interference: 2 is out of range" "$tmp/bad6.txt" \
+    || { cat "$tmp/bad6.txt"; fail "--interference 2 message"; }
 "${mpi[@]}" -np 2 "$bench" --backend nccl -b 1K -e 2K > "$tmp/bad3.txt" 2>&1
 rc=$?
 [ $rc -ne 0 ] || fail "--backend nccl without a device succeeded"

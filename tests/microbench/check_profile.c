@@ -2,9 +2,12 @@
  * fsmoe_cluster_load (the planner's reader), describe the expected cluster, hold every
  * expected (op, tier) entry with ≥ 2 points (β ≥ 0 is the loader's own check; on small noisy
  * sizes a flat line, β bound at 0, is a legitimate fit), and optionally show two tiers
- * apart: `ratio=OP:SLOW/FAST:MIN` requires β(OP, SLOW) ≥ MIN·β(OP, FAST).
+ * apart: `ratio=OP:SLOW/FAST:MIN` requires β(OP, SLOW) ≥ MIN·β(OP, FAST); `interference=yes`
+ * requires the interference mapping with both factors in [1, 100] (the loader checks that too)
+ * and a description of how they were measured, `interference=no` its absence.
  *
  * usage: check_profile FILE NODES GPUS_PER_NODE [op:tier ...] [ratio=op:slow/fast:min]
+ *                      [interference=yes|no]
  * Prints one line per failed expectation and exits 1; prints the entries and exits 0. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +32,8 @@ static int split_op_tier(const char *s, int *op, int *tier)
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: check_profile FILE NODES G [op:tier ...] [ratio=op:slow/fast:min]\n");
+        fprintf(stderr, "usage: check_profile FILE NODES G [op:tier ...] [ratio=op:slow/fast:min] "
+                        "[interference=yes|no]\n");
         return 2;
     }
     fsmoe_cluster c;
@@ -58,8 +62,32 @@ int main(int argc, char **argv)
                        e->beta_s, e->r2, e->n_points, e->low_r2 ? " LOW-R2" : "");
             }
         }
+    if (c.interference.present)
+        printf("interference comm_slowdown %.4g compute_slowdown %.4g measured \"%s\"\n",
+               c.interference.comm_slowdown, c.interference.compute_slowdown,
+               c.interference.measured);
     for (int i = 4; i < argc; i++) {
         int op, tier, fast;
+        if (strncmp(argv[i], "interference=", 13) == 0) {
+            int want = strcmp(argv[i] + 13, "yes") == 0;
+            double cs = c.interference.comm_slowdown, xs = c.interference.compute_slowdown;
+            if (!want && strcmp(argv[i] + 13, "no") != 0) {
+                fprintf(stderr, "check_profile: bad %s (yes or no)\n", argv[i]);
+                return 2;
+            }
+            if (want != c.interference.present) {
+                fprintf(stderr, "check_profile: interference %s, expected %s\n",
+                        c.interference.present ? "present" : "absent", want ? "present" : "absent");
+                bad = 1;
+            } else if (want && !(cs >= 1.0 && cs <= 100.0 && xs >= 1.0 && xs <= 100.0 &&
+                                 c.interference.measured[0])) {
+                fprintf(stderr, "check_profile: interference comm_slowdown %g compute_slowdown "
+                        "%g (expected both in [1, 100]) measured '%s'\n", cs, xs,
+                        c.interference.measured);
+                bad = 1;
+            }
+            continue;
+        }
         if (strncmp(argv[i], "ratio=", 6) == 0) {
             char opname[32], slow[16], fastname[16];
             double min = 0;

@@ -30,6 +30,9 @@ static const option_case cases[] = {
     {{"--op", "avg"}, FSMOE_ERR_USAGE, "sum"},
     {{"-a", "4"}, FSMOE_ERR_USAGE, "-a"},
     {{"-c", "2"}, FSMOE_ERR_USAGE, "-c"},
+    {{"--interference", "2"}, FSMOE_ERR_USAGE, "--interference: 2 is out of range"},
+    {{"--interference", "yes"}, FSMOE_ERR_USAGE, "--interference"},
+    {{"--interference", "0"}, FSMOE_OK, NULL},
     {{"--ops", "alltoall,bogus"}, FSMOE_ERR_USAGE, "reducescatter"},
     {{"--ops", "alltoall_3dh"}, FSMOE_ERR_USAGE, "alltoall_2dh"},
     {{"--ops", "+bogus"}, FSMOE_ERR_USAGE, "alltoall_2dh"},
@@ -112,6 +115,7 @@ static void test_defaults_follow_fsmoe(void **state)
     assert_int_equal(o.gemm_max, 12 << 19);
     assert_int_equal(o.average, MEASURE_AVG); /* nccl-tests' default */
     assert_true(o.comm_timeout_s == 30.0);    /* fsmoe-run's default */
+    assert_int_equal(o.interference, 1);      /* measured unless --interference 0 */
     char *argv[] = {"fsmoe-bench", "-b", "1K", "-e", "64K", "-f", "2", "--op", "max", "-a", "3"};
     fsmoe_error err = {0};
     assert_int_equal(options_parse(11, argv, &o, &err), FSMOE_OK);

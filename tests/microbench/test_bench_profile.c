@@ -1,6 +1,7 @@
 /* Implements: the profile round trip — rows fitted by results_fit, written by profile_write,
  * read back by fsmoe_cluster_load (the planner's reader): every line, r², rank count and point
- * survives; a noisy entry is flagged low_r2; equal-n GEMM rows are merged; writing is atomic. */
+ * survives; a noisy entry is flagged low_r2; equal-n GEMM rows are merged; writing is atomic;
+ * the interference factors go into the profile only when their run was correct. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -209,12 +210,55 @@ static void test_two_group_sizes(void **state)
     rmdir(dir);
 }
 
+/* The interference section's factors reach the profile's `interference:` mapping, which the
+ * reader takes back with its description; wrong values in its concurrent run keep them out (the
+ * JSON still reports them), and a run without the section writes none. */
+static void test_interference(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/fsmoe-bench-test-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/intf.yaml", dir);
+    profile_meta meta = {"intf", "test_bench_profile (synthetic)", "cpu (test)", 2, 2, 0.99, NULL};
+    fsmoe_error err = {0};
+    for (int k = 0; k < 3; k++) { /* correct, wrong values, not measured */
+        bench_results res;
+        memset(&res, 0, sizeof res);
+        add_line(&res, FSMOE_OP_ALLTOALL, FSMOE_TIER_WORLD, 4, 4e-4, 1.5e-8, 0.0);
+        assert_int_equal(results_fit(&res, 0.99, NULL), FSMOE_OK);
+        bench_interference *x = &res.interference;
+        x->measured = k < 2;
+        x->wrong = k == 1 ? 3 : 0;
+        x->present = x->measured && x->wrong == 0;
+        x->comm_slowdown = 1.75;
+        x->compute_slowdown = 3.5;
+        snprintf(x->measured_how, sizeof x->measured_how, "fsmoe-bench: synthetic");
+        assert_int_equal(results_wrong(&res), k == 1 ? 3 : 0); /* the footer's count */
+        assert_int_equal(profile_write(path, &meta, &res, &err), FSMOE_OK);
+        fsmoe_cluster c;
+        if (fsmoe_cluster_load(path, &c, &err))
+            fail_msg("fsmoe_cluster_load: %s", err.msg);
+        assert_int_equal(c.interference.present, k == 0);
+        if (k == 0) {
+            assert_true(c.interference.comm_slowdown == 1.75);
+            assert_true(c.interference.compute_slowdown == 3.5);
+            assert_string_equal(c.interference.measured, "fsmoe-bench: synthetic");
+        }
+        fsmoe_cluster_free(&c);
+        results_free(&res);
+    }
+    remove(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_nothing_to_write),
         cmocka_unit_test(test_two_group_sizes),
+        cmocka_unit_test(test_interference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
