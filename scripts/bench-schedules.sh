@@ -10,14 +10,23 @@
 # conformance) and draws measured vs predicted per schedule as an SVG bar chart.
 # A measurement: it exits non-zero only when a run fails (or 77 without namespaces).
 # --profile FILE uses a profile of the same emulated cluster (the main job's) instead of
-# measuring one.
+# measuring one; a profile that is to predict these runs is measured with every group at once
+# (fsmoe-bench --group-rounds 1), as training loads the machine: four ranks on two cores
+# compute at half a core each, where fsmoe-bench's default measures each rank's GEMMs on a
+# core of its own.
+# Steady state, not a fresh model's first steps: the plan first trains --warmup steps (60) on
+# the layout and saves a checkpoint; every schedule resumes from it and measures --steps more.
+# A fresh gate routes unevenly while its auxiliary loss has not yet balanced the experts
+# (comm-moe: 30-50 % of the capacity's rows filled in steps 3-15, 80-90 % after 60), and the
+# cost model prices the experts and AllToAlls at the capacity; the report's `routing` line
+# shows the fill each run had.
 # usage: scripts/bench-schedules.sh [--model M] [--rate RATE] [--steps N] [--out DIR]
 #                                   [--profile FILE] [--layout DP,MP,EP,ESP] [--repeat N]
-#                                   [BUILD]
+#                                   [--warmup N] [BUILD]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=models/comm-moe.yaml rate=8gbit steps=30 out=out/bench build=build profile= layout=4,1,4,1
-repeat=1
+repeat=1 warmup=60
 while [ $# -gt 0 ]; do
     case $1 in
         --model) model=$2; shift 2 ;;
@@ -27,12 +36,14 @@ while [ $# -gt 0 ]; do
         --profile) profile=$2; shift 2 ;;
         --layout) layout=$2; shift 2 ;;
         --repeat) repeat=$2; shift 2 ;;
+        --warmup) warmup=$2; shift 2 ;;
         -*) echo "bench-schedules: unknown option $1" >&2; exit 2 ;;
         *) build=$1; shift ;;
     esac
 done
 case $steps in '' | *[!0-9]* | 0 | 1) echo "bench-schedules: --steps must be ≥ 2" >&2; exit 2 ;; esac
 case $repeat in '' | *[!0-9]* | 0) echo "bench-schedules: --repeat must be ≥ 1" >&2; exit 2 ;; esac
+case $warmup in '' | *[!0-9]*) echo "bench-schedules: --warmup must be ≥ 0" >&2; exit 2 ;; esac
 IFS=, read -r dp mp ep esp <<< "$layout"
 for v in "$dp" "$mp" "$ep" "$esp"; do
     case $v in '' | *[!0-9]* | 0) echo "bench-schedules: --layout $layout: expected DP,MP,EP,ESP" >&2; exit 2 ;; esac
@@ -59,7 +70,7 @@ if [ -z "$profile" ]; then
     H=$(awk '$1 == "ffn_hidden:" {print $2; exit}' "$model")
     shapes=$(printf '%s\n' "$M:$H" "$M:$((H / esp))" "$M:$((H / mp))" | sort -u | paste -sd,)
     "${emu[@]}" "$build/microbench/fsmoe-bench" -o "$profile" --gemm-shapes "$shapes" \
-        --ops +alltoall_2dh \
+        --ops +alltoall_2dh --group-rounds 1 \
         > "$out/bench-$rate.log" 2>&1 ||
         { tail -20 "$out/bench-$rate.log"; echo "bench-schedules: fsmoe-bench failed" >&2; exit 1; }
 fi
@@ -83,6 +94,17 @@ else
     { [ "$mp" = "$esp" ] || [ "$esp" = 1 ]; } && schedules+=(deepspeed)
     [ "$mp" = "$esp" ] && [ "$ep" -gt 1 ] && schedules+=(monta-o1 monta-o2 monta-o3)
 fi
+# the warm-up: the plan's schedule on the layout, saved at step $warmup of a run of
+# $warmup + $steps steps (the learning-rate schedule every resumed run continues)
+total=$((warmup + steps)) resume=()
+if [ "$warmup" -gt 0 ]; then
+    ck=$out/$name-warmup
+    rm -rf "$ck"
+    "${emu[@]}" "$build/runtime/fsmoe-run" --model "$model" --plan "$plan" --steps "$total" \
+        --stop-at "$warmup" --save "$ck" --eval-every 0 --threads 1 > "$out/$name-warmup.log" 2>&1 ||
+        { tail -20 "$out/$name-warmup.log"; echo "bench-schedules: the warm-up run failed" >&2; exit 1; }
+    resume=(--resume "$ck")
+fi
 rows=$out/$name-schedules.tsv
 runs=$out/$name-runs.tsv
 : > "$runs"
@@ -95,7 +117,7 @@ for ((round = 1; round <= repeat; round++)); do
         pl=$plan sched=$s
         case $s in plan@*) pl=${plan%.yaml}@${s#plan@}.yaml sched=plan ;; esac
         "${emu[@]}" "$build/runtime/fsmoe-run" --model "$model" --plan "$pl" --schedule "$sched" \
-            --steps "$steps" --eval-every 0 --threads 1 --report > "$log" 2>&1 ||
+            "${resume[@]}" --steps "$total" --eval-every 0 --threads 1 --report > "$log" 2>&1 ||
             { tail -20 "$log"; echo "bench-schedules: fsmoe-run --schedule $s failed" >&2; exit 1; }
         # the report's step line: measured median, predicted
         read -r meas pred < <(awk '$1 == "step" && NF >= 4 && $2 ~ /^[0-9.]+$/ {print $2, $3}' "$log")
@@ -113,7 +135,7 @@ for s in "${schedules[@]}"; do
         }' "$runs" >> "$rows"
 done
 plan_ms=$(awk -F'\t' '$1 == "plan" {print $2}' "$rows")
-echo "$model_name (dp $dp, mp $mp, ep $ep, esp $esp) on the emulated 2 x 2 cluster at $rate per link, $repeat x $steps steps per schedule (this machine)"
+echo "$model_name (dp $dp, mp $mp, ep $ep, esp $esp) on the emulated 2 x 2 cluster at $rate per link, $repeat x $steps steps per schedule after $warmup warm-up steps (this machine)"
 echo "| schedule | measured ms/step | runs min-max | predicted ms/step | measured/predicted | plan speed-up (measured) | predicted speed-up | conformance |"
 echo "|---|---|---|---|---|---|---|---|"
 plan_pred=$(awk -F'\t' '$1 == "plan" {print $3}' "$rows")

@@ -8,7 +8,8 @@
 #   4. plan the reference models on the papers' testbeds (FSMoE, Parm, MoNTA profiles).
 # Everything it writes lands in out/ (profiles, plots, plans, Gantt chart, trace, training log).
 # On the emulated cluster fsmoe-run trains tiny-moe on its 4 ranks following a plan made from
-# that cluster's fresh profile (data parallelism over the 4 ranks, experts over EP groups of 2)
+# that cluster's fresh profile measured under the training's load (fsmoe-bench --group-rounds 1,
+# with the interference factors; data parallelism over the 4 ranks, experts over EP groups of 2)
 # and reports the run against the schedule graph it executed (--report); then
 # scripts/bench-schedules.sh trains models/comm-moe.yaml there under the plan and each baseline
 # schedule and draws measured vs predicted step time (out/bench/), on three layouts: dp 4 · ep 4;
@@ -41,13 +42,28 @@ if reason=$(scripts/emucluster.sh --check 2>&1); then
     }
     # The fitted table (nccl-tests style output is in the log).
     sed -n '/^# Fitted/,/^# Measured/p' "$out/clusters/emulated-2x2.log"
+    # The profile that predicts training here: every group measured at once, as training loads
+    # the machine (4 ranks on $(nproc) cores compute at a fraction of a core each; the default
+    # above measures each rank's GEMMs on a core of its own), with the interference factors.
+    # The trainings below plan and predict with it.
+    load_profile=$out/clusters/emulated-2x2-loaded.yaml
+    scripts/emucluster.sh --nodes 2 --ranks-per-node 2 --rate 8gbit -- \
+        "$B/microbench/fsmoe-bench" -o "$load_profile" --group-rounds 1 \
+        --ops +alltoall_2dh --gemm-shapes 64:256,256:1024,256:512 \
+        > "$out/clusters/emulated-2x2-loaded.log" 2>&1 || {
+        tail -20 "$out/clusters/emulated-2x2-loaded.log"
+        echo "main job: fsmoe-bench --group-rounds 1 on the emulated cluster failed" >&2
+        exit 1
+    }
+    echo "measured under the training's load (--group-rounds 1):"
+    sed -n '/^# Fitted/,/^# Measured/p;/^# comm_slowdown/p' "$out/clusters/emulated-2x2-loaded.log"
     "$plan" --model models/tiny-moe.yaml --cluster "$emu_profile" \
         -o "$out/plans/tiny-moe@emulated-2x2.yaml" 2>&1
     "$plan" simulate "$out/plans/tiny-moe@emulated-2x2.yaml" --svg "$out/sim/tiny-moe@emulated-2x2.svg" \
         --trace "$out/sim/tiny-moe@emulated-2x2.json" | sed -n '3,10p'
     # the layout fsmoe-run executes today: dp 4, ep 2, mp = esp = 1
     emu_plan=$out/plans/tiny-moe@emulated-2x2-dp4-ep2.yaml
-    "$plan" --model models/tiny-moe.yaml --cluster "$emu_profile" --world 4 --gpus-per-node 2 \
+    "$plan" --model models/tiny-moe.yaml --cluster "$load_profile" --world 4 --gpus-per-node 2 \
         --dp 4 --mp 1 --esp 1 --ep 2 -o "$emu_plan" 2>&1
     echo "training tiny-moe on the emulated 2 x 2 cluster (4 ranks) following $emu_plan"
     scripts/emucluster.sh --nodes 2 --ranks-per-node 2 --rate 8gbit -- \
@@ -69,17 +85,18 @@ if reason=$(scripts/emucluster.sh --check 2>&1); then
     echo "measured trace (every rank, ui.perfetto.dev): $out/traces/tiny-moe-emulated-2x2.json"
     echo
     echo "schedules side by side: the communication-heavy model on the same emulated cluster, its"
-    echo "plan and each baseline schedule executed by fsmoe-run (measured vs predicted)"
-    scripts/bench-schedules.sh --profile "$emu_profile" --steps 15 --repeat 3 --out "$out/bench" "$B"
+    echo "plan and each baseline schedule executed by fsmoe-run (measured vs predicted), after a"
+    echo "warm-up that lets the gate balance the experts, on the profile measured under load"
+    scripts/bench-schedules.sh --profile "$load_profile" --steps 15 --repeat 3 --out "$out/bench" "$B"
     echo
     echo "the same on FSMoE's and Parm's common layout (mp = esp = ranks per node, ep = dp = nodes):"
     echo "tensor-parallel attention, experts sliced over ESP; the plan picks Parm's S1"
-    scripts/bench-schedules.sh --profile "$emu_profile" --steps 15 --repeat 3 --layout 2,2,2,2 \
+    scripts/bench-schedules.sh --profile "$load_profile" --steps 15 --repeat 3 --layout 2,2,2,2 \
         --out "$out/bench" "$B"
     echo
     echo "and with tensor parallelism but whole experts (mp 2 · ep 2 · dp 2), where DeepSpeed-MoE"
     echo "runs its drop_tokens/gather_tokens"
-    scripts/bench-schedules.sh --profile "$emu_profile" --steps 15 --repeat 3 --layout 2,2,2,1 \
+    scripts/bench-schedules.sh --profile "$load_profile" --steps 15 --repeat 3 --layout 2,2,2,1 \
         --out "$out/bench" "$B"
 else
     echo "skipped: network namespaces cannot be made here ($reason)"

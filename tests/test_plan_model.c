@@ -857,6 +857,26 @@ static void test_monta_needs_mp_esp(void **state)
  * experts, slices over both. Before, auto left out Parm's S1 without MP (parm-s1 beat the plan
  * by 0.6 % for tiny-moe on Testbed B at mp 1 · ep 4 · esp 2) and the simulator timed MoNTA's
  * layer and DeepSpeed-MoE's expert TP on layouts where they describe no execution. */
+/* auto's plan of m on testbed-b's 16 GPUs (4 per node) at mp, ep, esp = lay (dp the rest):
+ * 0 where the layout is not one of m (divisibility) or of the cluster (a missing tier). */
+static int plan_layout(const fsmoe_model *m, const fsmoe_cluster *c, const char *cpath,
+                       const int lay3[3], fsmoe_parallel *lay, fsmoe_model *mm, fsmoe_plan *p)
+{
+    *lay = (fsmoe_parallel){.world = 16, .gpus_per_node = 4, .mp = lay3[0], .ep = lay3[1],
+                            .esp = lay3[2], .pp = 1};
+    lay->dp = 16 / lay->mp;
+    *mm = *m;
+    if (mm->experts_is_ep)
+        mm->E = lay->ep;
+    fsmoe_error err = {0};
+    if (fsmoe_parallel_validate(lay, (int)mm->E, "test", &err) != FSMOE_OK ||
+        mm->E % lay->ep != 0 || mm->heads % lay->mp != 0)
+        return 0;
+    plan_options o = {.method = PLAN_METHOD_AUTO};
+    memset(p, 0, sizeof *p);
+    return plan_model(mm, c, cpath, lay, &o, p, &err) == FSMOE_OK;
+}
+
 /* Simulated iteration of p on c (its own schedule). */
 static double sim_plan_s(const fsmoe_plan *p, const fsmoe_model *m, const fsmoe_cluster *c,
                          const char *cpath)
@@ -896,21 +916,12 @@ static void test_plan_interference(void **state)
         c.interference.comm_slowdown = 4.0;
         c.interference.compute_slowdown = 2.0;
         for (size_t li = 0; li < sizeof lays / sizeof lays[0]; li++) {
-            fsmoe_parallel lay = {.world = 16, .gpus_per_node = 4, .mp = lays[li][0],
-                                  .ep = lays[li][1], .esp = lays[li][2], .pp = 1};
-            lay.dp = 16 / lay.mp;
-            fsmoe_model mm = m;
-            if (mm.experts_is_ep)
-                mm.E = lay.ep;
-            fsmoe_error err = {0};
-            if (fsmoe_parallel_validate(&lay, (int)mm.E, "test", &err) != FSMOE_OK ||
-                mm.E % lay.ep != 0 || mm.heads % lay.mp != 0)
-                continue;
-            plan_options o = {.method = PLAN_METHOD_AUTO};
+            fsmoe_parallel lay;
+            fsmoe_model mm;
             fsmoe_plan p;
-            memset(&p, 0, sizeof p);
-            if (plan_model(&mm, &c, cpath, &lay, &o, &p, &err) != FSMOE_OK)
-                continue; /* a profile without that tier: not a layout of this cluster */
+            fsmoe_error err = {0};
+            if (!plan_layout(&m, &c, cpath, lays[li], &lay, &mm, &p))
+                continue;
             double t = sim_plan_s(&p, &mm, &c, cpath);
             for (size_t k = 0; k < sizeof others / sizeof others[0]; k++) {
                 fsmoe_plan q;
@@ -950,21 +961,12 @@ static void test_plan_never_slower_other_layouts(void **state)
         char cpath[1024];
         load(&cb, &m, &c, &par, cpath, sizeof cpath);
         for (size_t li = 0; li < sizeof lays / sizeof lays[0]; li++) {
-            fsmoe_parallel lay = {.world = 16, .gpus_per_node = 4, .mp = lays[li][0],
-                                  .ep = lays[li][1], .esp = lays[li][2], .pp = 1};
-            lay.dp = 16 / lay.mp;
-            fsmoe_model mm = m;
-            if (mm.experts_is_ep)
-                mm.E = lay.ep;
-            fsmoe_error err = {0};
-            if (fsmoe_parallel_validate(&lay, (int)mm.E, "test", &err) != FSMOE_OK ||
-                mm.E % lay.ep != 0 || mm.heads % lay.mp != 0)
-                continue;
-            plan_options o = {.method = PLAN_METHOD_AUTO};
+            fsmoe_parallel lay;
+            fsmoe_model mm;
             fsmoe_plan p;
-            memset(&p, 0, sizeof p);
-            if (plan_model(&mm, &c, cpath, &lay, &o, &p, &err) != FSMOE_OK)
-                continue; /* a profile without that tier: not a layout of this cluster */
+            fsmoe_error err = {0};
+            if (!plan_layout(&m, &c, cpath, lays[li], &lay, &mm, &p))
+                continue;
             sim_model sm;
             sim s;
             sim_init(&s);
