@@ -129,8 +129,8 @@ typedef struct {
     int *h_sidx, *sidx, *aidx;
 } rt_xmap;
 
-/* What the gate did with the tokens, summed over training forwards (fsmoe-run --report's
- * routing lines): the cost model prices every expert at its capacity, the executor runs only
+/* What the gate did with the tokens, summed over training forwards (the routing lines fsmoe-run
+ * prints after training): the cost model prices every expert at its capacity, the executor runs only
  * the rows the gate kept, and the slowest member of the exchange group sets when an AllToAll
  * ends. */
 typedef struct {
