@@ -458,7 +458,6 @@ fsmoe_status interference_run(bench_suite *s, void *dsend, void *drecv, void *hs
         (st = intf_combine(&c, mine, reps, res, err)))
         goto fail;
     res->measured = 1;
-    res->present = res->wrong == 0; /* a broken overlap gives no factors */
     progress_clear(s->prog);
     report_interference(s->rep, res);
 fail:

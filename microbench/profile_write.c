@@ -62,7 +62,7 @@ fsmoe_status profile_write(const char *path, const profile_meta *m, const bench_
     c->r2_threshold = m->r2_threshold;
     x->notes = m->notes;
     const bench_interference *in = &res->interference;
-    if (in->present) { /* measured, and its concurrent run's outputs right */
+    if (bench_intf_usable(in)) {
         c->interference.present = 1;
         c->interference.comm_slowdown = in->comm_slowdown;
         c->interference.compute_slowdown = in->compute_slowdown;

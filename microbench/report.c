@@ -308,7 +308,7 @@ static void report_json_interference(FILE *f, const bench_interference *x)
                "\"compute_slowdown\": %.6g, \"ranks\": %d, \"alltoall_bytes\": %zu, "
                "\"alltoalls\": %d, \"gemm\": {\"m\": %d, \"n\": %d, \"k\": %d, "
                "\"shape\": [%d, %d]}, \"gemms\": %d, \"wrong\": %lld, \"measured\": ",
-            x->present ? "true" : "false", x->comm_slowdown, x->compute_slowdown, x->ranks,
+            bench_intf_usable(x) ? "true" : "false", x->comm_slowdown, x->compute_slowdown, x->ranks,
             x->bytes, x->K, x->T, x->H, x->M, x->M, x->H, x->J, x->wrong);
     fsmoe_json_string(f, x->measured_how);
     fprintf(f, ",\n    \"repetitions\": [");

@@ -53,7 +53,6 @@ typedef struct {
 
 typedef struct {
     int measured;            /* the section ran */
-    int present;             /* measured, and its outputs correct (or -c 0): for the profile */
     int ranks;
     size_t bytes;            /* the world AllToAll's n */
     int K, J;                /* AllToAlls and GEMMs per phase */
@@ -64,6 +63,13 @@ typedef struct {
     long long wrong;         /* wrong values in the checked concurrent run, all ranks */
     char measured_how[256];  /* the profile's interference.measured */
 } bench_interference;
+
+/* Whether the factors go to the profile: measured, and the concurrent run's outputs right (or
+ * not checked, -c 0): a broken overlap gives no factors. */
+static inline int bench_intf_usable(const bench_interference *x)
+{
+    return x->measured && x->wrong == 0;
+}
 
 typedef struct {
     bench_row *rows;

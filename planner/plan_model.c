@@ -656,7 +656,7 @@ static fsmoe_status simulated_s(sim *s, const fsmoe_plan *p, const fsmoe_model *
                                 fsmoe_error *err)
 {
     sim_model sm;
-    fsmoe_status st = sim_model_from_plan(p, m, c, cluster_path, &sm, err);
+    fsmoe_status st = sim_model_of_plan(p, m, c, cluster_path, &sm, err);
     if (st == FSMOE_OK)
         st = sim_schedule_time(s, &sm, SIM_SCHED_PLAN, NULL, t, err);
     sim_model_free(&sm);

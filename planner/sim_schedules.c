@@ -856,6 +856,18 @@ fsmoe_status sim_model_from_plan(const fsmoe_plan *p, const fsmoe_model *model,
                                  const fsmoe_cluster *c, const char *cluster_path,
                                  sim_model *m, fsmoe_error *err)
 {
+    fsmoe_status st = sim_model_of_plan(p, model, c, cluster_path, m, err);
+    if (st == FSMOE_OK && strcmp(p->method, plan_method_name(PLAN_METHOD_FSMOE)) != 0)
+        st = fsmoe_own_model(p, model, c, cluster_path, m, err);
+    if (st != FSMOE_OK)
+        sim_model_free(m);
+    return st;
+}
+
+fsmoe_status sim_model_of_plan(const fsmoe_plan *p, const fsmoe_model *model,
+                               const fsmoe_cluster *c, const char *cluster_path, sim_model *m,
+                               fsmoe_error *err)
+{
     memset(m, 0, sizeof *m);
     fsmoe_status pst = sim_plan_check(p, NULL, err);
     if (pst != FSMOE_OK)
@@ -946,8 +958,6 @@ fsmoe_status sim_model_from_plan(const fsmoe_plan *p, const fsmoe_model *model,
         L->monta_chunks_o2 = L->monta_chunks_o3 = chunked && lp->a2a_chunks > 0 ? lp->a2a_chunks : 1;
     }
     free(blocks);
-    if (strcmp(p->method, plan_method_name(PLAN_METHOD_FSMOE)) != 0)
-        st = fsmoe_own_model(p, model, c, cluster_path, m, err);
     if (st != FSMOE_OK)
         sim_model_free(m);
     return st;

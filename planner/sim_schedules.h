@@ -191,6 +191,11 @@ fsmoe_status sim_plan_check(const fsmoe_plan *p, const char *plan_path, fsmoe_er
 fsmoe_status sim_model_from_plan(const fsmoe_plan *p, const fsmoe_model *model,
                                  const fsmoe_cluster *c, const char *cluster_path,
                                  sim_model *m, fsmoe_error *err);
+/* The same without fsmoe_own (NULL): enough for every schedule but fsmoe and fsmoe-no-iio,
+ * and one planner run cheaper (plan_model's comparison by simulation plays only `plan`). */
+fsmoe_status sim_model_of_plan(const fsmoe_plan *p, const fsmoe_model *model,
+                               const fsmoe_cluster *c, const char *cluster_path, sim_model *m,
+                               fsmoe_error *err);
 void sim_model_free(sim_model *m);
 
 #endif

@@ -49,8 +49,8 @@ typedef struct {
     /* statistics */
     long dropped;   /* token-expert pairs that found their expert full */
     long *load;     /* (E) tokens per expert */
-    long C_global;  /* token choice: slots per expert for the global batch (the capacity);
-                     * 0: the gate has none (SoftMoE) */
+    long C_global;  /* slots per expert for the global batch (the capacity; expert choice: the
+                     * tokens each expert takes); 0: the gate has none (SoftMoE) */
 } rt_routing;
 
 typedef struct {

@@ -10,6 +10,8 @@
 #include "locate.h"
 #include "model.h"
 #include "moe_layer.h"
+#include "moe_seq.h"
+#include "monta_a2a.h"
 #include "order.h"
 #include "plan.h"
 #include "sim_schedules.h"
@@ -26,19 +28,20 @@ void rt_schedule_free(rt_schedule *rs)
 /* Work of the graph the executor does not run yet (schedule.h); NULL when it runs all of it. */
 static const sim_task *unsupported(const sim *s, const fsmoe_parallel *par)
 {
-    /* MoNTA's layer runs where its MP AllGather is the ESP group's (moe_layer.h) */
-    int monta_ok = par->mp == par->esp && par->mp > 1 && par->ep > 1;
+    /* MoNTA's layer runs where its MP AllGather is the ESP group's (moe_layer.h); without EP as
+     * expert tensor parallelism, whose sum is a ReduceScatter + AllGather */
+    int sliced_by_mp = monta_layout_ok(par) && par->mp > 1;
+    int monta_ok = sliced_by_mp && par->ep > 1;
     for (int i = 0; i < s->n_tasks; i++) {
         const sim_task *t = &s->tasks[i];
         switch (t->kind) {
         case FSMOE_TASK_RS: /* MoNTA's whole-layer ReduceScatter runs where mp = esp (without
                              * EP as expert tensor parallelism's RS + AG) */
-            if (t->chunk < 0 && t->end_s - t->start_s > 0.0 &&
-                !(par->mp == par->esp && par->mp > 1))
+            if (t->chunk < 0 && t->end_s - t->start_s > 0.0 && !sliced_by_mp)
                 return t;
             break;
         case FSMOE_TASK_AR_ESP: /* expert tensor parallelism: the slices must hold the same rows */
-            if (par->mp != par->esp && t->end_s - t->start_s > 0.0)
+            if (!deepspeed_layout_ok(par) && t->end_s - t->start_s > 0.0)
                 return t;
             break;
         case FSMOE_TASK_COPY:

@@ -17,7 +17,7 @@
 # Steady state, not a fresh model's first steps: the plan first trains --warmup steps (60) on
 # the layout and saves a checkpoint; every schedule resumes from it and measures --steps more.
 # A fresh gate routes unevenly while its auxiliary loss has not yet balanced the experts
-# (comm-moe: 30-50 % of the capacity's rows filled in steps 3-15, 80-90 % after 60), and the
+# (comm-moe: 30-50 % of the capacity's rows filled in steps 3-15, 70-80 % after 60), and the
 # cost model prices the experts and AllToAlls at the capacity; the report's `routing` line
 # shows the fill each run had.
 # usage: scripts/bench-schedules.sh [--model M] [--rate RATE] [--steps N] [--out DIR]

@@ -851,12 +851,6 @@ static void test_monta_needs_mp_esp(void **state)
     fsmoe_cluster_free(&c);
 }
 
-/* The plan is never slower in simulation than any schedule that applies to the layout
- * (sim_schedule_applies), on layouts outside FSMoE's and Parm's grids (test_sim_schedules.c
- * checks those): no tensor parallelism with expert slices, tensor parallelism with whole
- * experts, slices over both. Before, auto left out Parm's S1 without MP (parm-s1 beat the plan
- * by 0.6 % for tiny-moe on Testbed B at mp 1 · ep 4 · esp 2) and the simulator timed MoNTA's
- * layer and DeepSpeed-MoE's expert TP on layouts where they describe no execution. */
 /* auto's plan of m on testbed-b's 16 GPUs (4 per node) at mp, ep, esp = lay (dp the rest):
  * 0 where the layout is not one of m (divisibility) or of the cluster (a missing tier). */
 static int plan_layout(const fsmoe_model *m, const fsmoe_cluster *c, const char *cpath,
@@ -877,6 +871,52 @@ static int plan_layout(const fsmoe_model *m, const fsmoe_cluster *c, const char 
     return plan_model(mm, c, cpath, lay, &o, p, &err) == FSMOE_OK;
 }
 
+/* What a layout test looks at: auto's plan p of model mm (named name) at layout lay on the
+ * profile c (at cpath). */
+typedef struct {
+    const char *name, *cpath;
+    const fsmoe_model *mm;
+    const fsmoe_cluster *c;
+    const fsmoe_parallel *lay;
+    const fsmoe_plan *p;
+} layout_case;
+
+/* Calls check(case, ctx) for every model of `models` on testbed-b at every layout of `lays`
+ * that is one of both (plan_layout); the profile gets the interference factors intf[0] (comm)
+ * and intf[1] (compute) unless intf is NULL. Returns the number of cases. */
+static int each_layout(const char *const *models, size_t n_models, const int (*lays)[3],
+                       size_t n_lays, const double *intf,
+                       void (*check)(const layout_case *k, void *ctx), void *ctx)
+{
+    int cases = 0;
+    for (size_t mi = 0; mi < n_models; mi++) {
+        const combo cb = {models[mi], "testbed-b"};
+        fsmoe_model m;
+        fsmoe_cluster c;
+        fsmoe_parallel par;
+        char cpath[1024];
+        load(&cb, &m, &c, &par, cpath, sizeof cpath);
+        if (intf) {
+            c.interference.present = 1;
+            c.interference.comm_slowdown = intf[0];
+            c.interference.compute_slowdown = intf[1];
+        }
+        for (size_t li = 0; li < n_lays; li++) {
+            fsmoe_parallel lay;
+            fsmoe_model mm;
+            fsmoe_plan p;
+            if (!plan_layout(&m, &c, cpath, lays[li], &lay, &mm, &p))
+                continue;
+            const layout_case k = {models[mi], cpath, &mm, &c, &lay, &p};
+            check(&k, ctx);
+            cases++;
+            fsmoe_plan_free(&p);
+        }
+        fsmoe_cluster_free(&c);
+    }
+    return cases;
+}
+
 /* Simulated iteration of p on c (its own schedule). */
 static double sim_plan_s(const fsmoe_plan *p, const fsmoe_model *m, const fsmoe_cluster *c,
                          const char *cpath)
@@ -893,6 +933,27 @@ static double sim_plan_s(const fsmoe_plan *p, const fsmoe_model *m, const fsmoe_
     return t;
 }
 
+/* auto no slower than any other method's plan; counts the cases where it took one (ctx). */
+static void check_interference(const layout_case *k, void *ctx)
+{
+    static const plan_method others[] = {PLAN_METHOD_PARM, PLAN_METHOD_MONTA, PLAN_METHOD_FSMOE};
+    double t = sim_plan_s(k->p, k->mm, k->c, k->cpath);
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        fsmoe_plan q;
+        fsmoe_error err = {0};
+        memset(&q, 0, sizeof q);
+        plan_options o = {.method = others[i]};
+        assert_int_equal(plan_model(k->mm, k->c, k->cpath, k->lay, &o, &q, &err), FSMOE_OK);
+        double tq = sim_plan_s(&q, k->mm, k->c, k->cpath);
+        if (t > tq * (1.0 + 1e-9))
+            fail_msg("%s mp %d ep %d esp %d: auto %.9g s, %s %.9g s", k->name, k->lay->mp,
+                     k->lay->ep, k->lay->esp, t, plan_method_name(others[i]), tq);
+        fsmoe_plan_free(&q);
+    }
+    assert_non_null(strstr(k->p->notes, "interference: "));
+    *(int *)ctx += strstr(k->p->notes, "interference: this is method") != NULL;
+}
+
 /* Under interference (collectives 4x slower beside GEMMs, GEMMs 2x beside collectives) auto's
  * plan simulates no slower than the plan of any other method (the closed forms behind its
  * per-layer choices overrate overlap there; plan_model compares the methods by simulation),
@@ -903,48 +964,47 @@ static void test_plan_interference(void **state)
     static const char *const models[] = {"tiny-moe", "gpt2-xl-moe"};
     static const int lays[][3] = {{1, 4, 2}, {1, 8, 2}, {2, 4, 2}, {2, 8, 1}, {4, 8, 1},
                                   {4, 4, 4}};
-    static const plan_method others[] = {PLAN_METHOD_PARM, PLAN_METHOD_MONTA, PLAN_METHOD_FSMOE};
-    int planned = 0, taken = 0;
-    for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++) {
-        const combo cb = {models[mi], "testbed-b"};
-        fsmoe_model m;
-        fsmoe_cluster c;
-        fsmoe_parallel par;
-        char cpath[1024];
-        load(&cb, &m, &c, &par, cpath, sizeof cpath);
-        c.interference.present = 1;
-        c.interference.comm_slowdown = 4.0;
-        c.interference.compute_slowdown = 2.0;
-        for (size_t li = 0; li < sizeof lays / sizeof lays[0]; li++) {
-            fsmoe_parallel lay;
-            fsmoe_model mm;
-            fsmoe_plan p;
-            fsmoe_error err = {0};
-            if (!plan_layout(&m, &c, cpath, lays[li], &lay, &mm, &p))
-                continue;
-            double t = sim_plan_s(&p, &mm, &c, cpath);
-            for (size_t k = 0; k < sizeof others / sizeof others[0]; k++) {
-                fsmoe_plan q;
-                memset(&q, 0, sizeof q);
-                plan_options oq = {.method = others[k]};
-                assert_int_equal(plan_model(&mm, &c, cpath, &lay, &oq, &q, &err), FSMOE_OK);
-                double tq = sim_plan_s(&q, &mm, &c, cpath);
-                if (t > tq * (1.0 + 1e-9))
-                    fail_msg("%s mp %d ep %d esp %d: auto %.9g s, %s %.9g s", models[mi], lay.mp,
-                             lay.ep, lay.esp, t, plan_method_name(others[k]), tq);
-                fsmoe_plan_free(&q);
-            }
-            assert_non_null(strstr(p.notes, "interference: "));
-            taken += strstr(p.notes, "interference: this is method") != NULL;
-            planned++;
-            fsmoe_plan_free(&p);
-        }
-        fsmoe_cluster_free(&c);
-    }
+    static const double intf[2] = {4.0, 2.0};
+    int taken = 0;
+    int planned = each_layout(models, sizeof models / sizeof models[0], lays,
+                              sizeof lays / sizeof lays[0], intf, check_interference, &taken);
     assert_true(planned >= 4);
     assert_true(taken >= 1);
 }
 
+/* The plan no slower than any schedule that applies; counts the ones that do not (ctx). */
+static void check_never_slower(const layout_case *k, void *ctx)
+{
+    fsmoe_error err = {0};
+    sim_model sm;
+    sim s;
+    sim_init(&s);
+    assert_int_equal(sim_model_from_plan(k->p, k->mm, k->c, k->cpath, &sm, &err), FSMOE_OK);
+    double t[SIM_SCHED_COUNT];
+    for (int i = 0; i < SIM_SCHED_COUNT; i++) {
+        t[i] = 0.0;
+        if (!sim_schedule_applies(&sm, (sim_schedule)i, NULL)) {
+            (*(int *)ctx)++;
+            continue;
+        }
+        assert_int_equal(sim_schedule_time(&s, &sm, (sim_schedule)i, NULL, &t[i], &err),
+                         FSMOE_OK);
+    }
+    for (int i = 0; i < SIM_SCHED_COUNT; i++)
+        if (t[i] > 0.0 && t[SIM_SCHED_PLAN] > t[i] * (1.0 + 1e-9))
+            fail_msg("%s mp %d ep %d esp %d: plan %.9g s, %s %.9g s", k->name, k->lay->mp,
+                     k->lay->ep, k->lay->esp, t[SIM_SCHED_PLAN],
+                     sim_schedule_name((sim_schedule)i), t[i]);
+    sim_model_free(&sm);
+    sim_free(&s);
+}
+
+/* The plan is never slower in simulation than any schedule that applies to the layout
+ * (sim_schedule_applies), on layouts outside FSMoE's and Parm's grids (test_sim_schedules.c
+ * checks those): no tensor parallelism with expert slices, tensor parallelism with whole
+ * experts, slices over both. Before, auto left out Parm's S1 without MP (parm-s1 beat the plan
+ * by 0.6 % for tiny-moe on Testbed B at mp 1 · ep 4 · esp 2) and the simulator timed MoNTA's
+ * layer and DeepSpeed-MoE's expert TP on layouts where they describe no execution. */
 static void test_plan_never_slower_other_layouts(void **state)
 {
     (void)state;
@@ -952,47 +1012,10 @@ static void test_plan_never_slower_other_layouts(void **state)
                                          "bert-base-moe"};
     static const int lays[][3] = {{1, 4, 2}, {1, 2, 4}, {1, 8, 2}, {2, 4, 2}, {1, 4, 4},
                                   {2, 8, 1}, {4, 8, 1}, {1, 8, 1}, {4, 4, 4}};
-    int planned = 0, not_applicable = 0;
-    for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++) {
-        const combo cb = {models[mi], "testbed-b"};
-        fsmoe_model m;
-        fsmoe_cluster c;
-        fsmoe_parallel par;
-        char cpath[1024];
-        load(&cb, &m, &c, &par, cpath, sizeof cpath);
-        for (size_t li = 0; li < sizeof lays / sizeof lays[0]; li++) {
-            fsmoe_parallel lay;
-            fsmoe_model mm;
-            fsmoe_plan p;
-            fsmoe_error err = {0};
-            if (!plan_layout(&m, &c, cpath, lays[li], &lay, &mm, &p))
-                continue;
-            sim_model sm;
-            sim s;
-            sim_init(&s);
-            assert_int_equal(sim_model_from_plan(&p, &mm, &c, cpath, &sm, &err), FSMOE_OK);
-            double t[SIM_SCHED_COUNT];
-            for (int k = 0; k < SIM_SCHED_COUNT; k++) {
-                t[k] = 0.0;
-                if (!sim_schedule_applies(&sm, (sim_schedule)k, NULL)) {
-                    not_applicable++;
-                    continue;
-                }
-                assert_int_equal(sim_schedule_time(&s, &sm, (sim_schedule)k, NULL, &t[k], &err),
-                                 FSMOE_OK);
-            }
-            for (int k = 0; k < SIM_SCHED_COUNT; k++)
-                if (t[k] > 0.0 && t[SIM_SCHED_PLAN] > t[k] * (1.0 + 1e-9))
-                    fail_msg("%s mp %d ep %d esp %d: plan %.9g s, %s %.9g s", models[mi], lay.mp,
-                             lay.ep, lay.esp, t[SIM_SCHED_PLAN],
-                             sim_schedule_name((sim_schedule)k), t[k]);
-            planned++;
-            sim_model_free(&sm);
-            sim_free(&s);
-            fsmoe_plan_free(&p);
-        }
-        fsmoe_cluster_free(&c);
-    }
+    int not_applicable = 0;
+    int planned = each_layout(models, sizeof models / sizeof models[0], lays,
+                              sizeof lays / sizeof lays[0], NULL, check_never_slower,
+                              &not_applicable);
     assert_true(planned >= 12);
     assert_true(not_applicable > 0);
 }

@@ -230,7 +230,6 @@ static void test_interference(void **state)
         bench_interference *x = &res.interference;
         x->measured = k < 2;
         x->wrong = k == 1 ? 3 : 0;
-        x->present = x->measured && x->wrong == 0;
         x->comm_slowdown = 1.75;
         x->compute_slowdown = 3.5;
         snprintf(x->measured_how, sizeof x->measured_how, "fsmoe-bench: synthetic");
