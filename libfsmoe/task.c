@@ -5,7 +5,8 @@
 
 static const char *const names[FSMOE_TASK_COUNT] = {
     "attention", "ffn", "gate", "expert", "alltoall", "allgather", "reducescatter",
-    "esp-allreduce", "mp-allreduce", "saa", "copy", "grad-allreduce",
+    "esp-allreduce", "mp-allreduce", "saa", "copy", "grad-allreduce", "elementwise", "head",
+    "optimizer",
 };
 
 const char *fsmoe_task_name(fsmoe_task_kind k)

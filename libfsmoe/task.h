@@ -18,6 +18,9 @@ typedef enum {
     FSMOE_TASK_SAA,       /* Parm's simultaneous AllToAll + AllGather */
     FSMOE_TASK_COPY,      /* device re-layout copy (MoNTA D) */
     FSMOE_TASK_GRAD_AR,   /* Gradient-AllReduce (DP) */
+    FSMOE_TASK_ELEMWISE,  /* a block's layer norms, residual additions, gradient clearing */
+    FSMOE_TASK_HEAD,      /* embedding, final layer norm, LM head and loss */
+    FSMOE_TASK_OPTIM,     /* optimizer step: gradient clearing and norm, AdamW */
     FSMOE_TASK_COUNT
 } fsmoe_task_kind;
 

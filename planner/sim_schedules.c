@@ -86,6 +86,13 @@ static int gar(gen *g, int st, double n, int prio, int prev, fsmoe_anchor at)
     return id;
 }
 
+/* Work of t seconds on compute after prev: `kind`'s label at the current phase and layer
+ * (none when t ≤ 0: a profile without a copy line prices element-wise work at zero). */
+static int compute(gen *g, fsmoe_task_kind kind, double t, int prev)
+{
+    return t > 0.0 ? add(g, SIM_R_COMPUTE, -1, kind, 0.0, 1.0, t, 0, -1, prev) : prev;
+}
+
 /* A zero-cost task after every id in deps (n of them); the single dep itself when n == 1. */
 static int join(gen *g, const int *deps, int n)
 {
@@ -174,6 +181,9 @@ static int dense(gen *g, const workload_layer *wl, int n_attn, int n_ffn, int pr
         prev = add(g, SIM_R_COMPUTE, -1, is_attn ? FSMOE_TASK_ATTN : FSMOE_TASK_FFN, 0.0, 1.0, c, 0, -1,
                    prev);
         prev = add_line(g, SIM_R_INTRA, -1, FSMOE_TASK_AR_MP, &m->lines.ar_mp, x, 0, -1, prev);
+        /* one per transformer block (each has one attention): its norms and additions */
+        if (is_attn)
+            prev = compute(g, FSMOE_TASK_ELEMWISE, bwd ? wl->elem_bwd_s : wl->elem_fwd_s, prev);
     }
     return prev;
 }
@@ -432,6 +442,22 @@ static int moe_phase(gen *g, const sim_layer *L, int prev, double gar_bytes,
     }
 }
 
+/* MoE layer L in the current phase: its gate and token order around schedule k's MoE
+ * operations (moe_phase). Forward: the gate and the dispatch order before, the combine order
+ * after; backward: the combine order's backward before, the dispatch order's and the gate's
+ * after. DeepSpeed-MoE's dispatch and combine einsums are among its sequential operations
+ * (moe_seq.h): only its gate here. */
+static int moe_layer(gen *g, const sim_layer *L, int prev, double gar_bytes,
+                     const sim_build_opts *o)
+{
+    const workload_layer *wl = &L->wl;
+    int bwd = g->phase != SIM_PHASE_FWD, own_order = g->k != SIM_SCHED_DEEPSPEED;
+    double d = own_order ? wl->dispatch_order_s : 0.0, c = own_order ? wl->combine_order_s : 0.0;
+    prev = compute(g, FSMOE_TASK_GATE, bwd ? c : wl->gate_fwd_s + d, prev);
+    prev = moe_phase(g, L, prev, gar_bytes, o);
+    return compute(g, FSMOE_TASK_GATE, bwd ? d + wl->gate_bwd_s : c, prev);
+}
+
 /* Lina: gradients of one generalised layer cut into 30 MB micro-ops (never mixing layers),
  * launched only while no A2A is ready or running on the inter link. */
 static void lina_micro_ops(gen *g, double bytes, int ready, fsmoe_anchor at)
@@ -546,12 +572,15 @@ fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_bui
     for (int i = 0; i < m->n_layers; i++) {
         const sim_layer *L = &m->layers[i];
         g.layer = i;
-        prev = moe_phase(&g, L, prev, 0.0, opts);
+        prev = moe_layer(&g, L, prev, 0.0, opts);
         prev = dense(&g, &L->wl, L->n_attn, L->n_ffn, prev, NULL);
     }
+    g.layer = -1;
+    prev = compute(&g, FSMOE_TASK_HEAD, m->head_fwd_s, prev);
 
     /* backward */
     g.phase = SIM_PHASE_BWD;
+    prev = compute(&g, FSMOE_TASK_HEAD, m->head_bwd_s, prev);
     for (int i = m->n_layers - 1; i >= 0; i--) {
         const sim_layer *L = &m->layers[i];
         g.layer = i;
@@ -563,7 +592,7 @@ fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_bui
                          FSMOE_AT_WINDOW);
         prev = dense(&g, &L->wl, L->n_attn, L->n_ffn, prev, NULL);
         grads_ready(&g, L->dense_grad_bytes, prev, FSMOE_AT_DENSE_READY);
-        prev = moe_phase(&g, L, prev, g.grad == GRAD_PLAN ? L->gar_moe_bytes : 0.0, opts);
+        prev = moe_layer(&g, L, prev, g.grad == GRAD_PLAN ? L->gar_moe_bytes : 0.0, opts);
         grads_ready(&g, L->moe_grad_bytes, prev, FSMOE_AT_MOE_READY);
     }
     /* the prefix's backward: a dense window for the gradients already ready, for every schedule
@@ -606,6 +635,14 @@ fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_bui
     case GRAD_LINA: tail = 0.0; break; /* the micro-ops already exist */
     }
     gar(&g, tail_stream, tail, PRIO_GAR, prev, FSMOE_AT_TAIL);
+    /* the optimizer: after the backward and every Gradient-AllReduce (clipping needs the norm
+     * of the summed gradients) */
+    if (m->optim_s > 0.0) {
+        int n = s->n_tasks, opt = compute(&g, FSMOE_TASK_OPTIM, m->optim_s, prev);
+        for (int i = 0; i < n && opt != prev; i++)
+            if (s->tasks[i].kind == FSMOE_TASK_GRAD_AR)
+                sim_add_dep(s, opt, i);
+    }
     if (s->build_status != FSMOE_OK)
         return fsmoe_fail(err, s->build_status, "%s", s->build_msg);
     return FSMOE_OK;
@@ -926,6 +963,13 @@ fsmoe_status sim_model_of_plan(const fsmoe_plan *p, const fsmoe_model *model,
             blocks[j++] = b;
     m->prefix_attn = (int)blocks[0] + 1;
     m->prefix_ffn = (int)blocks[0];
+    /* the model's ends, and the optimizer on this GPU's parameters (every block's attention
+     * and norms, dense FFNs, gates, its expert shards, embeddings and head: the tensors
+     * fsmoe-run holds) */
+    m->head_fwd_s = wl.head_fwd_s;
+    m->head_bwd_s = wl.head_bwd_s;
+    m->param_bytes = workload_param_bytes(&wl, model->layers, n_moe);
+    m->optim_s = workload_optimizer_s(&m->lines, m->param_bytes);
     m->prefix_grad_bytes = p->prefix_grad_bytes;
     m->fsmoe_tail_bytes = p->gradient_tail_bytes;
     m->fsmoe_prefix_window_bytes = p->prefix_window_bytes;

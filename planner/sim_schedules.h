@@ -11,7 +11,10 @@
  * Resources: compute (exclusive), intra-node link, inter-node link (fair-shared), a copy engine
  * (exclusive; MoNTA's re-layout copy) and a zero-cost "sync" resource for joins that reports
  * hide. Dense compute is one task per block, its tensor-parallel MP AllReduce a task on the intra
- * link. Where a schedule has several chunks per MoE op, chunk j of every op waits for chunk j of
+ * link, then the block's layer norms and residual additions (an `elementwise` task); an MoE
+ * layer's gate and token order are `gate` tasks on compute before and after its MoE operations
+ * (workload.h); a whole model adds its `head` (embedding, LM head, loss) at the end of the
+ * forward and the start of the backward, and the `optimizer` after everything else. Where a schedule has several chunks per MoE op, chunk j of every op waits for chunk j of
  * the op before it; streams order communication as the real systems do:
  *   deepspeed      every op in sequence (one stream, nothing overlaps), tokens duplicated over
  *                  MP: ESP-AG(B·L·M·N_ESP) → A2A(y) → Expert(N_ESP× the MACs) → ESP-AR(y) →
@@ -126,6 +129,13 @@ typedef struct sim_model {
                                        * moment they are ready (≤ prefix_early_grad_bytes) */
     double fsmoe_tail_bytes;  /* the plan's AllReduce after backward (incl. the prefix) */
     int tutel_r;              /* Tutel's degree; 0 = sim_build chooses (best of 1,2,4,8) */
+    /* The whole model's ends, set by sim_model_of_plan (0 where the model is MoE layers alone,
+     * as the sweeps' configured layers): the embedding, LM head and loss (workload_layer
+     * head_fwd_s, head_bwd_s: a `head` task at the end of the forward and at the start of the
+     * backward) and the optimizer step (workload_optimizer_s on this GPU's parameters: an
+     * `optimizer` task after the backward and every Gradient-AllReduce). */
+    double head_fwd_s, head_bwd_s, optim_s;
+    double param_bytes;       /* this GPU's parameters (the optimizer's; 0 with optim_s) */
     /* FSMoE as published (fsmoe, fsmoe-no-iio): the same model planned with the ESP pipeline in
      * every layer, its own degrees and gradient partition — a plan whose layers run S1/S2/MoNTA
      * partitions its gradients for those. NULL: this model's own layers and partition are

@@ -23,6 +23,9 @@ static const char *const colours[FSMOE_TASK_COUNT] = {
     "#80b1d3", /* saa */
     "#d9d9d9", /* copy */
     "#e41a1c", /* grad-allreduce */
+    "#ccebc5", /* elementwise */
+    "#fdb462", /* head */
+    "#8dd3c7", /* optimizer */
 };
 
 const char *sim_out_colour(fsmoe_task_kind k)

@@ -58,7 +58,41 @@ void workload_shape_from_model(const fsmoe_model *m, workload_shape *out)
     out->gate = strcmp(m->gate, "xmoe") == 0      ? WORKLOAD_GATE_XMOE
                 : strcmp(m->gate, "softmoe") == 0 ? WORKLOAD_GATE_SOFTMOE
                                                   : WORKLOAD_GATE_LINEAR;
+    out->order_gshard = strcmp(m->order, "gshard") == 0;
     out->bytes_per_element = m->bytes_per_element;
+}
+
+double workload_elementwise_s(const workload_lines *w, int passes, double arrays, double n)
+{
+    if (!w->have_copy)
+        return 0.0;
+    return passes * w->copy.alpha_s + w->copy.beta_s * arrays * n / 2.0;
+}
+
+double workload_optimizer_s(const workload_lines *w, double param_bytes)
+{
+    return workload_elementwise_s(w, 3, 9.0, param_bytes);
+}
+
+double workload_param_bytes(const workload_layer *wl, long blocks, long moe_layers)
+{
+    return (double)blocks * wl->attn_grad_bytes +
+           (double)(blocks - moe_layers) * wl->ffn_grad_bytes +
+           (double)moe_layers * (wl->gate_grad_bytes + wl->expert_param_bytes) +
+           wl->embed_grad_bytes + wl->head_grad_bytes;
+}
+
+workload_extra workload_extra_time(const workload_layer *wl, const workload_lines *w, long blocks,
+                                   long moe_layers, int own_order)
+{
+    double order = own_order ? wl->dispatch_order_s + wl->combine_order_s : 0.0;
+    return (workload_extra){
+        .fwd_s = (double)moe_layers * (wl->gate_fwd_s + order) + (double)blocks * wl->elem_fwd_s +
+                 wl->head_fwd_s,
+        .bwd_s = (double)moe_layers * (wl->gate_bwd_s + order) + (double)blocks * wl->elem_bwd_s +
+                 wl->head_bwd_s,
+        .tail_s = workload_optimizer_s(w, workload_param_bytes(wl, blocks, moe_layers)),
+    };
 }
 
 /* The line of `op` for logical group g: a zero line when the group has one member (nothing is
@@ -289,8 +323,42 @@ void workload_layer_init(const workload_shape *s, const fsmoe_parallel *par,
     out->gate_grad_bytes = gate_numel * b;
     /* Experts are all-reduced only over EDP, the GPUs holding the same expert shard. */
     double per_expert = n_gemm * M * (H / esp) + (gpt ? H / esp + M : 0.0);
+    out->expert_param_bytes = (E / ep) * per_expert * b;
     out->expert_grad_bytes =
-        fsmoe_group_size(par, FSMOE_GROUP_EDP) > 1 ? (E / ep) * per_expert * b : 0.0;
+        fsmoe_group_size(par, FSMOE_GROUP_EDP) > 1 ? out->expert_param_bytes : 0.0;
     out->embed_grad_bytes = ((double)s->vocab * M / mp + L * M) * b;
     out->head_grad_bytes = (M * (double)s->vocab / mp + 2.0 * M) * b;
+
+    /* The work that is not a GEMM of the attention, FFN or experts (the header lists it), as
+     * fsmoe-run does it (runtime/transformer.c, moe_layer.c, gate.c, order_*.c); x: one
+     * activation of every token, B·L·M elements. Element-wise array counts: an addition reads 2
+     * and writes 1; a layer norm's forward reads its input twice (statistics, then output) and
+     * writes 1; its backward reads the output gradient and the input per row and accumulates
+     * into the input gradient (5), then per column reads both again for the weight and bias
+     * gradients (2); a clear writes 1; softmax and top-k over E read and write S·E twice. */
+    const double x = tokens * M * b, Vl = (double)s->vocab / mp;
+    const double gate_macs = tokens * gate_numel, r_bytes = routed * M * b;
+    out->gate_fwd_s = g->alpha_s + gate_macs * g->beta_s +
+                      workload_elementwise_s(w, 2, 4.0, tokens * E * b);
+    out->gate_bwd_s = 2.0 * g->alpha_s + 2.0 * gate_macs * g->beta_s +
+                      workload_elementwise_s(w, 2, 4.0, tokens * E * b);
+    if (s->order_gshard) { /* dispatch and combine einsums of R·S·M MACs (moe_seq.h) */
+        double einsum = routed * tokens * M;
+        out->dispatch_order_s = out->combine_order_s = g->alpha_s + einsum * g->beta_s;
+    } else { /* scatter R rows into the capacity slots (a copy); gather them back weighted */
+        out->dispatch_order_s = workload_elementwise_s(w, 1, 2.0, r_bytes);
+        out->combine_order_s = workload_elementwise_s(w, 1, 1.0, r_bytes) +
+                               workload_elementwise_s(w, 0, 1.0, x);
+    }
+    out->elem_fwd_s = workload_elementwise_s(w, 3, 9.0, x);
+    out->elem_bwd_s = workload_elementwise_s(w, 5, 15.0, x);
+    double head_macs = tokens * M * Vl, logits = tokens * Vl * b;
+    double ag_stats = fsmoe_line_time(&w->ag_mp, 3.0 * tokens * mp * b); /* zero when mp = 1 */
+    out->head_fwd_s = workload_elementwise_s(w, 2, 6.0, x) + t_ar               /* embedding */
+                      + workload_elementwise_s(w, 1, 3.0, x)                   /* final norm */
+                      + g->alpha_s + head_macs * g->beta_s                      /* LM head */
+                      + workload_elementwise_s(w, 2, 3.0, logits) + ag_stats;   /* loss */
+    out->head_bwd_s = 2.0 * g->alpha_s + 2.0 * head_macs * g->beta_s + t_ar
+                      + workload_elementwise_s(w, 3, 8.0, x)        /* clear + final norm */
+                      + workload_elementwise_s(w, 2, 5.0, x);       /* embedding scatter-add */
 }

@@ -2,8 +2,12 @@
  * the FSMoE workloads n_a2a, n_ag, n_rs, n_exp per GPU, the forward/backward pipeline problems,
  * dense (attention, dense FFN) times, and gradient bytes per generalised layer.
  *
- * Dense costs are GEMM-only estimates from the same α-β model (element-wise ops are ignored)
- * plus the tensor-parallel AllReduce of the attention output on the MP group. */
+ * Dense costs are GEMM estimates from the same α-β model plus the tensor-parallel AllReduce of
+ * the attention output on the MP group. The work around them that is not a GEMM — the gate and
+ * the token order of an MoE layer, a block's layer norms and residual additions, the embedding,
+ * LM head and loss, the optimizer — is priced separately (the *_s fields below), element-wise
+ * passes at the profile's copy rate (workload_elementwise_s); a profile without a copy line
+ * prices element-wise work at zero. */
 #ifndef FSMOE_WORKLOAD_H
 #define FSMOE_WORKLOAD_H
 
@@ -27,6 +31,8 @@ typedef struct {
     double f;             /* 0 = none: planned as 1.0 (balanced routing, nothing dropped) */
     fsmoe_expert_kind expert;
     workload_gate gate;   /* LINEAR unless the model says otherwise */
+    int order_gshard;     /* the token order is GShard's dense einsums (1) or Tutel's sparse
+                           * indices (0, the default) */
     int bytes_per_element;
 } workload_shape;
 
@@ -91,7 +97,53 @@ typedef struct {
     double expert_grad_bytes;        /* this GPU's E/ep experts (0 unless EDP has > 1 member) */
     double embed_grad_bytes;         /* token and position embeddings */
     double head_grad_bytes;          /* final LayerNorm + the (untied) LM head */
+    double expert_param_bytes;       /* this GPU's E/ep expert shards, whatever EDP is */
+    /* The work of the runtime's `gate`, `elementwise` and `head` tasks (task.h), seconds:
+     *   gate_fwd_s / gate_bwd_s: the gate's GEMM and routing (softmax, top-k), forward and
+     *     backward, on the gemm_dense line and element-wise passes;
+     *   dispatch_order_s / combine_order_s: the token order around the experts — Tutel's row
+     *     scatter and weighted gather (element-wise), or GShard's dispatch and combine einsums of
+     *     R·S·M MACs (gemm_dense) — forward; the backward moves the same data the other way
+     *     (combine's before the experts' backward, dispatch's after);
+     *   elem_fwd_s / elem_bwd_s: one transformer block's layer norms, residual additions and
+     *     gradient clearing outside its attention and FFN (forward: 2 additions and a layer
+     *     norm; backward: 2 layer-norm backwards and a clear);
+     *   head_fwd_s / head_bwd_s: the embedding (with its MP AllReduce), the final layer norm,
+     *     the LM head's GEMM on the vocabulary slice and the cross-entropy (with its MP
+     *     AllGather of row statistics); backward the head's two GEMMs, the MP AllReduce of its
+     *     input gradient, the final norm's and the embedding's backward. */
+    double gate_fwd_s, gate_bwd_s;
+    double dispatch_order_s, combine_order_s;
+    double elem_fwd_s, elem_bwd_s;
+    double head_fwd_s, head_bwd_s;
 } workload_layer;
+
+/* `passes` kernel launches touching `arrays` arrays of n bytes each (read or written), at the
+ * profile's copy rate: a copy of n bytes reads n and writes n, so work touching a·n bytes costs
+ * what a copy of a·n/2 bytes does, plus the line's α per launch. 0 without a copy line. */
+double workload_elementwise_s(const workload_lines *w, int passes, double arrays, double n);
+
+/* This GPU's parameter bytes in a model of `blocks` transformer blocks, `moe_layers` of them
+ * MoE: every block's attention and norms, the dense FFNs, the gates and this GPU's expert
+ * shards, the embeddings and the LM head (the tensors fsmoe-run holds). */
+double workload_param_bytes(const workload_layer *wl, long blocks, long moe_layers);
+
+/* The work of one iteration outside the closed forms' MoE and dense chains (the gate and token
+ * order of each MoE layer, each block's element-wise work, the head; the optimizer after the
+ * last Gradient-AllReduce), per phase. Every schedule runs it serially on compute
+ * (planner/sim_schedules.c places it), so it adds exactly to a closed form's forward, backward
+ * and tail. own_order 0: the schedule's MoE operations hold the token order already
+ * (DeepSpeed-MoE's einsums, moe_seq.h). */
+typedef struct {
+    double fwd_s, bwd_s, tail_s;
+} workload_extra;
+workload_extra workload_extra_time(const workload_layer *wl, const workload_lines *w, long blocks,
+                                   long moe_layers, int own_order);
+
+/* The optimizer's step on `param_bytes` of parameters (this GPU's): clearing the gradients,
+ * their squared norm for clipping and AdamW (reads parameter, gradient and both moments, writes
+ * parameter and both moments) — 9 arrays in 3 passes, element-wise. */
+double workload_optimizer_s(const workload_lines *w, double param_bytes);
 
 void workload_shape_from_model(const fsmoe_model *m, workload_shape *out);
 

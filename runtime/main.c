@@ -723,25 +723,28 @@ int main(int argc, char **argv)
                                   &err)) != FSMOE_OK)
             goto fail;
         if (world > 1) {
-            long *all = calloc((size_t)(2 * world), sizeof(long));
-            long mine[2] = {res.ids_mismatched, lround(res.gar_max_diff_bytes)};
+            long *all = calloc((size_t)(3 * world), sizeof(long));
+            long mine[3] = {res.ids_mismatched, lround(res.gar_max_diff_bytes),
+                            res.ids_unmeasured};
             if (!all) {
                 st = fsmoe_fail(&err, FSMOE_ERR_NOMEM, "--report: out of memory");
                 goto fail;
             }
-            st = dist_allgather_longs(&dist, RT_WORLD, mine, all, 2, "report conformance (world)",
+            st = dist_allgather_longs(&dist, RT_WORLD, mine, all, 3, "report conformance (world)",
                                       &err);
-            long bad = 0, diff = 0, bad_ranks = 0;
+            long bad = 0, diff = 0, bad_ranks = 0, unmeasured = 0;
             for (int i = 0; i < world; i++) {
-                bad += all[2 * i], bad_ranks += all[2 * i] > 0;
-                diff = all[2 * i + 1] > diff ? all[2 * i + 1] : diff;
+                bad += all[3 * i], bad_ranks += all[3 * i] > 0;
+                diff = all[3 * i + 1] > diff ? all[3 * i + 1] : diff;
+                unmeasured += all[3 * i + 2];
             }
             free(all);
             if (st != FSMOE_OK)
                 goto fail;
             printf("# conformance on all %d ranks: %ld task ids mismatched (on %ld ranks); "
-                   "largest Gradient-AllReduce difference of one task on any rank %ld B\n",
-                   world, bad, bad_ranks, diff);
+                   "largest Gradient-AllReduce difference of one task on any rank %ld B; "
+                   "%ld predicted task ids not measured\n",
+                   world, bad, bad_ranks, diff, unmeasured);
         }
     }
     goto done;

@@ -26,7 +26,9 @@ typedef struct {
 static int chunk_id(int kind, int chunk)
 {
     return chunk < 0 && kind != FSMOE_TASK_GRAD_AR && kind != FSMOE_TASK_ATTN &&
-                   kind != FSMOE_TASK_FFN && kind != FSMOE_TASK_GATE
+                   kind != FSMOE_TASK_FFN && kind != FSMOE_TASK_GATE &&
+                   kind != FSMOE_TASK_ELEMWISE && kind != FSMOE_TASK_HEAD &&
+                   kind != FSMOE_TASK_OPTIM
                ? 0
                : chunk;
 }
@@ -119,6 +121,54 @@ static void line(FILE *f, const id_table *t, const char *name,
 }
 
 static int sel_kind(const id_row *r, int k) { return r->kind == k; }
+
+typedef struct {
+    long step;
+    double t0, t1;
+} span;
+
+static int cmp_span(const void *a, const void *b)
+{
+    const span *x = a, *y = b;
+    if (x->step != y->step)
+        return x->step < y->step ? -1 : 1;
+    return x->t0 < y->t0 ? -1 : x->t0 > y->t0;
+}
+
+/* The median over the compared steps (from s0 on, `steps` of them) of the time covered by at
+ * least one traced task on any stream: the union of the step's task intervals. NAN when out of
+ * memory or nothing was traced. */
+static double covered_median(const rt_trace *tr, long s0, int steps)
+{
+    span *v = malloc((size_t)(tr->step_first > 0 ? tr->step_first : 1) * sizeof *v);
+    double *u = calloc((size_t)steps, sizeof *u);
+    double med = NAN;
+    if (!v || !u)
+        goto out;
+    long n = 0;
+    for (long i = 0; i < tr->step_first; i++)
+        if (tr->ev[i].step >= s0 && tr->ev[i].step < s0 + steps)
+            v[n++] = (span){tr->ev[i].step, tr->ev[i].t0_s, tr->ev[i].t1_s};
+    qsort(v, (size_t)n, sizeof *v, cmp_span);
+    for (long i = 0; i < n;) {
+        long st = v[i].step;
+        double a = v[i].t0, b = v[i].t1, sum = 0.0;
+        for (; i < n && v[i].step == st; i++) {
+            if (v[i].t0 > b) {
+                sum += b - a;
+                a = v[i].t0, b = v[i].t1;
+            } else if (v[i].t1 > b) {
+                b = v[i].t1;
+            }
+        }
+        u[st - s0] = sum + (b - a);
+    }
+    med = quantile(u, steps, 0.5);
+out:
+    free(v);
+    free(u);
+    return med;
+}
 static int sel_layer(const id_row *r, int l) { return r->layer == l; }
 
 fsmoe_status rt_report_write(FILE *f, const rt_trace *tr, const rt_schedule *rs, long skip,
@@ -186,6 +236,16 @@ fsmoe_status rt_report_write(FILE *f, const rt_trace *tr, const rt_schedule *rs,
                 res->gar_max_diff_bytes = dd;
         }
     }
+    for (int i = 0; i < t.n; i++) {
+        const id_row *r = &t.r[i];
+        if (r->pred_n < 1)
+            continue;
+        res->ids_predicted++;
+        int missing = 0;
+        for (int s = 0; s < t.steps; s++)
+            missing |= r->meas_n[s] == 0;
+        res->ids_unmeasured += missing;
+    }
     size_t nr = (size_t)t.n * (size_t)t.steps + 1;
     if (!(ratios = malloc(nr * sizeof *ratios)))
         goto nomem;
@@ -210,6 +270,21 @@ fsmoe_status rt_report_write(FILE *f, const rt_trace *tr, const rt_schedule *rs,
                 break;
             }
     }
+    fprintf(f, "# join: %d task ids predicted, %d not measured in every step\n",
+            res->ids_predicted, res->ids_unmeasured);
+    for (int i = 0, shown = 0; i < t.n && shown < 5; i++) {
+        const id_row *r = &t.r[i];
+        char lb[64];
+        for (int s = 0; s < t.steps && r->pred_n > 0; s++)
+            if (r->meas_n[s] == 0) {
+                fprintf(f, "#   %s: predicted %.3f ms, not measured in step %d\n",
+                        fsmoe_task_label(r->phase, r->layer, r->chunk, (fsmoe_task_kind)r->kind,
+                                         lb, sizeof lb),
+                        1e3 * r->pred, s);
+                shown++;
+                break;
+            }
+    }
     fprintf(f, "  %-16s %12s %12s %8s %8s %8s %7s\n", "per kind", "measured ms", "predicted ms",
             "ratio", "median", "p90", "tasks");
     for (int k = 0; k < FSMOE_TASK_COUNT; k++)
@@ -230,6 +305,13 @@ fsmoe_status rt_report_write(FILE *f, const rt_trace *tr, const rt_schedule *rs,
         free(v);
         fprintf(f, "  %-16s %12.3f %12.3f %8.2f  (median of %d steps; p90 %.3f ms)\n", "step",
                 1e3 * med, 1e3 * rs->iteration_s, med / rs->iteration_s, n_steps, 1e3 * p90);
+        /* what no task covers: work between the graph's tasks that neither is timed nor
+         * modelled (data loading, the step's bookkeeping) */
+        double cov = covered_median(tr, s0, t.steps);
+        if (isfinite(cov))
+            fprintf(f, "  %-16s %12.3f %12s %8s  (the median step minus the median time "
+                       "covered by its tasks)\n",
+                    "in no task", 1e3 * (med - cov), "-", "-");
     }
     goto out;
 nomem:

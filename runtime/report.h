@@ -5,17 +5,19 @@
  * measured time of an id is the sum over the trace's tasks with that id; the predicted time is
  * the sum over the graph's tasks with that id (the simulator may cut one block in two, e.g. the
  * prefix's output projection; the sums compare like with like). Tasks the graph times at zero
- * (joins, collectives of one-rank groups) and work the graph does not model (the gate and
- * token order, which the trace times as `gate`) are listed apart.
+ * (joins, collectives of one-rank groups, element-wise work on a profile without a copy line)
+ * are listed apart.
  *
  * Conformance ("the run follows the plan" as a check): for the kinds the executor issues as
  * tasks of the graph — AllToAll, AllGather, ReduceScatter and SAA chunks, expert chunks, MP and
  * ESP AllReduces, Gradient-AllReduces — every id must occur as often in every measured step as
  * in the graph, and the Gradient-AllReduce bytes executed per id are compared with the graph's.
- * Every rank checks its own trace (fsmoe-run sums the results over the ranks).
+ * Every rank checks its own trace (fsmoe-run sums the results over the ranks). Join: every id
+ * the graph times, of any kind, must have a task in every measured step.
  *
  * Tables: per task kind and per MoE layer, the mean measured and predicted time per step, their
- * ratio, and the median and 90th percentile of the per-task ratios; then the step. */
+ * ratio, and the median and 90th percentile of the per-task ratios; then the step, and the part
+ * of it no traced task covers (work neither timed nor modelled). */
 #ifndef RT_REPORT_H
 #define RT_REPORT_H
 
@@ -31,6 +33,9 @@ typedef struct {
     int ids_mismatched;     /* ... whose count differs in some step, or executed but not planned */
     double gar_planned_bytes, gar_executed_bytes; /* per step (executed: the first step's) */
     double gar_max_diff_bytes; /* the largest |executed − planned| bytes of one id */
+    int ids_predicted;      /* ids the graph times above zero, of every kind */
+    int ids_unmeasured;     /* ... that some measured step has no task of (a graph task the
+                             * executor did not run, or ran under another label) */
 } rt_report_result;
 
 /* Writes the report of the trace's kept steps after the first `skip` to f (executed gradient

@@ -2,6 +2,7 @@
 #include "train.h"
 
 #include "dist.h"
+#include "trace.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +48,12 @@ fsmoe_status trainer_step(rt_trainer *tr, double *loss, double *ce, double *gnor
     rt_model *md = &tr->model;
     const rt_config *c = &md->cfg;
     data_batch_slice(tr->data, 0, c->seed, tr->step, tr->sample0, c->B, c->L, tr->tok, tr->tgt);
+    /* the schedule graph's `optimizer` task (task.h): clearing the gradients, their norm and
+     * AdamW */
+    long h = rt_trace_begin(md->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_OPTIM, FSMOE_PHASE_TAIL,
+                            -1, -1);
     model_zero_grad(md);
+    rt_trace_end(md->trace, NULL, h);
     fsmoe_status st = model_forward(md, tr->tok, tr->tgt, 1, tr->step, err);
     if (st != FSMOE_OK)
         return st;
@@ -55,10 +61,12 @@ fsmoe_status trainer_step(rt_trainer *tr, double *loss, double *ce, double *gnor
     if (st != FSMOE_OK)
         return st;
     double norm = 0;
+    h = rt_trace_begin(md->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_OPTIM, FSMOE_PHASE_TAIL, -1, -1);
     if ((st = model_clip_grads(md, c->clip, &norm, err)) != FSMOE_OK)
         return st;
     adamw_step(&tr->opt, md->be, &md->params, c, lr_at(c, tr->step));
     md->be->stream_sync(md->be, NULL);
+    rt_trace_end(md->trace, NULL, h);
     tr->step++;
     if (loss)
         *loss = md->loss;

@@ -41,6 +41,19 @@ static int gen_layer(const rt_model *md, long b)
     return gl;
 }
 
+/* The graph's `head` task (embedding, final norm, LM head, loss; layer -1) and a block's
+ * `elementwise` task (its norms and additions outside attention and FFN, labelled with the
+ * generalised layer of its attention), as planner/sim_schedules.c places them. */
+static long trace_head(rt_model *md, int phase)
+{
+    return rt_trace_begin(md->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_HEAD, phase, -1, -1);
+}
+
+static long trace_elementwise(rt_model *md, int phase, int gl)
+{
+    return rt_trace_begin(md->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_ELEMWISE, phase, gl, -1);
+}
+
 /* The last block whose attention belongs to the prefix (its output projection's gradients are
  * the prefix's early ones, sim_schedules.h); -1 when there is none. */
 static long prefix_last_attention(const rt_model *md)
@@ -334,26 +347,32 @@ fsmoe_status model_forward(rt_model *md, const int *tokens, const int *targets, 
                                   : -1;
         tok = md->h_tokens;
     }
+    /* the tasks of the schedule graph that are not a block's GEMMs or collectives (task.h):
+     * the embedding and head, and each block's norms and additions */
+    long h = trace_head(md, FSMOE_PHASE_FWD);
     be->copy(be, NULL, md->tokens, tok, (size_t)N * sizeof(int), RT_H2D);
     be->copy(be, NULL, md->targets, targets, (size_t)N * sizeof(int), RT_H2D);
     be->embed_fwd(be, NULL, md->blocks[0].x_in, md->wte, md->mp.rank == 0 ? md->wpe : NULL,
                   md->tokens, B, L, M);
     mp_sum(md, md->blocks[0].x_in, "embedding allreduce (mp)");
+    rt_trace_end(md->trace, NULL, h);
     md->aux = 0;
     for (long b = 0; b < c->layers; b++) {
         rt_block *bl = &md->blocks[b];
         real *x_next = b + 1 < c->layers ? md->blocks[b + 1].x_in : md->x_out;
         int gl = gen_layer(md, b);
-        long h = rt_trace_begin(md->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_ATTN, FSMOE_PHASE_FWD,
-                                gl, -1);
+        h = rt_trace_begin(md->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_ATTN, FSMOE_PHASE_FWD, gl,
+                           -1);
         be->layernorm_fwd(be, NULL, bl->ln1, bl->ln1_mean, bl->ln1_rstd, bl->x_in, bl->ln1w,
                           bl->ln1b, N, M);
         attention_forward(&bl->attn, be, NULL, bl->ln1, bl->attn_out, &bl->aacts, B, L);
         rt_trace_end(md->trace, NULL, h);
         mp_sum_task(md, bl->attn_out, FSMOE_PHASE_FWD, gl, "attention output allreduce (mp)");
+        h = trace_elementwise(md, FSMOE_PHASE_FWD, gl);
         be->add(be, NULL, bl->x_mid, bl->x_in, bl->attn_out, N * M);
         be->layernorm_fwd(be, NULL, bl->ln2, bl->ln2_mean, bl->ln2_rstd, bl->x_mid, bl->ln2w,
                           bl->ln2b, N, M);
+        rt_trace_end(md->trace, NULL, h);
         if (bl->is_moe) {
             fsmoe_status st = moe_forward(&bl->moe, be, bl->ln2, bl->ffn_out, N, training,
                                           c->seed, step);
@@ -371,8 +390,11 @@ fsmoe_status model_forward(rt_model *md, const int *tokens, const int *targets, 
             rt_trace_end(md->trace, NULL, h);
             mp_sum_task(md, bl->ffn_out, FSMOE_PHASE_FWD, gl, "dense FFN output allreduce (mp)");
         }
+        h = trace_elementwise(md, FSMOE_PHASE_FWD, gl);
         be->add(be, NULL, x_next, bl->x_mid, bl->ffn_out, N * M);
+        rt_trace_end(md->trace, NULL, h);
     }
+    h = trace_head(md, FSMOE_PHASE_FWD);
     be->layernorm_fwd(be, NULL, md->lnf, md->lnf_mean, md->lnf_rstd, md->x_out, md->lnfw,
                       md->lnfb, N, M);
     long Vl = md->V_local;
@@ -399,6 +421,7 @@ fsmoe_status model_forward(rt_model *md, const int *tokens, const int *targets, 
         if (st != FSMOE_OK)
             return st;
     }
+    rt_trace_end(md->trace, NULL, h);
     md->ce = s / (double)md->N_global;
     md->loss = md->ce + c->aux_coef * md->aux;
     return rt_backend_check(be, err);
@@ -410,12 +433,14 @@ fsmoe_status model_backward(rt_model *md, fsmoe_error *err)
     const rt_config *c = &md->cfg;
     long B = c->B, L = c->L, M = c->M, V = md->V_local, N = md->N;
     /* LM head and final norm */
+    long h = trace_head(md, FSMOE_PHASE_BWD);
     be->gemm(be, NULL, 1, 0, M, V, N, 1, md->lnf, M, 0, md->dlogits, V, 0, 1, md->dhead, V, 0, 1);
     be->gemm(be, NULL, 0, 1, N, M, V, 1, md->dlogits, V, 0, md->head, V, 0, 0, md->dln, M, 0, 1);
     mp_sum(md, md->dln, "LM head input-gradient allreduce (mp)");
     be->zero(be, NULL, md->dres, (size_t)(N * M) * sizeof(real));
     be->layernorm_bwd(be, NULL, md->dres, md->dlnfw, md->dlnfb, md->dln, md->x_out, md->lnf_mean,
                       md->lnf_rstd, md->lnfw, N, M);
+    rt_trace_end(md->trace, NULL, h);
     /* the Gradient-AllReduce's anchors (grad_sync.h), generalised layer by layer: WINDOW, its
      * dense part, DENSE_READY, the MoE layer (DISPATCHED inside), MOE_READY */
     rt_grad_sync *gs = &md->gsync;
@@ -428,10 +453,13 @@ fsmoe_status model_backward(rt_model *md, fsmoe_error *err)
     gsync_at(gs, FSMOE_AT_WINDOW, cur);
     for (long b = c->layers - 1; b >= 0; b--) {
         rt_block *bl = &md->blocks[b];
+        int gl = gen_layer(md, b);
         /* x_next = x_mid + FFN(LN2(x_mid)): dres is ∂x_next */
         if (bl->is_moe) {
             gsync_at(gs, FSMOE_AT_DENSE_READY, cur);
+            h = trace_elementwise(md, FSMOE_PHASE_BWD, gl);
             be->zero(be, NULL, md->dln, (size_t)(N * M) * sizeof(real));
+            rt_trace_end(md->trace, NULL, h);
             fsmoe_status st = moe_backward(&bl->moe, be, md->dres, bl->ln2, md->dln, c->aux_coef);
             if (st != FSMOE_OK) {
                 fsmoe_status bs = rt_backend_check(be, err);
@@ -440,36 +468,41 @@ fsmoe_status model_backward(rt_model *md, fsmoe_error *err)
                                                    bl->moe.index);
             }
         } else {
-            long h = rt_trace_begin(md->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_FFN,
-                                    FSMOE_PHASE_BWD, gen_layer(md, b), -1);
+            h = rt_trace_begin(md->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_FFN, FSMOE_PHASE_BWD, gl,
+                               -1);
             experts_backward(&bl->ffn, be, NULL, md->dres, bl->ln2, md->dln, &bl->facts, md->dh,
                              md->da, bl->ffn.kind == 1 ? md->dg : NULL, N, 0, N, NULL);
             rt_trace_end(md->trace, NULL, h);
-            mp_sum_task(md, md->dln, FSMOE_PHASE_BWD, gen_layer(md, b),
+            mp_sum_task(md, md->dln, FSMOE_PHASE_BWD, gl,
                         "dense FFN input-gradient allreduce (mp)");
         }
+        h = trace_elementwise(md, FSMOE_PHASE_BWD, gl);
         be->layernorm_bwd(be, NULL, md->dres, bl->dln2w, bl->dln2b, md->dln, bl->x_mid,
                           bl->ln2_mean, bl->ln2_rstd, bl->ln2w, N, M);
+        rt_trace_end(md->trace, NULL, h);
         if (bl->is_moe) {
             gsync_at(gs, FSMOE_AT_MOE_READY, cur);
             cur = bl->moe.index - 1;
             gsync_at(gs, FSMOE_AT_WINDOW, cur);
         }
         /* x_mid = x_in + Attn(LN1(x_in)) */
-        long h = rt_trace_begin(md->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_ATTN, FSMOE_PHASE_BWD,
-                                gen_layer(md, b), -1);
+        h = rt_trace_begin(md->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_ATTN, FSMOE_PHASE_BWD, gl,
+                           -1);
         be->zero(be, NULL, md->dln, (size_t)(N * M) * sizeof(real));
         attention_backward(&bl->attn, be, NULL, md->dres, bl->ln1, md->dln, &bl->aacts, &md->ascr,
                            B, L);
         rt_trace_end(md->trace, NULL, h);
-        mp_sum_task(md, md->dln, FSMOE_PHASE_BWD, gen_layer(md, b),
-                    "attention input-gradient allreduce (mp)");
+        mp_sum_task(md, md->dln, FSMOE_PHASE_BWD, gl, "attention input-gradient allreduce (mp)");
+        h = trace_elementwise(md, FSMOE_PHASE_BWD, gl);
         be->layernorm_bwd(be, NULL, md->dres, bl->dln1w, bl->dln1b, md->dln, bl->x_in,
                           bl->ln1_mean, bl->ln1_rstd, bl->ln1w, N, M);
+        rt_trace_end(md->trace, NULL, h);
         if (b == early)
             gsync_at(gs, FSMOE_AT_EARLY_READY, -1);
     }
+    h = trace_head(md, FSMOE_PHASE_BWD);
     be->embed_bwd(be, NULL, md->dwte, md->dwpe, md->dres, md->tokens, B, L, M);
+    rt_trace_end(md->trace, NULL, h);
     /* the gradients of the global loss: replicated tensors summed over DP, expert shards over
      * EDP (the ranks holding the same experts), where the schedule puts them */
     gsync_at(gs, FSMOE_AT_DENSE_READY, -1);

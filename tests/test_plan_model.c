@@ -211,6 +211,8 @@ static void check_combo(const combo *cb)
         sent += L->window_bytes + L->step2_bytes;
         assert_true(L->carried_bytes >= -1e-6);
     }
+    /* and the work beside the chains (the gate and order, element-wise, the head) */
+    forward += workload_extra_time(&wl, &w, m.layers, moe, 1).fwd_s;
     assert_true(fabs(forward - p.predicted.forward_s) <= 1e-9 * forward);
     /* dense forward accounts for every block: blocks × attention + dense FFN blocks */
     double all_dense = m.layers * wl.attn_fwd_s + (m.layers - moe) * wl.ffn_fwd_s;
@@ -1290,6 +1292,17 @@ static void check_grad_bytes(const grad_variant *v, const fsmoe_parallel *layout
     /* with every expert on every rank and replicated, that is the whole table */
     if (par.ep == 1 && fsmoe_group_size(&par, FSMOE_GROUP_EDP) > 1)
         assert_true(sum == (double)md.params.total * sizeof(float));
+    /* the simulator's optimizer steps this GPU's parameters: with every expert on every rank
+     * (ep 1), the runtime's whole table (exact, as above) */
+    sim_model sm;
+    if (sim_model_of_plan(&p, &m, &c, cpath, &sm, &err) != FSMOE_OK)
+        fail_msg("%s: %s", v->what, err.msg);
+    if (par.ep == 1 && sm.param_bytes != (double)md.params.total * sizeof(float))
+        fail_msg("%s (world %d): the simulator's optimizer on %.0f parameter bytes, the "
+                 "runtime's tensors %.0f",
+                 v->what, par.world, sm.param_bytes, (double)md.params.total * sizeof(float));
+    assert_true(sm.optim_s > 0.0 && sm.head_fwd_s > 0.0 && sm.head_bwd_s > 0.0);
+    sim_model_free(&sm);
     model_free(&md);
     rt_backend_destroy(&be);
     fsmoe_plan_free(&p);

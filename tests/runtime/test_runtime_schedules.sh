@@ -7,7 +7,8 @@
 #  3. per schedule (plan, deepspeed, tutel, tutel-improved, pipemoe-lina, fsmoe, fsmoe-no-iio):
 #     4 ranks with --schedule S --report; the report's conformance line must say that every
 #     planned AllToAll, expert and Gradient-AllReduce task ran as often as the graph has it and
-#     that the executed Gradient-AllReduce bytes equal the planned ones; the losses equal the
+#     that the executed Gradient-AllReduce bytes equal the planned ones, and that every task the
+#     graph times (gate, element-wise, head and optimizer too) ran in every step; the losses equal the
 #     reference's (fp32, printed to 4 decimals: within 2e-3). The plan, FSMoE and Lina must
 #     all-reduce in several tasks (the partition is executed, not a tail). The routing lines
 #     (token copies kept, the capacity's rows run, per MoE layer) equal the reference's: the
@@ -62,8 +63,16 @@ check() {
     echo "$tag $s: $conf"
     echo "$conf" | grep -Eq ': [1-9][0-9]* task ids .* planned, 0 mismatched' ||
         fail "$tag $s: executed tasks differ from the graph's"
-    grep -Eq '^# conformance on all 4 ranks: 0 task ids mismatched ' "$out" ||
+    grep -Eq '^# conformance on all 4 ranks: 0 task ids mismatched .*; 0 predicted task ids not measured$' "$out" ||
         fail "$tag $s: $(grep '^# conformance on all' "$out" || echo 'no all-ranks conformance')"
+    # every task the graph times (gate, element-wise, head and optimizer included) ran under
+    # its label in every step, and those kinds are priced (the profile has a copy line)
+    grep -Eq '^# join: [1-9][0-9]* task ids predicted, 0 not measured in every step$' "$out" ||
+        fail "$tag $s: $(grep -A3 '^# join:' "$out" || echo 'no join line')"
+    for k in gate elementwise head optimizer; do
+        grep -Eq "^  $k +[0-9.]+ +[0-9.]*[1-9][0-9.]* +[0-9.]+ " "$out" ||
+            fail "$tag $s: no predicted time for $k: $(grep "^  $k " "$out")"
+    done
     planned=$(echo "$conf" | sed -n 's/.*Gradient-AllReduce \([0-9.]*\) MB planned.*/\1/p')
     executed=$(echo "$conf" | sed -n 's/.* MB planned, \([0-9.]*\) MB executed.*/\1/p')
     { [ -n "$planned" ] && [ "$planned" = "$executed" ]; } ||
