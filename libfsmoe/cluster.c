@@ -32,8 +32,8 @@ static const char *const top_keys[] = {"fsmoe_cluster", "name",         "source"
                                        "nodes",         "gpus_per_node", "r2_threshold",
                                        "notes",         "ops",          "interference",
                                        NULL};
-static const char *const interference_keys[] = {"comm_slowdown", "compute_slowdown", "measured",
-                                                NULL};
+static const char *const interference_keys[] = {"comm_slowdown", "compute_slowdown",
+                                                "sync_latency_s", "measured", NULL};
 static const char *const entry_keys[] = {"op",    "tier",    "ranks",  "alpha_s",
                                          "beta_s_per_byte", "beta_s_per_mac", "r2",
                                          "derived", "points", "shape", NULL};
@@ -360,6 +360,8 @@ static fsmoe_status load_doc(fsmoe_yaml *y, fsmoe_cluster *c, fsmoe_error *err)
                                     &c->interference.comm_slowdown, err)) ||
             (st = fsmoe_yaml_double(&in, "compute_slowdown", FSMOE_REQUIRED, 1.0, 100.0,
                                     &c->interference.compute_slowdown, err)) ||
+            (st = fsmoe_yaml_double(&in, "sync_latency_s", FSMOE_OPTIONAL, 0.0, 1.0,
+                                    &c->interference.sync_s, err)) ||
             (st = fsmoe_yaml_string(&in, "measured", FSMOE_OPTIONAL, c->interference.measured,
                                     sizeof c->interference.measured, err)))
             return st;

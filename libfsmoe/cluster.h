@@ -69,10 +69,16 @@ typedef struct {
      * times slower while a GEMM runs beside it, and a GEMM compute_slowdown times slower while
      * a collective moves data beside it (both ≥ 1; 1, 1 when absent: they do not interfere,
      * the premise of the papers' overlap). fsmoe-bench measures them as the simulator applies
-     * them (sim.h); measured: how (a string, may be empty). */
+     * them (sim.h); measured: how (a string, may be empty).
+     * sync_s (`sync_latency_s`, optional, 0 when absent, at most 1 s): how much longer than
+     * alone a blocking collective takes when the ranks come to it from computation, as every
+     * collective of a training step does — they arrive at different times (their computation
+     * and the machine's scheduling differ) and each waits for the last; the cost model adds it
+     * to the α of every collective of a group of more than one rank (workload.h). */
     struct {
         int present;
         double comm_slowdown, compute_slowdown;
+        double sync_s;
         char measured[256];
     } interference;
     /* The widest group measured per (op, tier): the entry with the most ranks (the only one in

@@ -22,6 +22,15 @@
 #define INTF_MIN_REPS 5
 /* The factors the profile accepts (libfsmoe/cluster.c). */
 #define INTF_MAX_FACTOR 100.0
+/* The sync phases: this many rounds of GEMMs and one small AllToAll, each round's GEMMs about
+ * INTF_SYNC_COMPUTE_S. The ranks' skew at a collective grows with the computation before it
+ * (on 4 ranks sharing 2 cores: 1.9 ms after 4 ms of GEMMs, 6.9 ms after 31 ms), so the rounds
+ * hold a fixed amount, the order of what a training step computes between two collectives (an
+ * attention block, a pipeline chunk's expert GEMMs), whatever the GEMM shape. */
+#define INTF_SYNC_ROUNDS 8
+#define INTF_SYNC_COMPUTE_S 0.005
+/* The largest sync latency the profile accepts (libfsmoe/cluster.c), in seconds. */
+#define INTF_MAX_SYNC_S 1.0
 
 static double intf_clamp(double f)
 {
@@ -58,6 +67,14 @@ void interference_factors(double T_a, double T_g, double t_a, double t_g, double
     }
 }
 
+double interference_sync(double after_s, double alone_s)
+{
+    double d = after_s - alone_s;
+    if (!(d > 0.0)) /* faster after compute is noise (NaN: nothing measured): no latency */
+        return 0.0;
+    return d < INTF_MAX_SYNC_S ? d : INTF_MAX_SYNC_S;
+}
+
 int interference_wanted(const bench_suite *s)
 {
     const bench_options *o = s->opt;
@@ -85,6 +102,9 @@ typedef struct {
     coll_shape sh;      /* one AllToAll's */
     void *send, *recv, *hrecv;
     int K, J;           /* AllToAlls and GEMMs per phase */
+    coll_shape small;   /* the sync phases' AllToAll: one element per peer */
+    int L, G, Ts;       /* sync rounds, and GEMMs (of Ts rows) before each round's AllToAll */
+    double sync_sum;    /* the last sync phase's timed AllToAlls on this rank, summed */
     int T, M, H;        /* the GEMM (T x M)(M x H) */
     float *A, *B, *C;   /* backend: (T_max, M), (M, H), (T_max, H) */
     float *hA, *hB;     /* host: A and B as filled, for the check */
@@ -102,12 +122,12 @@ static fsmoe_status intf_alltoalls(intf_ctx *c, fsmoe_error *err)
     return st;
 }
 
-/* J GEMMs on stream 0 (the caller's), then that stream synced. */
-static fsmoe_status intf_gemms(intf_ctx *c, fsmoe_error *err)
+/* n GEMMs of `rows` rows on stream 0 (the caller's), then that stream synced. */
+static fsmoe_status intf_gemms(intf_ctx *c, int rows, int n, fsmoe_error *err)
 {
     fsmoe_status st = FSMOE_OK;
-    for (int i = 0; i < c->J && !st; i++)
-        st = c->b->gemm(c->b, c->T, c->H, c->M, c->A, c->B, c->C, 0, err);
+    for (int i = 0; i < n && !st; i++)
+        st = c->b->gemm(c->b, rows, c->H, c->M, c->A, c->B, c->C, 0, err);
     return st ? st : c->b->sync(c->b, 0, err);
 }
 
@@ -121,7 +141,8 @@ static fsmoe_status intf_comm_alone(void *arg, fsmoe_error *err)
 
 static fsmoe_status intf_gemm_alone(void *arg, fsmoe_error *err)
 {
-    return intf_gemms(arg, err);
+    intf_ctx *c = arg;
+    return intf_gemms(c, c->T, c->J, err);
 }
 
 /* The comm stream's end, seen from a second thread. The backend has no hook that runs a host
@@ -164,7 +185,7 @@ static fsmoe_status intf_together(void *arg, fsmoe_error *err)
                                "cannot start a thread to wait for the comm stream: %s",
                                strerror(rc));
     }
-    st = intf_gemms(c, err);
+    st = intf_gemms(c, c->T, c->J, err);
     c->t_g = measure_now() - t0;
     pthread_join(waiter, NULL);
     c->t_a = w.end_s - t0;
@@ -174,6 +195,45 @@ static fsmoe_status intf_together(void *arg, fsmoe_error *err)
         st = w.st;
     }
     return st;
+}
+
+/* One small AllToAll on the comm stream, waited for as a blocking collective of a training
+ * step is; its time on this rank, from the submission to the sync's return, goes to sync_sum. */
+static fsmoe_status intf_small_alltoall(intf_ctx *c, fsmoe_error *err)
+{
+    double t0 = measure_now();
+    fsmoe_status st = op_alltoall.run(c->b, c->g, c->send, c->recv, &c->small, c->t, COMM_SUM,
+                                      COMM_STREAM_COMM, err);
+    fsmoe_status st_sync = c->b->sync(c->b, COMM_STREAM_COMM, st ? NULL : err);
+    c->sync_sum += measure_now() - t0;
+    return st ? st : st_sync;
+}
+
+/* A sync phase: L rounds of G GEMMs (none where `gemms` is 0: back to back) and one small
+ * AllToAll, the AllToAlls' times summed in sync_sum. A first, untimed AllToAll absorbs the
+ * barrier's skew (up to a nap of 1 ms where ranks wait asleep): the skew left is the one the
+ * GEMMs and the scheduling create. */
+static fsmoe_status intf_sync_phase(intf_ctx *c, int gemms, fsmoe_error *err)
+{
+    fsmoe_status st = intf_small_alltoall(c, err);
+    c->sync_sum = 0.0;
+    for (int i = 0; i < c->L && !st; i++) {
+        if (gemms)
+            st = intf_gemms(c, c->Ts, c->G, err);
+        if (!st)
+            st = intf_small_alltoall(c, err);
+    }
+    return st;
+}
+
+static fsmoe_status intf_sync_after(void *arg, fsmoe_error *err)
+{
+    return intf_sync_phase(arg, 1, err);
+}
+
+static fsmoe_status intf_sync_alone(void *arg, fsmoe_error *err)
+{
+    return intf_sync_phase(arg, 0, err);
 }
 
 /* One timed run of fn, every rank at once after a barrier of all; the slowest rank's time, the
@@ -267,8 +327,23 @@ static fsmoe_status intf_check(intf_ctx *c, int check, long long *wrong, fsmoe_e
     return FSMOE_OK;
 }
 
+/* The sync phases of one repetition, after the others: this rank's time per small AllToAll
+ * back to back and after the GEMMs (the whole phase's wall time is not what is measured). */
+static fsmoe_status intf_sync_rep(intf_ctx *c, bench_intf_rep *x, fsmoe_error *err)
+{
+    double untimed;
+    fsmoe_status st = measure_sample(&c->m, intf_sync_alone, c, 1, &untimed, err);
+    if (st)
+        return st;
+    x->sync_alone_s = c->sync_sum / c->L;
+    if ((st = measure_sample(&c->m, intf_sync_after, c, 1, &untimed, err)))
+        return st;
+    x->sync_after_s = c->sync_sum / c->L;
+    return FSMOE_OK;
+}
+
 /* R repetitions of the three phases (AllToAlls alone, GEMMs alone, together), odd ones in the
- * reverse order; this rank's times. */
+ * reverse order, each followed by the two sync phases; this rank's times. */
 static fsmoe_status intf_repeat(intf_ctx *c, bench_intf_rep *mine, int reps, progress *prog,
                                 fsmoe_error *err)
 {
@@ -288,6 +363,9 @@ static fsmoe_status intf_repeat(intf_ctx *c, bench_intf_rep *mine, int reps, pro
         }
         x->t_a = c->t_a;
         x->t_g = c->t_g;
+        fsmoe_status st = intf_sync_rep(c, x, err);
+        if (st)
+            return st;
     }
     return FSMOE_OK;
 }
@@ -330,6 +408,48 @@ static fsmoe_status intf_combine(const intf_ctx *c, const bench_intf_rep *mine, 
     res->reps = reps;
     res->comm_slowdown = measure_median(comm, reps); /* sorts: after the rows took theirs */
     res->compute_slowdown = measure_median(compute, reps);
+    return FSMOE_OK;
+}
+
+/* The sync latency of each repetition and the profile's: per repetition the MEAN over the
+ * ranks of the per-call times after the GEMMs and back to back, the latency their difference
+ * (interference_sync), the profile's its median over the repetitions (intf_combine's rows must
+ * be in place: this adds to them).
+ *
+ * Why the mean and not the last rank's times, as for the factors: a rank's collective after
+ * computation lasts its wait for the last rank to arrive, plus the collective itself. With
+ * arrivals c_i and the collective's own time a, rank i sees max(c) - c_i + a, and the mean of
+ * that over the ranks is max(c) - mean(c) + a. The simulator gives every rank the same times:
+ * the GEMMs' fitted time (the ranks' typical speed, about mean(c)), then the collective's. The
+ * real step goes on at max(c) + a, so the time missing is max(c) - mean(c), which the mean of
+ * the ranks' waits gives. The last rank's (the longest) wait would charge every rank the first
+ * arrival's wait, max(c) - min(c): the slow ranks' extra time counted twice. */
+static fsmoe_status intf_combine_sync(const intf_ctx *c, const bench_intf_rep *mine, int reps,
+                                      bench_interference *res, fsmoe_error *err)
+{
+    double v[2 * BENCH_INTF_MAX_REPS], sum[2 * BENCH_INTF_MAX_REPS];
+    double after[BENCH_INTF_MAX_REPS], alone[BENCH_INTF_MAX_REPS], sync[BENCH_INTF_MAX_REPS];
+    double gemm_s[BENCH_INTF_MAX_REPS];
+    for (int r = 0; r < reps; r++) {
+        v[2 * r] = mine[r].sync_after_s;
+        v[2 * r + 1] = mine[r].sync_alone_s;
+    }
+    fsmoe_status st = fsmoe_mpi_allreduce(c->m.world, v, sum, 2 * reps, MPI_DOUBLE, MPI_SUM,
+                                          "the ranks' sync times (MPI_Allreduce)", err);
+    if (st)
+        return st;
+    for (int r = 0; r < reps; r++) {
+        bench_intf_rep *x = &res->rep[r];
+        x->sync_after_s = after[r] = sum[2 * r] / c->P;
+        x->sync_alone_s = alone[r] = sum[2 * r + 1] / c->P;
+        x->sync_s = sync[r] = interference_sync(after[r], alone[r]);
+        /* one round's GEMMs, at the last rank's pace */
+        gemm_s[r] = x->T_g / c->J * c->G * ((double)c->Ts / c->T);
+    }
+    res->sync_s = measure_median(sync, reps); /* sorts: after the rows took theirs */
+    res->sync_after_s = measure_median(after, reps);
+    res->sync_alone_s = measure_median(alone, reps);
+    res->sync_gemm_s = measure_median(gemm_s, reps);
     return FSMOE_OK;
 }
 
@@ -384,22 +504,51 @@ static void intf_describe(const bench_suite *s, const intf_ctx *c, bench_interfe
                  s->machine_cores);
     snprintf(detail, sizeof detail,
              "%d x alltoall of %zu B on the comm stream beside %d x gemm (%d x %d)(%d x %d) on "
-             "stream 0, every rank at once%s",
-             c->K, c->sh.bytes, c->J, c->T, c->M, c->M, c->H, note);
+             "stream 0, every rank at once; sync: %d x (%d x gemm of %d rows, alltoall of %zu "
+             "B)%s",
+             c->K, c->sh.bytes, c->J, c->T, c->M, c->M, c->H, c->L, c->G, c->Ts, c->small.bytes,
+             note);
     report_section(s->rep, "interference", "world", c->P, 1, detail);
     snprintf(res->measured_how, sizeof res->measured_how,
-             "fsmoe-bench: %d x world alltoall of %zu bytes (%d ranks, comm stream) beside %d x "
-             "gemm %d:%d (%d x %d)(%d x %d) (stream 0), every rank at once; the last rank's "
-             "times, median of %d repetitions",
-             c->K, c->sh.bytes, c->P, c->J, c->M, c->H, c->T, c->M, c->M, c->H,
+             "fsmoe-bench: %d x world alltoall %zu B (%d ranks, comm stream) beside %d x gemm "
+             "(%d x %d)(%d x %d) (stream 0), ranks at once, last rank's times; sync: alltoall "
+             "%zu B after %d gemms minus back to back, ranks' mean; medians of %d reps",
+             c->K, c->sh.bytes, c->P, c->J, c->T, c->M, c->M, c->H, c->small.bytes, c->G,
              intf_reps(s->opt));
     res->ranks = c->P;
     res->bytes = c->sh.bytes;
     res->K = c->K;
     res->J = c->J;
+    res->sync_bytes = c->small.bytes;
+    res->L = c->L;
+    res->G = c->G;
     res->T = c->T;
     res->M = c->M;
     res->H = c->H;
+}
+
+/* The sync phases' sizes, from the calibrated J: G GEMMs of Ts rows (about
+ * INTF_SYNC_COMPUTE_S together) before each of L = INTF_SYNC_ROUNDS small AllToAlls, so that a
+ * phase's GEMMs take about as long as the J of the other phases (R repetitions of it stay
+ * within a second or so). The AllToAll has one element per peer, the least there is: alone its
+ * time is the collective's latency (its α) and nothing else, so what it gains after
+ * computation is the wait for the last rank, which the cost model adds to α, not a bandwidth
+ * term the GEMMs' contention could stretch as well (comm_slowdown measures that). */
+static void intf_sync_setup(intf_ctx *c, long long least_bytes)
+{
+    op_alltoall.shape((size_t)least_bytes, comm_dtype_size(c->t), c->P, &c->small);
+    c->L = INTF_SYNC_ROUNDS;
+    /* one calibrated GEMM takes about INTF_TARGET_S / J: as many as make the round's time, or
+     * one of fewer rows where a single one takes longer */
+    double one = INTF_TARGET_S / c->J;
+    c->Ts = c->T;
+    c->G = (int)(INTF_SYNC_COMPUTE_S / one + 0.5);
+    if (c->G < 1) {
+        c->G = 1;
+        c->Ts = (int)(c->T * (INTF_SYNC_COMPUTE_S / one));
+        if (c->Ts < 1)
+            c->Ts = 1;
+    }
 }
 
 /* The world AllToAll's input (every size's is a prefix of the largest one's), the GEMM's
@@ -449,13 +598,15 @@ fsmoe_status interference_run(bench_suite *s, void *dsend, void *drecv, void *hs
                              &c.K, err)) ||
         (st = intf_calibrate(&c, intf_gemm_alone, intf_set_rows, T_max, 1, &c.J, err)))
         goto fail;
+    intf_sync_setup(&c, least_bytes);
     progress_clear(s->prog);
     intf_describe(s, &c, res);
     if ((st = intf_check(&c, o->check, &wrong, err)) ||
         (st = fsmoe_mpi_allreduce(s->mcfg.world, &wrong, &res->wrong, 1, MPI_LONG_LONG, MPI_SUM,
                                   "summing the wrong values (MPI_Allreduce)", err)) ||
         (st = intf_repeat(&c, mine, reps, s->prog, err)) ||
-        (st = intf_combine(&c, mine, reps, res, err)))
+        (st = intf_combine(&c, mine, reps, res, err)) ||
+        (st = intf_combine_sync(&c, mine, reps, res, err)))
         goto fail;
     res->measured = 1;
     progress_clear(s->prog);

@@ -66,6 +66,7 @@ fsmoe_status profile_write(const char *path, const profile_meta *m, const bench_
         c->interference.present = 1;
         c->interference.comm_slowdown = in->comm_slowdown;
         c->interference.compute_slowdown = in->compute_slowdown;
+        c->interference.sync_s = in->sync_s; /* 0 writes no key (cluster_write.c) */
         snprintf(c->interference.measured, sizeof c->interference.measured, "%s",
                  in->measured_how);
     }

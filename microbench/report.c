@@ -62,11 +62,13 @@ void report_section(report *r, const char *op, const char *tier, int ranks, int 
             groups == 1 ? "" : "s", ranks, ranks == 1 ? "" : "s", detail ? ", " : "",
             detail ? detail : "");
     if (strcmp(op, "interference") == 0) {
-        /* per repetition: the phases' order, the times from each phase's start, the factors */
-        fprintf(r->out, "#%4s  %-8s %10s %10s %10s %10s %8s %8s\n", "rep", "order", "T_a", "T_g",
-                "t_a", "t_g", "comm", "compute");
-        fprintf(r->out, "#%4s  %-8s %10s %10s %10s %10s %8s %8s\n", "", "", "(us)", "(us)",
-                "(us)", "(us)", "(x)", "(x)");
+        /* per repetition: the phases' order, the times from each phase's start, the factors,
+         * the small AllToAll's time per call after the GEMMs and back to back, the sync
+         * latency */
+        fprintf(r->out, "#%4s  %-8s %10s %10s %10s %10s %8s %8s %10s %10s %10s\n", "rep",
+                "order", "T_a", "T_g", "t_a", "t_g", "comm", "compute", "after", "b2b", "sync");
+        fprintf(r->out, "#%4s  %-8s %10s %10s %10s %10s %8s %8s %10s %10s %10s\n", "", "",
+                "(us)", "(us)", "(us)", "(us)", "(x)", "(x)", "(us)", "(us)", "(us)");
     } else if (strcmp(op, "gemm") == 0) {
         fprintf(r->out, "#%7s %7s %7s %14s %10s %9s %6s\n", "m", "n", "k", "MACs", "time",
                 "GFLOP/s", "#wrong");
@@ -207,23 +209,33 @@ void report_interference(report *r, const bench_interference *x)
         return;
     for (int i = 0; i < x->reps; i++) {
         const bench_intf_rep *p = &x->rep[i];
-        char t[4][32];
-        const double v[4] = {p->T_a, p->T_g, p->t_a, p->t_g};
-        for (int k = 0; k < 4; k++)
+        char t[7][32];
+        const double v[7] = {p->T_a, p->T_g, p->t_a, p->t_g, p->sync_after_s, p->sync_alone_s,
+                             p->sync_s};
+        for (int k = 0; k < 7; k++)
             report_time(t[k], sizeof t[k], v[k]);
-        fprintf(r->out, "%5d  %-8s %10s %10s %10s %10s %8.3f %8.3f\n", i + 1,
+        fprintf(r->out, "%5d  %-8s %10s %10s %10s %10s %8.3f %8.3f %10s %10s %10s\n", i + 1,
                 p->together_first ? "ag,g,a" : "a,g,ag", t[0], t[1], t[2], t[3],
-                p->comm_slowdown, p->compute_slowdown);
+                p->comm_slowdown, p->compute_slowdown, t[4], t[5], t[6]);
     }
     fprintf(r->out,
             "# a: the AllToAlls alone, g: the GEMMs alone, ag: together; times of the last rank "
             "from each phase's start; the factor of the one that ended first is its time over "
             "its time alone, the other's from the fluid model\n");
     fprintf(r->out,
+            "# after: one small world AllToAll (%zu B) right after %d GEMMs, b2b: back to back, "
+            "each per call and the mean over the ranks; sync: after - b2b (at least 0)\n",
+            x->sync_bytes, x->G);
+    fprintf(r->out,
             "# comm_slowdown %.3f, compute_slowdown %.3f (medians of %d repetitions); #wrong "
             "%lld %s\n",
             x->comm_slowdown, x->compute_slowdown, x->reps, x->wrong,
             x->wrong ? "FAILED: not written to the profile" : "OK");
+    fprintf(r->out,
+            "# sync_latency %.3f ms per collective (median of %d repetitions: small world "
+            "alltoall after ~%.1f ms of GEMMs %.3f ms, back to back %.3f ms)\n",
+            1e3 * x->sync_s, x->reps, 1e3 * x->sync_gemm_s, 1e3 * x->sync_after_s,
+            1e3 * x->sync_alone_s);
     fflush(r->out);
 }
 
@@ -298,8 +310,9 @@ int report_footer(report *r, const bench_results *res, double r2_threshold)
     return wrong == 0;
 }
 
-/* "interference": the section's sizes, each repetition and the factors (absent when it did
- * not run; "ok": false when its outputs were wrong and the profile got none). */
+/* "interference": the section's sizes, each repetition, the factors and the sync latency
+ * (absent when it did not run; "ok": false when its outputs were wrong and the profile got
+ * none). */
 static void report_json_interference(FILE *f, const bench_interference *x)
 {
     if (!x->measured)
@@ -307,18 +320,23 @@ static void report_json_interference(FILE *f, const bench_interference *x)
     fprintf(f, "  \"interference\": {\"ok\": %s, \"comm_slowdown\": %.6g, "
                "\"compute_slowdown\": %.6g, \"ranks\": %d, \"alltoall_bytes\": %zu, "
                "\"alltoalls\": %d, \"gemm\": {\"m\": %d, \"n\": %d, \"k\": %d, "
-               "\"shape\": [%d, %d]}, \"gemms\": %d, \"wrong\": %lld, \"measured\": ",
+               "\"shape\": [%d, %d]}, \"gemms\": %d, \"wrong\": %lld,\n    \"sync_latency_s\": "
+               "%.6g, \"sync_after_s\": %.6g, \"sync_alone_s\": %.6g, \"sync_alltoall_bytes\": "
+               "%zu, \"sync_rounds\": %d, \"sync_gemms\": %d, \"measured\": ",
             bench_intf_usable(x) ? "true" : "false", x->comm_slowdown, x->compute_slowdown, x->ranks,
-            x->bytes, x->K, x->T, x->H, x->M, x->M, x->H, x->J, x->wrong);
+            x->bytes, x->K, x->T, x->H, x->M, x->M, x->H, x->J, x->wrong, x->sync_s,
+            x->sync_after_s, x->sync_alone_s, x->sync_bytes, x->L, x->G);
     fsmoe_json_string(f, x->measured_how);
     fprintf(f, ",\n    \"repetitions\": [");
     for (int i = 0; i < x->reps; i++) {
         const bench_intf_rep *p = &x->rep[i];
         fprintf(f, "%s\n      {\"order\": \"%s\", \"T_a_s\": %.9g, \"T_g_s\": %.9g, "
                    "\"t_a_s\": %.9g, \"t_g_s\": %.9g, \"comm_slowdown\": %.6g, "
-                   "\"compute_slowdown\": %.6g}",
+                   "\"compute_slowdown\": %.6g, \"sync_after_s\": %.9g, \"sync_alone_s\": %.9g, "
+                   "\"sync_latency_s\": %.9g}",
                 i ? "," : "", p->together_first ? "ag,g,a" : "a,g,ag", p->T_a, p->T_g, p->t_a,
-                p->t_g, p->comm_slowdown, p->compute_slowdown);
+                p->t_g, p->comm_slowdown, p->compute_slowdown, p->sync_after_s, p->sync_alone_s,
+                p->sync_s);
     }
     fprintf(f, "\n    ]},\n");
 }

@@ -41,7 +41,9 @@ typedef struct {
 
 /* How a world AllToAll and a GEMM slow each other down on one rank (interference.h): the
  * times of each repetition (seconds, the last rank's) and its factors, and the factors the
- * profile gets (their medians over the repetitions). */
+ * profile gets (their medians over the repetitions); and how much longer a small blocking
+ * AllToAll takes after computation than back to back (per call, the mean over the ranks), the
+ * profile's sync latency (the median over the repetitions). */
 #define BENCH_INTF_MAX_REPS 32
 
 typedef struct {
@@ -49,6 +51,9 @@ typedef struct {
     double T_a, T_g;         /* the K AllToAlls alone, the J GEMMs alone */
     double t_a, t_g;         /* each of them while the other runs (from a common start) */
     double comm_slowdown, compute_slowdown;
+    double sync_after_s;     /* one small AllToAll after G GEMMs (per call, mean over ranks) */
+    double sync_alone_s;     /* the same back to back */
+    double sync_s;           /* the difference, at least 0 (interference_sync) */
 } bench_intf_rep;
 
 typedef struct {
@@ -60,6 +65,11 @@ typedef struct {
     int reps;
     bench_intf_rep rep[BENCH_INTF_MAX_REPS];
     double comm_slowdown, compute_slowdown;
+    size_t sync_bytes;       /* the sync phases' small AllToAll's n */
+    int L, G;                /* sync rounds, GEMMs before each round's AllToAll */
+    double sync_s;           /* the profile's sync_latency_s: median of the repetitions' */
+    double sync_after_s, sync_alone_s; /* medians of the repetitions' */
+    double sync_gemm_s;      /* one round's G GEMMs (median, from T_g) */
     long long wrong;         /* wrong values in the checked concurrent run, all ranks */
     char measured_how[256];  /* the profile's interference.measured */
 } bench_interference;

@@ -221,7 +221,7 @@ static fsmoe_status plan_model_one(const fsmoe_model *m, const fsmoe_cluster *c,
     char notes[sizeof out->notes] = "";
     fsmoe_note_add(notes, sizeof notes, w.notes);
     if (c->interference.present) {
-        char line[256];
+        char line[400];
         snprintf(line, sizeof line,
                  "interference: fsmoe-plan simulate and fsmoe-run's predictions slow a "
                  "collective beside a GEMM %.3gx and a GEMM beside a collective %.3gx (the "
@@ -230,6 +230,14 @@ static fsmoe_status plan_model_one(const fsmoe_model *m, const fsmoe_cluster *c,
                  c->interference.comm_slowdown,
                  c->interference.compute_slowdown);
         fsmoe_note_add(notes, sizeof notes, line);
+        if (c->interference.sync_s > 0.0) {
+            snprintf(line, sizeof line,
+                     "sync latency: every collective's alpha includes the profile's %.3g ms, "
+                     "the ranks' arrival skew at a collective issued after computation (each "
+                     "pipeline chunk pays it)",
+                     1e3 * c->interference.sync_s);
+            fsmoe_note_add(notes, sizeof notes, line);
+        }
     }
     int hier[2] = {0, 0}; /* [0]: EP, [1]: EP&ESP hierarchical (and 2dh costed on it) */
     if (dispatch != PLAN_DISPATCH_NCCL) {

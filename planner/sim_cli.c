@@ -194,8 +194,9 @@ int sim_cli_simulate(const plan_cli *cli)
            plan_path, plan.model_name, model_path, plan.cluster_name, cluster_path, m.n_layers);
     if (cl.interference.present)
         printf("# interference (the profile's): a collective beside a GEMM %.3gx slower, a GEMM "
-               "beside a collective %.3gx\n", cl.interference.comm_slowdown,
-               cl.interference.compute_slowdown);
+               "beside a collective %.3gx, every collective %.3g ms later (sync latency)\n",
+               cl.interference.comm_slowdown, cl.interference.compute_slowdown,
+               1e3 * cl.interference.sync_s);
     if (refine) {
         int changed;
         if (sim_refine_plan(&s, &m, &changed, &err) != FSMOE_OK)

@@ -71,7 +71,10 @@ double workload_elementwise_s(const workload_lines *w, int passes, double arrays
 
 double workload_optimizer_s(const workload_lines *w, double param_bytes)
 {
-    return workload_elementwise_s(w, 3, 9.0, param_bytes);
+    /* the norm's partial sums over MP, ESP and EP: a few bytes each, their lines' α (a zero
+     * line where the group has one member; EP has no AllReduce line: its AllToAll's α) */
+    double norm_sums = w->ar_mp.alpha_s + w->ar_esp.alpha_s + w->a2a_ep.alpha_s;
+    return workload_elementwise_s(w, 3, 9.0, param_bytes) + norm_sums;
 }
 
 double workload_param_bytes(const workload_layer *wl, long blocks, long moe_layers)
@@ -124,23 +127,30 @@ fsmoe_status workload_lines_init(const fsmoe_cluster *c, const char *cluster_pat
         [FSMOE_NEED_RS_ESP] = &out->rs_esp,   [FSMOE_NEED_AR_ESP] = &out->ar_esp,
         [FSMOE_NEED_AR_MP] = &out->ar_mp,     [FSMOE_NEED_AR_DP] = &out->ar_dp,
     };
+    /* Every collective a step issues comes after computation: the ranks' arrival skew
+     * (cluster.h interference.sync_s) adds to its α. */
+    out->sync_s = c->interference.present ? c->interference.sync_s : 0.0;
     for (int i = 0; i < FSMOE_NEED_COUNT; i++) {
         fsmoe_status st = group_line(c, cluster_path, par, fsmoe_comm_needs[i].group,
                                      fsmoe_comm_needs[i].op, dst[i], out, err);
         if (st != FSMOE_OK)
             return st;
+        if (fsmoe_group_size(par, fsmoe_comm_needs[i].group) > 1)
+            dst[i]->alpha_s += out->sync_s;
     }
     /* SAA = EP&ESP AllToAll run together with the MP AllGather; measured on the EP&ESP tier.
      * When EP&ESP has a single member there is no AllToAll and SAA degenerates to the MP
      * AllGather alone. */
-    fsmoe_status st;
-    if (fsmoe_group_size(par, FSMOE_GROUP_EP_ESP) > 1)
+    fsmoe_status st = FSMOE_OK;
+    if (fsmoe_group_size(par, FSMOE_GROUP_EP_ESP) > 1) {
         st = fsmoe_cost_line_at(c, cluster_path, FSMOE_OP_SAA,
                                 fsmoe_group_tier(par, FSMOE_GROUP_EP_ESP),
                                 fsmoe_group_size(par, FSMOE_GROUP_EP_ESP), &out->saa, out->notes,
                                 sizeof out->notes, err);
-    else
-        st = (out->saa = out->ag_mp, FSMOE_OK);
+        out->saa.alpha_s += out->sync_s;
+    } else {
+        out->saa = out->ag_mp; /* its sync latency included */
+    }
     if (st != FSMOE_OK)
         return st;
     /* GEMMs at the shapes they run at: an expert slice is M × H/N_ESP, a dense FFN slice
@@ -205,6 +215,7 @@ fsmoe_status workload_lines_2dh(const fsmoe_cluster *c, const char *cluster_path
                                               out->notes, sizeof out->notes, err);
         if (st != FSMOE_OK)
             return st;
+        groups[i].line->alpha_s += out->sync_s; /* as the flat line's (workload_lines_init) */
         *groups[i].flag = 1;
         const fsmoe_cost_entry *e = groups[i].line->entry;
         if (e) { /* measured at this size: say which fit (derived and scaled lines say so) */

@@ -55,6 +55,9 @@ typedef struct {
      * collective beside a GEMM by comm_slowdown and a GEMM beside a collective by
      * compute_slowdown. The planner's closed forms do not use them yet. */
     double comm_slowdown, compute_slowdown;
+    /* The profile's sync latency (cluster.h; 0 without it): already added to the α of every
+     * collective line above whose group has more than one member. */
+    double sync_s;
     /* 1: a2a_ep (a2a_ep_esp) is the hierarchical AllToAll's line (workload_lines_2dh); 0: the
      * flat AllToAll's, as workload_lines_init gives every line */
     int a2a_ep_2dh, a2a_ep_esp_2dh;
@@ -142,7 +145,8 @@ workload_extra workload_extra_time(const workload_layer *wl, const workload_line
 
 /* The optimizer's step on `param_bytes` of parameters (this GPU's): clearing the gradients,
  * their squared norm for clipping and AdamW (reads parameter, gradient and both moments, writes
- * parameter and both moments) — 9 arrays in 3 passes, element-wise. */
+ * parameter and both moments) — 9 arrays in 3 passes, element-wise — and the norm's sums over
+ * the MP, ESP and EP groups (one latency each). */
 double workload_optimizer_s(const workload_lines *w, double param_bytes);
 
 void workload_shape_from_model(const fsmoe_model *m, workload_shape *out);

@@ -56,7 +56,7 @@ if reason=$(scripts/emucluster.sh --check 2>&1); then
         exit 1
     }
     echo "measured under the training's load (--group-rounds 1):"
-    sed -n '/^# Fitted/,/^# Measured/p;/^# comm_slowdown/p' "$out/clusters/emulated-2x2-loaded.log"
+    sed -n '/^# Fitted/,/^# Measured/p;/^# comm_slowdown/p;/^# sync_latency/p' "$out/clusters/emulated-2x2-loaded.log"
     "$plan" --model models/tiny-moe.yaml --cluster "$emu_profile" \
         -o "$out/plans/tiny-moe@emulated-2x2.yaml" 2>&1
     "$plan" simulate "$out/plans/tiny-moe@emulated-2x2.yaml" --svg "$out/sim/tiny-moe@emulated-2x2.svg" \

@@ -883,6 +883,15 @@ typedef struct {
     const fsmoe_plan *p;
 } layout_case;
 
+/* Model `name` and the testbed-b profile (its path into cpath). */
+static void load_testbed_b(const char *name, fsmoe_model *m, fsmoe_cluster *c, char *cpath,
+                           size_t len)
+{
+    const combo cb = {name, "testbed-b"};
+    fsmoe_parallel par;
+    load(&cb, m, c, &par, cpath, len);
+}
+
 /* Calls check(case, ctx) for every model of `models` on testbed-b at every layout of `lays`
  * that is one of both (plan_layout); the profile gets the interference factors intf[0] (comm)
  * and intf[1] (compute) unless intf is NULL. Returns the number of cases. */
@@ -892,12 +901,10 @@ static int each_layout(const char *const *models, size_t n_models, const int (*l
 {
     int cases = 0;
     for (size_t mi = 0; mi < n_models; mi++) {
-        const combo cb = {models[mi], "testbed-b"};
         fsmoe_model m;
         fsmoe_cluster c;
-        fsmoe_parallel par;
         char cpath[1024];
-        load(&cb, &m, &c, &par, cpath, sizeof cpath);
+        load_testbed_b(models[mi], &m, &c, cpath, sizeof cpath);
         if (intf) {
             c.interference.present = 1;
             c.interference.comm_slowdown = intf[0];
@@ -972,6 +979,86 @@ static void test_plan_interference(void **state)
                               sizeof lays / sizeof lays[0], intf, check_interference, &taken);
     assert_true(planned >= 4);
     assert_true(taken >= 1);
+}
+
+/* The sum of every layer's pipeline degrees (forward and backward) and MoNTA chunks of p. */
+static int chunks_of(const fsmoe_plan *p)
+{
+    int n = 0;
+    for (int i = 0; i < p->n_layers; i++)
+        n += p->layers[i].fwd.r + p->layers[i].bwd.r +
+             (p->layers[i].a2a_chunks > 1 ? p->layers[i].a2a_chunks : 1);
+    return n;
+}
+
+/* The profile's sync latency (the ranks' arrival skew at a collective, cluster.h): every
+ * collective line of a group of more than one member has it added to its α, a group of one
+ * keeps its zero line; and a chunk costs it on every collective, so plans take no more chunks
+ * as it grows, and a latency of half a second (against layers of milliseconds) leaves every
+ * layer whole — while without it some layer is cut (the latency is what decides). */
+static void test_plan_sync_latency(void **state)
+{
+    (void)state;
+    static const char *const models[] = {"tiny-moe", "gpt2-xl-moe"};
+    static const int lays[][3] = {{1, 4, 2}, {2, 4, 2}, {2, 8, 1}, {4, 4, 4}};
+    static const double sync[] = {0.0, 0.002, 0.5};
+    int cut_without = 0, cases = 0;
+    for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++) {
+        fsmoe_model m;
+        fsmoe_cluster c;
+        char cpath[1024];
+        load_testbed_b(models[mi], &m, &c, cpath, sizeof cpath);
+        c.interference.present = 1;
+        c.interference.comm_slowdown = c.interference.compute_slowdown = 1.0;
+        for (size_t li = 0; li < sizeof lays / sizeof lays[0]; li++) {
+            int prev = 0;
+            workload_lines w0;
+            for (size_t k = 0; k < sizeof sync / sizeof sync[0]; k++) {
+                c.interference.sync_s = sync[k];
+                fsmoe_parallel lay;
+                fsmoe_model mm;
+                fsmoe_plan p;
+                if (!plan_layout(&m, &c, cpath, lays[li], &lay, &mm, &p))
+                    break;
+                workload_shape sh;
+                workload_shape_from_model(&mm, &sh);
+                workload_lines w;
+                fsmoe_error err = {0};
+                assert_int_equal(workload_lines_init(&c, cpath, &lay, &sh, &w, &err), FSMOE_OK);
+                if (k == 0) {
+                    w0 = w;
+                } else {
+                    const fsmoe_line *a[] = {&w0.a2a_ep, &w0.ag_esp, &w0.ar_mp, &w0.ar_dp},
+                                     *b[] = {&w.a2a_ep, &w.ag_esp, &w.ar_mp, &w.ar_dp};
+                    const fsmoe_group g[] = {FSMOE_GROUP_EP, FSMOE_GROUP_ESP, FSMOE_GROUP_MP,
+                                             FSMOE_GROUP_DP};
+                    for (int j = 0; j < 4; j++) {
+                        double want = fsmoe_group_size(&lay, g[j]) > 1 ? a[j]->alpha_s + sync[k]
+                                                                        : 0.0;
+                        assert_true(fabs(b[j]->alpha_s - want) <=
+                                    1e-12 * (want > 0.0 ? want : 1.0));
+                        assert_true(b[j]->beta_s == a[j]->beta_s);
+                    }
+                }
+                int n = chunks_of(&p);
+                if (k > 0 && n > prev)
+                    fail_msg("%s mp %d ep %d esp %d: %d chunks at sync latency %g s, %d at %g s",
+                             models[mi], lay.mp, lay.ep, lay.esp, n, sync[k], prev, sync[k - 1]);
+                if (k == 0)
+                    cut_without += n > 3 * p.n_layers;
+                if (sync[k] >= 0.5 && n != 3 * p.n_layers)
+                    fail_msg("%s mp %d ep %d esp %d: %d chunks over %d layers at a sync latency "
+                             "of %g s", models[mi], lay.mp, lay.ep, lay.esp, n, p.n_layers,
+                             sync[k]);
+                prev = n;
+                cases += k == 0;
+                fsmoe_plan_free(&p);
+            }
+        }
+        fsmoe_cluster_free(&c);
+    }
+    assert_true(cases >= 4);
+    assert_true(cut_without >= 1);
 }
 
 /* The plan no slower than any schedule that applies; counts the ones that do not (ctx). */
@@ -1345,6 +1432,7 @@ int main(void)
         cmocka_unit_test(test_dispatch_auto_note),
         cmocka_unit_test(test_monta_needs_mp_esp),
         cmocka_unit_test(test_plan_never_slower_other_layouts), cmocka_unit_test(test_plan_interference),
+        cmocka_unit_test(test_plan_sync_latency),
         cmocka_unit_test(test_dispatch_2dh_not_hierarchical),
         cmocka_unit_test(test_dispatch_refused),
         cmocka_unit_test(test_dispatch_2dh_plan_file_and_sim),

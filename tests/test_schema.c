@@ -255,7 +255,18 @@ static const bad_row bad_rows[] = {
     {CLUSTER, "gpus_per_node: 4\n",
      "gpus_per_node: 4\ninterference:\n  comm_slowdown: 2\n  compute: 1\n", FSMOE_ERR_SCHEMA,
      ":8:3: interference.compute: unknown key (expected one of: comm_slowdown, compute_slowdown, "
-     "measured)"},
+     "sync_latency_s, measured)"},
+    /* the sync latency: optional, seconds in [0, 1] */
+    {CLUSTER, "gpus_per_node: 4\n",
+     "gpus_per_node: 4\ninterference:\n  comm_slowdown: 2\n  compute_slowdown: 1\n"
+     "  sync_latency_s: 2\n",
+     FSMOE_ERR_VALUE, ":9:19: interference.sync_latency_s: 2 is out of range (expected a number "
+     "in [0, 1])"},
+    {CLUSTER, "gpus_per_node: 4\n",
+     "gpus_per_node: 4\ninterference:\n  comm_slowdown: 2\n  compute_slowdown: 1\n"
+     "  sync_latency_s: -0.001\n",
+     FSMOE_ERR_VALUE, ":9:19: interference.sync_latency_s: -0.001 is out of range (expected a "
+     "number in [0, 1])"},
     {CLUSTER, NULL, "fsmoe_cluster: 1\nname: c\nsource: s\nnodes: 1\ngpus_per_node: 1\n",
      FSMOE_ERR_SCHEMA, ":1:1: ops: missing required key (expected `ops:` at the top level)"},
     {CLUSTER, NULL, "fsmoe_cluster: 1\nname: c\nsource: s\nnodes: 1\ngpus_per_node: 1\nops: []\n",
@@ -904,6 +915,7 @@ static void test_cluster_write_round_trip(void **state)
             a.interference.present = 1;
             a.interference.comm_slowdown = 2.25;
             a.interference.compute_slowdown = 1.125;
+            a.interference.sync_s = 0.00275;
             snprintf(a.interference.measured, sizeof a.interference.measured, "by hand");
         }
         fsmoe_cluster_write_extra x = {.notes = "round trip"};
@@ -920,6 +932,7 @@ static void test_cluster_write_round_trip(void **state)
         if (k == 1) {
             assert_rel(b.interference.comm_slowdown, 2.25, 1e-12);
             assert_rel(b.interference.compute_slowdown, 1.125, 1e-12);
+            assert_rel(b.interference.sync_s, 0.00275, 1e-12);
             assert_string_equal(b.interference.measured, "by hand");
         }
         for (int op = 0; op < FSMOE_OP_COUNT; op++)

@@ -2,7 +2,8 @@
 # Implements: the `mpi` suite test of fsmoe-bench: 4 ranks (2 "nodes" by --gpus-per-node) on
 # small sizes write a profile that the planner's reader and fsmoe-plan accept, with every
 # operation on every tier, the interference of a world AllToAll and a GEMM (both factors in
-# [1, 100], read back by libfsmoe's reader), no wrong values, JSON and SVG; the 2DH AllToAll
+# [1, 100] and the sync latency of a small AllToAll after GEMMs in [0, 1) s, read back by
+# libfsmoe's reader), no wrong values, JSON and SVG; the 2DH AllToAll
 # beside the flat one (asked for with --ops, on the world tier and on a layout's EP group;
 # refused with a note on one node); then the node placement detected by MPI (one node here),
 # another datatype and reduction, --interference 0 (no interference written), and impossible
@@ -40,12 +41,22 @@ grep -q "^# interference on tier world: 1 group of 4 ranks, [0-9]* x alltoall of
 grep -Eq "^# comm_slowdown [0-9.]+, compute_slowdown [0-9.]+ \(medians of 5 repetitions\); #wrong 0 OK" "$tmp/out.txt" \
     || fail "interference: no factors, or wrong values"
 [ "$(grep -Ec '^ +[1-5]  (a,g,ag|ag,g,a) ' "$tmp/out.txt")" = 5 ] || fail "interference: expected 5 repetitions in alternating order"
+grep -Eq "^# sync_latency [0-9.]+ ms per collective \(median of 5 repetitions: small world alltoall after ~[0-9.]+ ms of GEMMs [0-9.]+ ms, back to back [0-9.]+ ms\)" "$tmp/out.txt" \
+    || fail "interference: no sync_latency line"
+"$check" "$tmp/p.yaml" 2 2 interference=yes > "$tmp/checkintf.txt" \
+    || { cat "$tmp/checkintf.txt"; fail "interference: profile check"; }
+grep -Eq '^interference comm_slowdown [0-9.e+-]+ compute_slowdown [0-9.e+-]+ sync_latency_s [0-9.e+-]+ measured ".*sync: ' "$tmp/checkintf.txt" \
+    || { cat "$tmp/checkintf.txt"; fail "interference: no sync latency read back from the profile"; }
 /usr/bin/python3 -c "
 import json, sys
 x = json.load(open(sys.argv[1]))['interference']
 assert x['ok'] and x['wrong'] == 0 and x['ranks'] == 4 and len(x['repetitions']) == 5, x
 assert 1 <= x['comm_slowdown'] <= 100 and 1 <= x['compute_slowdown'] <= 100, x
 assert [r['order'] for r in x['repetitions']] == ['a,g,ag', 'ag,g,a'] * 2 + ['a,g,ag'], x
+assert 0 <= x['sync_latency_s'] < 1 and x['sync_after_s'] > 0 and x['sync_alone_s'] > 0, x
+for r in x['repetitions']:
+    assert 0 <= r['sync_latency_s'] < 1, r
+    assert abs(r['sync_latency_s'] - max(0, r['sync_after_s'] - r['sync_alone_s'])) < 1e-8, r
 " "$tmp/p.json" || fail "interference in the JSON report"
 grep -q "</svg>" "$tmp/p.svg" && grep -q "alltoall" "$tmp/p.svg" || fail "SVG plot"
 if [ -n "$plan" ] && [ -x "$plan" ]; then

@@ -3,8 +3,9 @@
  * expected (op, tier) entry with ≥ 2 points (β ≥ 0 is the loader's own check; on small noisy
  * sizes a flat line, β bound at 0, is a legitimate fit), and optionally show two tiers
  * apart: `ratio=OP:SLOW/FAST:MIN` requires β(OP, SLOW) ≥ MIN·β(OP, FAST); `interference=yes`
- * requires the interference mapping with both factors in [1, 100] (the loader checks that too)
- * and a description of how they were measured, `interference=no` its absence.
+ * requires the interference mapping with both factors in [1, 100] and the sync latency in
+ * [0, 1) s (the loader checks that too) and a description of how they were measured,
+ * `interference=no` its absence.
  *
  * usage: check_profile FILE NODES GPUS_PER_NODE [op:tier ...] [ratio=op:slow/fast:min]
  *                      [interference=yes|no]
@@ -63,14 +64,16 @@ int main(int argc, char **argv)
             }
         }
     if (c.interference.present)
-        printf("interference comm_slowdown %.4g compute_slowdown %.4g measured \"%s\"\n",
+        printf("interference comm_slowdown %.4g compute_slowdown %.4g sync_latency_s %.4g "
+               "measured \"%s\"\n",
                c.interference.comm_slowdown, c.interference.compute_slowdown,
-               c.interference.measured);
+               c.interference.sync_s, c.interference.measured);
     for (int i = 4; i < argc; i++) {
         int op, tier, fast;
         if (strncmp(argv[i], "interference=", 13) == 0) {
             int want = strcmp(argv[i] + 13, "yes") == 0;
-            double cs = c.interference.comm_slowdown, xs = c.interference.compute_slowdown;
+            double cs = c.interference.comm_slowdown, xs = c.interference.compute_slowdown,
+                   sync = c.interference.sync_s;
             if (!want && strcmp(argv[i] + 13, "no") != 0) {
                 fprintf(stderr, "check_profile: bad %s (yes or no)\n", argv[i]);
                 return 2;
@@ -80,10 +83,10 @@ int main(int argc, char **argv)
                         c.interference.present ? "present" : "absent", want ? "present" : "absent");
                 bad = 1;
             } else if (want && !(cs >= 1.0 && cs <= 100.0 && xs >= 1.0 && xs <= 100.0 &&
-                                 c.interference.measured[0])) {
+                                 sync >= 0.0 && sync < 1.0 && c.interference.measured[0])) {
                 fprintf(stderr, "check_profile: interference comm_slowdown %g compute_slowdown "
-                        "%g (expected both in [1, 100]) measured '%s'\n", cs, xs,
-                        c.interference.measured);
+                        "%g (expected both in [1, 100]) sync_latency_s %g (expected in [0, 1)) "
+                        "measured '%s'\n", cs, xs, sync, c.interference.measured);
                 bad = 1;
             }
             continue;

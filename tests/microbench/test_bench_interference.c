@@ -4,7 +4,10 @@
  * the other still runs (planner/sim.h's interference), give t_a and t_g; the inversion must
  * give the factors back, whichever ends first. Then the guards: factors below 1 (noise) are
  * 1, a collective that made no progress beside the GEMMs (or noise past that) gets the
- * profile's largest factor 100, and no input gives a factor outside [1, 100]. */
+ * profile's largest factor 100, and no input gives a factor outside [1, 100]. The sync latency
+ * (interference_sync) against the arrivals it stands for: ranks that reach a collective of α
+ * seconds at different times each wait for the last, and the mean over the ranks of their
+ * times less α is the last arrival's lead over the mean one; its guards keep it in [0, 1] s. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -120,12 +123,50 @@ static void test_always_in_range(void **state)
                 }
 }
 
+/* Ranks arriving at arrive[i] (from a common start) at a collective of alpha seconds: rank i's
+ * time is the wait for the last plus alpha; the mean over the ranks. */
+static double mean_after(const double *arrive, int P, double alpha)
+{
+    double last = arrive[0], sum = 0.0;
+    for (int i = 1; i < P; i++)
+        last = arrive[i] > last ? arrive[i] : last;
+    for (int i = 0; i < P; i++)
+        sum += last - arrive[i] + alpha;
+    return sum / P;
+}
+
+static void test_sync_latency(void **state)
+{
+    (void)state;
+    /* 4 ranks whose GEMMs end 0, 1, 3 and 4 ms apart: the last is 2 ms behind the mean. */
+    static const double arrive[4] = {0.004, 0.005, 0.007, 0.008};
+    double alpha = 2.5e-4, sync = interference_sync(mean_after(arrive, 4, alpha), alpha);
+    if (fabs(sync - 0.002) > 1e-12)
+        fail_msg("4 arrivals: sync %.12g, want 0.002", sync);
+    /* together: no wait */
+    static const double together[4] = {0.004, 0.004, 0.004, 0.004};
+    assert_true(interference_sync(mean_after(together, 4, alpha), alpha) == 0.0);
+    /* the guards: faster after the GEMMs (noise) and nothing measured give 0; past the
+     * profile's 1 s the largest it takes */
+    static const double guard[][3] = {
+        {2e-4, 3e-4, 0.0}, {NAN, 3e-4, 0.0}, {3e-4, NAN, 0.0}, {5.0, 3e-4, 1.0},
+        {INFINITY, 3e-4, 1.0}, {3e-4, 3e-4, 0.0}, {3.102e-3, 0.261e-3, 2.841e-3},
+    };
+    for (size_t i = 0; i < sizeof guard / sizeof guard[0]; i++) {
+        double got = interference_sync(guard[i][0], guard[i][1]);
+        if (fabs(got - guard[i][2]) > 1e-12)
+            fail_msg("after %g, alone %g: sync %.12g, want %g", guard[i][0], guard[i][1], got,
+                     guard[i][2]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_inverts_the_forward_model),
         cmocka_unit_test(test_guards),
         cmocka_unit_test(test_always_in_range),
+        cmocka_unit_test(test_sync_latency),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

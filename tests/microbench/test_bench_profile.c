@@ -1,7 +1,8 @@
 /* Implements: the profile round trip — rows fitted by results_fit, written by profile_write,
  * read back by fsmoe_cluster_load (the planner's reader): every line, r², rank count and point
  * survives; a noisy entry is flagged low_r2; equal-n GEMM rows are merged; writing is atomic;
- * the interference factors go into the profile only when their run was correct. */
+ * the interference factors and the sync latency go into the profile only when their run was
+ * correct. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -210,9 +211,22 @@ static void test_two_group_sizes(void **state)
     rmdir(dir);
 }
 
-/* The interference section's factors reach the profile's `interference:` mapping, which the
- * reader takes back with its description; wrong values in its concurrent run keep them out (the
- * JSON still reports them), and a run without the section writes none. */
+/* Whether the file at path holds s (a key the reader would take as absent otherwise). */
+static int file_has(const char *path, const char *s)
+{
+    char buf[8192];
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return strstr(buf, s) != NULL;
+}
+
+/* The interference section's factors and sync latency reach the profile's `interference:`
+ * mapping, which the reader takes back with its description; wrong values in its concurrent run
+ * keep them out (the JSON still reports them), a run without the section writes none, and a
+ * sync latency of 0 writes no key (the reader's default). */
 static void test_interference(void **state)
 {
     (void)state;
@@ -222,28 +236,31 @@ static void test_interference(void **state)
     snprintf(path, sizeof path, "%s/intf.yaml", dir);
     profile_meta meta = {"intf", "test_bench_profile (synthetic)", "cpu (test)", 2, 2, 0.99, NULL};
     fsmoe_error err = {0};
-    for (int k = 0; k < 3; k++) { /* correct, wrong values, not measured */
+    for (int k = 0; k < 4; k++) { /* correct, wrong values, not measured, correct without sync */
         bench_results res;
         memset(&res, 0, sizeof res);
         add_line(&res, FSMOE_OP_ALLTOALL, FSMOE_TIER_WORLD, 4, 4e-4, 1.5e-8, 0.0);
         assert_int_equal(results_fit(&res, 0.99, NULL), FSMOE_OK);
         bench_interference *x = &res.interference;
-        x->measured = k < 2;
+        x->measured = k != 2;
         x->wrong = k == 1 ? 3 : 0;
         x->comm_slowdown = 1.75;
         x->compute_slowdown = 3.5;
+        x->sync_s = k == 3 ? 0.0 : 0.0025;
         snprintf(x->measured_how, sizeof x->measured_how, "fsmoe-bench: synthetic");
         assert_int_equal(results_wrong(&res), k == 1 ? 3 : 0); /* the footer's count */
         assert_int_equal(profile_write(path, &meta, &res, &err), FSMOE_OK);
         fsmoe_cluster c;
         if (fsmoe_cluster_load(path, &c, &err))
             fail_msg("fsmoe_cluster_load: %s", err.msg);
-        assert_int_equal(c.interference.present, k == 0);
-        if (k == 0) {
+        assert_int_equal(c.interference.present, k == 0 || k == 3);
+        if (k == 0 || k == 3) {
             assert_true(c.interference.comm_slowdown == 1.75);
             assert_true(c.interference.compute_slowdown == 3.5);
             assert_string_equal(c.interference.measured, "fsmoe-bench: synthetic");
         }
+        assert_true(near(c.interference.sync_s, k == 0 ? 0.0025 : 0.0, 1e-12));
+        assert_int_equal(file_has(path, "sync_latency_s"), k == 0);
         fsmoe_cluster_free(&c);
         results_free(&res);
     }
