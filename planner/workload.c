@@ -349,8 +349,16 @@ void workload_layer_init(const workload_shape *s, const fsmoe_parallel *par,
      * gradients (2); a clear writes 1; softmax and top-k over E read and write S·E twice. */
     const double x = tokens * M * b, Vl = (double)s->vocab / mp;
     const double gate_macs = tokens * gate_numel, r_bytes = routed * M * b;
+    /* The gate's collectives (runtime/gate.c, moe_layer.c): over DP its statistics, the
+     * capacity prefix and the load totals, then over EP the token counts — small, back to
+     * back: the first pays the ranks' arrival skew after the gate's computation (sync_s), the
+     * others their latency alone. */
+    double gate_coll = (par->dp > 1 ? 3.0 * (w->ar_dp.alpha_s - w->sync_s) : 0.0) +
+                       (par->ep > 1 ? w->a2a_ep.alpha_s - w->sync_s : 0.0);
+    if (par->dp > 1 || par->ep > 1)
+        gate_coll += w->sync_s;
     out->gate_fwd_s = g->alpha_s + gate_macs * g->beta_s +
-                      workload_elementwise_s(w, 2, 4.0, tokens * E * b);
+                      workload_elementwise_s(w, 2, 4.0, tokens * E * b) + gate_coll;
     out->gate_bwd_s = 2.0 * g->alpha_s + 2.0 * gate_macs * g->beta_s +
                       workload_elementwise_s(w, 2, 4.0, tokens * E * b);
     if (s->order_gshard) { /* dispatch and combine einsums of R·S·M MACs (moe_seq.h) */

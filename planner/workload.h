@@ -103,7 +103,9 @@ typedef struct {
     double expert_param_bytes;       /* this GPU's E/ep expert shards, whatever EDP is */
     /* The work of the runtime's `gate`, `elementwise` and `head` tasks (task.h), seconds:
      *   gate_fwd_s / gate_bwd_s: the gate's GEMM and routing (softmax, top-k), forward and
-     *     backward, on the gemm_dense line and element-wise passes;
+     *     backward, on the gemm_dense line and element-wise passes, and forward its small
+     *     collectives (statistics, capacity and load over DP, token counts over EP: their
+     *     lines' α, the sync latency once);
      *   dispatch_order_s / combine_order_s: the token order around the experts — Tutel's row
      *     scatter and weighted gather (element-wise), or GShard's dispatch and combine einsums of
      *     R·S·M MACs (gemm_dense) — forward; the backward moves the same data the other way

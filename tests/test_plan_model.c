@@ -993,7 +993,7 @@ static int chunks_of(const fsmoe_plan *p)
 
 /* The profile's sync latency (the ranks' arrival skew at a collective, cluster.h): every
  * collective line of a group of more than one member has it added to its α, a group of one
- * keeps its zero line; and a chunk costs it on every collective, so plans take no more chunks
+ * keeps its zero line, the gate's back-to-back collectives pay it once; and a chunk costs it on every collective, so plans take no more chunks
  * as it grows, and a latency of half a second (against layers of milliseconds) leaves every
  * layer whole — while without it some layer is cut (the latency is what decides). */
 static void test_plan_sync_latency(void **state)
@@ -1039,6 +1039,11 @@ static void test_plan_sync_latency(void **state)
                                     1e-12 * (want > 0.0 ? want : 1.0));
                         assert_true(b[j]->beta_s == a[j]->beta_s);
                     }
+                    /* the gate's collectives run back to back: one latency for all of them */
+                    workload_layer l0, l1;
+                    workload_layer_init(&sh, &lay, &w0, &l0);
+                    workload_layer_init(&sh, &lay, &w, &l1);
+                    assert_true(fabs(l1.gate_fwd_s - l0.gate_fwd_s - sync[k]) <= 1e-9 * sync[k]);
                 }
                 int n = chunks_of(&p);
                 if (k > 0 && n > prev)
