@@ -49,14 +49,6 @@ static void push_expert(seq *q, const workload_shape *s, const workload_lines *w
          macs * (bwd ? 2.0 : 1.0));
 }
 
-/* One GShard einsum of S·E·C·M = R·S·M MACs (backward: twice). */
-static void push_einsum(seq *q, const workload_lines *w, double macs, int bwd)
-{
-    push(q, MOE_SEQ_COMPUTE, FSMOE_TASK_GATE, (bwd ? 2.0 : 1.0) * w->gemm_dense.alpha_s,
-         w->gemm_dense.beta_s,
-         macs * (bwd ? 2.0 : 1.0));
-}
-
 /* The sizes of moe_seq.h: b bytes per element, M, H, S = B·L tokens, R = k·f·S routed copies
  * (f = "none" planned as 1). */
 typedef struct {
@@ -74,13 +66,11 @@ static void deepspeed_ops(seq *q, const workload_shape *s, const fsmoe_parallel 
                           const workload_lines *w, int bwd)
 {
     const seq_sizes z = sizes_of(s);
-    const double b = z.b, M = z.M, H = z.H, S = z.S, R = z.R;
+    const double b = z.b, M = z.M, H = z.H, R = z.R;
     const double mp = par->mp, esp = par->esp;
     const int n_gemm = fsmoe_expert_gemms(s->expert);
-    const double einsum = R * S * M;
     const int a2a_ep = par->ep > 1;
 
-    push_einsum(q, w, einsum, bwd); /* backward: the combine's first */
     if (deepspeed_mode(par) == DS_MODE_DROP_TOKENS) {
         /* forward: drop_tokens is a local slice; backward: gather_tokens' is */
         double sent = R * M * b / mp;
@@ -96,7 +86,6 @@ static void deepspeed_ops(seq *q, const workload_shape *s, const fsmoe_parallel 
         push_line(q, MOE_SEQ_INTRA, FSMOE_TASK_AR_ESP, &w->ar_esp, R * M * b);
         push_line(q, MOE_SEQ_INTER, FSMOE_TASK_A2A, &w->a2a_ep, a2a_ep ? sent : 0.0);
     }
-    push_einsum(q, w, einsum, bwd);
 }
 
 static void parm_baseline_ops(seq *q, const workload_shape *s, const fsmoe_parallel *par,

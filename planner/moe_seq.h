@@ -8,8 +8,9 @@
  *
  * deepspeed (DeepSpeed-MoE v0.8, deepspeed/moe/sharded_moe.py): GShard's dense dispatch and
  * combine einsums ("sec,sm->ecm", "sec,ecm->sm": S·E·C·M = R·S·M MACs each on every rank, the
- * one-hot S×E×C tensors built from the gate) around the experts, no pipelining, gradients all
- * reduced after the backward. The layout picks the mode:
+ * one-hot S×E×C tensors built from the gate) around the experts — its token order, priced with
+ * every schedule's (workload_order_s, the simulator's gate tasks), not listed here — no
+ * pipelining, gradients all reduced after the backward. The layout picks the mode:
  *   drop_tokens (N_ESP = 1, experts whole): each MP rank keeps 1/N_MP of the duplicated
  *     dispatched tensor → EP-A2A(R·M·b/N_MP) → expert on R/N_MP tokens (R·M·H·n_gemm/N_MP
  *     MACs) → EP-A2A → gather_tokens = MP-AllGather(R·M·b); backward mirrors it (the drop's

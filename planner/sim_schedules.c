@@ -442,17 +442,33 @@ static int moe_phase(gen *g, const sim_layer *L, int prev, double gar_bytes,
     }
 }
 
-/* MoE layer L in the current phase: its gate and token order around schedule k's MoE
- * operations (moe_phase). Forward: the gate and the dispatch order before, the combine order
- * after; backward: the combine order's backward before, the dispatch order's and the gate's
- * after. DeepSpeed-MoE's dispatch and combine einsums are among its sequential operations
- * (moe_seq.h): only its gate here. */
+int sim_schedule_forced_order(sim_schedule k)
+{
+    switch (k) {
+    case SIM_SCHED_DEEPSPEED: return WORKLOAD_ORDER_GSHARD;
+    case SIM_SCHED_TUTEL:
+    case SIM_SCHED_TUTEL_IMPROVED:
+    case SIM_SCHED_PIPEMOE_LINA: return WORKLOAD_ORDER_TUTEL;
+    default: return -1;
+    }
+}
+
+workload_order sim_schedule_order(sim_schedule k, const workload_shape *s)
+{
+    int o = sim_schedule_forced_order(k);
+    return o >= 0 ? (workload_order)o : s->order;
+}
+
+/* MoE layer L in the current phase: its gate and token order (the one schedule k runs) around
+ * schedule k's MoE operations (moe_phase). Forward: the gate and the dispatch before, the
+ * combine after; backward: the combine's backward before, the dispatch's and the gate's after. */
 static int moe_layer(gen *g, const sim_layer *L, int prev, double gar_bytes,
                      const sim_build_opts *o)
 {
     const workload_layer *wl = &L->wl;
-    int bwd = g->phase != SIM_PHASE_FWD, own_order = g->k != SIM_SCHED_DEEPSPEED;
-    double d = own_order ? wl->dispatch_order_s : 0.0, c = own_order ? wl->combine_order_s : 0.0;
+    int bwd = g->phase != SIM_PHASE_FWD;
+    workload_order ord = sim_schedule_order(g->k, &g->m->shape);
+    double d = workload_order_s(wl, ord, bwd, 0), c = workload_order_s(wl, ord, bwd, 1);
     prev = compute(g, FSMOE_TASK_GATE, bwd ? c : wl->gate_fwd_s + d, prev);
     prev = moe_phase(g, L, prev, gar_bytes, o);
     return compute(g, FSMOE_TASK_GATE, bwd ? d + wl->gate_bwd_s : c, prev);

@@ -155,6 +155,12 @@ enum { SIM_R_COMPUTE = 0, SIM_R_INTRA, SIM_R_INTER, SIM_R_COPY, SIM_R_SYNC };
 fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_build_opts *opts,
                        fsmoe_error *err);
 
+/* The token order schedule k forces, as fsmoe-run runs it (runtime/schedule.c): GShard's
+ * einsums for DeepSpeed-MoE, Tutel's indices for Tutel's family; -1: the model's. */
+int sim_schedule_forced_order(sim_schedule k);
+/* The order schedule k runs on a model of shape s (forced, else the model's). */
+workload_order sim_schedule_order(sim_schedule k, const workload_shape *s);
+
 /* Whether schedule k describes an execution on m's layout: MoNTA's O1-O3 where
  * monta_layout_ok (monta_a2a.h), DeepSpeed-MoE where deepspeed_layout_ok (moe_seq.h), every
  * other schedule everywhere. NULL or a reason (static text) in *why. */

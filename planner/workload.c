@@ -58,7 +58,7 @@ void workload_shape_from_model(const fsmoe_model *m, workload_shape *out)
     out->gate = strcmp(m->gate, "xmoe") == 0      ? WORKLOAD_GATE_XMOE
                 : strcmp(m->gate, "softmoe") == 0 ? WORKLOAD_GATE_SOFTMOE
                                                   : WORKLOAD_GATE_LINEAR;
-    out->order_gshard = strcmp(m->order, "gshard") == 0;
+    out->order = strcmp(m->order, "gshard") == 0 ? WORKLOAD_ORDER_GSHARD : WORKLOAD_ORDER_TUTEL;
     out->bytes_per_element = m->bytes_per_element;
 }
 
@@ -85,15 +85,23 @@ double workload_param_bytes(const workload_layer *wl, long blocks, long moe_laye
            wl->embed_grad_bytes + wl->head_grad_bytes;
 }
 
-workload_extra workload_extra_time(const workload_layer *wl, const workload_lines *w, long blocks,
-                                   long moe_layers, int own_order)
+double workload_order_s(const workload_layer *wl, workload_order o, int bwd, int combine)
 {
-    double order = own_order ? wl->dispatch_order_s + wl->combine_order_s : 0.0;
+    if (o == WORKLOAD_ORDER_GSHARD)
+        return (bwd ? 2.0 : 1.0) * wl->order_einsum_s;
+    return combine ? wl->order_tutel_combine_s : wl->order_tutel_dispatch_s;
+}
+
+workload_extra workload_extra_time(const workload_layer *wl, const workload_lines *w, long blocks,
+                                   long moe_layers, workload_order o)
+{
+    double order_f = workload_order_s(wl, o, 0, 0) + workload_order_s(wl, o, 0, 1);
+    double order_b = workload_order_s(wl, o, 1, 0) + workload_order_s(wl, o, 1, 1);
     return (workload_extra){
-        .fwd_s = (double)moe_layers * (wl->gate_fwd_s + order) + (double)blocks * wl->elem_fwd_s +
-                 wl->head_fwd_s,
-        .bwd_s = (double)moe_layers * (wl->gate_bwd_s + order) + (double)blocks * wl->elem_bwd_s +
-                 wl->head_bwd_s,
+        .fwd_s = (double)moe_layers * (wl->gate_fwd_s + order_f) +
+                 (double)blocks * wl->elem_fwd_s + wl->head_fwd_s,
+        .bwd_s = (double)moe_layers * (wl->gate_bwd_s + order_b) +
+                 (double)blocks * wl->elem_bwd_s + wl->head_bwd_s,
         .tail_s = workload_optimizer_s(w, workload_param_bytes(wl, blocks, moe_layers)),
     };
 }
@@ -361,14 +369,12 @@ void workload_layer_init(const workload_shape *s, const fsmoe_parallel *par,
                       workload_elementwise_s(w, 2, 4.0, tokens * E * b) + gate_coll;
     out->gate_bwd_s = 2.0 * g->alpha_s + 2.0 * gate_macs * g->beta_s +
                       workload_elementwise_s(w, 2, 4.0, tokens * E * b);
-    if (s->order_gshard) { /* dispatch and combine einsums of R·S·M MACs (moe_seq.h) */
-        double einsum = routed * tokens * M;
-        out->dispatch_order_s = out->combine_order_s = g->alpha_s + einsum * g->beta_s;
-    } else { /* scatter R rows into the capacity slots (a copy); gather them back weighted */
-        out->dispatch_order_s = workload_elementwise_s(w, 1, 2.0, r_bytes);
-        out->combine_order_s = workload_elementwise_s(w, 1, 1.0, r_bytes) +
-                               workload_elementwise_s(w, 0, 1.0, x);
-    }
+    /* Tutel: scatter R rows into the capacity slots (a copy), gather them back weighted;
+     * GShard: "sec,sm->ecm" and "sec,ecm->sm", S·E·C·M = R·S·M MACs each */
+    out->order_tutel_dispatch_s = workload_elementwise_s(w, 1, 2.0, r_bytes);
+    out->order_tutel_combine_s = workload_elementwise_s(w, 1, 1.0, r_bytes) +
+                                 workload_elementwise_s(w, 0, 1.0, x);
+    out->order_einsum_s = g->alpha_s + routed * tokens * M * g->beta_s;
     out->elem_fwd_s = workload_elementwise_s(w, 3, 9.0, x);
     out->elem_bwd_s = workload_elementwise_s(w, 5, 15.0, x);
     double head_macs = tokens * M * Vl, logits = tokens * Vl * b;

@@ -24,6 +24,10 @@
  * slot matrix M×(E·slots), slots = ceil(k·f·L/E) (f = 1 when none). */
 typedef enum { WORKLOAD_GATE_LINEAR = 0, WORKLOAD_GATE_XMOE, WORKLOAD_GATE_SOFTMOE } workload_gate;
 
+/* The token order of an MoE layer (runtime/order.h): Tutel's sparse indices (a row scatter and
+ * a weighted gather) or GShard's dense dispatch and combine einsums. */
+typedef enum { WORKLOAD_ORDER_TUTEL = 0, WORKLOAD_ORDER_GSHARD } workload_order;
+
 /* The layer shape the planner needs (a model or one FSMoE Table 4 configuration). */
 typedef struct {
     long B, L, M, H, heads, kv_heads, E, vocab;
@@ -31,8 +35,7 @@ typedef struct {
     double f;             /* 0 = none: planned as 1.0 (balanced routing, nothing dropped) */
     fsmoe_expert_kind expert;
     workload_gate gate;   /* LINEAR unless the model says otherwise */
-    int order_gshard;     /* the token order is GShard's dense einsums (1) or Tutel's sparse
-                           * indices (0, the default) */
+    workload_order order; /* the model's token order (Tutel's unless it says gshard) */
     int bytes_per_element;
 } workload_shape;
 
@@ -106,10 +109,11 @@ typedef struct {
      *     backward, on the gemm_dense line and element-wise passes, and forward its small
      *     collectives (statistics, capacity and load over DP, token counts over EP: their
      *     lines' α, the sync latency once);
-     *   dispatch_order_s / combine_order_s: the token order around the experts — Tutel's row
-     *     scatter and weighted gather (element-wise), or GShard's dispatch and combine einsums of
-     *     R·S·M MACs (gemm_dense) — forward; the backward moves the same data the other way
-     *     (combine's before the experts' backward, dispatch's after);
+     *   order_tutel_dispatch_s / order_tutel_combine_s: Tutel's row scatter into the capacity
+     *     slots and weighted gather back (element-wise), forward; the backward moves the same
+     *     data the other way;
+     *   order_einsum_s: one of GShard's dispatch and combine einsums, R·S·M MACs on gemm_dense,
+     *     forward (its backward twice: workload_order_s);
      *   elem_fwd_s / elem_bwd_s: one transformer block's layer norms, residual additions and
      *     gradient clearing outside its attention and FFN (forward: 2 additions and a layer
      *     norm; backward: 2 layer-norm backwards and a clear);
@@ -118,7 +122,7 @@ typedef struct {
      *     AllGather of row statistics); backward the head's two GEMMs, the MP AllReduce of its
      *     input gradient, the final norm's and the embedding's backward. */
     double gate_fwd_s, gate_bwd_s;
-    double dispatch_order_s, combine_order_s;
+    double order_tutel_dispatch_s, order_tutel_combine_s, order_einsum_s;
     double elem_fwd_s, elem_bwd_s;
     double head_fwd_s, head_bwd_s;
 } workload_layer;
@@ -133,17 +137,20 @@ double workload_elementwise_s(const workload_lines *w, int passes, double arrays
  * shards, the embeddings and the LM head (the tensors fsmoe-run holds). */
 double workload_param_bytes(const workload_layer *wl, long blocks, long moe_layers);
 
+/* The token order's dispatch (combine 0) or combine (1) in order o, forward or backward (bwd):
+ * forward the dispatch comes before the experts and the combine after, backward the reverse. */
+double workload_order_s(const workload_layer *wl, workload_order o, int bwd, int combine);
+
 /* The work of one iteration outside the closed forms' MoE and dense chains (the gate and token
- * order of each MoE layer, each block's element-wise work, the head; the optimizer after the
+ * order o of each MoE layer, each block's element-wise work, the head; the optimizer after the
  * last Gradient-AllReduce), per phase. Every schedule runs it serially on compute
  * (planner/sim_schedules.c places it), so it adds exactly to a closed form's forward, backward
- * and tail. own_order 0: the schedule's MoE operations hold the token order already
- * (DeepSpeed-MoE's einsums, moe_seq.h). */
+ * and tail. */
 typedef struct {
     double fwd_s, bwd_s, tail_s;
 } workload_extra;
 workload_extra workload_extra_time(const workload_layer *wl, const workload_lines *w, long blocks,
-                                   long moe_layers, int own_order);
+                                   long moe_layers, workload_order o);
 
 /* The optimizer's step on `param_bytes` of parameters (this GPU's): clearing the gradients,
  * their squared norm for clipping and AdamW (reads parameter, gradient and both moments, writes

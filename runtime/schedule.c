@@ -140,12 +140,10 @@ static fsmoe_status read_graph(rt_schedule *rs, const sim_model *m, int esp, fsm
             rs->pause_mp[l] = 1;
     }
     rs->lina = rs->kind == SIM_SCHED_PIPEMOE_LINA;
-    switch (rs->kind) {
-    case SIM_SCHED_DEEPSPEED: rs->order = RT_ORDER_GSHARD; break;
-    case SIM_SCHED_TUTEL:
-    case SIM_SCHED_TUTEL_IMPROVED:
-    case SIM_SCHED_PIPEMOE_LINA: rs->order = RT_ORDER_TUTEL; break;
-    default: rs->order = -1; break;
+    switch (sim_schedule_forced_order((sim_schedule)rs->kind)) {
+    case WORKLOAD_ORDER_GSHARD: rs->order = RT_ORDER_GSHARD; break;
+    case WORKLOAD_ORDER_TUTEL: rs->order = RT_ORDER_TUTEL; break;
+    default: rs->order = -1; break; /* the model's */
     }
     return FSMOE_OK;
 }

@@ -212,7 +212,7 @@ static void check_combo(const combo *cb)
         assert_true(L->carried_bytes >= -1e-6);
     }
     /* and the work beside the chains (the gate and order, element-wise, the head) */
-    forward += workload_extra_time(&wl, &w, m.layers, moe, 1).fwd_s;
+    forward += workload_extra_time(&wl, &w, m.layers, moe, s.order).fwd_s;
     assert_true(fabs(forward - p.predicted.forward_s) <= 1e-9 * forward);
     /* dense forward accounts for every block: blocks × attention + dense FFN blocks */
     double all_dense = m.layers * wl.attn_fwd_s + (m.layers - moe) * wl.ffn_fwd_s;
@@ -981,6 +981,65 @@ static void test_plan_interference(void **state)
     assert_true(taken >= 1);
 }
 
+/* The forward's gate and token-order time of schedule k (the simulated `gate` tasks). */
+static double gate_fwd_sim(const sim_model *sm, sim_schedule k)
+{
+    sim s;
+    sim_init(&s);
+    fsmoe_error err = {0};
+    assert_int_equal(sim_build(&s, sm, k, NULL, &err), FSMOE_OK);
+    double t = 0.0;
+    for (int i = 0; i < s.n_tasks; i++)
+        if (s.tasks[i].kind == FSMOE_TASK_GATE && s.tasks[i].phase == SIM_PHASE_FWD)
+            t += s.tasks[i].alpha_s + s.tasks[i].work_s;
+    sim_free(&s);
+    return t;
+}
+
+/* Each schedule is priced in the token order fsmoe-run runs it in (runtime/schedule.c takes
+ * the same sim_schedule_forced_order): a model with GShard's order keeps its einsums under the
+ * plan, while Tutel's family forces Tutel's row copies and DeepSpeed-MoE GShard's einsums on a
+ * Tutel-order model as well. */
+static void test_order_follows_schedule(void **state)
+{
+    (void)state;
+    for (int gshard = 0; gshard < 2; gshard++) {
+        const combo cb = {"tiny-moe", "testbed-b"};
+        fsmoe_model m;
+        fsmoe_cluster c;
+        fsmoe_parallel par;
+        char cpath[1024];
+        load(&cb, &m, &c, &par, cpath, sizeof cpath);
+        snprintf(m.order, sizeof m.order, "%s", gshard ? "gshard" : "tutel");
+        fsmoe_plan p;
+        memset(&p, 0, sizeof p);
+        plan_options o = {.method = PLAN_METHOD_AUTO};
+        fsmoe_error err = {0};
+        assert_int_equal(plan_model(&m, &c, cpath, &par, &o, &p, &err), FSMOE_OK);
+        sim_model sm;
+        assert_int_equal(sim_model_of_plan(&p, &m, &c, cpath, &sm, &err), FSMOE_OK);
+        const workload_layer *wl = &sm.layers[0].wl;
+        double n = sm.n_layers, tutel = wl->order_tutel_dispatch_s + wl->order_tutel_combine_s;
+        double einsums = 2.0 * wl->order_einsum_s;
+        assert_true(tutel > 0.0 && einsums > 0.0 && tutel != einsums);
+        const struct {
+            sim_schedule k;
+            double order;
+        } want[] = {{SIM_SCHED_PLAN, gshard ? einsums : tutel},
+                    {SIM_SCHED_TUTEL, tutel},
+                    {SIM_SCHED_DEEPSPEED, einsums}};
+        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+            double t = gate_fwd_sim(&sm, want[i].k), w = n * (wl->gate_fwd_s + want[i].order);
+            if (fabs(t - w) > 1e-9 * w)
+                fail_msg("order %s, %s: gate tasks %.9g s, expected %.9g s", m.order,
+                         sim_schedule_name(want[i].k), t, w);
+        }
+        sim_model_free(&sm);
+        fsmoe_plan_free(&p);
+        fsmoe_cluster_free(&c);
+    }
+}
+
 /* The sum of every layer's pipeline degrees (forward and backward) and MoNTA chunks of p. */
 static int chunks_of(const fsmoe_plan *p)
 {
@@ -1438,6 +1497,7 @@ int main(void)
         cmocka_unit_test(test_monta_needs_mp_esp),
         cmocka_unit_test(test_plan_never_slower_other_layouts), cmocka_unit_test(test_plan_interference),
         cmocka_unit_test(test_plan_sync_latency),
+        cmocka_unit_test(test_order_follows_schedule),
         cmocka_unit_test(test_dispatch_2dh_not_hierarchical),
         cmocka_unit_test(test_dispatch_refused),
         cmocka_unit_test(test_dispatch_2dh_plan_file_and_sim),

@@ -58,11 +58,12 @@ static void config(const fsmoe_cluster *c, const char *path, int i, sim_model *m
         print_error("%s\n", err.msg);
     assert_int_equal(st, FSMOE_OK);
     assert_true(valid);
-    /* the closed forms here are the MoE and dense chains alone; the gate, token order and
-     * element-wise work the simulator adds serially beside them (test_plan_model checks that
-     * they add to the plan's closed forms exactly) */
+    /* the closed forms here are the MoE and dense chains alone, with DeepSpeed's einsums; the
+     * gate, Tutel's token order and the element-wise work the simulator adds serially beside
+     * them (test_plan_model checks that they add to the plan's closed forms exactly) */
     workload_layer *wl = &L->wl;
-    wl->gate_fwd_s = wl->gate_bwd_s = wl->dispatch_order_s = wl->combine_order_s = 0.0;
+    wl->gate_fwd_s = wl->gate_bwd_s = 0.0;
+    wl->order_tutel_dispatch_s = wl->order_tutel_combine_s = 0.0;
     wl->elem_fwd_s = wl->elem_bwd_s = 0.0;
 }
 
