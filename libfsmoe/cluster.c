@@ -356,11 +356,12 @@ static fsmoe_status load_doc(fsmoe_yaml *y, fsmoe_cluster *c, fsmoe_error *err)
         fsmoe_ynode in;
         if ((st = fsmoe_yaml_mapping(&root, "interference", FSMOE_REQUIRED, &in, err)) ||
             (st = fsmoe_yaml_check_keys(&in, interference_keys, err)) ||
-            (st = fsmoe_yaml_double(&in, "comm_slowdown", FSMOE_REQUIRED, 1.0, 100.0,
+            (st = fsmoe_yaml_double(&in, "comm_slowdown", FSMOE_REQUIRED, 1.0, FSMOE_MAX_SLOWDOWN,
                                     &c->interference.comm_slowdown, err)) ||
-            (st = fsmoe_yaml_double(&in, "compute_slowdown", FSMOE_REQUIRED, 1.0, 100.0,
-                                    &c->interference.compute_slowdown, err)) ||
-            (st = fsmoe_yaml_double(&in, "sync_latency_s", FSMOE_OPTIONAL, 0.0, 1.0,
+            (st = fsmoe_yaml_double(&in, "compute_slowdown", FSMOE_REQUIRED, 1.0,
+                                    FSMOE_MAX_SLOWDOWN, &c->interference.compute_slowdown,
+                                    err)) ||
+            (st = fsmoe_yaml_double(&in, "sync_latency_s", FSMOE_OPTIONAL, 0.0, FSMOE_MAX_SYNC_S,
                                     &c->interference.sync_s, err)) ||
             (st = fsmoe_yaml_string(&in, "measured", FSMOE_OPTIONAL, c->interference.measured,
                                     sizeof c->interference.measured, err)))

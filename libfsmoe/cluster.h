@@ -75,6 +75,8 @@ typedef struct {
      * collective of a training step does — they arrive at different times (their computation
      * and the machine's scheduling differ) and each waits for the last; the cost model adds it
      * to the α of every collective of a group of more than one rank (workload.h). */
+#define FSMOE_MAX_SLOWDOWN 100.0  /* the largest factor the profile accepts (at least 1) */
+#define FSMOE_MAX_SYNC_S 1.0       /* the largest sync latency it accepts, seconds */
     struct {
         int present;
         double comm_slowdown, compute_slowdown;

@@ -20,8 +20,6 @@
  * GEMMs' start. Where even this many stay short of the target, the phase is shorter. */
 #define INTF_MAX_OPS 128
 #define INTF_MIN_REPS 5
-/* The factors the profile accepts (libfsmoe/cluster.c). */
-#define INTF_MAX_FACTOR 100.0
 /* The sync phases: this many rounds of GEMMs and one small AllToAll, each round's GEMMs about
  * INTF_SYNC_COMPUTE_S. The ranks' skew at a collective grows with the computation before it
  * (on 4 ranks sharing 2 cores: 1.9 ms after 4 ms of GEMMs, 6.9 ms after 31 ms), so the rounds
@@ -29,28 +27,26 @@
  * attention block, a pipeline chunk's expert GEMMs), whatever the GEMM shape. */
 #define INTF_SYNC_ROUNDS 8
 #define INTF_SYNC_COMPUTE_S 0.005
-/* The largest sync latency the profile accepts (libfsmoe/cluster.c), in seconds. */
-#define INTF_MAX_SYNC_S 1.0
 
 static double intf_clamp(double f)
 {
     if (!(f > 1.0)) /* below 1 is noise (or NaN from an empty time): no slowdown */
         return 1.0;
-    return f < INTF_MAX_FACTOR ? f : INTF_MAX_FACTOR;
+    return f < FSMOE_MAX_SLOWDOWN ? f : FSMOE_MAX_SLOWDOWN;
 }
 
 /* The factor of the operation that ended last. It ran beside the other until `first`,
  * progressing first/f of its own work, and alone at full speed after: last = first + T_alone −
  * first/f, so f = first / (first + T_alone − last). A denominator that is not positive, or so
- * small that f would pass INTF_MAX_FACTOR, means it made no measurable progress beside the
+ * small that f would pass FSMOE_MAX_SLOWDOWN, means it made no measurable progress beside the
  * other (or noise pushed the model past that): the largest factor the profile takes. Where the
  * denominator is positive, f is at least last / T_alone, the slowdown seen over its whole run
  * (first <= last makes it so). */
 static double intf_later(double first, double T_alone, double last)
 {
     double d = first + T_alone - last;
-    if (d <= first / INTF_MAX_FACTOR)
-        return INTF_MAX_FACTOR;
+    if (d <= first / FSMOE_MAX_SLOWDOWN)
+        return FSMOE_MAX_SLOWDOWN;
     return first / d;
 }
 
@@ -72,7 +68,7 @@ double interference_sync(double after_s, double alone_s)
     double d = after_s - alone_s;
     if (!(d > 0.0)) /* faster after compute is noise (NaN: nothing measured): no latency */
         return 0.0;
-    return d < INTF_MAX_SYNC_S ? d : INTF_MAX_SYNC_S;
+    return d < FSMOE_MAX_SYNC_S ? d : FSMOE_MAX_SYNC_S;
 }
 
 int interference_wanted(const bench_suite *s)
