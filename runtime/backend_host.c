@@ -1010,7 +1010,19 @@ static void h_destroy(rt_backend *be)
     free(be);
 }
 
-fsmoe_status rt_backend_host_create(int threads, rt_backend **out, fsmoe_error *err)
+/* This file is compiled once per instruction set (runtime/meson.build: RT_HOST_ISA names the
+ * copy, its compiler flags make the element-wise loops use that set's vectors and FMA);
+ * backend_host_isa.c picks the copy the CPU runs. */
+#ifndef RT_HOST_ISA
+#define RT_HOST_ISA baseline
+#endif
+#define HOST_CAT_(a, b) a##b
+#define HOST_CAT(a, b) HOST_CAT_(a, b)
+
+fsmoe_status HOST_CAT(rt_backend_host_create_, RT_HOST_ISA)(int threads, rt_backend **out,
+                                                            fsmoe_error *err);
+fsmoe_status HOST_CAT(rt_backend_host_create_, RT_HOST_ISA)(int threads, rt_backend **out,
+                                                            fsmoe_error *err)
 {
     rt_backend *be = calloc(1, sizeof(*be));
     if (!be)

@@ -611,7 +611,7 @@ int main(int argc, char **argv)
         input_phase = 0;
         printf("resumed from %s/%s at step %ld\n", resume_dir, RT_CKPT_MANIFEST, tr.step);
     }
-    char bdesc[64];
+    char bdesc[512];
     snprintf(bdesc, sizeof bdesc, "%s%s%s", be->name, plan_path ? ", plan " : "",
              plan_path ? plan_path : "");
     config_print(&cfg, stdout, bdesc, data_path, tr.model.params.total);

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "backend_host.h"
 #include "expert_ffn.h"
 #include "kernels.h"
 
@@ -146,6 +147,82 @@ static void test_gemm_threads(void **s)
                 check_gemm(T, ta, tb, 5, 3, 2, 4, 0);       /* too small to split */
                 check_gemm(T, ta, tb, 64, 48, 0, 2, 0.5f);  /* k = 0: C = beta·C */
             }
+}
+
+/* The host backend's instruction sets: an unknown or unrunnable FSMOE_HOST_ISA is a usage error
+ * naming it; each set this CPU runs computes the element-wise kernels like the baseline copy
+ * (the reference: the compiler's default target, no FMA) to fp32 rounding. */
+static void run_isa_kernels(const char *isa, float *out, long n)
+{
+    setenv("FSMOE_HOST_ISA", isa, 1);
+    rt_backend *be = NULL;
+    fsmoe_error err = {0};
+    assert_int_equal(rt_backend_create("host", 1, &be, &err), FSMOE_OK);
+    assert_non_null(strstr(be->name, "host"));
+    assert_int_equal(strcmp(isa, "baseline") == 0, strcmp(be->name, "host") == 0);
+    float *a = be->alloc(be, (size_t)n * 4), *h = be->alloc(be, (size_t)n * 4);
+    float *d = be->alloc(be, (size_t)n * 4), *p = be->alloc(be, (size_t)n * 4);
+    float *sc = be->alloc(be, (size_t)n * 4), *at = be->alloc(be, (size_t)n * 4);
+    for (long i = 0; i < n; i++) {
+        a[i] = -8.0f + 16.0f * (float)i / (float)n; /* GELU's whole working range */
+        sc[i] = 3.0f * sinf(0.37f * (float)i);
+        p[i] = cosf((float)i);
+    }
+    be->act_fwd(be, NULL, 0, h, a, NULL, NULL, n / 64, 64);
+    be->act_bwd(be, NULL, 0, d, NULL, p, a, NULL, n);
+    be->attn_softmax_fwd(be, NULL, at, sc, n / 64, 64, 0.5f);
+    memcpy(out, h, (size_t)n * 4);
+    memcpy(out + n, d, (size_t)n * 4);
+    memcpy(out + 2 * n, at, (size_t)n * 4);
+    be->free(be, a), be->free(be, h), be->free(be, d), be->free(be, p), be->free(be, sc);
+    be->free(be, at);
+    rt_backend_destroy(&be);
+    unsetenv("FSMOE_HOST_ISA");
+}
+
+static void test_host_isa(void **s)
+{
+    (void)s;
+    rt_backend *be = NULL;
+    fsmoe_error err = {0};
+    setenv("FSMOE_HOST_ISA", "avx9000", 1);
+    assert_int_equal(rt_backend_create("host", 1, &be, &err), FSMOE_ERR_USAGE);
+    assert_null(be);
+    assert_non_null(strstr(err.msg, "FSMOE_HOST_ISA=avx9000"));
+    assert_non_null(strstr(err.msg, "baseline"));
+    unsetenv("FSMOE_HOST_ISA");
+    assert_true(rt_backend_host_isa_runs("baseline"));
+    assert_false(rt_backend_host_isa_runs("avx9000"));
+    const long n = 64 * 64;
+    float *ref = calloc(3 * n, 4), *got = calloc(3 * n, 4);
+    run_isa_kernels("baseline", ref, n);
+    int others = 0;
+    const char *isas[] = {"x86-64-v3"};
+    for (size_t k = 0; k < sizeof isas / sizeof isas[0]; k++) {
+        if (!rt_backend_host_isa_runs(isas[k]))
+            continue;
+        others++;
+        run_isa_kernels(isas[k], got, n);
+        for (int part = 0; part < 3; part++) {
+            double worst = 0.0;
+            long at = 0;
+            for (long i = part * n; i < (part + 1) * n; i++) {
+                /* the gradient dh·gelu'(x) sums terms of size |dh| (it crosses zero near
+                 * x = -0.75, where a relative difference means nothing) */
+                double scale = fabs((double)ref[i]) + (part == 1 ? fabs(cos((double)(i - n))) : 1e-3);
+                double e = fabs((double)got[i] - ref[i]) / scale;
+                if (e > worst)
+                    worst = e, at = i;
+            }
+            printf("# %s: %s worst difference %.2e of its scale at %ld (%g against %g)\n",
+                   isas[k], part == 0 ? "gelu" : part == 1 ? "gelu grad" : "softmax", worst, at,
+                   got[at], ref[at]);
+            assert_true(worst <= 2e-6);
+        }
+    }
+    printf("# host instruction sets compared with the baseline copy: %d\n", others);
+    free(ref);
+    free(got);
 }
 
 /* Experts on C slots of which fill[e] are used, against the same call with every slot used. */
@@ -447,6 +524,7 @@ int main(void)
 #if !REAL_IS_DOUBLE
         cmocka_unit_test(test_exp_gelu_accuracy),
         cmocka_unit_test(test_gemm_threads),
+        cmocka_unit_test(test_host_isa),
         cmocka_unit_test(test_skip_empty_slots_gpt),
         cmocka_unit_test(test_skip_empty_slots_swiglu),
 #endif
