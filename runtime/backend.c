@@ -11,6 +11,9 @@
 #include "topology.h" /* comm/: the local rank picks the device */
 #endif
 
+const char *const rt_prof_names[RT_PROF_CATS] = {"GEMM", "element-wise", "attention",
+                                                  "gate/order", "communication", "optimizer"};
+
 int rt_backend_have_cuda(void)
 {
 #if defined(FSMOE_HAVE_CUDA)

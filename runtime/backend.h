@@ -31,6 +31,19 @@ typedef struct {
 
 enum { RT_H2D = 0, RT_D2H, RT_D2D };
 
+/* Kernel categories of fsmoe-run --profile: what the backend's time went to, by kind of kernel
+ * (not by the task that issued it: an attention GEMM is GEMM time). */
+enum {
+    RT_PROF_GEMM = 0,  /* gemm */
+    RT_PROF_ELEMWISE,  /* activations, biases, layer norms, additions, embedding, loss, copies */
+    RT_PROF_ATTENTION, /* the attention's softmax (its GEMMs are GEMM time) */
+    RT_PROF_GATE,      /* the token order's row gathers, scatters and dot products */
+    RT_PROF_COMM,      /* collectives (the AllToAll's own rows' copy included) */
+    RT_PROF_OPTIMIZER, /* AdamW and the gradient norm */
+    RT_PROF_CATS
+};
+extern const char *const rt_prof_names[RT_PROF_CATS];
+
 typedef struct rt_backend rt_backend;
 struct rt_backend {
     const char *name;
@@ -154,6 +167,14 @@ struct rt_backend {
      * (one clock per process) and empties the pool. */
     int (*mark)(rt_backend *be, rt_stream *s);
     fsmoe_status (*marks_read)(rt_backend *be, double *t, int n, fsmoe_error *err);
+
+    /* Kernel profile (fsmoe-run --profile); NULL where the backend has none. profile_enable
+     * starts (on) or stops counting the seconds every kernel runs, per category, summed over
+     * the streams; profile_read, with every stream synchronised, gives the totals since the
+     * last read (s[RT_PROF_CATS]) and the multiply-accumulates the GEMMs did, and starts again
+     * from zero. */
+    void (*profile_enable)(rt_backend *be, int on);
+    void (*profile_read)(rt_backend *be, double *s, double *gemm_macs);
 };
 
 #define RT_MARKS_MAX 65536

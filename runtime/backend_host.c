@@ -35,6 +35,7 @@
 #include "mpi_coll.h"
 #include "stream_thread.h"
 #include <pthread.h>
+#include <stdatomic.h>
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -58,19 +59,83 @@ typedef struct {
     int threads; /* OpenMP threads per parallel loop: the caller's, given to every stream */
     double *marks; /* RT_MARKS_MAX time stamps (allocated by the first mark) */
     int n_marks;
+    atomic_int prof;                         /* --profile: kernels are timed */
+    atomic_llong prof_ns[RT_PROF_CATS];      /* their nanoseconds, summed over the streams */
+    atomic_llong prof_macs;                  /* the GEMMs' multiply-accumulates */
 } host_impl;
 
 static host_impl *H(rt_backend *be) { return be->impl; }
 
 static int worker(const rt_stream *s) { return s && s->t; }
 
-/* Runs a job on s's thread, or now on the caller for the default stream. */
-static void h_async(rt_backend *be, rt_stream *s, stream_job_fn fn, const void *arg, size_t size)
+/* ---- the kernel profile (backend.h profile_enable): each kernel's run time, on the thread
+ * that runs it, added to its category ---- */
+static long long prof_clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* A kernel run on the caller: its start (0 while not profiling), then prof_stop. */
+static long long prof_start(rt_backend *be)
+{
+    return atomic_load_explicit(&H(be)->prof, memory_order_relaxed) ? prof_clock_ns() : 0;
+}
+
+static void prof_stop(rt_backend *be, int cat, long long t0)
+{
+    if (t0)
+        atomic_fetch_add_explicit(&H(be)->prof_ns[cat], prof_clock_ns() - t0,
+                                  memory_order_relaxed);
+}
+
+/* A queued kernel while profiling: the job and its arguments behind a header that times it. */
+typedef struct {
+    stream_job_fn fn;
+    rt_backend *be;
+    int cat;
+    _Alignas(max_align_t) unsigned char arg[];
+} prof_job_args;
+
+static fsmoe_status prof_job(void *arg, fsmoe_error *err)
+{
+    prof_job_args *p = arg;
+    long long t0 = prof_clock_ns();
+    fsmoe_status st = p->fn(p->arg, err);
+    prof_stop(p->be, p->cat, t0);
+    return st;
+}
+
+/* Runs a job on s's thread, or now on the caller for the default stream; cat is its profile
+ * category (-1: not a kernel). */
+static void h_async(rt_backend *be, rt_stream *s, int cat, stream_job_fn fn, const void *arg,
+                    size_t size)
 {
     fsmoe_error e = {0};
-    fsmoe_status st = stream_submit(worker(s) ? s->t : NULL, fn, arg, size, &e);
+    fsmoe_status st;
+    _Alignas(max_align_t) unsigned char wrapped[STREAM_JOB_ARG_MAX];
+    if (cat >= 0 && atomic_load_explicit(&H(be)->prof, memory_order_relaxed) &&
+        offsetof(prof_job_args, arg) + size <= sizeof wrapped) {
+        prof_job_args *p = (prof_job_args *)wrapped;
+        p->fn = fn, p->be = be, p->cat = cat;
+        memcpy(p->arg, arg, size);
+        st = stream_submit(worker(s) ? s->t : NULL, prof_job, p,
+                           offsetof(prof_job_args, arg) + size, &e);
+    } else {
+        st = stream_submit(worker(s) ? s->t : NULL, fn, arg, size, &e);
+    }
     if (st != FSMOE_OK)
         rt_backend_fail(be, st, "%s", e.msg);
+}
+
+static void h_profile_enable(rt_backend *be, int on) { atomic_store(&H(be)->prof, on != 0); }
+
+static void h_profile_read(rt_backend *be, double *sec, double *gemm_macs)
+{
+    for (int c = 0; c < RT_PROF_CATS; c++)
+        sec[c] = 1e-9 * (double)atomic_exchange(&H(be)->prof_ns[c], 0);
+    *gemm_macs = (double)atomic_exchange(&H(be)->prof_macs, 0);
 }
 
 /* For kernels that run on the caller: first let s finish what was issued before. */
@@ -81,6 +146,14 @@ static void h_drain(rt_backend *be, rt_stream *s)
     fsmoe_error e = {0};
     if (stream_sync(s->t, &e) != FSMOE_OK)
         rt_backend_fail(be, e.status, "%s", e.msg);
+}
+
+/* A kernel that runs on the caller: s drained first, then its time counted from here
+ * (prof_stop) under its profile category. */
+static long long h_begin(rt_backend *be, rt_stream *s)
+{
+    h_drain(be, s);
+    return prof_start(be);
 }
 
 #if REAL_IS_DOUBLE
@@ -141,13 +214,13 @@ static void h_copy(rt_backend *be, rt_stream *s, void *dst, const void *src, siz
 {
     (void)kind;
     copy_args a = {dst, src, bytes};
-    h_async(be, s, copy_job, &a, sizeof a);
+    h_async(be, s, RT_PROF_ELEMWISE, copy_job, &a, sizeof a);
 }
 
 static void h_zero(rt_backend *be, rt_stream *s, void *p, size_t bytes)
 {
     copy_args a = {p, NULL, bytes};
-    h_async(be, s, copy_job, &a, sizeof a);
+    h_async(be, s, RT_PROF_ELEMWISE, copy_job, &a, sizeof a);
 }
 
 /* OpenMP's thread count is per thread: a stream thread starts with the library default (every
@@ -177,7 +250,7 @@ static rt_stream *h_stream_create(rt_backend *be)
     pthread_mutex_lock(&h->mu);
     s->slot = 1 + h->streams_made++ % (RT_STREAM_SLOTS - 1);
     pthread_mutex_unlock(&h->mu);
-    h_async(be, s, set_threads_job, &h->threads, sizeof h->threads);
+    h_async(be, s, -1, set_threads_job, &h->threads, sizeof h->threads);
     return s;
 }
 static void h_stream_destroy(rt_backend *be, rt_stream *s)
@@ -319,21 +392,25 @@ static void h_gemm(rt_backend *be, rt_stream *s, int ta, int tb, long m, long n,
                    real beta, real *C, long ldc, long sC, long batch)
 {
     gemm_args q_ = {ta, tb, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch};
-    h_async(be, s, gemm_job, &q_, sizeof q_);
+    if (atomic_load_explicit(&H(be)->prof, memory_order_relaxed))
+        atomic_fetch_add_explicit(&H(be)->prof_macs, (long long)(m * n * k * batch),
+                                  memory_order_relaxed);
+    h_async(be, s, RT_PROF_GEMM, gemm_job, &q_, sizeof q_);
 }
 
 static void h_embed_fwd(rt_backend *be, rt_stream *s, real *out, const real *wte, const real *wpe,
                         const int *tok, long B, long L, long M)
 {
-    h_drain(be, s);
+    long long t0 = h_begin(be, s);
     PAR_IF(B * L * M) for (long n = 0; n < B * L; n++)
         k_embed_fwd(n, out, wte, wpe, tok, L, M);
+    prof_stop(be, RT_PROF_ELEMWISE, t0);
 }
 
 static void h_embed_bwd(rt_backend *be, rt_stream *s, real *dwte, real *dwpe, const real *dout,
                         const int *tok, long B, long L, long M)
 {
-    h_drain(be, s);
+    long long t0 = h_begin(be, s);
     /* token rows collide: sequential in token order (deterministic); tok < 0 lies in another
      * member's vocabulary slice (kernels.h) */
     for (long n = 0; n < B * L; n++) {
@@ -342,29 +419,34 @@ static void h_embed_bwd(rt_backend *be, rt_stream *s, real *dwte, real *dwpe, co
         for (long m = 0; m < M; m++)
             dwte[(long)tok[n] * M + m] += dout[n * M + m];
     }
-    if (!dwpe)
+    if (!dwpe) {
+        prof_stop(be, RT_PROF_ELEMWISE, t0);
         return;
+    }
     PAR_IF(B * L * M) for (long l = 0; l < L; l++)
         k_wpe_grad_col(l, dwpe, dout, B, L, M);
+    prof_stop(be, RT_PROF_ELEMWISE, t0);
 }
 
 static void h_layernorm_fwd(rt_backend *be, rt_stream *s, real *out, real *mean, real *rstd,
                             const real *x, const real *w, const real *b, long N, long M)
 {
-    h_drain(be, s);
+    long long t0 = h_begin(be, s);
     PAR_IF(N * M * 4) for (long n = 0; n < N; n++)
         k_layernorm_row_fwd(n, out, mean, rstd, x, w, b, M);
+    prof_stop(be, RT_PROF_ELEMWISE, t0);
 }
 
 static void h_layernorm_bwd(rt_backend *be, rt_stream *s, real *dx, real *dw, real *db,
                             const real *dout, const real *x, const real *mean, const real *rstd,
                             const real *w, long N, long M)
 {
-    h_drain(be, s);
+    long long t0 = h_begin(be, s);
     PAR_IF(N * M * 4) for (long n = 0; n < N; n++)
         k_layernorm_row_bwd(n, dx, dout, x, mean, rstd, w, M);
     PAR_IF(N * M * 2) for (long m = 0; m < M; m++)
         k_layernorm_col_grad(m, dw, db, dout, x, mean, rstd, N, M);
+    prof_stop(be, RT_PROF_ELEMWISE, t0);
 }
 
 static void bias_add_now(real *out, const real *bias, long N, long M)
@@ -391,7 +473,7 @@ static fsmoe_status bias_add_job(void *arg, fsmoe_error *err)
 static void h_bias_add(rt_backend *be, rt_stream *s, real *out, const real *bias, long N, long M)
 {
     bias_add_args q_ = {out, bias, N, M};
-    h_async(be, s, bias_add_job, &q_, sizeof q_);
+    h_async(be, s, RT_PROF_ELEMWISE, bias_add_job, &q_, sizeof q_);
 }
 
 #define BIAS_BLK 64
@@ -423,7 +505,7 @@ static fsmoe_status bias_grad_job(void *arg, fsmoe_error *err)
 static void h_bias_grad(rt_backend *be, rt_stream *s, real *db, const real *dout, long N, long M)
 {
     bias_grad_args q_ = {db, dout, N, M};
-    h_async(be, s, bias_grad_job, &q_, sizeof q_);
+    h_async(be, s, RT_PROF_ELEMWISE, bias_grad_job, &q_, sizeof q_);
 }
 
 /* The kind branch is outside the loops so that each loop is one straight-line kernel that gcc
@@ -468,7 +550,7 @@ static void h_act_fwd(rt_backend *be, rt_stream *s, int kind, real *h, real *a, 
                       const real *bias, long rows, long H)
 {
     act_fwd_args q_ = {kind, h, a, g, bias, rows, H};
-    h_async(be, s, act_fwd_job, &q_, sizeof q_);
+    h_async(be, s, RT_PROF_ELEMWISE, act_fwd_job, &q_, sizeof q_);
 }
 
 static void act_bwd_now(int kind, real *da, real *dg, const real *dh,
@@ -505,57 +587,63 @@ static void h_act_bwd(rt_backend *be, rt_stream *s, int kind, real *da, real *dg
                       const real *a, const real *g, long n)
 {
     act_bwd_args q_ = {kind, da, dg, dh, a, g, n};
-    h_async(be, s, act_bwd_job, &q_, sizeof q_);
+    h_async(be, s, RT_PROF_ELEMWISE, act_bwd_job, &q_, sizeof q_);
 }
 
 static void h_attn_softmax_fwd(rt_backend *be, rt_stream *s, real *att, const real *scores,
                                long rows, long L, real scale)
 {
-    h_drain(be, s);
+    long long t0 = h_begin(be, s);
     PAR_IF(rows * L * 2) for (long r = 0; r < rows; r++)
         k_attn_softmax_row_fwd(r, att, scores, L, scale);
+    prof_stop(be, RT_PROF_ATTENTION, t0);
 }
 
 static void h_attn_softmax_bwd(rt_backend *be, rt_stream *s, real *dscores, const real *datt,
                                const real *att, long rows, long L, real scale)
 {
-    h_drain(be, s);
+    long long t0 = h_begin(be, s);
     PAR_IF(rows * L) for (long r = 0; r < rows; r++)
         k_attn_softmax_row_bwd(r, dscores, datt, att, L, scale);
+    prof_stop(be, RT_PROF_ATTENTION, t0);
 }
 
 static void h_crossent(rt_backend *be, rt_stream *s, real *losses, real *dlogits,
                        const real *logits, const int *targets, long N, long V, real scale)
 {
-    h_drain(be, s);
+    long long t0 = h_begin(be, s);
     PAR_IF(N * V * 4) for (long n = 0; n < N; n++)
         losses[n] = k_crossent_row(n, dlogits, logits, targets, V, scale);
+    prof_stop(be, RT_PROF_ELEMWISE, t0);
 }
 
 static void h_crossent_stats(rt_backend *be, rt_stream *s, real *stats, const real *logits,
                              const int *targets, long N, long Vl, long v0)
 {
-    h_drain(be, s);
+    long long t0 = h_begin(be, s);
     PAR_IF(N * Vl * 2) for (long n = 0; n < N; n++)
         k_crossent_stats_row(n, stats, logits, targets, Vl, v0);
+    prof_stop(be, RT_PROF_ELEMWISE, t0);
 }
 
 static void h_crossent_finish(rt_backend *be, rt_stream *s, real *losses, real *dlogits,
                               const real *logits, const int *targets, const real *stats, int P,
                               long N, long Vl, long v0, real scale)
 {
-    h_drain(be, s);
+    long long t0 = h_begin(be, s);
     PAR_IF(N * Vl * 2) for (long n = 0; n < N; n++)
         losses[n] = k_crossent_finish_row(n, dlogits, logits, targets, stats, P, N, Vl, v0,
                                           scale);
+    prof_stop(be, RT_PROF_ELEMWISE, t0);
 }
 
 static void h_adamw(rt_backend *be, rt_stream *s, real *p, const real *g, real *m, real *v,
                     long n, real lr, real b1, real b2, real eps, real wd, real bc1, real bc2)
 {
-    h_drain(be, s);
+    long long t0 = h_begin(be, s);
     PAR_IF(n * 4) for (long i = 0; i < n; i++)
         k_adamw(i, p, g, m, v, lr, b1, b2, eps, wd, bc1, bc2);
+    prof_stop(be, RT_PROF_OPTIMIZER, t0);
 }
 
 static void add_now(real *out, const real *a, const real *b, long n)
@@ -582,7 +670,7 @@ static fsmoe_status add_job(void *arg, fsmoe_error *err)
 static void h_add(rt_backend *be, rt_stream *s, real *out, const real *a, const real *b, long n)
 {
     add_args q_ = {out, a, b, n};
-    h_async(be, s, add_job, &q_, sizeof q_);
+    h_async(be, s, RT_PROF_ELEMWISE, add_job, &q_, sizeof q_);
 }
 
 static void axpy_now(real *y, real a, const real *x, long n)
@@ -609,7 +697,7 @@ static fsmoe_status axpy_job(void *arg, fsmoe_error *err)
 static void h_axpy(rt_backend *be, rt_stream *s, real *y, real a, const real *x, long n)
 {
     axpy_args q_ = {y, a, x, n};
-    h_async(be, s, axpy_job, &q_, sizeof q_);
+    h_async(be, s, RT_PROF_ELEMWISE, axpy_job, &q_, sizeof q_);
 }
 
 static void scale_now(real *x, real a, long n)
@@ -635,15 +723,16 @@ static fsmoe_status scale_job(void *arg, fsmoe_error *err)
 static void h_scale(rt_backend *be, rt_stream *s, real *x, real a, long n)
 {
     scale_args q_ = {x, a, n};
-    h_async(be, s, scale_job, &q_, sizeof q_);
+    h_async(be, s, RT_PROF_ELEMWISE, scale_job, &q_, sizeof q_);
 }
 
 static double h_sumsq(rt_backend *be, rt_stream *s, const real *x, long n)
 {
-    h_drain(be, s);
+    long long t0 = h_begin(be, s);
     double acc = 0;
     for (long i = 0; i < n; i++)
         acc += (double)x[i] * (double)x[i];
+    prof_stop(be, RT_PROF_OPTIMIZER, t0);
     return acc;
 }
 
@@ -674,7 +763,7 @@ static void h_gather_rows(rt_backend *be, rt_stream *s, real *dst, const real *s
                           const int *idx, long n, long M)
 {
     gather_rows_args q_ = {dst, src, idx, n, M};
-    h_async(be, s, gather_rows_job, &q_, sizeof q_);
+    h_async(be, s, RT_PROF_GATE, gather_rows_job, &q_, sizeof q_);
 }
 
 static void scatter_add_rows_now(real *dst, const real *src,
@@ -713,17 +802,18 @@ static void h_scatter_add_rows(rt_backend *be, rt_stream *s, real *dst, const re
                                const int *idx, const real *w, long n, long M)
 {
     scatter_add_rows_args q_ = {dst, src, idx, w, n, M};
-    h_async(be, s, scatter_add_rows_job, &q_, sizeof q_);
+    h_async(be, s, RT_PROF_GATE, scatter_add_rows_job, &q_, sizeof q_);
 }
 
 static void h_row_dot(rt_backend *be, rt_stream *s, real *out, const real *a, const int *ia,
                       const real *b, const int *ib, long n, long M)
 {
-    h_drain(be, s);
+    long long t0 = h_begin(be, s);
     PAR_IF(n * M) for (long i = 0; i < n; i++) {
         long ra = ia ? ia[i] : i, rb = ib ? ib[i] : i;
         out[i] = (ra < 0 || rb < 0) ? (real)0 : k_row_dot(a + ra * M, b + rb * M, M);
     }
+    prof_stop(be, RT_PROF_GATE, t0);
 }
 
 /* Which of a group's communicators (and 2DH sub-communicators) stream s uses (dist.h). */
@@ -768,7 +858,7 @@ static void h_allreduce_sum(rt_backend *be, rt_stream *s, const rt_group *g, rea
     if (g->size == 1 || n <= 0)
         return;
     allreduce_args a = {be, group_comm(g, s), buf, n, what};
-    h_async(be, s, allreduce_job, &a, sizeof a);
+    h_async(be, s, RT_PROF_COMM, allreduce_job, &a, sizeof a);
 }
 
 typedef struct {
@@ -825,11 +915,11 @@ static void h_alltoallv_rows(rt_backend *be, rt_stream *s, const rt_group *g, re
             return;
         }
         if (a.bytes)
-            h_async(be, s, copy_job, &a, sizeof a);
+            h_async(be, s, RT_PROF_COMM, copy_job, &a, sizeof a);
         return;
     }
     a2av_args a = {be, group_comm(g, s), g->size, dst, src, send_rows, recv_rows, M, what};
-    h_async(be, s, a2av_job, &a, sizeof a);
+    h_async(be, s, RT_PROF_COMM, a2av_job, &a, sizeof a);
 }
 
 typedef struct {
@@ -890,7 +980,7 @@ static void h_alltoallv_rows_2dh(rt_backend *be, rt_stream *s, const rt_group *g
         return;
     }
     a2a_2dh_args a = {be, g->impl, slot_of(s), dst, src, counts, M, what};
-    h_async(be, s, a2a_2dh_job, &a, sizeof a);
+    h_async(be, s, RT_PROF_COMM, a2a_2dh_job, &a, sizeof a);
 }
 
 /* AllGather and ReduceScatter: one job type, one MPI call each (the calls fsmoe-bench times). */
@@ -934,11 +1024,11 @@ static void h_gather(rt_backend *be, rt_stream *s, const rt_group *g, int reduce
         return;
     if (g->size == 1) {
         copy_args a = {dst, src, (size_t)n * sizeof(real)};
-        h_async(be, s, copy_job, &a, sizeof a);
+        h_async(be, s, RT_PROF_COMM, copy_job, &a, sizeof a);
         return;
     }
     gather_args a = {be, group_comm(g, s), g->size, reduce, dst, src, n, what};
-    h_async(be, s, gather_job, &a, sizeof a);
+    h_async(be, s, RT_PROF_COMM, gather_job, &a, sizeof a);
 }
 
 static void h_allgather(rt_backend *be, rt_stream *s, const rt_group *g, real *dst,
@@ -982,7 +1072,7 @@ static int h_mark(rt_backend *be, rt_stream *s)
         return -1;
     int id = h->n_marks++;
     mark_args a = {&h->marks[id]};
-    h_async(be, s, mark_job, &a, sizeof a);
+    h_async(be, s, -1, mark_job, &a, sizeof a);
     return id;
 }
 
@@ -1068,6 +1158,8 @@ fsmoe_status HOST_CAT(rt_backend_host_create_, RT_HOST_ISA)(int threads, rt_back
     be->stream_wait_idle = h_stream_wait_idle;
     be->mark = h_mark;
     be->marks_read = h_marks_read;
+    be->profile_enable = h_profile_enable;
+    be->profile_read = h_profile_read;
     be->gemm = h_gemm;
     be->embed_fwd = h_embed_fwd;
     be->embed_bwd = h_embed_bwd;

@@ -105,6 +105,9 @@ static void usage(const char *reason)
             "outputs:        --trace FILE (every task of every training step, timed where it\n"
             "                runs, as Chrome trace JSON for ui.perfetto.dev; on many ranks each\n"
             "                rank writes FILE with .rankN before its extension)\n"
+            "                --profile (per step, the time every kind of kernel ran: GEMM,\n"
+            "                element-wise, attention, gate/order, communication, optimizer,\n"
+            "                and the rest of the step outside kernels; host backend)\n"
             "limits:         --mem-limit SIZE (K/M/G; default the physical memory): a run that\n"
             "                needs more per rank is refused before it starts\n"
             "SIGINT/SIGTERM stop the run after the step in progress (exit 128+signal; the last\n"
@@ -413,6 +416,34 @@ static fsmoe_status check_slices(const rt_config *c, int world, int mp, int ep, 
 /* The routing lines after training, per MoE layer: the token copies the gate kept and how much
  * of the capacity the cost model prices the experts ran (every rank takes part in the sums;
  * rank 0's stdout is kept). */
+/* --profile's table: each kernel category's mean time per timed step and its share of the
+ * mean step; the rest of the step ran no kernel (the executor's own code such as the gate's
+ * routing, waits, idle). Kernels on several streams at once can add up to more than the step:
+ * then the overlap is printed instead of a rest. */
+static void profile_print(FILE *f, const double *sum, double macs, double t_all, long n,
+                          const char *backend)
+{
+    double step = t_all / (double)n, in = 0.0;
+    fprintf(f, "# kernel profile (%s): ms per step, mean of the %ld timed steps\n", backend, n);
+    fprintf(f, "| %-40s | %8s | %6s |\n", "kernels", "ms/step", "share");
+    for (int c = 0; c < RT_PROF_CATS; c++) {
+        double ms = 1e3 * sum[c] / (double)n;
+        in += sum[c] / (double)n;
+        fprintf(f, "| %-40s | %8.2f | %5.1f%% |\n", rt_prof_names[c], ms,
+                step > 0 ? 100.0 * sum[c] / (double)n / step : 0.0);
+    }
+    if (in <= step)
+        fprintf(f, "| %-40s | %8.2f | %5.1f%% |\n", "outside kernels (host code, waits, idle)",
+                1e3 * (step - in), step > 0 ? 100.0 * (step - in) / step : 0.0);
+    else
+        fprintf(f, "| %-40s | %8.2f | %6s |\n", "kernels overlapped on streams", 1e3 * (in - step),
+                "");
+    fprintf(f, "| %-40s | %8.2f | %5.1f%% |\n", "step", 1e3 * step, 100.0);
+    if (sum[RT_PROF_GEMM] > 0)
+        fprintf(f, "# GEMM: %.4g GMAC per step at %.2f GMAC/s\n", 1e-9 * macs / (double)n,
+                1e-9 * macs / sum[RT_PROF_GEMM]);
+}
+
 static fsmoe_status routing_report(const rt_model *md, FILE *f, fsmoe_error *err)
 {
     int header = 0;
@@ -582,6 +613,15 @@ int main(int argc, char **argv)
     }
     if ((st = rt_backend_create(opt.backend, opt.threads, &be, &err)) != FSMOE_OK)
         goto fail;
+    if (opt.profile && !be->profile_enable) {
+        st = fsmoe_fail(&err, FSMOE_ERR_USAGE,
+                        "--profile: the %s backend has no kernel profile yet (use --trace for "
+                        "the tasks' times)", be->name);
+        goto fail;
+    }
+    double prof_sum[RT_PROF_CATS] = {0}, prof_step[RT_PROF_CATS] = {0}, macs_sum = 0, macs = 0;
+    if (opt.profile)
+        be->profile_enable(be, 1);
     input_phase = 0; /* from here a failure is the run's (memory, MPI, the backend) */
     if (resume_dir && cfg.warmup < 0) { /* the saved run's warm-up, whatever --steps is now */
         long w = checkpoint_saved_warmup(resume_dir);
@@ -644,6 +684,17 @@ int main(int argc, char **argv)
         if ((st = trainer_step(&tr, &loss, &ce, &gnorm, &err)) != FSMOE_OK)
             goto fail;
         double dt = now_s() - t0;
+        if (opt.profile) {
+            /* the step's kernels all ran: the totals are the step's */
+            be->stream_sync(be, tr.model.comp);
+            be->stream_sync(be, tr.model.comm);
+            be->stream_sync(be, tr.model.grad);
+            be->stream_sync(be, tr.model.intra);
+            be->profile_read(be, prof_step, &macs);
+            for (int c = 0; c < RT_PROF_CATS && tr.step > 1; c++)
+                prof_sum[c] += prof_step[c];
+            macs_sum += tr.step > 1 ? macs : 0.0;
+        }
         if (tracing) {
             /* every stream done (the step's marks are all taken), then the step's tasks kept */
             be->stream_sync(be, tr.model.comp);
@@ -702,6 +753,8 @@ int main(int argc, char **argv)
     if (n_timed > 0)
         printf("# mean step %.2f ms, %.1f tok/s over %ld steps\n", 1e3 * t_all / (double)n_timed,
                (double)tokens_per_step * (double)n_timed / t_all, n_timed);
+    if (opt.profile && n_timed > 0)
+        profile_print(stdout, prof_sum, macs_sum, t_all, n_timed, be->name);
     if ((st = routing_report(&tr.model, stdout, &err)) != FSMOE_OK)
         goto fail;
     if (trace_path[0]) {

@@ -21,7 +21,7 @@ enum {
     O_MODEL = 256, O_PLAN, O_DATA, O_STEPS, O_SEED, O_SAVE, O_SAVE_EVERY, O_RESUME,
     O_EVAL_EVERY, O_BACKEND, O_THREADS, O_BATCH, O_SEQ, O_LR, O_MIN_LR, O_WARMUP, O_WD,
     O_CLIP, O_AUX, O_NOISE, O_CF, O_GATE, O_ORDER, O_EXPERT, O_CHUNKS, O_EVAL_BATCHES, O_HELP,
-    O_EP, O_COMM_TIMEOUT, O_NO_OVERLAP, O_STOP_AT, O_MEM_LIMIT, O_TRACE, O_SCHEDULE, O_CLUSTER, O_REPORT,
+    O_EP, O_COMM_TIMEOUT, O_NO_OVERLAP, O_STOP_AT, O_MEM_LIMIT, O_TRACE, O_SCHEDULE, O_CLUSTER, O_REPORT, O_PROFILE,
     O_MP, O_ESP, O_GPN
 };
 
@@ -45,7 +45,7 @@ static const struct option opts[] = {
     {"trace", 1, 0, O_TRACE},       {"schedule", 1, 0, O_SCHEDULE},
     {"cluster", 1, 0, O_CLUSTER},   {"report", 0, 0, O_REPORT},
     {"mp", 1, 0, O_MP},             {"esp", 1, 0, O_ESP},
-    {"gpus-per-node", 1, 0, O_GPN},
+    {"gpus-per-node", 1, 0, O_GPN}, {"profile", 0, 0, O_PROFILE},
     {0, 0, 0, 0}};
 
 /* A path flag's value: not empty (an empty name would open "" or the current directory). */
@@ -85,6 +85,7 @@ fsmoe_status options_parse(rt_options *o, int argc, char **argv, fsmoe_error *er
         case O_CLUSTER: st = path_arg("--cluster", a, &o->cluster_path, err); break;
         case O_SCHEDULE: o->schedule = a; break; /* checked by main (schedule.h) */
         case O_REPORT: o->report = 1; break;
+        case O_PROFILE: o->profile = 1; break;
         case O_BACKEND: o->backend = a; break;
         case O_STEPS: st = fsmoe_cli_long("--steps", a, 1, 100000000, &o->steps, err); break;
         case O_SEED: st = fsmoe_cli_long("--seed", a, 0, 2147483647L, &o->seed, err); break;

@@ -21,6 +21,7 @@ typedef struct {
     const char *schedule;     /* --schedule NAME (NULL: the plan's) */
     const char *cluster_path; /* --cluster FILE (NULL: the profile the plan names) */
     int report;               /* --report */
+    int profile;              /* --profile: kernel time per category */
     int threads, ep, mp, esp; /* 0: not given */
     int gpus_per_node;        /* --gpus-per-node: ranks per node the layout assumes (0: as MPI
                                * places them) */

@@ -225,6 +225,59 @@ static void test_host_isa(void **s)
     free(got);
 }
 
+/* --profile's accounting: each kernel's time lands in its own category, on the default stream
+ * and on a worker stream alike; the GEMMs' multiply-accumulates are exactly Σ m·n·k·batch;
+ * nothing is counted while the profile is off, and a read starts again from zero. */
+static void test_profile_categories(void **s)
+{
+    (void)s;
+    rt_backend *be = NULL;
+    fsmoe_error err = {0};
+    assert_int_equal(rt_backend_create("host", 1, &be, &err), FSMOE_OK);
+    assert_non_null(be->profile_enable);
+    const long n = 256 * 256;
+    float *a = be->alloc(be, (size_t)n * 4), *b = be->alloc(be, (size_t)n * 4);
+    float *c = be->alloc(be, (size_t)n * 4);
+    for (long i = 0; i < n; i++)
+        a[i] = 0.001f * (float)(i % 97), b[i] = 0.002f * (float)(i % 89);
+    double sec[RT_PROF_CATS], macs = -1;
+    be->gemm(be, NULL, 0, 0, 256, 256, 256, 1, a, 256, 0, b, 256, 0, 0, c, 256, 0, 1);
+    be->profile_read(be, sec, &macs);
+    for (int k = 0; k < RT_PROF_CATS; k++)
+        assert_true(sec[k] == 0.0); /* off: nothing counted */
+    assert_true(macs == 0.0);
+    be->profile_enable(be, 1);
+    rt_stream *st = be->stream_create(be);
+    assert_non_null(st);
+    for (int rep = 0; rep < 2; rep++) {
+        rt_stream *on = rep ? st : NULL;
+        be->gemm(be, on, 0, 1, 256, 128, 64, 1, a, 64, 0, b, 64, 0, 0, c, 128, 0, 1);
+        be->gemm(be, on, 0, 0, 32, 16, 8, 1, a, 8, 256, b, 16, 128, 0, c, 16, 512, 3);
+        be->stream_sync(be, st);
+        be->profile_read(be, sec, &macs);
+        assert_true(macs == 256.0 * 128 * 64 + 3.0 * 32 * 16 * 8);
+        assert_true(sec[RT_PROF_GEMM] > 0.0);
+        for (int k = 0; k < RT_PROF_CATS; k++)
+            if (k != RT_PROF_GEMM)
+                assert_true(sec[k] == 0.0);
+        be->attn_softmax_fwd(be, on, c, a, 256, 256, 0.5f);
+        be->stream_sync(be, st);
+        be->profile_read(be, sec, &macs);
+        assert_true(macs == 0.0 && sec[RT_PROF_GEMM] == 0.0 && sec[RT_PROF_ATTENTION] > 0.0);
+        be->act_fwd(be, on, 0, c, b, NULL, NULL, 256, 256);
+        be->gather_rows(be, on, c, a, (const int[]){3, -1, 7}, 3, 256);
+        be->adamw(be, on, c, a, b, c, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 1);
+        be->stream_sync(be, st);
+        be->profile_read(be, sec, &macs);
+        assert_true(sec[RT_PROF_ELEMWISE] > 0.0 && sec[RT_PROF_GATE] > 0.0 &&
+                    sec[RT_PROF_OPTIMIZER] > 0.0 && sec[RT_PROF_ATTENTION] == 0.0 &&
+                    sec[RT_PROF_COMM] == 0.0);
+    }
+    be->stream_destroy(be, st);
+    be->free(be, a), be->free(be, b), be->free(be, c);
+    rt_backend_destroy(&be);
+}
+
 /* Experts on C slots of which fill[e] are used, against the same call with every slot used. */
 static void check_skip(int kind)
 {
@@ -525,6 +578,7 @@ int main(void)
         cmocka_unit_test(test_exp_gelu_accuracy),
         cmocka_unit_test(test_gemm_threads),
         cmocka_unit_test(test_host_isa),
+        cmocka_unit_test(test_profile_categories),
         cmocka_unit_test(test_skip_empty_slots_gpt),
         cmocka_unit_test(test_skip_empty_slots_swiglu),
 #endif

@@ -43,6 +43,19 @@ compare() {
 }
 compare "$tmp/base.out" "$tmp/plan.out" "planned r=1"
 
+# --profile: the same losses, and a table whose categories and the rest add up to the step
+"$run" $common --profile > "$tmp/prof.out" || fail "--profile run failed"
+compare "$tmp/base.out" "$tmp/prof.out" "--profile"
+awk -F'|' '/^# kernel profile/ { t = 1; next }
+    t && /^\| (GEMM|element-wise|attention|gate\/order|communication|optimizer|outside kernels)/ {
+        sum += $3; rows++ }
+    t && /^\| step / { step = $3; t = 0 }
+    END { d = sum - step; if (d < 0) d = -d
+          if (rows != 7 || step <= 0 || d > 0.02) { print "rows " rows " sum " sum " step " step; exit 1 } }' \
+    "$tmp/prof.out" || fail "--profile: the table does not add up to the step"
+grep -Eq '^# GEMM: [0-9.e+-]+ GMAC per step at [0-9.]+ GMAC/s' "$tmp/prof.out" ||
+    fail "--profile: no GEMM rate line"
+
 sed 's/forward: {r: 1,/forward: {r: 3,/; s/backward: {r: 1,/backward: {r: 5,/' \
     "$tmp/single.yaml" > "$tmp/chunked.yaml"
 grep -q 'forward: {r: 3,' "$tmp/chunked.yaml" || fail "could not raise r in the plan"
