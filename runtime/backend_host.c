@@ -1,13 +1,15 @@
 /* Implements: the `host` backend (design.md §10): fp32 (or fp64 in the test build) on the CPU,
- * GEMMs by OpenBLAS, every other kernel a loop over the kernels.h functions (OpenMP-parallel
- * where each iteration writes its own output, so results do not depend on the thread count).
+ * GEMMs by OpenBLAS, every other kernel a loop over the kernels.h functions (parallel over the
+ * thread pool where each iteration writes its own output, so results do not depend on the
+ * thread count).
  *
- * Threads: one pool only. OpenMP owns the T threads; OpenBLAS runs single-threaded inside them
- * (a batched GEMM is split over its batch, a single GEMM over row or column blocks of C). Two
- * pools (OpenMP for the element-wise loops, OpenBLAS's own pthreads for the GEMMs) each keep
- * their idle workers spinning after a region, and on a 2-core machine the two spinning pools
- * took each other's cores: a 2-thread step ran 5x slower than a 1-thread one. Small loops run
- * on the calling thread only (`if` clauses): waking a worker costs more than they do.
+ * Threads: one pool only (host_pool.h), shared by every stream. The pool owns the T threads;
+ * OpenBLAS runs single-threaded inside them (a batched GEMM is split over its batch, a single
+ * GEMM over row or column blocks of C). Two pools (one for the element-wise loops, OpenBLAS's
+ * own pthreads for the GEMMs) each kept their idle workers spinning after a loop, and on a
+ * 2-core machine they took each other's cores: a 2-thread step ran 5x slower than a 1-thread
+ * one; an OpenMP team per stream thread had the opposite trouble (host_pool.h). Small loops run
+ * on the calling thread only: waking a worker costs more than they do.
  *
  * Streams (design.md §10.1): the default stream (NULL) is the caller's thread; every created
  * stream is a worker thread of the communication layer (comm/stream_thread.h) running its jobs
@@ -37,9 +39,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
+#include "host_pool.h"
 
 struct rt_stream {
     stream_thread *t;
@@ -56,7 +56,7 @@ typedef struct {
     pthread_mutex_t mu;
     int free_ids[HOST_EVENTS], n_free;
     int streams_made;
-    int threads; /* OpenMP threads per parallel loop: the caller's, given to every stream */
+    host_pool *pool; /* the one pool every stream's loops share (host_pool.h) */
     double *marks; /* RT_MARKS_MAX time stamps (allocated by the first mark) */
     int n_marks;
     atomic_int prof;                         /* --profile: kernels are timed */
@@ -162,20 +162,9 @@ static long long h_begin(rt_backend *be, rt_stream *s)
 #define CBLAS_GEMM cblas_sgemm
 #endif
 
-/* Loops over at least PAR_MIN elements' worth of work go parallel. */
-#define PAR_MIN 16384
-#define PAR _Pragma("omp parallel for schedule(static)")
-#define PRAGMA_(x) _Pragma(#x)
-#define PAR_IF(work) PRAGMA_(omp parallel for schedule(static) if((work) >= PAR_MIN))
-
-static int h_threads(void)
-{
-#if defined(_OPENMP)
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
+/* A parallel loop: the body is a range function over [lo, hi) with its arguments in a struct
+ * (host_pool.h); `work` about the loop's element operations (small loops run on the caller). */
+#define PAR_FOR(pool, n, work, fn, ctx) host_pool_for((pool), (n), (double)(work), (fn), (ctx))
 
 static void *h_alloc(rt_backend *be, size_t bytes)
 {
@@ -223,19 +212,6 @@ static void h_zero(rt_backend *be, rt_stream *s, void *p, size_t bytes)
     h_async(be, s, RT_PROF_ELEMWISE, copy_job, &a, sizeof a);
 }
 
-/* OpenMP's thread count is per thread: a stream thread starts with the library default (every
- * core), not the --threads its creator set, so its first job sets it. */
-static fsmoe_status set_threads_job(void *arg, fsmoe_error *err)
-{
-    (void)err;
-#if defined(_OPENMP)
-    omp_set_num_threads(*(const int *)arg);
-#else
-    (void)arg;
-#endif
-    return FSMOE_OK;
-}
-
 static rt_stream *h_stream_create(rt_backend *be)
 {
     rt_stream *s = calloc(1, sizeof(rt_stream));
@@ -250,7 +226,6 @@ static rt_stream *h_stream_create(rt_backend *be)
     pthread_mutex_lock(&h->mu);
     s->slot = 1 + h->streams_made++ % (RT_STREAM_SLOTS - 1);
     pthread_mutex_unlock(&h->mu);
-    h_async(be, s, -1, set_threads_job, &h->threads, sizeof h->threads);
     return s;
 }
 static void h_stream_destroy(rt_backend *be, rt_stream *s)
@@ -322,44 +297,62 @@ static void gemm1(int ta, int tb, long m, long n, long k, real alpha, const real
                (int)m, (int)n, (int)k, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
 }
 
-static void gemm_now(int ta, int tb, long m, long n, long k,
-                   real alpha, const real *A, long lda, long sA, const real *B, long ldb, long sB,
-                   real beta, real *C, long ldc, long sC, long batch)
+/* One GEMM problem's C cut into blocks of rows (or columns when C is wide) for the pool. */
+typedef struct {
+    int ta, tb, by_rows;
+    long m, n, k, lda, sA, ldb, sB, ldc, sC, len, blk, nblk;
+    real alpha, beta;
+    const real *A, *B;
+    real *C;
+} gemm_split;
+
+static void gemm_range(const void *c, long lo, long hi)
+{
+    const gemm_split *g = c;
+    for (long t = lo; t < hi; t++) {
+        long i = t / g->nblk, b0 = (t % g->nblk) * g->blk;
+        long b1 = b0 + g->blk < g->len ? b0 + g->blk : g->len;
+        const real *Ai = g->A + i * g->sA, *Bi = g->B + i * g->sB;
+        real *Ci = g->C + i * g->sC;
+        if (g->nblk == 1)
+            gemm1(g->ta, g->tb, g->m, g->n, g->k, g->alpha, Ai, g->lda, Bi, g->ldb, g->beta, Ci,
+                  g->ldc);
+        else if (g->by_rows)
+            gemm1(g->ta, g->tb, b1 - b0, g->n, g->k, g->alpha,
+                  g->ta ? Ai + b0 : Ai + b0 * g->lda, g->lda, Bi, g->ldb, g->beta,
+                  Ci + b0 * g->ldc, g->ldc);
+        else
+            gemm1(g->ta, g->tb, g->m, b1 - b0, g->k, g->alpha, Ai, g->lda,
+                  g->tb ? Bi + b0 * g->ldb : Bi + b0, g->ldb, g->beta, Ci + b0, g->ldc);
+    }
+}
+
+static void gemm_now(host_pool *pool, int ta, int tb, long m, long n, long k, real alpha,
+                     const real *A, long lda, long sA, const real *B, long ldb, long sB, real beta,
+                     real *C, long ldc, long sC, long batch)
 {
     if (m <= 0 || n <= 0 || batch <= 0)
         return;
-    int T = h_threads();
+    int T = host_pool_threads(pool);
     double work = (double)m * (double)n * (double)(k > 0 ? k : 1);
-    if (T <= 1 || work * (double)batch < 2e5) {
-        for (long i = 0; i < batch; i++)
-            gemm1(ta, tb, m, n, k, alpha, A + i * sA, lda, B + i * sB, ldb, beta, C + i * sC, ldc);
-        return;
-    }
-    if (batch >= T) {
-        PAR for (long i = 0; i < batch; i++)
-            gemm1(ta, tb, m, n, k, alpha, A + i * sA, lda, B + i * sB, ldb, beta, C + i * sC, ldc);
+    gemm_split g = {ta, tb, m >= n, m, n, k, lda, sA, ldb, sB, ldc, sC, 0, 0, 1,
+                    alpha, beta, A, B, C};
+    if (T <= 1 || work * (double)batch < 2e5 || batch >= T) {
+        /* one problem per iteration: the whole batch on the caller, or spread over the pool */
+        PAR_FOR(pool, batch, T <= 1 || work * (double)batch < 2e5 ? 0 : work * (double)batch,
+                gemm_range, &g);
         return;
     }
     /* fewer problems than threads: split each C into T blocks of rows (or of columns when C is
      * wide), in multiples of 16 so that OpenBLAS's kernels see whole panels */
-    int by_rows = m >= n;
-    long len = by_rows ? m : n;
-    long blk = ((len + T - 1) / T + 15) / 16 * 16;
-    long nblk = (len + blk - 1) / blk;
-    PAR for (long t = 0; t < batch * nblk; t++) {
-        long i = t / nblk, b0 = (t % nblk) * blk, b1 = b0 + blk < len ? b0 + blk : len;
-        const real *Ai = A + i * sA, *Bi = B + i * sB;
-        real *Ci = C + i * sC;
-        if (by_rows)
-            gemm1(ta, tb, b1 - b0, n, k, alpha, ta ? Ai + b0 : Ai + b0 * lda, lda, Bi, ldb, beta,
-                  Ci + b0 * ldc, ldc);
-        else
-            gemm1(ta, tb, m, b1 - b0, k, alpha, Ai, lda, tb ? Bi + b0 * ldb : Bi + b0, ldb, beta,
-                  Ci + b0, ldc);
-    }
+    g.len = g.by_rows ? m : n;
+    g.blk = ((g.len + T - 1) / T + 15) / 16 * 16;
+    g.nblk = (g.len + g.blk - 1) / g.blk;
+    PAR_FOR(pool, batch * g.nblk, work * (double)batch, gemm_range, &g);
 }
 
 typedef struct {
+    host_pool *pool;
     int ta;
     int tb;
     long m;
@@ -383,7 +376,7 @@ static fsmoe_status gemm_job(void *arg, fsmoe_error *err)
 {
     (void)err;
     gemm_args *q_ = arg;
-    gemm_now(q_->ta, q_->tb, q_->m, q_->n, q_->k, q_->alpha, q_->A, q_->lda, q_->sA, q_->B, q_->ldb, q_->sB, q_->beta, q_->C, q_->ldc, q_->sC, q_->batch);
+    gemm_now(q_->pool, q_->ta, q_->tb, q_->m, q_->n, q_->k, q_->alpha, q_->A, q_->lda, q_->sA, q_->B, q_->ldb, q_->sB, q_->beta, q_->C, q_->ldc, q_->sC, q_->batch);
     return FSMOE_OK;
 }
 
@@ -391,19 +384,41 @@ static void h_gemm(rt_backend *be, rt_stream *s, int ta, int tb, long m, long n,
                    real alpha, const real *A, long lda, long sA, const real *B, long ldb, long sB,
                    real beta, real *C, long ldc, long sC, long batch)
 {
-    gemm_args q_ = {ta, tb, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch};
+    gemm_args q_ = {H(be)->pool, ta, tb, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc,
+                    sC, batch};
     if (atomic_load_explicit(&H(be)->prof, memory_order_relaxed))
         atomic_fetch_add_explicit(&H(be)->prof_macs, (long long)(m * n * k * batch),
                                   memory_order_relaxed);
     h_async(be, s, RT_PROF_GEMM, gemm_job, &q_, sizeof q_);
 }
 
+typedef struct {
+    real *out, *dwpe;
+    const real *wte, *wpe, *dout;
+    const int *tok;
+    long B, L, M;
+} embed_ctx;
+
+static void embed_fwd_range(const void *c, long lo, long hi)
+{
+    const embed_ctx *e = c;
+    for (long n = lo; n < hi; n++)
+        k_embed_fwd(n, e->out, e->wte, e->wpe, e->tok, e->L, e->M);
+}
+
+static void wpe_grad_range(const void *c, long lo, long hi)
+{
+    const embed_ctx *e = c;
+    for (long l = lo; l < hi; l++)
+        k_wpe_grad_col(l, e->dwpe, e->dout, e->B, e->L, e->M);
+}
+
 static void h_embed_fwd(rt_backend *be, rt_stream *s, real *out, const real *wte, const real *wpe,
                         const int *tok, long B, long L, long M)
 {
     long long t0 = h_begin(be, s);
-    PAR_IF(B * L * M) for (long n = 0; n < B * L; n++)
-        k_embed_fwd(n, out, wte, wpe, tok, L, M);
+    embed_ctx e = {.out = out, .wte = wte, .wpe = wpe, .tok = tok, .B = B, .L = L, .M = M};
+    PAR_FOR(H(be)->pool, B * L, B * L * M, embed_fwd_range, &e);
     prof_stop(be, RT_PROF_ELEMWISE, t0);
 }
 
@@ -423,17 +438,44 @@ static void h_embed_bwd(rt_backend *be, rt_stream *s, real *dwte, real *dwpe, co
         prof_stop(be, RT_PROF_ELEMWISE, t0);
         return;
     }
-    PAR_IF(B * L * M) for (long l = 0; l < L; l++)
-        k_wpe_grad_col(l, dwpe, dout, B, L, M);
+    embed_ctx e = {.dwpe = dwpe, .dout = dout, .B = B, .L = L, .M = M};
+    PAR_FOR(H(be)->pool, L, B * L * M, wpe_grad_range, &e);
     prof_stop(be, RT_PROF_ELEMWISE, t0);
+}
+
+typedef struct {
+    real *out, *mean, *rstd, *dx, *dw, *db;
+    const real *x, *w, *b, *dout, *cmean, *crstd;
+    long N, M;
+} ln_ctx;
+
+static void ln_fwd_range(const void *c, long lo, long hi)
+{
+    const ln_ctx *q = c;
+    for (long n = lo; n < hi; n++)
+        k_layernorm_row_fwd(n, q->out, q->mean, q->rstd, q->x, q->w, q->b, q->M);
+}
+
+static void ln_bwd_rows_range(const void *c, long lo, long hi)
+{
+    const ln_ctx *q = c;
+    for (long n = lo; n < hi; n++)
+        k_layernorm_row_bwd(n, q->dx, q->dout, q->x, q->cmean, q->crstd, q->w, q->M);
+}
+
+static void ln_bwd_cols_range(const void *c, long lo, long hi)
+{
+    const ln_ctx *q = c;
+    for (long m = lo; m < hi; m++)
+        k_layernorm_col_grad(m, q->dw, q->db, q->dout, q->x, q->cmean, q->crstd, q->N, q->M);
 }
 
 static void h_layernorm_fwd(rt_backend *be, rt_stream *s, real *out, real *mean, real *rstd,
                             const real *x, const real *w, const real *b, long N, long M)
 {
     long long t0 = h_begin(be, s);
-    PAR_IF(N * M * 4) for (long n = 0; n < N; n++)
-        k_layernorm_row_fwd(n, out, mean, rstd, x, w, b, M);
+    ln_ctx q = {.out = out, .mean = mean, .rstd = rstd, .x = x, .w = w, .b = b, .N = N, .M = M};
+    PAR_FOR(H(be)->pool, N, N * M * 4, ln_fwd_range, &q);
     prof_stop(be, RT_PROF_ELEMWISE, t0);
 }
 
@@ -442,93 +484,77 @@ static void h_layernorm_bwd(rt_backend *be, rt_stream *s, real *dx, real *dw, re
                             const real *w, long N, long M)
 {
     long long t0 = h_begin(be, s);
-    PAR_IF(N * M * 4) for (long n = 0; n < N; n++)
-        k_layernorm_row_bwd(n, dx, dout, x, mean, rstd, w, M);
-    PAR_IF(N * M * 2) for (long m = 0; m < M; m++)
-        k_layernorm_col_grad(m, dw, db, dout, x, mean, rstd, N, M);
+    ln_ctx q = {.dx = dx, .dw = dw, .db = db, .x = x, .w = w, .dout = dout, .cmean = mean,
+                .crstd = rstd, .N = N, .M = M};
+    PAR_FOR(H(be)->pool, N, N * M * 4, ln_bwd_rows_range, &q);
+    PAR_FOR(H(be)->pool, M, N * M * 2, ln_bwd_cols_range, &q);
     prof_stop(be, RT_PROF_ELEMWISE, t0);
 }
 
-static void bias_add_now(real *out, const real *bias, long N, long M)
-{
-    PAR_IF(N * M) for (long n = 0; n < N; n++)
-        k_bias_add_row(n, out, bias, M);
-}
-
 typedef struct {
+    host_pool *pool;
     real *out;
     const real *bias;
     long N;
     long M;
 } bias_add_args;
 
+static void bias_add_range(const void *c, long lo, long hi)
+{
+    const bias_add_args *q = c;
+    for (long n = lo; n < hi; n++)
+        k_bias_add_row(n, q->out, q->bias, q->M);
+}
+
 static fsmoe_status bias_add_job(void *arg, fsmoe_error *err)
 {
     (void)err;
     bias_add_args *q_ = arg;
-    bias_add_now(q_->out, q_->bias, q_->N, q_->M);
+    PAR_FOR(q_->pool, q_->N, q_->N * q_->M, bias_add_range, q_);
     return FSMOE_OK;
 }
 
 static void h_bias_add(rt_backend *be, rt_stream *s, real *out, const real *bias, long N, long M)
 {
-    bias_add_args q_ = {out, bias, N, M};
+    bias_add_args q_ = {H(be)->pool, out, bias, N, M};
     h_async(be, s, RT_PROF_ELEMWISE, bias_add_job, &q_, sizeof q_);
 }
 
 #define BIAS_BLK 64
-static void bias_grad_now(real *db, const real *dout, long N, long M)
-{
-    long nb = (M + BIAS_BLK - 1) / BIAS_BLK;
-    PAR_IF(N * M) for (long b = 0; b < nb; b++) {
-        real acc[BIAS_BLK];
-        long m0 = b * BIAS_BLK, m1 = m0 + BIAS_BLK < M ? m0 + BIAS_BLK : M;
-        k_bias_grad_cols(m0, m1, db, acc, dout, N, M);
-    }
-}
-
 typedef struct {
+    host_pool *pool;
     real *db;
     const real *dout;
     long N;
     long M;
 } bias_grad_args;
 
+static void bias_grad_range(const void *c, long lo, long hi)
+{
+    const bias_grad_args *q = c;
+    for (long b = lo; b < hi; b++) {
+        real acc[BIAS_BLK];
+        long m0 = b * BIAS_BLK, m1 = m0 + BIAS_BLK < q->M ? m0 + BIAS_BLK : q->M;
+        k_bias_grad_cols(m0, m1, q->db, acc, q->dout, q->N, q->M);
+    }
+}
+
 static fsmoe_status bias_grad_job(void *arg, fsmoe_error *err)
 {
     (void)err;
     bias_grad_args *q_ = arg;
-    bias_grad_now(q_->db, q_->dout, q_->N, q_->M);
+    PAR_FOR(q_->pool, (q_->M + BIAS_BLK - 1) / BIAS_BLK, q_->N * q_->M, bias_grad_range, q_);
     return FSMOE_OK;
 }
 
 static void h_bias_grad(rt_backend *be, rt_stream *s, real *db, const real *dout, long N, long M)
 {
-    bias_grad_args q_ = {db, dout, N, M};
+    bias_grad_args q_ = {H(be)->pool, db, dout, N, M};
     h_async(be, s, RT_PROF_ELEMWISE, bias_grad_job, &q_, sizeof q_);
 }
 
-/* The kind branch is outside the loops so that each loop is one straight-line kernel that gcc
- * vectorises (k_tanh has no call or branch). */
-static void act_fwd_now(int kind, real *h, real *a, const real *g,
-                      const real *bias, long rows, long H)
-{
-    if (kind == 0 && bias) {
-        PAR_IF(rows * H * 8) for (long r = 0; r < rows; r++)
-            for (long m = 0; m < H; m++)
-                k_act_fwd(0, r * H + m, h, a, g, bias[m]);
-    } else if (kind == 0) {
-        PAR_IF(rows * H * 8) for (long r = 0; r < rows; r++)
-            for (long m = 0; m < H; m++)
-                k_act_fwd(0, r * H + m, h, a, g, 0);
-    } else {
-        PAR_IF(rows * H * 8) for (long r = 0; r < rows; r++)
-            for (long m = 0; m < H; m++)
-                k_act_fwd(1, r * H + m, h, a, g, bias ? bias[m] : (real)0);
-    }
-}
-
 typedef struct {
+    host_pool *pool;
     int kind;
     real *h;
     real *a;
@@ -538,34 +564,46 @@ typedef struct {
     long H;
 } act_fwd_args;
 
+/* The kind branch is outside the loops so that each loop is one straight-line kernel that gcc
+ * vectorises (k_tanh has no call or branch). */
+static void act_fwd_range(const void *c, long lo, long hi)
+{
+    const act_fwd_args *q = c;
+    real *h = q->h, *a = q->a;
+    const real *g = q->g, *bias = q->bias;
+    long H = q->H;
+    if (q->kind == 0 && bias) {
+        for (long r = lo; r < hi; r++)
+            for (long m = 0; m < H; m++)
+                k_act_fwd(0, r * H + m, h, a, g, bias[m]);
+    } else if (q->kind == 0) {
+        for (long r = lo; r < hi; r++)
+            for (long m = 0; m < H; m++)
+                k_act_fwd(0, r * H + m, h, a, g, 0);
+    } else {
+        for (long r = lo; r < hi; r++)
+            for (long m = 0; m < H; m++)
+                k_act_fwd(1, r * H + m, h, a, g, bias ? bias[m] : (real)0);
+    }
+}
+
 static fsmoe_status act_fwd_job(void *arg, fsmoe_error *err)
 {
     (void)err;
     act_fwd_args *q_ = arg;
-    act_fwd_now(q_->kind, q_->h, q_->a, q_->g, q_->bias, q_->rows, q_->H);
+    PAR_FOR(q_->pool, q_->rows, q_->rows * q_->H * 8, act_fwd_range, q_);
     return FSMOE_OK;
 }
 
 static void h_act_fwd(rt_backend *be, rt_stream *s, int kind, real *h, real *a, const real *g,
                       const real *bias, long rows, long H)
 {
-    act_fwd_args q_ = {kind, h, a, g, bias, rows, H};
+    act_fwd_args q_ = {((host_impl *)be->impl)->pool, kind, h, a, g, bias, rows, H};
     h_async(be, s, RT_PROF_ELEMWISE, act_fwd_job, &q_, sizeof q_);
 }
 
-static void act_bwd_now(int kind, real *da, real *dg, const real *dh,
-                      const real *a, const real *g, long n)
-{
-    if (kind == 0) {
-        PAR_IF(n * 8) for (long i = 0; i < n; i++)
-            k_act_bwd(0, i, da, dg, dh, a, g);
-    } else {
-        PAR_IF(n * 8) for (long i = 0; i < n; i++)
-            k_act_bwd(1, i, da, dg, dh, a, g);
-    }
-}
-
 typedef struct {
+    host_pool *pool;
     int kind;
     real *da;
     real *dg;
@@ -575,27 +613,62 @@ typedef struct {
     long n;
 } act_bwd_args;
 
+static void act_bwd_range(const void *c, long lo, long hi)
+{
+    const act_bwd_args *q = c;
+    real *da = q->da, *dg = q->dg;
+    const real *dh = q->dh, *a = q->a, *g = q->g;
+    if (q->kind == 0) {
+        for (long i = lo; i < hi; i++)
+            k_act_bwd(0, i, da, dg, dh, a, g);
+    } else {
+        for (long i = lo; i < hi; i++)
+            k_act_bwd(1, i, da, dg, dh, a, g);
+    }
+}
+
 static fsmoe_status act_bwd_job(void *arg, fsmoe_error *err)
 {
     (void)err;
     act_bwd_args *q_ = arg;
-    act_bwd_now(q_->kind, q_->da, q_->dg, q_->dh, q_->a, q_->g, q_->n);
+    PAR_FOR(q_->pool, q_->n, q_->n * 8, act_bwd_range, q_);
     return FSMOE_OK;
 }
 
 static void h_act_bwd(rt_backend *be, rt_stream *s, int kind, real *da, real *dg, const real *dh,
                       const real *a, const real *g, long n)
 {
-    act_bwd_args q_ = {kind, da, dg, dh, a, g, n};
+    act_bwd_args q_ = {H(be)->pool, kind, da, dg, dh, a, g, n};
     h_async(be, s, RT_PROF_ELEMWISE, act_bwd_job, &q_, sizeof q_);
+}
+
+typedef struct {
+    real *out;
+    const real *in, *att;
+    long L;
+    real scale;
+} softmax_ctx;
+
+static void softmax_fwd_range(const void *c, long lo, long hi)
+{
+    const softmax_ctx *q = c;
+    for (long r = lo; r < hi; r++)
+        k_attn_softmax_row_fwd(r, q->out, q->in, q->L, q->scale);
+}
+
+static void softmax_bwd_range(const void *c, long lo, long hi)
+{
+    const softmax_ctx *q = c;
+    for (long r = lo; r < hi; r++)
+        k_attn_softmax_row_bwd(r, q->out, q->in, q->att, q->L, q->scale);
 }
 
 static void h_attn_softmax_fwd(rt_backend *be, rt_stream *s, real *att, const real *scores,
                                long rows, long L, real scale)
 {
     long long t0 = h_begin(be, s);
-    PAR_IF(rows * L * 2) for (long r = 0; r < rows; r++)
-        k_attn_softmax_row_fwd(r, att, scores, L, scale);
+    softmax_ctx q = {att, scores, NULL, L, scale};
+    PAR_FOR(H(be)->pool, rows, rows * L * 2, softmax_fwd_range, &q);
     prof_stop(be, RT_PROF_ATTENTION, t0);
 }
 
@@ -603,17 +676,49 @@ static void h_attn_softmax_bwd(rt_backend *be, rt_stream *s, real *dscores, cons
                                const real *att, long rows, long L, real scale)
 {
     long long t0 = h_begin(be, s);
-    PAR_IF(rows * L) for (long r = 0; r < rows; r++)
-        k_attn_softmax_row_bwd(r, dscores, datt, att, L, scale);
+    softmax_ctx q = {dscores, datt, att, L, scale};
+    PAR_FOR(H(be)->pool, rows, rows * L, softmax_bwd_range, &q);
     prof_stop(be, RT_PROF_ATTENTION, t0);
+}
+
+typedef struct {
+    real *losses, *dlogits, *stats_out;
+    const real *logits, *stats;
+    const int *targets;
+    int P;
+    long N, V, v0;
+    real scale;
+} crossent_ctx;
+
+static void crossent_range(const void *c, long lo, long hi)
+{
+    const crossent_ctx *q = c;
+    for (long n = lo; n < hi; n++)
+        q->losses[n] = k_crossent_row(n, q->dlogits, q->logits, q->targets, q->V, q->scale);
+}
+
+static void crossent_stats_range(const void *c, long lo, long hi)
+{
+    const crossent_ctx *q = c;
+    for (long n = lo; n < hi; n++)
+        k_crossent_stats_row(n, q->stats_out, q->logits, q->targets, q->V, q->v0);
+}
+
+static void crossent_finish_range(const void *c, long lo, long hi)
+{
+    const crossent_ctx *q = c;
+    for (long n = lo; n < hi; n++)
+        q->losses[n] = k_crossent_finish_row(n, q->dlogits, q->logits, q->targets, q->stats,
+                                             q->P, q->N, q->V, q->v0, q->scale);
 }
 
 static void h_crossent(rt_backend *be, rt_stream *s, real *losses, real *dlogits,
                        const real *logits, const int *targets, long N, long V, real scale)
 {
     long long t0 = h_begin(be, s);
-    PAR_IF(N * V * 4) for (long n = 0; n < N; n++)
-        losses[n] = k_crossent_row(n, dlogits, logits, targets, V, scale);
+    crossent_ctx q = {.losses = losses, .dlogits = dlogits, .logits = logits,
+                      .targets = targets, .N = N, .V = V, .scale = scale};
+    PAR_FOR(H(be)->pool, N, N * V * 4, crossent_range, &q);
     prof_stop(be, RT_PROF_ELEMWISE, t0);
 }
 
@@ -621,8 +726,9 @@ static void h_crossent_stats(rt_backend *be, rt_stream *s, real *stats, const re
                              const int *targets, long N, long Vl, long v0)
 {
     long long t0 = h_begin(be, s);
-    PAR_IF(N * Vl * 2) for (long n = 0; n < N; n++)
-        k_crossent_stats_row(n, stats, logits, targets, Vl, v0);
+    crossent_ctx q = {.stats_out = stats, .logits = logits, .targets = targets, .N = N,
+                      .V = Vl, .v0 = v0};
+    PAR_FOR(H(be)->pool, N, N * Vl * 2, crossent_stats_range, &q);
     prof_stop(be, RT_PROF_ELEMWISE, t0);
 }
 
@@ -631,98 +737,118 @@ static void h_crossent_finish(rt_backend *be, rt_stream *s, real *losses, real *
                               long N, long Vl, long v0, real scale)
 {
     long long t0 = h_begin(be, s);
-    PAR_IF(N * Vl * 2) for (long n = 0; n < N; n++)
-        losses[n] = k_crossent_finish_row(n, dlogits, logits, targets, stats, P, N, Vl, v0,
-                                          scale);
+    crossent_ctx q = {.losses = losses, .dlogits = dlogits, .logits = logits, .stats = stats,
+                      .targets = targets, .P = P, .N = N, .V = Vl, .v0 = v0, .scale = scale};
+    PAR_FOR(H(be)->pool, N, N * Vl * 2, crossent_finish_range, &q);
     prof_stop(be, RT_PROF_ELEMWISE, t0);
+}
+
+typedef struct {
+    real *p;
+    const real *g;
+    real *m, *v;
+    real lr, b1, b2, eps, wd, bc1, bc2;
+} adamw_ctx;
+
+static void adamw_range(const void *c, long lo, long hi)
+{
+    const adamw_ctx *q = c;
+    for (long i = lo; i < hi; i++)
+        k_adamw(i, q->p, q->g, q->m, q->v, q->lr, q->b1, q->b2, q->eps, q->wd, q->bc1, q->bc2);
 }
 
 static void h_adamw(rt_backend *be, rt_stream *s, real *p, const real *g, real *m, real *v,
                     long n, real lr, real b1, real b2, real eps, real wd, real bc1, real bc2)
 {
     long long t0 = h_begin(be, s);
-    PAR_IF(n * 4) for (long i = 0; i < n; i++)
-        k_adamw(i, p, g, m, v, lr, b1, b2, eps, wd, bc1, bc2);
+    adamw_ctx q = {p, g, m, v, lr, b1, b2, eps, wd, bc1, bc2};
+    PAR_FOR(H(be)->pool, n, n * 4, adamw_range, &q);
     prof_stop(be, RT_PROF_OPTIMIZER, t0);
 }
 
-static void add_now(real *out, const real *a, const real *b, long n)
-{
-    PAR_IF(n) for (long i = 0; i < n; i++)
-        out[i] = a[i] + b[i];
-}
-
 typedef struct {
+    host_pool *pool;
     real *out;
     const real *a;
     const real *b;
     long n;
 } add_args;
 
+static void add_range(const void *c, long lo, long hi)
+{
+    const add_args *q = c;
+    for (long i = lo; i < hi; i++)
+        q->out[i] = q->a[i] + q->b[i];
+}
+
 static fsmoe_status add_job(void *arg, fsmoe_error *err)
 {
     (void)err;
     add_args *q_ = arg;
-    add_now(q_->out, q_->a, q_->b, q_->n);
+    PAR_FOR(q_->pool, q_->n, q_->n, add_range, q_);
     return FSMOE_OK;
 }
 
 static void h_add(rt_backend *be, rt_stream *s, real *out, const real *a, const real *b, long n)
 {
-    add_args q_ = {out, a, b, n};
+    add_args q_ = {H(be)->pool, out, a, b, n};
     h_async(be, s, RT_PROF_ELEMWISE, add_job, &q_, sizeof q_);
 }
 
-static void axpy_now(real *y, real a, const real *x, long n)
-{
-    PAR_IF(n) for (long i = 0; i < n; i++)
-        y[i] += a * x[i];
-}
-
 typedef struct {
+    host_pool *pool;
     real *y;
     real a;
     const real *x;
     long n;
 } axpy_args;
 
+static void axpy_range(const void *c, long lo, long hi)
+{
+    const axpy_args *q = c;
+    for (long i = lo; i < hi; i++)
+        q->y[i] += q->a * q->x[i];
+}
+
 static fsmoe_status axpy_job(void *arg, fsmoe_error *err)
 {
     (void)err;
     axpy_args *q_ = arg;
-    axpy_now(q_->y, q_->a, q_->x, q_->n);
+    PAR_FOR(q_->pool, q_->n, q_->n, axpy_range, q_);
     return FSMOE_OK;
 }
 
 static void h_axpy(rt_backend *be, rt_stream *s, real *y, real a, const real *x, long n)
 {
-    axpy_args q_ = {y, a, x, n};
+    axpy_args q_ = {H(be)->pool, y, a, x, n};
     h_async(be, s, RT_PROF_ELEMWISE, axpy_job, &q_, sizeof q_);
 }
 
-static void scale_now(real *x, real a, long n)
-{
-    PAR_IF(n) for (long i = 0; i < n; i++)
-        x[i] *= a;
-}
-
 typedef struct {
+    host_pool *pool;
     real *x;
     real a;
     long n;
 } scale_args;
 
+static void scale_range(const void *c, long lo, long hi)
+{
+    const scale_args *q = c;
+    for (long i = lo; i < hi; i++)
+        q->x[i] *= q->a;
+}
+
 static fsmoe_status scale_job(void *arg, fsmoe_error *err)
 {
     (void)err;
     scale_args *q_ = arg;
-    scale_now(q_->x, q_->a, q_->n);
+    PAR_FOR(q_->pool, q_->n, q_->n, scale_range, q_);
     return FSMOE_OK;
 }
 
 static void h_scale(rt_backend *be, rt_stream *s, real *x, real a, long n)
 {
-    scale_args q_ = {x, a, n};
+    scale_args q_ = {H(be)->pool, x, a, n};
     h_async(be, s, RT_PROF_ELEMWISE, scale_job, &q_, sizeof q_);
 }
 
@@ -736,14 +862,8 @@ static double h_sumsq(rt_backend *be, rt_stream *s, const real *x, long n)
     return acc;
 }
 
-static void gather_rows_now(real *dst, const real *src,
-                          const int *idx, long n, long M)
-{
-    PAR_IF(n * M) for (long i = 0; i < n; i++)
-        k_gather_row(i, dst, src, idx, M);
-}
-
 typedef struct {
+    host_pool *pool;
     real *dst;
     const real *src;
     const int *idx;
@@ -751,18 +871,25 @@ typedef struct {
     long M;
 } gather_rows_args;
 
+static void gather_rows_range(const void *c, long lo, long hi)
+{
+    const gather_rows_args *q = c;
+    for (long i = lo; i < hi; i++)
+        k_gather_row(i, q->dst, q->src, q->idx, q->M);
+}
+
 static fsmoe_status gather_rows_job(void *arg, fsmoe_error *err)
 {
     (void)err;
     gather_rows_args *q_ = arg;
-    gather_rows_now(q_->dst, q_->src, q_->idx, q_->n, q_->M);
+    PAR_FOR(q_->pool, q_->n, q_->n * q_->M, gather_rows_range, q_);
     return FSMOE_OK;
 }
 
 static void h_gather_rows(rt_backend *be, rt_stream *s, real *dst, const real *src,
                           const int *idx, long n, long M)
 {
-    gather_rows_args q_ = {dst, src, idx, n, M};
+    gather_rows_args q_ = {H(be)->pool, dst, src, idx, n, M};
     h_async(be, s, RT_PROF_GATE, gather_rows_job, &q_, sizeof q_);
 }
 
@@ -805,14 +932,31 @@ static void h_scatter_add_rows(rt_backend *be, rt_stream *s, real *dst, const re
     h_async(be, s, RT_PROF_GATE, scatter_add_rows_job, &q_, sizeof q_);
 }
 
+typedef struct {
+    real *out;
+    const real *a;
+    const int *ia;
+    const real *b;
+    const int *ib;
+    long M;
+} row_dot_ctx;
+
+static void row_dot_range(const void *c, long lo, long hi)
+{
+    const row_dot_ctx *q = c;
+    for (long i = lo; i < hi; i++) {
+        long ra = q->ia ? q->ia[i] : i, rb = q->ib ? q->ib[i] : i;
+        q->out[i] = (ra < 0 || rb < 0) ? (real)0
+                                        : k_row_dot(q->a + ra * q->M, q->b + rb * q->M, q->M);
+    }
+}
+
 static void h_row_dot(rt_backend *be, rt_stream *s, real *out, const real *a, const int *ia,
                       const real *b, const int *ib, long n, long M)
 {
     long long t0 = h_begin(be, s);
-    PAR_IF(n * M) for (long i = 0; i < n; i++) {
-        long ra = ia ? ia[i] : i, rb = ib ? ib[i] : i;
-        out[i] = (ra < 0 || rb < 0) ? (real)0 : k_row_dot(a + ra * M, b + rb * M, M);
-    }
+    row_dot_ctx q = {out, a, ia, b, ib, M};
+    PAR_FOR(H(be)->pool, n, n * M, row_dot_range, &q);
     prof_stop(be, RT_PROF_GATE, t0);
 }
 
@@ -1088,10 +1232,30 @@ static fsmoe_status h_marks_read(rt_backend *be, double *t, int n, fsmoe_error *
     return FSMOE_OK;
 }
 
+/* How long the pool's idle workers spin before they sleep: FSMOE_HOST_SPIN_US, else
+ * HOST_SPIN_US. Long enough to bridge the gaps between a step's kernels (a few to a hundred
+ * microseconds), short enough not to hold a core through a collective's wait. */
+#define HOST_SPIN_US 200
+static fsmoe_status host_spin_us(int *us, fsmoe_error *err)
+{
+    const char *e = getenv("FSMOE_HOST_SPIN_US");
+    *us = HOST_SPIN_US;
+    if (!e || !*e)
+        return FSMOE_OK;
+    char *end;
+    long v = strtol(e, &end, 10);
+    if (*end || v < 0 || v > 1000000)
+        return fsmoe_fail(err, FSMOE_ERR_USAGE,
+                          "FSMOE_HOST_SPIN_US=%s: expected microseconds in 0..1000000", e);
+    *us = (int)v;
+    return FSMOE_OK;
+}
+
 static void h_destroy(rt_backend *be)
 {
     host_impl *h = be ? be->impl : NULL;
     if (h) {
+        host_pool_free(h->pool);
         free(h->marks);
         stream_events_free(&h->ev);
         pthread_mutex_destroy(&h->mu);
@@ -1117,28 +1281,29 @@ fsmoe_status HOST_CAT(rt_backend_host_create_, RT_HOST_ISA)(int threads, rt_back
     rt_backend *be = calloc(1, sizeof(*be));
     if (!be)
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "host backend: out of memory");
-    /* OpenMP owns the threads; OpenBLAS runs inside them, single-threaded (see the top). */
-#if defined(_OPENMP)
+    /* the pool owns the threads; OpenBLAS runs inside them, single-threaded (see the top) */
     openblas_set_num_threads(1);
-    if (threads > 0)
-        omp_set_num_threads(threads);
-#else
-    if (threads > 0)
-        openblas_set_num_threads(threads);
-#endif
     host_impl *h = calloc(1, sizeof *h);
     if (!h) {
         free(be);
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "host backend: out of memory");
     }
     be->impl = h;
-    h->threads = h_threads(); /* after omp_set_num_threads above: --threads, else every core */
     be->destroy = h_destroy;
     pthread_mutex_init(&h->mu, NULL);
+    int spin_us = 0;
+    fsmoe_status st = host_spin_us(&spin_us, err);
+    if (st == FSMOE_OK)
+        st = host_pool_create(threads > 0 ? threads : host_pool_default_threads(), spin_us,
+                              &h->pool, err);
+    if (st != FSMOE_OK) {
+        h_destroy(be);
+        return st;
+    }
     for (int i = 0; i < HOST_EVENTS; i++)
         h->free_ids[i] = HOST_EVENTS - 1 - i;
     h->n_free = HOST_EVENTS;
-    fsmoe_status st = stream_events_init(&h->ev, HOST_EVENTS, err);
+    st = stream_events_init(&h->ev, HOST_EVENTS, err);
     if (st != FSMOE_OK) {
         h_destroy(be);
         return st;
