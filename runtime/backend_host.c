@@ -463,11 +463,17 @@ static void ln_bwd_rows_range(const void *c, long lo, long hi)
         k_layernorm_row_bwd(n, q->dx, q->dout, q->x, q->cmean, q->crstd, q->w, q->M);
 }
 
+#define LN_BLK 64
+/* blocks of LN_BLK columns */
 static void ln_bwd_cols_range(const void *c, long lo, long hi)
 {
     const ln_ctx *q = c;
-    for (long m = lo; m < hi; m++)
-        k_layernorm_col_grad(m, q->dw, q->db, q->dout, q->x, q->cmean, q->crstd, q->N, q->M);
+    real accw[LN_BLK], accb[LN_BLK];
+    for (long b = lo; b < hi; b++) {
+        long m0 = b * LN_BLK, m1 = m0 + LN_BLK < q->M ? m0 + LN_BLK : q->M;
+        k_layernorm_col_grads(m0, m1, q->dw, q->db, accw, accb, q->dout, q->x, q->cmean,
+                              q->crstd, q->N, q->M);
+    }
 }
 
 static void h_layernorm_fwd(rt_backend *be, rt_stream *s, real *out, real *mean, real *rstd,
@@ -487,7 +493,7 @@ static void h_layernorm_bwd(rt_backend *be, rt_stream *s, real *dx, real *dw, re
     ln_ctx q = {.dx = dx, .dw = dw, .db = db, .x = x, .w = w, .dout = dout, .cmean = mean,
                 .crstd = rstd, .N = N, .M = M};
     PAR_FOR(H(be)->pool, N, N * M * 4, ln_bwd_rows_range, &q);
-    PAR_FOR(H(be)->pool, M, N * M * 2, ln_bwd_cols_range, &q);
+    PAR_FOR(H(be)->pool, (M + LN_BLK - 1) / LN_BLK, N * M * 2, ln_bwd_cols_range, &q);
     prof_stop(be, RT_PROF_ELEMWISE, t0);
 }
 
@@ -852,12 +858,52 @@ static void h_scale(rt_backend *be, rt_stream *s, real *x, real a, long n)
     h_async(be, s, RT_PROF_ELEMWISE, scale_job, &q_, sizeof q_);
 }
 
+/* Σ x² in blocks of SUMSQ_BLK elements, each summed in double over 8 interleaved lanes (which
+ * vectorise) and the blocks added in order: the same bits whatever the thread count. */
+#define SUMSQ_BLK 32768L
+typedef struct {
+    const real *x;
+    long n;
+    double *part; /* per block */
+} sumsq_ctx;
+
+static void sumsq_range(const void *c, long lo, long hi)
+{
+    const sumsq_ctx *q = c;
+    for (long b = lo; b < hi; b++) {
+        long i0 = b * SUMSQ_BLK, i1 = i0 + SUMSQ_BLK < q->n ? i0 + SUMSQ_BLK : q->n;
+        double lane[8] = {0};
+        long i = i0;
+        for (; i + 8 <= i1; i += 8)
+            for (int j = 0; j < 8; j++)
+                lane[j] += (double)q->x[i + j] * (double)q->x[i + j];
+        for (int j = 0; i < i1; i++, j++)
+            lane[j] += (double)q->x[i] * (double)q->x[i];
+        q->part[b] = ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+                     ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    }
+}
+
 static double h_sumsq(rt_backend *be, rt_stream *s, const real *x, long n)
 {
     long long t0 = h_begin(be, s);
+    long nb = n > 0 ? (n + SUMSQ_BLK - 1) / SUMSQ_BLK : 0;
+    double one, *part = nb > 1 ? malloc((size_t)nb * sizeof *part) : &one;
     double acc = 0;
-    for (long i = 0; i < n; i++)
-        acc += (double)x[i] * (double)x[i];
+    if (!part) { /* without memory: one block after the other, the same sum */
+        for (long b = 0; b < nb; b++) {
+            sumsq_ctx q = {x + b * SUMSQ_BLK, n - b * SUMSQ_BLK, &one};
+            sumsq_range(&q, 0, 1);
+            acc += one;
+        }
+    } else {
+        sumsq_ctx q = {x, n, part};
+        PAR_FOR(H(be)->pool, nb, n, sumsq_range, &q);
+        for (long b = 0; b < nb; b++)
+            acc += part[b];
+        if (part != &one)
+            free(part);
+    }
     prof_stop(be, RT_PROF_OPTIMIZER, t0);
     return acc;
 }

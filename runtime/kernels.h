@@ -219,6 +219,27 @@ FSMOE_HD void k_layernorm_col_grad(long m, real *dw, real *db, const real *dout,
     db[m] += sb;
 }
 
+/* The same for columns [m0, m1) at once (at most 64), walking the rows in order so that each
+ * row's slice is read contiguously; each column sums over n in the same order as above, so the
+ * result is the same to the bit. accw, accb: m1 - m0 scratch each. */
+FSMOE_HD void k_layernorm_col_grads(long m0, long m1, real *dw, real *db, real *accw, real *accb,
+                                    const real *dout, const real *x, const real *mean,
+                                    const real *rstd, long N, long M)
+{
+    for (long m = m0; m < m1; m++)
+        accw[m - m0] = 0, accb[m - m0] = 0;
+    for (long n = 0; n < N; n++) {
+        const real *dy = dout + n * M, *xr = x + n * M;
+        real mu = mean[n], rs = rstd[n];
+        for (long m = m0; m < m1; m++) {
+            accw[m - m0] += dy[m] * (xr[m] - mu) * rs;
+            accb[m - m0] += dy[m];
+        }
+    }
+    for (long m = m0; m < m1; m++)
+        dw[m] += accw[m - m0], db[m] += accb[m - m0];
+}
+
 /* ---- bias ---- */
 FSMOE_HD void k_bias_add(long i, real *out, const real *bias, long M) { out[i] += bias[i % M]; }
 

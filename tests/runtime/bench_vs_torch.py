@@ -1,10 +1,16 @@
 #!/usr/bin/python3
-"""Benchmark: one training step of tiny-moe (B=8, L=128, M=64, H=256, 4 blocks all MoE, E=4,
-top-2 GShard gate, f=1.2, GPT experts, AdamW) in fsmoe-run (host backend) and in PyTorch
-(float32, vectorised MoE: top-k, capacity by cumsum, index_add combine), same thread count,
-measured side by side in one run: for each thread count, `reps` runs of `steps` timed steps
-each (plus one warm-up step), alternating fsmoe-run and PyTorch so that background load hits
-both alike; each run gives its mean step time, the table shows the median over the runs.
+"""Benchmark: one training step of a model whose every block is MoE with GPT experts and a
+top-k GShard gate (tiny-moe: B=8, L=128, M=64, H=256, 4 blocks, E=4; comm-moe: B=4, L=256,
+M=256, H=1024, 2 blocks, E=8; the shape is read from the model file), AdamW, in fsmoe-run (host
+backend) and in PyTorch (float32, vectorised MoE: top-k, capacity by cumsum, index_add
+combine), same thread count, measured side by side in one run: for each thread count, `reps`
+runs of `steps` timed steps each (plus one warm-up step), alternating fsmoe-run and PyTorch so
+that background load hits both alike; each run gives its mean step time, the table shows the
+median over the runs.
+
+The GEMM-bound limit: the step's multiply-accumulates (fsmoe-run --profile counts them) at the
+rate of this host's GEMM line, which fsmoe-bench fits for the model's expert shape (M:H) when
+FSMOE_BENCH names it; the step can be no faster than its GEMMs.
 
 Usage: bench_vs_torch.py FSMOE_RUN MODEL_YAML [threads[,threads...]] [steps] [reps]
 Without PyTorch (Debian: python3-torch, run with /usr/bin/python3) it says so and reports
@@ -22,16 +28,70 @@ exe, model = sys.argv[1], sys.argv[2]
 thread_list = [int(t) for t in (sys.argv[3] if len(sys.argv) > 3 else "1").split(",")]
 steps = int(sys.argv[4]) if len(sys.argv) > 4 else 30
 reps = int(sys.argv[5]) if len(sys.argv) > 5 else 5
-B, L = 8, 128
+
+
+def model_field(text, section, key):
+    """`key: value` inside `section:` of the model file (the subset the shipped models use)."""
+    m = re.search(r"^%s:\n((?:[ \t]+.*\n|#.*\n|\n)*)" % section, text, re.M)
+    if not m:
+        sys.exit(f"bench_vs_torch: {model}: no '{section}:' section")
+    v = re.search(r"^[ \t]+%s:[ \t]*([^#\n]+)" % key, m.group(1), re.M)
+    if not v:
+        sys.exit(f"bench_vs_torch: {model}: no '{section}.{key}'")
+    return v.group(1).strip()
+
+
+text = open(model).read()
+name = re.search(r"^name:[ \t]*(\S+)", text, re.M).group(1)
+M, H, nh, layers, V = (int(model_field(text, "architecture", k))
+                       for k in ("hidden", "ffn_hidden", "heads", "layers", "vocab"))
+E, k = int(model_field(text, "moe", "experts")), int(model_field(text, "moe", "top_k"))
+f = float(model_field(text, "moe", "capacity_factor"))
+B, L = int(model_field(text, "training", "batch")), int(model_field(text, "training", "seq"))
+for sec, key, want in (("moe", "expert", "gpt"), ("moe", "gate", "gshard"), ("moe", "every", "1"),
+                       ("moe", "first", "0")):
+    if model_field(text, sec, key) != want:
+        sys.exit(f"bench_vs_torch: {model}: {sec}.{key} must be {want} (the PyTorch model here)")
 N = B * L
 
 
-def run_fsmoe(threads):
+def run_fsmoe(threads, extra=()):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     out = subprocess.run([exe, "--model", model, "--steps", str(steps + 1), "--threads",
-                          str(threads), "--eval-every", "0"], env=env, capture_output=True,
-                         text=True, check=True).stdout
+                          str(threads), "--eval-every", "0", *extra], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    if extra:
+        return out
     return float(re.search(r"mean step ([0-9.]+) ms", out).group(1)) / 1e3
+
+
+def gemm_limit(threads):
+    """(GMAC per step, GMAC/s of this host's GEMM line on `threads` threads or None, source)"""
+    out = run_fsmoe(threads, ("--profile",))
+    macs = float(re.search(r"^# GEMM: ([0-9.e+-]+) GMAC per step", out, re.M).group(1))
+    bench = os.environ.get("FSMOE_BENCH")
+    if not bench:
+        return macs, None, "FSMOE_BENCH not set: no fsmoe-bench GEMM line"
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        prof = os.path.join(tmp, "host.yaml")
+        subprocess.run([bench, "--ops", "gemm", "--gemm-shapes", f"{M}:{H}", "--blas-threads",
+                        str(threads), "-o", prof],
+                       capture_output=True, text=True, check=True,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+        beta = float(re.search(r"beta_s_per_mac:[ \t]*([0-9.e+-]+)", open(prof).read()).group(1))
+    return macs, 1e-9 / beta, f"fsmoe-bench's one-rank GEMM line for {M}:{H}"
+
+
+def print_limit(threads, ms):
+    macs, rate, src = gemm_limit(threads)
+    if rate is None:
+        print(f"# threads {threads}: GEMM-bound limit: {macs:.4g} GMAC per step; {src}")
+        return
+    t = macs / rate
+    print(f"# threads {threads}: GEMM-bound limit {1e3 * t:.2f} ms ({macs:.4g} GMAC per step at "
+          f"{rate:.2f} GMAC/s, {src}, {threads} BLAS thread(s)); fsmoe-run {ms:.2f} ms = "
+          f"{ms / 1e3 / t:.2f}x the limit")
 
 
 try:
@@ -40,15 +100,18 @@ try:
 except ImportError as e:
     print(f"# PyTorch not available ({e}); install python3-torch and run this script with "
           f"/usr/bin/python3 for the side-by-side comparison. fsmoe-run alone:")
-    print(f"# tiny-moe train step, B={B} L={L}, median of {reps} runs x {steps} steps")
+    print(f"# {name} train step, B={B} L={L}, median of {reps} runs x {steps} steps")
     print("| threads | fsmoe-run ms/step | tok/s |")
+    meds = []
     for threads in thread_list:
         o = statistics.median(run_fsmoe(threads) for _ in range(reps))
+        meds.append((threads, o))
         print(f"| {threads} | {1e3 * o:.2f} | {N / o:.0f} |")
+    for threads, o in meds:
+        print_limit(threads, 1e3 * o)
     sys.exit(0)
 
 torch.manual_seed(0)
-M, H, nh, layers, V, E, k, f = 64, 256, 4, 4, 256, 4, 2, 1.2
 d = M // nh
 
 
@@ -146,7 +209,7 @@ for threads in thread_list:
         ours.append(run_fsmoe(threads))
         theirs.append(run_torch())
     rows.append((threads, statistics.median(ours), statistics.median(theirs), ours, theirs))
-print(f"# tiny-moe train step, B={B} L={L}: median of {reps} interleaved runs x {steps} steps "
+print(f"# {name} train step, B={B} L={L}: median of {reps} interleaved runs x {steps} steps "
       f"(PyTorch {torch.__version__}, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')})")
 print("| threads | fsmoe-run ms/step | fsmoe-run tok/s | PyTorch ms/step | PyTorch tok/s | ours/theirs time |")
 print("|---|---|---|---|---|---|")
@@ -155,3 +218,5 @@ for threads, o, t, ours, theirs in rows:
 for threads, o, t, ours, theirs in rows:
     print(f"# threads {threads}: fsmoe-run runs (ms) " + " ".join(f"{1e3 * x:.1f}" for x in ours) +
           " | PyTorch runs (ms) " + " ".join(f"{1e3 * x:.1f}" for x in theirs))
+for threads, o, t, ours, theirs in rows:
+    print_limit(threads, 1e3 * o)

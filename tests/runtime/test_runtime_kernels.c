@@ -225,6 +225,85 @@ static void test_host_isa(void **s)
     free(got);
 }
 
+/* Σ x² (the gradient norm): within 1e-12 of a long double sum, and the same bits on 1, 2 and 3
+ * threads (blocks of a fixed size summed in order), for lengths around the block size. */
+static void test_sumsq_threads(void **s)
+{
+    (void)s;
+    const long lens[] = {0, 1, 7, 32768, 32769, 100000, 300001};
+    rt_backend *be[3] = {NULL, NULL, NULL};
+    fsmoe_error err = {0};
+    for (int t = 0; t < 3; t++)
+        assert_int_equal(rt_backend_create("host", t + 1, &be[t], &err), FSMOE_OK);
+    real *x = malloc(300001 * sizeof *x);
+    unsigned seed = 5;
+    for (long i = 0; i < 300001; i++)
+        x[i] = (real)frand(&seed) * (real)(1 + i % 13);
+    for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+        long n = lens[k];
+        long double ref = 0;
+        for (long i = 0; i < n; i++)
+            ref += (long double)x[i] * (long double)x[i];
+        double got[3];
+        for (int t = 0; t < 3; t++)
+            got[t] = be[t]->sumsq(be[t], NULL, x, n);
+        assert_true(fabsl((long double)got[0] - ref) <= 1e-12L * (ref + 1e-300L));
+        assert_memory_equal(&got[0], &got[1], sizeof(double));
+        assert_memory_equal(&got[0], &got[2], sizeof(double));
+    }
+    free(x);
+    for (int t = 0; t < 3; t++)
+        rt_backend_destroy(&be[t]);
+}
+
+/* The layer norm's weight and bias gradients, walked by blocks of columns, against the kernel
+ * that sums one column at a time (the same order over rows), on 1 and 2 threads: to the bit on
+ * the baseline copy of the backend (no FMA, like this file), within fp32 rounding of the
+ * terms' magnitudes on the copy the CPU would pick (its multiply-adds are fused). */
+static void test_layernorm_col_grads(void **s)
+{
+    (void)s;
+    const long N = 37, M = 150; /* three column blocks, the last one partial */
+    real *x = malloc(sizeof(real) * N * M), *dy = malloc(sizeof(real) * N * M);
+    real *mean = malloc(sizeof(real) * N), *rstd = malloc(sizeof(real) * N);
+    real *out = malloc(sizeof(real) * N * M), *w = malloc(sizeof(real) * M);
+    real *bias = calloc(M, sizeof(real));
+    unsigned seed = 11;
+    for (long i = 0; i < N * M; i++)
+        x[i] = (real)frand(&seed), dy[i] = (real)frand(&seed);
+    for (long m = 0; m < M; m++)
+        w[m] = (real)1 + (real)0.1 * (real)frand(&seed);
+    real *rw = calloc(M, sizeof(real)), *rb = calloc(M, sizeof(real));
+    for (int run = 0; run < 4; run++) {
+        int T = 1 + run % 2, baseline = run < 2;
+        if (baseline)
+            setenv("FSMOE_HOST_ISA", "baseline", 1);
+        rt_backend *be = NULL;
+        fsmoe_error err = {0};
+        assert_int_equal(rt_backend_create("host", T, &be, &err), FSMOE_OK);
+        unsetenv("FSMOE_HOST_ISA");
+        real *dx = be->alloc(be, sizeof(real) * N * M), *dw = be->alloc(be, sizeof(real) * M);
+        real *db = be->alloc(be, sizeof(real) * M);
+        be->layernorm_fwd(be, NULL, out, mean, rstd, x, w, bias, N, M);
+        if (run == 0)
+            for (long m = 0; m < M; m++)
+                k_layernorm_col_grad(m, rw, rb, dy, x, mean, rstd, N, M);
+        be->layernorm_bwd(be, NULL, dx, dw, db, dy, x, mean, rstd, w, N, M);
+        if (baseline) {
+            assert_memory_equal(dw, rw, sizeof(real) * M);
+            assert_memory_equal(db, rb, sizeof(real) * M);
+        } else {
+            for (long m = 0; m < M; m++) /* |terms| ≤ 1 · 4 · 1/σ; N of them */
+                assert_true(fabsf(dw[m] - rw[m]) <= 1e-5f * (float)N * 8 &&
+                            fabsf(db[m] - rb[m]) <= 1e-5f * (float)N);
+        }
+        be->free(be, dx), be->free(be, dw), be->free(be, db);
+        rt_backend_destroy(&be);
+    }
+    free(x), free(dy), free(mean), free(rstd), free(out), free(w), free(rw), free(rb);
+    free(bias);
+}
+
 /* --profile's accounting: each kernel's time lands in its own category, on the default stream
  * and on a worker stream alike; the GEMMs' multiply-accumulates are exactly Σ m·n·k·batch;
  * nothing is counted while the profile is off, and a read starts again from zero. */
@@ -579,6 +658,8 @@ int main(void)
         cmocka_unit_test(test_gemm_threads),
         cmocka_unit_test(test_host_isa),
         cmocka_unit_test(test_profile_categories),
+        cmocka_unit_test(test_sumsq_threads),
+        cmocka_unit_test(test_layernorm_col_grads),
         cmocka_unit_test(test_skip_empty_slots_gpt),
         cmocka_unit_test(test_skip_empty_slots_swiglu),
 #endif
