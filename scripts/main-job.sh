@@ -111,11 +111,11 @@ sed -n '/^# Fitted/,/^# Measured/p' "$out/clusters/local.log"
     -o "$out/plans/tiny-moe@local.yaml" 2>&1
 "$B/runtime/fsmoe-run" --model models/tiny-moe.yaml --plan "$out/plans/tiny-moe@local.yaml" \
     --steps 300 --eval-every 50 --threads 1 --save "$out/checkpoints" --save-every 100 \
-    --trace "$out/traces/tiny-moe@local.json" | tee "$out/train-tiny-moe.log" | awk '/^step/ && ($2 ~ /^(1|50|100|150|200|250|300)\//) || !/^step/'
+    --trace "$out/traces/tiny-moe@local.json" --profile | tee "$out/train-tiny-moe.log" | awk '/^step/ && ($2 ~ /^(1|50|100|150|200|250|300)\//) || !/^step/'
 measured=$(awk '/^# mean step/ {print $4}' "$out/train-tiny-moe.log")
 predicted=$(awk -F'pred ' '/^step/ {split($2, a, " "); p = a[1]} END {print p}' "$out/train-tiny-moe.log")
-echo "measured ${measured} ms per step vs predicted ${predicted} ms (the cost model counts GEMMs"
-echo "and collectives only; element-wise work is not in it)"
+echo "measured ${measured} ms per step vs predicted ${predicted} ms (the plan's cost model on this"
+echo "host's profile; the kernel profile above shows where the measured step went)"
 
 section "3/3 reference models on the papers' testbeds"
 while read -r golden model cluster extra; do
