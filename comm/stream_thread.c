@@ -102,6 +102,12 @@ fsmoe_status stream_thread_init(stream_thread **out, fsmoe_error *err)
     stream_thread *s = calloc(1, sizeof *s);
     if (!s)
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "out of memory for a stream");
+    /* Write every page of the job ring now: calloc may return pages the process never touched,
+     * and a slot deeper than the queue has been so far would then fault in the middle of a
+     * training step (how deep the queue gets depends on timing). */
+    volatile unsigned char *ring = (volatile unsigned char *)s->queue;
+    for (size_t i = 0; i < sizeof s->queue; i += 1024)
+        ring[i] = 0;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv_work, NULL);
     pthread_cond_init(&s->cv_done, NULL);

@@ -8,8 +8,8 @@ fsmoe_status adamw_init(rt_adamw *o, const rt_params *p, rt_backend *be, fsmoe_e
 {
     memset(o, 0, sizeof(*o));
     size_t bytes = (size_t)p->total * sizeof(real);
-    o->m = be->alloc(be, bytes);
-    o->v = be->alloc(be, bytes);
+    o->m = rt_alloc(be, RT_MEM_OPTIMIZER, bytes);
+    o->v = rt_alloc(be, RT_MEM_OPTIMIZER, bytes);
     if (!o->m || !o->v)
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "AdamW: cannot allocate %zu bytes of state",
                           2 * bytes);
@@ -20,9 +20,9 @@ void adamw_free(rt_adamw *o, rt_backend *be)
 {
     if (be) {
         if (o->m)
-            be->free(be, o->m);
+            rt_free(be, o->m);
         if (o->v)
-            be->free(be, o->v);
+            rt_free(be, o->v);
     }
     memset(o, 0, sizeof(*o));
 }

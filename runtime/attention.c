@@ -37,9 +37,9 @@ void attention_register_mp(rt_attention *at, rt_params *t, const char *prefix, l
     params_slice_dim(t, first + 2, 0, q * nh * d, heads * d, RT_PART_MP); /* wo */
 }
 
-#define ALLOC(p, n)                                                                            \
+#define ALLOC(p, n, cat)                                                                        \
     do {                                                                                       \
-        if (!((p) = be->alloc(be, (size_t)(n) * sizeof(real))))                                \
+        if (!((p) = rt_alloc(be, (cat), (size_t)(n) * sizeof(real))))                              \
             return FSMOE_ERR_NOMEM;                                                            \
     } while (0)
 
@@ -47,9 +47,9 @@ fsmoe_status attn_acts_alloc(rt_attn_acts *a, const rt_attention *at, rt_backend
                              long L)
 {
     long D = at->nh * at->d, W = (at->nh + 2 * at->nkv) * at->d;
-    ALLOC(a->qkv, B * L * W);
-    ALLOC(a->att, B * at->nh * L * L);
-    ALLOC(a->y, B * L * D);
+    ALLOC(a->qkv, B * L * W, RT_MEM_ACTIVATIONS);
+    ALLOC(a->att, B * at->nh * L * L, RT_MEM_ACTIVATIONS);
+    ALLOC(a->y, B * L * D, RT_MEM_ACTIVATIONS);
     return FSMOE_OK;
 }
 
@@ -57,9 +57,9 @@ fsmoe_status attn_scratch_alloc(rt_attn_scratch *w, const rt_attention *at, rt_b
                                 long B, long L)
 {
     long D = at->nh * at->d, W = (at->nh + 2 * at->nkv) * at->d;
-    ALLOC(w->dqkv, B * L * W);
-    ALLOC(w->datt, B * at->nh * L * L);
-    ALLOC(w->dy, B * L * D);
+    ALLOC(w->dqkv, B * L * W, RT_MEM_WORKSPACE);
+    ALLOC(w->datt, B * at->nh * L * L, RT_MEM_WORKSPACE);
+    ALLOC(w->dy, B * L * D, RT_MEM_WORKSPACE);
     return FSMOE_OK;
 }
 
@@ -67,7 +67,7 @@ static void free_all(rt_backend *be, real **ps, int n)
 {
     for (int i = 0; i < n; i++)
         if (ps[i]) {
-            be->free(be, ps[i]);
+            rt_free(be, ps[i]);
             ps[i] = NULL;
         }
 }

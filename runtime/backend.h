@@ -44,11 +44,34 @@ enum {
 };
 extern const char *const rt_prof_names[RT_PROF_CATS];
 
+/* Memory categories of the backend's allocations (fsmoe-run's start-up table; the planner's
+ * memory model uses the same split): what a tensor is for, not where it lives. */
+enum {
+    RT_MEM_WEIGHTS = 0, /* the parameters */
+    RT_MEM_GRADS,       /* their gradients */
+    RT_MEM_OPTIMIZER,   /* AdamW's two moments */
+    RT_MEM_ACTIVATIONS, /* what the forward keeps for the backward */
+    RT_MEM_WORKSPACE,   /* the backward's temporaries and the loss's logits */
+    RT_MEM_BUFFERS,     /* capacity-sized exchange buffers, their staging, routing indices */
+    RT_MEM_CATS
+};
+extern const char *const rt_mem_names[RT_MEM_CATS];
+
+/* Bytes the backend holds per category now, the peak of their sum, and the number of
+ * allocations ever made (a training step makes none: everything is allocated at start-up). */
+typedef struct {
+    size_t bytes[RT_MEM_CATS];
+    size_t total, peak;
+    long allocs;
+} rt_mem_stats;
+
 typedef struct rt_backend rt_backend;
 struct rt_backend {
     const char *name;
     void *impl;
     fsmoe_error err; /* first asynchronous failure (status FSMOE_OK while none) */
+    rt_mem_stats mem; /* what rt_alloc gave out (rt_alloc, rt_free) */
+    void *mem_reg;    /* rt_alloc's record of its blocks (backend.c) */
 
     void (*destroy)(rt_backend *be);
 
@@ -178,6 +201,12 @@ struct rt_backend {
 };
 
 #define RT_MARKS_MAX 65536
+
+/* Backend memory of category `cat` (RT_MEM_*), zeroed, counted in be->mem; NULL on failure.
+ * The executor allocates through these (never be->alloc), and only while it is built, not from
+ * the stream threads. rt_free takes NULL and memory of rt_alloc only. */
+void *rt_alloc(rt_backend *be, int cat, size_t bytes);
+void rt_free(rt_backend *be, void *p);
 
 /* The backends. rt_backend_create fails with a message when `name` is unknown or not built,
  * or (cuda) when no device exists. threads <= 0 keeps the library default. */

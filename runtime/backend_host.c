@@ -888,7 +888,9 @@ static double h_sumsq(rt_backend *be, rt_stream *s, const real *x, long n)
 {
     long long t0 = h_begin(be, s);
     long nb = n > 0 ? (n + SUMSQ_BLK - 1) / SUMSQ_BLK : 0;
-    double one, *part = nb > 1 ? malloc((size_t)nb * sizeof *part) : &one;
+    /* the blocks' partial sums: on the stack up to 32 M elements (no allocation in a step) */
+    double one, on_stack[1024];
+    double *part = nb <= 1 ? &one : nb <= 1024 ? on_stack : malloc((size_t)nb * sizeof *part);
     double acc = 0;
     if (!part) { /* without memory: one block after the other, the same sum */
         for (long b = 0; b < nb; b++) {
@@ -901,7 +903,7 @@ static double h_sumsq(rt_backend *be, rt_stream *s, const real *x, long n)
         PAR_FOR(H(be)->pool, nb, n, sumsq_range, &q);
         for (long b = 0; b < nb; b++)
             acc += part[b];
-        if (part != &one)
+        if (part != &one && part != on_stack)
             free(part);
     }
     prof_stop(be, RT_PROF_OPTIMIZER, t0);

@@ -58,9 +58,9 @@ void experts_register_slice(rt_experts *ex, rt_params *t, const char *prefix, in
 fsmoe_status expert_acts_alloc(rt_expert_acts *a, const rt_experts *ex, rt_backend *be, long C)
 {
     size_t bytes = (size_t)(ex->E * C * ex->H) * sizeof(real);
-    a->a = be->alloc(be, bytes);
-    a->h = be->alloc(be, bytes);
-    a->g = ex->kind == 1 ? be->alloc(be, bytes) : NULL;
+    a->a = rt_alloc(be, RT_MEM_ACTIVATIONS, bytes);
+    a->h = rt_alloc(be, RT_MEM_ACTIVATIONS, bytes);
+    a->g = ex->kind == 1 ? rt_alloc(be, RT_MEM_ACTIVATIONS, bytes) : NULL;
     if (!a->a || !a->h || (ex->kind == 1 && !a->g))
         return FSMOE_ERR_NOMEM;
     return FSMOE_OK;
@@ -71,11 +71,11 @@ void expert_acts_free(rt_expert_acts *a, rt_backend *be)
     if (!be)
         return;
     if (a->a)
-        be->free(be, a->a);
+        rt_free(be, a->a);
     if (a->g)
-        be->free(be, a->g);
+        rt_free(be, a->g);
     if (a->h)
-        be->free(be, a->h);
+        rt_free(be, a->h);
     memset(a, 0, sizeof(*a));
 }
 

@@ -72,9 +72,9 @@ fsmoe_status gate_alloc(rt_gate *g, rt_routing *r, rt_backend *be)
     long A = g->kind == RT_GATE_EXPERT_CHOICE ? E * C : N * k;
     long big = N * cols > N * g->D ? N * cols : N * g->D;
     memset(r, 0, sizeof(*r));
-    g->d_logits = be->alloc(be, (size_t)big * sizeof(real));
-    g->d_dlogits = be->alloc(be, (size_t)big * sizeof(real));
-    g->d_tmp = be->alloc(be, (size_t)(E * g->D + 1) * sizeof(real));
+    g->d_logits = rt_alloc(be, RT_MEM_ACTIVATIONS, (size_t)big * sizeof(real));
+    g->d_dlogits = rt_alloc(be, RT_MEM_WORKSPACE, (size_t)big * sizeof(real));
+    g->d_tmp = rt_alloc(be, RT_MEM_WORKSPACE, (size_t)(E * g->D + 1) * sizeof(real));
     g->h_logits = calloc((size_t)big, sizeof(double));
     g->h_probs = calloc((size_t)big, sizeof(double));
     g->h_dlogits = calloc((size_t)(2 * big), sizeof(double));
@@ -86,6 +86,13 @@ fsmoe_status gate_alloc(rt_gate *g, rt_routing *r, rt_backend *be)
     g->h_buf = calloc((size_t)stage + A + 1, sizeof(real));
     g->aux_grad_coef = calloc((size_t)E, sizeof(double));
     g->h_stat = calloc((size_t)(2 * E), sizeof(double));
+    g->h_cnt = calloc((size_t)(3 * k * E), sizeof(long));
+    g->h_kept = calloc((size_t)(N * k) + 1, 1);
+    if (g->kind == RT_GATE_EXPERT_CHOICE && !(g->h_order = calloc((size_t)N, sizeof(int))))
+        return FSMOE_ERR_NOMEM;
+    if (g->kind == RT_GATE_SOFTMOE &&
+        !(g->h_compact = calloc((size_t)(2 * N * cols), sizeof(double))))
+        return FSMOE_ERR_NOMEM;
     r->tok = calloc((size_t)A + 1, sizeof(int));
     r->slot = calloc((size_t)A + 1, sizeof(int));
     r->w = calloc((size_t)A + 1, sizeof(real));
@@ -93,14 +100,14 @@ fsmoe_status gate_alloc(rt_gate *g, rt_routing *r, rt_backend *be)
     r->topk = calloc((size_t)(N * k), sizeof(int));
     r->slot_tok = calloc((size_t)(E * C) + 1, sizeof(int));
     r->load = calloc((size_t)E, sizeof(long));
-    r->d_tok = be->alloc(be, (size_t)(A + 1) * sizeof(int));
-    r->d_slot = be->alloc(be, (size_t)(A + 1) * sizeof(int));
-    r->d_slot_tok = be->alloc(be, (size_t)(E * C + 1) * sizeof(int));
-    r->d_w = be->alloc(be, (size_t)(A + 1) * sizeof(real));
-    r->d_dw = be->alloc(be, (size_t)(A + 1) * sizeof(real));
+    r->d_tok = rt_alloc(be, RT_MEM_BUFFERS, (size_t)(A + 1) * sizeof(int));
+    r->d_slot = rt_alloc(be, RT_MEM_BUFFERS, (size_t)(A + 1) * sizeof(int));
+    r->d_slot_tok = rt_alloc(be, RT_MEM_BUFFERS, (size_t)(E * C + 1) * sizeof(int));
+    r->d_w = rt_alloc(be, RT_MEM_BUFFERS, (size_t)(A + 1) * sizeof(real));
+    r->d_dw = rt_alloc(be, RT_MEM_BUFFERS, (size_t)(A + 1) * sizeof(real));
     if (!g->d_logits || !g->d_dlogits || !g->d_tmp || !g->h_logits || !g->h_probs ||
         !g->h_dlogits || !g->h_proj || !g->h_dproj || !g->h_emb || !g->h_demb || !g->h_buf ||
-        !g->aux_grad_coef || !g->h_stat || !r->tok || !r->slot || !r->w || !r->dw || !r->topk ||
+        !g->aux_grad_coef || !g->h_stat || !g->h_cnt || !g->h_kept || !r->tok || !r->slot || !r->w || !r->dw || !r->topk ||
         !r->slot_tok || !r->load || !r->d_tok || !r->d_slot || !r->d_slot_tok || !r->d_w ||
         !r->d_dw)
         return FSMOE_ERR_NOMEM;
@@ -114,10 +121,12 @@ void gate_free(rt_gate *g, rt_routing *r, rt_backend *be)
                        r->d_w, r->d_dw};
         for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
             if (dev[i])
-                be->free(be, dev[i]);
+                rt_free(be, dev[i]);
     }
     free(g->h_logits), free(g->h_probs), free(g->h_dlogits), free(g->h_proj), free(g->h_dproj);
     free(g->h_emb), free(g->h_demb), free(g->h_buf), free(g->aux_grad_coef), free(g->h_stat);
+    free(g->h_cnt), free(g->h_kept), free(g->h_order), free(g->h_compact);
+    g->h_cnt = NULL, g->h_kept = NULL, g->h_order = NULL, g->h_compact = NULL;
     free(r->tok), free(r->slot), free(r->w), free(r->dw), free(r->topk), free(r->slot_tok);
     free(r->load);
     g->d_logits = g->d_dlogits = g->d_tmp = NULL;
@@ -177,13 +186,9 @@ void gate_topk_route(rt_gate *g, rt_routing *r, const double *probs, long N, int
      * assignment to e of the whole batch and every choice-j assignment of an earlier global
      * token; it is kept when its position is below the capacity */
     long kE = (long)k * E;
-    long *cnt = calloc((size_t)(3 * kE), sizeof(long));
-    unsigned char *kept = malloc((size_t)(N * k) + 1);
-    if (!cnt || !kept) {
-        free(cnt), free(kept);
-        fsmoe_fail(&g->dist_err, FSMOE_ERR_NOMEM, "gate: out of memory");
-        return;
-    }
+    long *cnt = g->h_cnt;
+    unsigned char *kept = g->h_kept;
+    memset(cnt, 0, (size_t)kE * sizeof(long));
     long *pre = cnt + kE, *tot = cnt + 2 * kE;
     for (int j = 0; j < k; j++)
         for (long n = 0; n < N; n++)
@@ -196,10 +201,8 @@ void gate_topk_route(rt_gate *g, rt_routing *r, const double *probs, long N, int
         if (st == FSMOE_OK)
             st = dist_sum_longs(g->dist, g->group, tot, (int)kE, "gate load totals",
                                 &g->dist_err);
-        if (st != FSMOE_OK) {
-            free(cnt), free(kept);
+        if (st != FSMOE_OK)
             return;
-        }
     }
     long C = gate_capacity(g, g->N_global > 0 ? g->N_global : N);
     if (C == 0) { /* no dropping: the capacity is the largest global load */
@@ -228,7 +231,6 @@ void gate_topk_route(rt_gate *g, rt_routing *r, const double *probs, long N, int
                 r->load[e]++;
         }
     }
-    free(cnt);
     /* this rank's slots: expert e's kept assignments in (choice, token) order */
     long Cl = 1;
     for (long e = 0; e < E; e++)
@@ -256,7 +258,6 @@ void gate_topk_route(rt_gate *g, rt_routing *r, const double *probs, long N, int
             r->A++;
         }
     }
-    free(kept);
 }
 
 void gate_topk_weights_backward(const rt_gate *g, const rt_routing *r, const double *probs,
@@ -328,15 +329,9 @@ static void softmoe_upload(rt_gate *g, rt_backend *be, rt_stream *s, rt_routing 
 static void softmoe_download_backward(rt_gate *g, rt_backend *be, rt_stream *s, rt_routing *r)
 {
     long N = r->N, J = g->E * g->slots, EC = r->E * r->C;
-    double *compact[2];
+    double *compact[2] = {g->h_compact, g->h_compact + N * J}; /* every element written */
     const real *src[2] = {r->d_ddisp, r->d_dcomb};
     for (int m = 0; m < 2; m++) {
-        compact[m] = calloc((size_t)(N * J), sizeof(double));
-        if (!compact[m]) {
-            rt_backend_fail(be, FSMOE_ERR_NOMEM, "softmoe backward: out of memory");
-            free(compact[0]);
-            return;
-        }
         be->copy(be, s, g->h_buf, src[m], (size_t)(N * EC) * sizeof(real), RT_D2H);
         be->stream_sync(be, s);
         for (long n = 0; n < N; n++)
@@ -344,8 +339,6 @@ static void softmoe_download_backward(rt_gate *g, rt_backend *be, rt_stream *s, 
                 compact[m][n * J + j] = g->h_buf[n * EC + gate_softmoe_col(g, r->C, n, j)];
     }
     gate_softmoe_backward_compact(g, N, compact[0], compact[1]);
-    free(compact[0]);
-    free(compact[1]);
 }
 
 fsmoe_status gate_forward(rt_gate *g, rt_backend *be, rt_stream *s, const real *x, long N,

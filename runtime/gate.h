@@ -87,6 +87,13 @@ typedef struct {
     fsmoe_error dist_err; /* a failed collective of the last routing (status OK if none) */
     double *aux_grad_coef; /* (E) ∂aux/∂p[n,e]·N */
     double *h_stat;        /* (2E) per-expert statistics summed over the DP group */
+    /* the routing's own tables, allocated once (a step allocates nothing): top-k counts,
+     * prefixes and totals (3·k·E), kept flags (N·k), expert choice's token order (N), SoftMoE's
+     * compacted dispatch and combine gradients (2·N·E·slots) */
+    long *h_cnt;
+    unsigned char *h_kept;
+    int *h_order;
+    double *h_compact;
 } rt_gate;
 
 /* Capacity C for N tokens (GShard: ceil(k·f·N/E), at least 1, at most N; f = 0: 0 here, the

@@ -24,7 +24,7 @@ void gate_expert_choice_route(rt_gate *g, rt_routing *r, long N, int freeze)
     long E = g->E, C = gate_capacity(g, N);
     gate_softmax_rows(g->h_logits, g->h_probs, N, E);
     if (!freeze) {
-        int *order = malloc((size_t)N * sizeof(int));
+        int *order = g->h_order;
         for (long e = 0; e < E; e++) {
             for (long n = 0; n < N; n++)
                 order[n] = (int)n;
@@ -33,7 +33,6 @@ void gate_expert_choice_route(rt_gate *g, rt_routing *r, long N, int freeze)
             for (long c = 0; c < C; c++)
                 r->slot_tok[e * C + c] = order[c];
         }
-        free(order);
     }
     r->N = N, r->E = E, r->C = C, r->A = E * C, r->dense = 0, r->dropped = 0,
     r->C_global = C;

@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include <mpi.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -413,6 +414,43 @@ static fsmoe_status check_slices(const rt_config *c, int world, int mp, int ep, 
     return FSMOE_OK;
 }
 
+/* The backend memory table at start-up: every tensor the run uses is allocated before the
+ * first step (rt_alloc), so this is the run's peak per category; the steps allocate nothing
+ * (memory_line says so after the run). */
+static void memory_print(FILE *f, const rt_mem_stats *m, int world)
+{
+    fprintf(f, "# memory per rank%s: backend allocations by category, all made before the "
+               "first step\n", world > 1 ? " (rank 0)" : "");
+    fprintf(f, "| %-12s | %14s | %10s | %6s |\n", "category", "bytes", "MiB", "share");
+    for (int c = 0; c < RT_MEM_CATS; c++)
+        fprintf(f, "| %-12s | %14zu | %10.2f | %5.1f%% |\n", rt_mem_names[c], m->bytes[c],
+                (double)m->bytes[c] / 1048576.0,
+                m->total ? 100.0 * (double)m->bytes[c] / (double)m->total : 0.0);
+    fprintf(f, "| %-12s | %14zu | %10.2f | %5.1f%% |\n", "total", m->total,
+            (double)m->total / 1048576.0, 100.0);
+}
+
+/* Minor page faults of this process so far (every thread): a fault during a step means memory
+ * touched for the first time, i.e. allocated or given back to the system between steps. */
+static long minor_faults(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_minflt : 0;
+}
+
+/* After the run: what the steps allocated (nothing, when every tensor came from start-up) and
+ * how many pages they faulted in, the backend's peak and the process's peak resident set. */
+static void memory_line(FILE *f, const rt_mem_stats *m, long allocs, long steps, long faults,
+                        long steady)
+{
+    struct rusage ru;
+    double rss = getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss / 1024.0 : 0.0;
+    fprintf(f, "# memory: %ld backend allocations in the %ld training steps, %ld page faults in "
+               "the %ld steps after the first two; backend peak %.2f MiB, process peak resident "
+               "%.1f MiB\n",
+            allocs, steps, faults, steady, (double)m->peak / 1048576.0, rss);
+}
+
 /* The routing lines after training, per MoE layer: the token copies the gate kept and how much
  * of the capacity the cost model prices the experts ran (every rank takes part in the sums;
  * rank 0's stdout is kept). */
@@ -662,6 +700,7 @@ int main(int argc, char **argv)
                pinfo.cluster);
     printf("# corpus: %ld bytes (train %ld), unigram entropy %.4f nats/byte\n", data.n,
            data.train_end, data_unigram_entropy(&data));
+    memory_print(stdout, &be->mem, world);
     fflush(stdout);
     if (world > 1)
         printf("# %d ranks: dp %d, mp %d, ep %d (experts %ld-%ld on rank 0), esp %d, edp %d; "
@@ -671,6 +710,7 @@ int main(int argc, char **argv)
     long tokens_per_step = layout.B_global * cfg.L;
     double t_all = 0;
     long n_timed = 0;
+    long step_allocs = 0, n_steps = 0, step_faults = 0, n_steady = 0;
     int sig = 0;
     if (tr.step >= last)
         printf("# nothing to do: the run is at step %ld, this invocation stops at %ld\n", tr.step,
@@ -679,11 +719,19 @@ int main(int argc, char **argv)
     while (tr.step < last) {
         if ((sig = stop_agreed(world, &err, &st)) != 0 || st != FSMOE_OK)
             break;
+        long allocs0 = be->mem.allocs, faults0 = minor_faults();
         double loss = 0, ce = 0, gnorm = 0, t0 = now_s();
         model_set_trace(&tr.model, tracing ? &trace : NULL);
         if ((st = trainer_step(&tr, &loss, &ce, &gnorm, &err)) != FSMOE_OK)
             goto fail;
         double dt = now_s() - t0;
+        step_allocs += be->mem.allocs - allocs0;
+        n_steps++;
+        if (tr.step > 2) { /* steady state: the first two steps touch pages for the first time
+                            * (the kernels' and the BLAS's buffers, the stacks) */
+            step_faults += minor_faults() - faults0;
+            n_steady++;
+        }
         if (opt.profile) {
             /* the step's kernels all ran: the totals are the step's */
             be->stream_sync(be, tr.model.comp);
@@ -755,6 +803,8 @@ int main(int argc, char **argv)
                (double)tokens_per_step * (double)n_timed / t_all, n_timed);
     if (opt.profile && n_timed > 0)
         profile_print(stdout, prof_sum, macs_sum, t_all, n_timed, be->name);
+    if (n_steps > 0)
+        memory_line(stdout, &be->mem, step_allocs, n_steps, step_faults, n_steady);
     if ((st = routing_report(&tr.model, stdout, &err)) != FSMOE_OK)
         goto fail;
     if (trace_path[0]) {

@@ -79,8 +79,8 @@ static fsmoe_status xmap_alloc(rt_xmap *x, rt_backend *be, int P, int S, int Pm,
         x->h_cnt = calloc((size_t)(R * (Pm + 1)), sizeof(long));
         x->h_sl = calloc((size_t)((Pm + 1) * nS + 1), sizeof(long));
         x->h_sidx = calloc((size_t)((Pm + 1) * nS + 1), sizeof(int));
-        x->sidx = be->alloc(be, (size_t)(nS + 1) * sizeof(int));
-        x->aidx = be->alloc(be, (size_t)(Pm * nS + 1) * sizeof(int));
+        x->sidx = rt_alloc(be, RT_MEM_BUFFERS, (size_t)(nS + 1) * sizeof(int));
+        x->aidx = rt_alloc(be, RT_MEM_BUFFERS, (size_t)(Pm * nS + 1) * sizeof(int));
         if (!x->Rm || !x->offS || !x->offAll || !x->h_cnt || !x->h_sl || !x->h_sidx ||
             !x->sidx || !x->aidx)
             return FSMOE_ERR_NOMEM;
@@ -93,8 +93,8 @@ static fsmoe_status xmap_alloc(rt_xmap *x, rt_backend *be, int P, int S, int Pm,
         x->g1 = calloc((size_t)(R * S * E_local), sizeof(long));
         /* twice: MoNTA's whole-layer lists follow the chunks' in gidx */
         x->h_eidx = calloc((size_t)(2 * (S + 1) * S * nB) + 1, sizeof(int));
-        x->eidx = be->alloc(be, (size_t)(S * nB + 1) * sizeof(int));
-        x->gidx = be->alloc(be, (size_t)(2 * (S + 1) * S * nB + 1) * sizeof(int));
+        x->eidx = rt_alloc(be, RT_MEM_BUFFERS, (size_t)(S * nB + 1) * sizeof(int));
+        x->gidx = rt_alloc(be, RT_MEM_BUFFERS, (size_t)(2 * (S + 1) * S * nB + 1) * sizeof(int));
         if (!x->R || !x->offO || !x->offG || !x->g0 || !x->g1 || !x->h_eidx || !x->eidx ||
             !x->gidx)
             return FSMOE_ERR_NOMEM;
@@ -106,8 +106,8 @@ static fsmoe_status xmap_alloc(rt_xmap *x, rt_backend *be, int P, int S, int Pm,
     x->h_idx = calloc((size_t)(nA + nB) + 1, sizeof(int));
     x->r0 = calloc((size_t)(R * E_local), sizeof(long));
     x->r1 = calloc((size_t)(R * E_local), sizeof(long));
-    x->idxA = be->alloc(be, (size_t)(nA + 1) * sizeof(int));
-    x->idxB = be->alloc(be, (size_t)(nB + 1) * sizeof(int));
+    x->idxA = rt_alloc(be, RT_MEM_BUFFERS, (size_t)(nA + 1) * sizeof(int));
+    x->idxB = rt_alloc(be, RT_MEM_BUFFERS, (size_t)(nB + 1) * sizeof(int));
     if (!x->send_rows || !x->recv_rows || !x->offA || !x->offB || !x->h_idx || !x->r0 || !x->r1 ||
         !x->idxA || !x->idxB)
         return FSMOE_ERR_NOMEM;
@@ -122,17 +122,17 @@ static void xmap_free(rt_xmap *x, rt_backend *be)
     free(x->R), free(x->offO), free(x->offG), free(x->g0), free(x->g1), free(x->h_eidx);
     free(x->Rm), free(x->offS), free(x->offAll), free(x->h_cnt), free(x->h_sl), free(x->h_sidx);
     if (x->sidx)
-        be->free(be, x->sidx);
+        rt_free(be, x->sidx);
     if (x->aidx)
-        be->free(be, x->aidx);
+        rt_free(be, x->aidx);
     if (x->eidx)
-        be->free(be, x->eidx);
+        rt_free(be, x->eidx);
     if (x->gidx)
-        be->free(be, x->gidx);
+        rt_free(be, x->gidx);
     if (x->idxA)
-        be->free(be, x->idxA);
+        rt_free(be, x->idxA);
     if (x->idxB)
-        be->free(be, x->idxB);
+        rt_free(be, x->idxB);
     memset(x, 0, sizeof *x);
 }
 
@@ -145,10 +145,15 @@ fsmoe_status moe_alloc(rt_moe *m, rt_backend *be)
     m->E_local = m->E / ep_size(m);
     if (S > 1 && m->E_local > RANGES_ESP)
         return FSMOE_ERR_VALUE;
-    /* token-choice gates fill at most one slot per token and expert on this rank */
-    if (m->gate.kind != RT_GATE_EXPERT_CHOICE && m->gate.kind != RT_GATE_SOFTMOE &&
-        m->gate.C_max < m->N_max)
-        m->gate.C_max = m->N_max;
+    /* token-choice gates fill at most one slot per token and expert on this rank, and at most
+     * the global capacity (GShard's ceil(k·f·N_global/E), which may exceed this rank's share
+     * ceil(k·f·N/E) when the batch is spread over DP); a dropless gate (f <= 0) up to every
+     * token */
+    if (m->gate.kind != RT_GATE_EXPERT_CHOICE && m->gate.kind != RT_GATE_SOFTMOE) {
+        long Cg = gate_capacity(&m->gate, m->gate.N_global > m->N_max ? m->gate.N_global
+                                                                       : m->N_max);
+        m->gate.C_max = Cg > 0 && Cg < m->N_max ? Cg : m->N_max;
+    }
     m->C_max = m->gate.C_max;
     m->Crep_max = (long)P * m->C_max;
     long EC = m->E * m->C_max, ER = m->E_local * m->Crep_max, ECS = S * EC;
@@ -169,17 +174,21 @@ fsmoe_status moe_alloc(rt_moe *m, rt_backend *be)
     size_t bm = Pm > 1 ? (size_t)(EC * M + 1) * sizeof(real) : 0;
     size_t bh = (size_t)(S * ER * H + 1) * sizeof(real);
     size_t bg = S > 1 ? (size_t)(S * ER * M + 1) * sizeof(real) : 0;
+    /* the capacity-sized exchange buffers and their staging; the backward's temporaries */
+    enum { B_ = RT_MEM_BUFFERS, W_ = RT_MEM_WORKSPACE };
     struct {
         real **p;
         size_t bytes;
-    } bufs[] = {{&m->Xd, bl},  {&m->Yc, bl},  {&m->dYc, bl}, {&m->dXd, bl},
-                {&m->Xe, br},  {&m->Ye, br},  {&m->dYe, br}, {&m->dXe, br},
-                {&m->dh, bh},  {&m->da, bh},  {&m->dg, bh},  {&m->send_stage, bs},
-                {&m->recv_stage, bs}, {&m->Xg, bg}, {&m->Yg, bg}, {&m->dYg, bg},
-                {&m->dXg, bg}, {&m->ag_send, bg}, {&m->ag_recv, S * bg}, {&m->own, bn},
-                {&m->whole, bn}, {&m->mp_send, bm}, {&m->mp_recv, Pm * bm}};
+        int cat;
+    } bufs[] = {{&m->Xd, bl, B_},  {&m->Yc, bl, B_},  {&m->dYc, bl, B_}, {&m->dXd, bl, B_},
+                {&m->Xe, br, B_},  {&m->Ye, br, B_},  {&m->dYe, br, B_}, {&m->dXe, br, B_},
+                {&m->dh, bh, W_},  {&m->da, bh, W_},  {&m->dg, m->ex.kind == 1 ? bh : 0, W_},
+                {&m->send_stage, bs, B_}, {&m->recv_stage, bs, B_}, {&m->Xg, bg, B_},
+                {&m->Yg, bg, B_},  {&m->dYg, bg, B_}, {&m->dXg, bg, B_}, {&m->ag_send, bg, B_},
+                {&m->ag_recv, S * bg, B_}, {&m->own, bn, B_}, {&m->whole, bn, B_},
+                {&m->mp_send, bm, B_}, {&m->mp_recv, Pm * bm, B_}};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        if (bufs[i].bytes && !(*bufs[i].p = be->alloc(be, bufs[i].bytes)))
+        if (bufs[i].bytes && !(*bufs[i].p = rt_alloc(be, bufs[i].cat, bufs[i].bytes)))
             return FSMOE_ERR_NOMEM;
     m->K = calloc((size_t)(P * m->E * S), sizeof(long));
     m->load_v = calloc((size_t)(m->E * S), sizeof(long));
@@ -216,7 +225,7 @@ void moe_free(rt_moe *m, rt_backend *be)
                     m->ag_recv,    m->own, m->whole,      m->mp_send, m->mp_recv};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
-            be->free(be, bufs[i]);
+            rt_free(be, bufs[i]);
     for (int ph = 0; ph < 2; ph++)
         xmap_free(&m->xm[ph], be);
     free(m->K);

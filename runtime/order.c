@@ -22,16 +22,16 @@ fsmoe_status order_alloc(rt_order *o, rt_routing *r, rt_backend *be, rt_order_ki
     memset(o, 0, sizeof(*o));
     o->kind = kind;
     o->M = M;
-    o->d_tmp = be->alloc(be, (size_t)(A_max + 1) * (size_t)M * sizeof(real));
+    o->d_tmp = rt_alloc(be, RT_MEM_WORKSPACE, (size_t)(A_max + 1) * (size_t)M * sizeof(real));
     if (!o->d_tmp)
         return FSMOE_ERR_NOMEM;
     if (kind == RT_ORDER_GSHARD) {
         size_t n = (size_t)N_max * (size_t)(E * C_max);
         o->h_dense = calloc(n + 1, sizeof(real));
-        r->d_disp = be->alloc(be, (n + 1) * sizeof(real));
-        r->d_comb = be->alloc(be, (n + 1) * sizeof(real));
-        r->d_ddisp = be->alloc(be, (n + 1) * sizeof(real));
-        r->d_dcomb = be->alloc(be, (n + 1) * sizeof(real));
+        r->d_disp = rt_alloc(be, RT_MEM_ACTIVATIONS, (n + 1) * sizeof(real));
+        r->d_comb = rt_alloc(be, RT_MEM_ACTIVATIONS, (n + 1) * sizeof(real));
+        r->d_ddisp = rt_alloc(be, RT_MEM_WORKSPACE, (n + 1) * sizeof(real));
+        r->d_dcomb = rt_alloc(be, RT_MEM_WORKSPACE, (n + 1) * sizeof(real));
         if (!o->h_dense || !r->d_disp || !r->d_comb || !r->d_ddisp || !r->d_dcomb)
             return FSMOE_ERR_NOMEM;
     }
@@ -44,7 +44,7 @@ void order_free(rt_order *o, rt_routing *r, rt_backend *be)
         void *dev[] = {o->d_tmp, r->d_disp, r->d_comb, r->d_ddisp, r->d_dcomb};
         for (int i = 0; i < 5; i++)
             if (dev[i])
-                be->free(be, dev[i]);
+                rt_free(be, dev[i]);
     }
     free(o->h_dense);
     r->d_disp = r->d_comb = r->d_ddisp = r->d_dcomb = NULL;

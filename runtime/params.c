@@ -132,8 +132,8 @@ fsmoe_status params_alloc(rt_params *t, rt_backend *be, uint64_t seed, fsmoe_err
     }
     t->dense_total = t->part_end[RT_PART_MP];
     size_t bytes = (size_t)t->total * sizeof(real);
-    t->w = be->alloc(be, bytes);
-    t->g = be->alloc(be, bytes);
+    t->w = rt_alloc(be, RT_MEM_WEIGHTS, bytes);
+    t->g = rt_alloc(be, RT_MEM_GRADS, bytes);
     real *host = calloc((size_t)t->total + 1, sizeof(real));
     if (!t->w || !t->g || !host) {
         free(host);
@@ -163,9 +163,9 @@ void params_free(rt_params *t, rt_backend *be)
 {
     if (be) {
         if (t->w)
-            be->free(be, t->w);
+            rt_free(be, t->w);
         if (t->g)
-            be->free(be, t->g);
+            rt_free(be, t->g);
     }
     free(t->p);
     memset(t, 0, sizeof(*t));

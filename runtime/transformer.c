@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DALLOC(p, n)                                                                           \
+#define DALLOC(p, n, cat)                                                                      \
     do {                                                                                       \
-        if (!((p) = md->be->alloc(md->be, (size_t)(n) * sizeof(**&(p)))))                      \
+        if (!((p) = rt_alloc(md->be, (cat), (size_t)(n) * sizeof(**&(p)))))                     \
             goto nomem;                                                                        \
     } while (0)
 
@@ -204,16 +204,16 @@ fsmoe_status model_init_dist(rt_model *md, const rt_config *cfg, rt_backend *be,
     free(pidx);
     for (long b = 0; b < nl; b++) {
         rt_block *bl = &md->blocks[b];
-        DALLOC(bl->x_in, N * M);
-        DALLOC(bl->ln1, N * M);
-        DALLOC(bl->ln1_mean, N);
-        DALLOC(bl->ln1_rstd, N);
-        DALLOC(bl->attn_out, N * M);
-        DALLOC(bl->x_mid, N * M);
-        DALLOC(bl->ln2, N * M);
-        DALLOC(bl->ln2_mean, N);
-        DALLOC(bl->ln2_rstd, N);
-        DALLOC(bl->ffn_out, N * M);
+        DALLOC(bl->x_in, N * M, RT_MEM_ACTIVATIONS);
+        DALLOC(bl->ln1, N * M, RT_MEM_ACTIVATIONS);
+        DALLOC(bl->ln1_mean, N, RT_MEM_ACTIVATIONS);
+        DALLOC(bl->ln1_rstd, N, RT_MEM_ACTIVATIONS);
+        DALLOC(bl->attn_out, N * M, RT_MEM_ACTIVATIONS);
+        DALLOC(bl->x_mid, N * M, RT_MEM_ACTIVATIONS);
+        DALLOC(bl->ln2, N * M, RT_MEM_ACTIVATIONS);
+        DALLOC(bl->ln2_mean, N, RT_MEM_ACTIVATIONS);
+        DALLOC(bl->ln2_rstd, N, RT_MEM_ACTIVATIONS);
+        DALLOC(bl->ffn_out, N * M, RT_MEM_ACTIVATIONS);
         if (attn_acts_alloc(&bl->aacts, &bl->attn, be, c->B, L) != FSMOE_OK)
             goto nomem;
         if (bl->is_moe) {
@@ -223,22 +223,30 @@ fsmoe_status model_init_dist(rt_model *md, const rt_config *cfg, rt_backend *be,
             goto nomem;
         }
     }
-    DALLOC(md->x_out, N * M);
-    DALLOC(md->lnf, N * M);
-    DALLOC(md->lnf_mean, N);
-    DALLOC(md->lnf_rstd, N);
-    DALLOC(md->logits, N * Vl);
-    DALLOC(md->dlogits, N * Vl);
-    DALLOC(md->ce_stats, 3 * N);
-    DALLOC(md->ce_all, 3 * N * P);
-    DALLOC(md->losses, N);
-    DALLOC(md->tokens, N);
-    DALLOC(md->targets, N);
-    DALLOC(md->dres, N * M);
-    DALLOC(md->dln, N * M);
-    DALLOC(md->dh, N * H);
-    DALLOC(md->da, N * H);
-    DALLOC(md->dg, N * H);
+    DALLOC(md->x_out, N * M, RT_MEM_ACTIVATIONS);
+    DALLOC(md->lnf, N * M, RT_MEM_ACTIVATIONS);
+    DALLOC(md->lnf_mean, N, RT_MEM_ACTIVATIONS);
+    DALLOC(md->lnf_rstd, N, RT_MEM_ACTIVATIONS);
+    DALLOC(md->logits, N * Vl, RT_MEM_WORKSPACE);
+    DALLOC(md->dlogits, N * Vl, RT_MEM_WORKSPACE);
+    DALLOC(md->ce_stats, 3 * N, RT_MEM_WORKSPACE);
+    DALLOC(md->ce_all, 3 * N * P, RT_MEM_WORKSPACE);
+    DALLOC(md->losses, N, RT_MEM_WORKSPACE);
+    DALLOC(md->tokens, N, RT_MEM_WORKSPACE);
+    DALLOC(md->targets, N, RT_MEM_WORKSPACE);
+    DALLOC(md->dres, N * M, RT_MEM_WORKSPACE);
+    DALLOC(md->dln, N * M, RT_MEM_WORKSPACE);
+    /* the dense FFN's backward temporaries, where a block has a dense FFN (SwiGLU's gate
+     * gradient only for SwiGLU) */
+    int dense = 0;
+    for (long b = 0; b < nl; b++)
+        dense |= !md->blocks[b].is_moe;
+    if (dense) {
+        DALLOC(md->dh, N * H, RT_MEM_WORKSPACE);
+        DALLOC(md->da, N * H, RT_MEM_WORKSPACE);
+        if (c->expert == 1)
+            DALLOC(md->dg, N * H, RT_MEM_WORKSPACE);
+    }
     if (attn_scratch_alloc(&md->ascr, &md->blocks[0].attn, be, c->B, L) != FSMOE_OK)
         goto nomem;
     md->h_losses = calloc((size_t)N, sizeof(real));
@@ -261,7 +269,7 @@ void model_free(rt_model *md)
                       bl->x_mid, bl->ln2, bl->ln2_mean, bl->ln2_rstd, bl->ffn_out};
         for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
             if (ps[i])
-                be->free(be, ps[i]);
+                rt_free(be, ps[i]);
         attn_acts_free(&bl->aacts, be);
         if (bl->is_moe)
             moe_free(&bl->moe, be);
@@ -283,7 +291,7 @@ void model_free(rt_model *md)
                   md->ce_stats, md->ce_all};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
         if (ps[i])
-            be->free(be, ps[i]);
+            rt_free(be, ps[i]);
     attn_scratch_free(&md->ascr, be);
     params_free(&md->params, be);
     free(md->h_losses);
