@@ -134,6 +134,15 @@ static void per_kv_head_sum(rt_backend *be, rt_stream *s, const heads *hd, int t
                  h % hd->g ? 1 : 0, C + (h / hd->g) * sC, ldc, 0, 1);
 }
 
+/* Causal attention by blocks of queries: block [r0, r1) needs the keys [0, r1) only, so the
+ * score GEMMs and their gradients skip the blocks above the diagonal (with 4 blocks, 10 of 16).
+ * Blocks of at least 32 queries keep each GEMM large enough for the BLAS. */
+static long query_block(long L)
+{
+    long nb = L / 32 < 4 ? L / 32 : 4;
+    return nb > 1 ? (L + nb - 1) / nb : L;
+}
+
 void attention_forward(const rt_attention *at, rt_backend *be, rt_stream *s, const real *x,
                        real *out, const rt_attn_acts *a, long B, long L)
 {
@@ -141,6 +150,7 @@ void attention_forward(const rt_attention *at, rt_backend *be, rt_stream *s, con
     long W = D + 2 * Dk, N = B * L, LL = L * L;
     heads hd = heads_of(at, L);
     real scale = (real)(1.0 / sqrt((double)d));
+    long bq = query_block(L);
     be->gemm(be, s, 0, 0, N, W, M, 1, x, M, 0, at->wqkv, W, 0, 0, a->qkv, W, 0, 1);
     be->bias_add(be, s, a->qkv, at->bqkv, N, W);
     /* one sample at a time, so that its scores (nh·L·L) stay in cache from the GEMM through
@@ -148,10 +158,20 @@ void attention_forward(const rt_attention *at, rt_backend *be, rt_stream *s, con
     for (long b = 0; b < B; b++) {
         const real *q = a->qkv + b * L * W, *k = q + D, *v = q + D + Dk;
         real *att = a->att + b * nh * LL;
-        /* scores S = Q·Kᵀ into att, softmax in place (a row is read before it is written) */
-        per_head(be, s, &hd, 0, 1, L, L, d, q, W, d, k, W, d, att, L, LL);
+        /* scores S = Q·Kᵀ into att, block by block of queries up to their last key (the
+         * softmax reads no score above the diagonal), softmax in place (a row is read before
+         * it is written; it writes the zeros above the diagonal) */
+        for (long r0 = 0; r0 < L; r0 += bq) {
+            long r1 = r0 + bq < L ? r0 + bq : L;
+            per_head(be, s, &hd, 0, 1, r1 - r0, r1, d, q + r0 * W, W, d, k, W, d, att + r0 * L,
+                     L, LL);
+        }
         be->attn_softmax_fwd(be, s, att, att, nh * L, L, scale);
-        per_head(be, s, &hd, 0, 0, L, d, L, att, L, LL, v, W, d, a->y + b * L * D, D, d);
+        for (long r0 = 0; r0 < L; r0 += bq) {
+            long r1 = r0 + bq < L ? r0 + bq : L;
+            per_head(be, s, &hd, 0, 0, r1 - r0, d, r1, att + r0 * L, L, LL, v, W, d,
+                     a->y + (b * L + r0) * D, D, d);
+        }
     }
     be->gemm(be, s, 0, 0, N, M, D, 1, a->y, D, 0, at->wo, M, 0, 0, out, M, 0, 1);
     if (at->mp.rank == 0)
@@ -166,6 +186,7 @@ void attention_backward(const rt_attention *at, rt_backend *be, rt_stream *s, co
     long W = D + 2 * Dk, N = B * L, LL = L * L;
     heads hd = heads_of(at, L);
     real scale = (real)(1.0 / sqrt((double)d));
+    long bq = query_block(L);
     /* out = y·Wo + bo */
     be->bias_grad(be, s, at->dbo, dout, N, M);
     be->gemm(be, s, 1, 0, D, M, N, 1, a->y, D, 0, dout, M, 0, 1, at->dwo, M, 0, 1);
@@ -174,14 +195,26 @@ void attention_backward(const rt_attention *at, rt_backend *be, rt_stream *s, co
         const real *q = a->qkv + b * L * W, *k = q + D, *v = q + D + Dk;
         const real *dy = w->dy + b * L * D, *att = a->att + b * nh * LL;
         real *ds = w->datt + b * nh * LL, *dq = w->dqkv + b * L * W, *dk = dq + D, *dv = dk + Dk;
-        /* Y_h = P_h·V_j: dP_h = dY_h·V_jᵀ, dV_j = Σ_h P_hᵀ·dY_h */
-        per_head(be, s, &hd, 0, 1, L, L, d, dy, D, d, v, W, d, ds, L, LL);
-        per_kv_head_sum(be, s, &hd, 1, 0, L, d, L, att, L, LL, dy, D, d, dv, W, d);
-        /* P = softmax(scale·S); dP becomes dS in place */
+        /* Y_h = P_h·V_j: dP_h = dY_h·V_jᵀ (query block r0..r1 up to its last key),
+         * dV_j = Σ_h P_hᵀ·dY_h (key block c0..c1 from the queries c0.. that see it; P is zero
+         * above the diagonal) */
+        for (long r0 = 0; r0 < L; r0 += bq) {
+            long r1 = r0 + bq < L ? r0 + bq : L;
+            per_head(be, s, &hd, 0, 1, r1 - r0, r1, d, dy + r0 * D, D, d, v, W, d, ds + r0 * L,
+                     L, LL);
+            per_kv_head_sum(be, s, &hd, 1, 0, r1 - r0, d, L - r0, att + r0 * L + r0, L, LL,
+                            dy + r0 * D, D, d, dv + r0 * W, W, d);
+        }
+        /* P = softmax(scale·S); dP becomes dS in place (zeros above the diagonal) */
         be->attn_softmax_bwd(be, s, ds, ds, att, nh * L, L, scale);
-        /* S_h = Q_h·K_jᵀ: dQ_h = dS_h·K_j, dK_j = Σ_h dS_hᵀ·Q_h */
-        per_head(be, s, &hd, 0, 0, L, d, L, ds, L, LL, k, W, d, dq, W, d);
-        per_kv_head_sum(be, s, &hd, 1, 0, L, d, L, ds, L, LL, q, W, d, dk, W, d);
+        /* S_h = Q_h·K_jᵀ: dQ_h = dS_h·K_j, dK_j = Σ_h dS_hᵀ·Q_h, by the same blocks */
+        for (long r0 = 0; r0 < L; r0 += bq) {
+            long r1 = r0 + bq < L ? r0 + bq : L;
+            per_head(be, s, &hd, 0, 0, r1 - r0, d, r1, ds + r0 * L, L, LL, k, W, d, dq + r0 * W,
+                     W, d);
+            per_kv_head_sum(be, s, &hd, 1, 0, r1 - r0, d, L - r0, ds + r0 * L + r0, L, LL,
+                            q + r0 * W, W, d, dk + r0 * W, W, d);
+        }
     }
     /* qkv = x·Wqkv + bqkv */
     be->bias_grad(be, s, at->dbqkv, w->dqkv, N, W);

@@ -53,7 +53,8 @@ static double fd_check(const rt_config *c, int verbose)
     assert_int_equal(rt_backend_create("host", 1, &be, &err), FSMOE_OK);
     rt_model md;
     assert_int_equal(model_init(&md, c, be, &err), FSMOE_OK);
-    int tok[64], tgt[64];
+    int tok[256], tgt[256];
+    assert_true(c->B * c->L <= 256);
     batch(c, tok, tgt);
     loss_at(&md, tok, tgt); /* routing decided here ... */
     model_freeze_routing(&md, 1); /* ... and held fixed from now on */
@@ -124,6 +125,24 @@ static void test_fd_gqa(void **s)
     assert_true(found);
     model_free(&md);
     rt_backend_destroy(&be);
+}
+
+/* a sequence long enough for causal attention by query blocks (attention.c: 100 queries in
+ * blocks of 34, 34 and 32), with one key/value head per query head and with two query heads
+ * per key/value head */
+static void test_fd_query_blocks(void **s)
+{
+    (void)s;
+    for (int gqa = 0; gqa < 2; gqa++) {
+        rt_config c = tiny(RT_GATE_GSHARD, RT_ORDER_TUTEL, 0, 1.0);
+        c.L = 100, c.B = 1;
+        if (gqa)
+            c.heads = 4, c.kv_heads = 2;
+        double worst = fd_check(&c, 1);
+        printf("# fd L=100 heads=%ld kv_heads=%ld worst rel err %.3g\n", c.heads,
+               gqa ? c.kv_heads : c.heads, worst);
+        assert_true(worst < 1e-5);
+    }
 }
 
 static void test_fd_softmoe(void **s) { (void)s; check_cfg(RT_GATE_SOFTMOE, RT_ORDER_GSHARD, 1, 1.0); }
@@ -333,6 +352,7 @@ int main(void)
         cmocka_unit_test(test_fd_expert_choice),
         cmocka_unit_test(test_fd_softmoe),
         cmocka_unit_test(test_fd_gqa),
+        cmocka_unit_test(test_fd_query_blocks),
         cmocka_unit_test(test_orders_and_chunks_agree),
         cmocka_unit_test(test_hooks),
         cmocka_unit_test(test_gate_definitions),
