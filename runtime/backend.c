@@ -3,7 +3,6 @@
 
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "backend_host.h"
@@ -14,64 +13,6 @@
 
 const char *const rt_prof_names[RT_PROF_CATS] = {"GEMM", "element-wise", "attention",
                                                   "gate/order", "communication", "optimizer"};
-
-const char *const rt_mem_names[RT_MEM_CATS] = {"weights",     "gradients", "optimizer",
-                                                "activations", "workspace", "buffers"};
-
-/* rt_alloc's record: one entry per live block, so that rt_free knows its size and category
- * (device memory has no header to keep them in). Blocks are few (hundreds) and allocated once,
- * so a linear search on free is enough. */
-typedef struct {
-    void *p;
-    size_t bytes;
-    int cat;
-} mem_block;
-typedef struct {
-    mem_block *b;
-    long n, cap;
-} mem_reg;
-
-void *rt_alloc(rt_backend *be, int cat, size_t bytes)
-{
-    mem_reg *r = be->mem_reg;
-    if (cat < 0 || cat >= RT_MEM_CATS)
-        return NULL;
-    if (!r && !(r = be->mem_reg = calloc(1, sizeof *r)))
-        return NULL;
-    if (r->n == r->cap) {
-        long cap = r->cap ? 2 * r->cap : 64;
-        mem_block *nb = realloc(r->b, (size_t)cap * sizeof *nb);
-        if (!nb)
-            return NULL;
-        r->b = nb, r->cap = cap;
-    }
-    void *p = be->alloc(be, bytes);
-    if (!p)
-        return NULL;
-    r->b[r->n++] = (mem_block){p, bytes, cat};
-    be->mem.bytes[cat] += bytes;
-    be->mem.total += bytes;
-    if (be->mem.total > be->mem.peak)
-        be->mem.peak = be->mem.total;
-    be->mem.allocs++;
-    return p;
-}
-
-void rt_free(rt_backend *be, void *p)
-{
-    mem_reg *r = be->mem_reg;
-    if (!p)
-        return;
-    for (long i = r ? r->n - 1 : -1; i >= 0; i--)
-        if (r->b[i].p == p) {
-            be->mem.bytes[r->b[i].cat] -= r->b[i].bytes;
-            be->mem.total -= r->b[i].bytes;
-            r->b[i] = r->b[--r->n];
-            be->free(be, p);
-            return;
-        }
-    rt_backend_fail(be, FSMOE_ERR_INTERNAL, "rt_free: %p was not allocated by rt_alloc", p);
-}
 
 int rt_backend_have_cuda(void)
 {
@@ -103,10 +44,7 @@ fsmoe_status rt_backend_create(const char *name, int threads, rt_backend **out, 
 void rt_backend_destroy(rt_backend **be)
 {
     if (be && *be) {
-        mem_reg *r = (*be)->mem_reg;
-        if (r)
-            free(r->b);
-        free(r);
+        rt_mem_release(*be);
         (*be)->destroy(*be);
         *be = NULL;
     }

@@ -207,6 +207,8 @@ struct rt_backend {
  * the stream threads. rt_free takes NULL and memory of rt_alloc only. */
 void *rt_alloc(rt_backend *be, int cat, size_t bytes);
 void rt_free(rt_backend *be, void *p);
+/* Frees rt_alloc's record (not the blocks); rt_backend_destroy calls it. */
+void rt_mem_release(rt_backend *be);
 
 /* The backends. rt_backend_create fails with a message when `name` is unknown or not built,
  * or (cuda) when no device exists. threads <= 0 keeps the library default. */

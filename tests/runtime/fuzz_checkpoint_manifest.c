@@ -4,7 +4,7 @@
  * scripts/fuzz.sh (clang -fsanitize=fuzzer; seeds from a real checkpoint written by the gcc
  * build of this harness with fuzz_checkpoint_main.c, which is also its smoke test in the unit
  * suite).
- * fuzz-sources: runtime/checkpoint.c runtime/params.c runtime/adamw.c libfsmoe/yaml_read.c libfsmoe/input_file.c libfsmoe/yaml_write.c libfsmoe/sha256.c libfsmoe/status.c libfsmoe/atomic_file.c libfsmoe/parallel.c libfsmoe/names.c
+ * fuzz-sources: runtime/checkpoint.c runtime/params.c runtime/adamw.c runtime/backend_mem.c libfsmoe/yaml_read.c libfsmoe/input_file.c libfsmoe/yaml_write.c libfsmoe/sha256.c libfsmoe/status.c libfsmoe/atomic_file.c libfsmoe/parallel.c libfsmoe/names.c
  * fuzz-libs: -lyaml -lm
  * fuzz-seed-cmd: {build}/tests/runtime/fuzz_checkpoint_manifest manifest {corpus}
  */

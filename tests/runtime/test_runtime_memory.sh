@@ -6,8 +6,12 @@
 #  2. the categories add up to the total, and the GELU expert run holds no SwiGLU gate gradient
 #     (its workspace is smaller than the SwiGLU run's by exactly the experts' E·C·H elements per
 #     layer; C is GShard's capacity ceil(k·f·N/E));
-#  3. the steps allocate nothing and, after the first two, fault in no page: '0 backend allocations' and '0 page
-#     faults' on 1 and 2 threads, with evaluation and checkpoints between the steps;
+#  3. the steps allocate nothing: '0 backend allocations', on 1 and 2 threads, with evaluation
+#     and checkpoints between the steps; and on 1 thread, after the first two steps, they fault
+#     in no page ('0 page faults'). Not asserted on 2 threads, where a pool worker first touches
+#     its part of OpenBLAS's lazily used buffer whenever it first runs the largest part of a GEMM
+#     (which worker runs which part depends on timing), nor in a sanitizer build (its allocator
+#     and shadow memory fault on their own);
 #  4. with NP given (the mpi suite), no allocation in the steps on NP ranks under mpirun
 #     (dp · ep) either. Page faults are not asserted there: Open MPI grows its own free lists
 #     when messages arrive before their receives, which depends on timing.
@@ -50,9 +54,14 @@ check_table() { # FILE L EXPERT
     done
     [ "$sum" = "$(row "$1" total)" ] || fail "$1: the categories add up to $sum, not the total"
 }
-check_steady() { # FILE
-    grep -q '^# memory: 0 backend allocations in the [0-9]* training steps, 0 page faults in the [0-9]* steps after the first two' "$1" ||
-        fail "$1: the steps allocated or faulted: $(grep '^# memory:' "$1")"
+sanitized=0
+ldd "$run" 2>/dev/null | grep -q 'libasan\|libubsan' && sanitized=1
+check_steady() { # FILE [allocations-only]
+    grep -q '^# memory: 0 backend allocations in the [0-9]* training steps' "$1" ||
+        fail "$1: the steps allocated: $(grep '^# memory:' "$1")"
+    [ -n "${2:-}" ] || [ $sanitized = 1 ] ||
+        grep -q ', 0 page faults in the [0-9]* steps after the first two' "$1" ||
+        fail "$1: the steps faulted: $(grep '^# memory:' "$1")"
 }
 
 # 1-3 on one rank
@@ -75,7 +84,7 @@ out="$tmp/t2.out"
 "$run" --model "$model" --steps 8 --threads 2 --eval-every 3 --save "$tmp/ck" --save-every 2 \
     > "$out" || fail "run on 2 threads with evaluation and checkpoints failed"
 check_table "$out" 128 gpt
-check_steady "$out"
+check_steady "$out" allocations-only
 
 # 4: NP ranks
 if [ -n "$np" ]; then
@@ -83,8 +92,7 @@ if [ -n "$np" ]; then
     mpirun --allow-run-as-root --oversubscribe --mca mpi_yield_when_idle 1 -np "$np" \
         "$run" --model "$model" --ep 2 --steps 5 --threads 1 --eval-every 0 > "$out" ||
         fail "$np-rank run failed"
-    grep -q '^# memory: 0 backend allocations in the 5 training steps' "$out" ||
-        fail "$np ranks: the steps allocated: $(grep '^# memory:' "$out")"
+    check_steady "$out" allocations-only
     grep -q '^# memory per rank (rank 0)' "$out" || fail "no per-rank memory table on $np ranks"
 fi
 echo "runtime_memory: ok"
