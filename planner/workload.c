@@ -74,7 +74,7 @@ double workload_optimizer_s(const workload_lines *w, double param_bytes)
     /* the norm's partial sums over MP, ESP and EP: a few bytes each, their lines' α (a zero
      * line where the group has one member; EP has no AllReduce line: its AllToAll's α) */
     double norm_sums = w->ar_mp.alpha_s + w->ar_esp.alpha_s + w->a2a_ep.alpha_s;
-    return workload_elementwise_s(w, 3, 9.0, param_bytes) + norm_sums;
+    return workload_elementwise_s(w, 2, 9.0, param_bytes) + norm_sums;
 }
 
 double workload_param_bytes(const workload_layer *wl, long blocks, long moe_layers)

@@ -152,10 +152,11 @@ typedef struct {
 workload_extra workload_extra_time(const workload_layer *wl, const workload_lines *w, long blocks,
                                    long moe_layers, workload_order o);
 
-/* The optimizer's step on `param_bytes` of parameters (this GPU's): clearing the gradients,
- * their squared norm for clipping and AdamW (reads parameter, gradient and both moments, writes
- * parameter and both moments) — 9 arrays in 3 passes, element-wise — and the norm's sums over
- * the MP, ESP and EP groups (one latency each). */
+/* The optimizer's step on `param_bytes` of parameters (this GPU's): the gradients' squared
+ * norm for clipping, then AdamW with the clipping factor applied as it reads the gradients and
+ * the gradients cleared as it writes (reads parameter, gradient and both moments, writes
+ * parameter, both moments and the cleared gradient) — 9 arrays in 2 passes, element-wise — and
+ * the norm's sums over the MP, ESP and EP groups (one latency each). */
 double workload_optimizer_s(const workload_lines *w, double param_bytes);
 
 void workload_shape_from_model(const fsmoe_model *m, workload_shape *out);

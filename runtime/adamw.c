@@ -47,7 +47,8 @@ double lr_at(const rt_config *c, long s)
     return c->lr_min + 0.5 * (c->lr - c->lr_min) * (1.0 + cos(3.141592653589793 * prog));
 }
 
-void adamw_step(rt_adamw *o, rt_backend *be, rt_params *p, const rt_config *c, double lr)
+void adamw_step(rt_adamw *o, rt_backend *be, rt_params *p, const rt_config *c, double lr,
+                double gscale)
 {
     o->t++;
     double bc1 = 1.0 - pow(c->beta1, (double)o->t), bc2 = 1.0 - pow(c->beta2, (double)o->t);
@@ -55,7 +56,8 @@ void adamw_step(rt_adamw *o, rt_backend *be, rt_params *p, const rt_config *c, d
         const rt_param *t = &p->p[i];
         double wd = t->ndim >= 2 ? c->wd : 0.0;
         be->adamw(be, NULL, p->w + t->offset, p->g + t->offset, o->m + t->offset,
-                  o->v + t->offset, t->numel, (real)lr, (real)c->beta1, (real)c->beta2,
+                  o->v + t->offset, t->numel, (real)gscale, (real)lr, (real)c->beta1,
+                  (real)c->beta2,
                   (real)c->eps, (real)wd, (real)bc1, (real)bc2);
     }
 }

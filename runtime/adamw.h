@@ -19,7 +19,10 @@ void adamw_free(rt_adamw *o, rt_backend *be);
 long config_warmup(const rt_config *c);
 /* Learning rate of 0-based step s. */
 double lr_at(const rt_config *c, long s);
-/* (Gradient clipping is model_clip_grads: the norm is global over the ranks.) */
-void adamw_step(rt_adamw *o, rt_backend *be, rt_params *p, const rt_config *c, double lr);
+/* One update with learning rate lr and the gradients scaled by gscale (clipping's factor from
+ * model_grad_norm, whose norm is global over the ranks; 1 without clipping). The gradients are
+ * consumed: zero afterwards, ready for the next step's accumulation. */
+void adamw_step(rt_adamw *o, rt_backend *be, rt_params *p, const rt_config *c, double lr,
+                double gscale);
 
 #endif

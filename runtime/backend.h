@@ -141,8 +141,9 @@ struct rt_backend {
     void (*crossent_finish)(rt_backend *be, rt_stream *s, real *losses, real *dlogits,
                             const real *logits, const int *targets, const real *stats, int P,
                             long N, long Vl, long v0, real scale);
-    void (*adamw)(rt_backend *be, rt_stream *s, real *p, const real *g, real *m, real *v, long n,
-                  real lr, real b1, real b2, real eps, real wd, real bc1, real bc2);
+    /* AdamW on n elements with the gradient scaled by gs; clears g (kernels.h k_adamw) */
+    void (*adamw)(rt_backend *be, rt_stream *s, real *p, real *g, real *m, real *v, long n,
+                  real gs, real lr, real b1, real b2, real eps, real wd, real bc1, real bc2);
     void (*add)(rt_backend *be, rt_stream *s, real *out, const real *a, const real *b, long n);
     void (*axpy)(rt_backend *be, rt_stream *s, real *y, real a, const real *x, long n);
     void (*scale)(rt_backend *be, rt_stream *s, real *x, real a, long n);

@@ -193,12 +193,12 @@ __global__ void g_crossent_finish(long N, real *losses, real *dlogits, const rea
         losses[i] = k_crossent_finish_row(i, dlogits, logits, targets, stats, P, N, Vl, v0,
                                           scale);
 }
-__global__ void g_adamw(long n, real *p, const real *g, real *m, real *v, real lr, real b1,
+__global__ void g_adamw(long n, real *p, real *g, real *m, real *v, real gs, real lr, real b1,
                         real b2, real eps, real wd, real bc1, real bc2)
 {
     IDX;
     if (i < n)
-        k_adamw(i, p, g, m, v, lr, b1, b2, eps, wd, bc1, bc2);
+        k_adamw(i, p, g, m, v, gs, lr, b1, b2, eps, wd, bc1, bc2);
 }
 __global__ void g_add(long n, real *out, const real *a, const real *b)
 {
@@ -414,10 +414,10 @@ static void c_crossent_finish(rt_backend *be, rt_stream *s, real *losses, real *
     LAUNCH(be, s, N, g_crossent_finish, N, losses, dlogits, logits, targets, stats, P, Vl, v0,
            scale);
 }
-static void c_adamw(rt_backend *be, rt_stream *s, real *p, const real *g, real *m, real *v, long n,
-                    real lr, real b1, real b2, real eps, real wd, real bc1, real bc2)
+static void c_adamw(rt_backend *be, rt_stream *s, real *p, real *g, real *m, real *v, long n,
+                    real gs, real lr, real b1, real b2, real eps, real wd, real bc1, real bc2)
 {
-    LAUNCH(be, s, n, g_adamw, n, p, g, m, v, lr, b1, b2, eps, wd, bc1, bc2);
+    LAUNCH(be, s, n, g_adamw, n, p, g, m, v, gs, lr, b1, b2, eps, wd, bc1, bc2);
 }
 static void c_add(rt_backend *be, rt_stream *s, real *out, const real *a, const real *b, long n)
 {

@@ -384,11 +384,15 @@ FSMOE_HD real k_crossent_finish_row(long n, real *dlogits, const real *logits, c
     return lse - zt;
 }
 
-/* ---- AdamW (decoupled weight decay, bias-corrected), element i ---- */
-FSMOE_HD void k_adamw(long i, real *p, const real *g, real *m, real *v, real lr, real b1, real b2,
-                      real eps, real wd, real bc1, real bc2)
+/* ---- AdamW (decoupled weight decay, bias-corrected), element i ----
+ * The gradient enters scaled by gs (gradient clipping's factor, 1 without) and is consumed:
+ * g[i] is cleared once read, so the next step accumulates into zeros without a pass over the
+ * gradients of its own, and clipping needs no pass either. */
+FSMOE_HD void k_adamw(long i, real *p, real *g, real *m, real *v, real gs, real lr, real b1,
+                      real b2, real eps, real wd, real bc1, real bc2)
 {
-    real gi = g[i];
+    real gi = g[i] * gs;
+    g[i] = 0;
     m[i] = b1 * m[i] + ((real)1 - b1) * gi;
     v[i] = b2 * v[i] + ((real)1 - b2) * gi * gi;
     real mh = m[i] / bc1, vh = v[i] / bc2;

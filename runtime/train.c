@@ -52,7 +52,9 @@ fsmoe_status trainer_step(rt_trainer *tr, double *loss, double *ce, double *gnor
      * AdamW */
     long h = rt_trace_begin(md->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_OPTIM, FSMOE_PHASE_TAIL,
                             -1, -1);
-    model_zero_grad(md);
+    if (!tr->grads_clear)
+        model_zero_grad(md);
+    tr->grads_clear = 0;
     rt_trace_end(md->trace, NULL, h);
     fsmoe_status st = model_forward(md, tr->tok, tr->tgt, 1, tr->step, err);
     if (st != FSMOE_OK)
@@ -60,11 +62,12 @@ fsmoe_status trainer_step(rt_trainer *tr, double *loss, double *ce, double *gnor
     st = model_backward(md, err);
     if (st != FSMOE_OK)
         return st;
-    double norm = 0;
+    double norm = 0, gscale = 1;
     h = rt_trace_begin(md->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_OPTIM, FSMOE_PHASE_TAIL, -1, -1);
-    if ((st = model_clip_grads(md, c->clip, &norm, err)) != FSMOE_OK)
+    if ((st = model_grad_norm(md, c->clip, &norm, &gscale, err)) != FSMOE_OK)
         return st;
-    adamw_step(&tr->opt, md->be, &md->params, c, lr_at(c, tr->step));
+    adamw_step(&tr->opt, md->be, &md->params, c, lr_at(c, tr->step), gscale);
+    tr->grads_clear = 1;
     md->be->stream_sync(md->be, NULL);
     rt_trace_end(md->trace, NULL, h);
     tr->step++;

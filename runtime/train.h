@@ -13,6 +13,7 @@ typedef struct {
     long step; /* next step to run, 0-based */
     long sample0; /* this rank's first sample of each global batch */
     int *tok, *tgt;
+    int grads_clear; /* the gradients are zero (AdamW cleared them): no clearing pass */
 } rt_trainer;
 
 fsmoe_status trainer_init(rt_trainer *tr, const rt_config *cfg, rt_backend *be,

@@ -521,7 +521,8 @@ fsmoe_status model_backward(rt_model *md, fsmoe_error *err)
     return bst != FSMOE_OK ? bst : gst;
 }
 
-fsmoe_status model_clip_grads(rt_model *md, double clip, double *norm, fsmoe_error *err)
+fsmoe_status model_grad_norm(rt_model *md, double clip, double *norm, double *scale,
+                             fsmoe_error *err)
 {
     rt_backend *be = md->be;
     rt_params *p = &md->params;
@@ -549,8 +550,7 @@ fsmoe_status model_clip_grads(rt_model *md, double clip, double *norm, fsmoe_err
     }
     sq[0] += part[RT_PART_REPLICA];
     double n = sqrt(sq[0] + sq[1]);
-    if (clip > 0 && n > clip)
-        be->scale(be, NULL, p->g, (real)(clip / n), p->total);
+    *scale = clip > 0 && n > clip ? clip / n : 1.0;
     *norm = n;
     return rt_backend_check(be, err);
 }

@@ -71,8 +71,11 @@ fsmoe_status model_init(rt_model *md, const rt_config *cfg, rt_backend *be, fsmo
  * expert shards), equal to the one-rank run's up to summation order. */
 fsmoe_status model_init_dist(rt_model *md, const rt_config *cfg, rt_backend *be,
                              const struct rt_dist *dist, fsmoe_error *err);
-/* Global gradient norm (replicated tensors counted once) and clipping to `clip` (0: none). */
-fsmoe_status model_clip_grads(rt_model *md, double clip, double *norm, fsmoe_error *err);
+/* Global gradient norm (replicated tensors counted once) and the factor that clips it to
+ * `clip` (1 when clip is 0 or the norm is below it). The gradients are not touched: AdamW
+ * applies the factor as it reads them (adamw_step). */
+fsmoe_status model_grad_norm(rt_model *md, double clip, double *norm, double *scale,
+                             fsmoe_error *err);
 void model_free(rt_model *md);
 
 /* Forward on tokens/targets (host arrays of B·L ints). training: gate noise on. step selects

@@ -33,10 +33,10 @@ static int run(const char *backend, const rt_config *c, const int *tok, const in
             be->copy(be, NULL, *grads, md.params.g, (size_t)*n * sizeof(float), RT_D2H);
             be->stream_sync(be, NULL);
         }
-        double norm = 0;
-        if (model_clip_grads(&md, c->clip, &norm, &err) != FSMOE_OK)
+        double norm = 0, gscale = 1;
+        if (model_grad_norm(&md, c->clip, &norm, &gscale, &err) != FSMOE_OK)
             return fprintf(stderr, "%s\n", err.msg), 1;
-        adamw_step(&opt, be, &md.params, c, lr_at(c, s));
+        adamw_step(&opt, be, &md.params, c, lr_at(c, s), gscale);
         losses[s] = md.loss;
     }
     adamw_free(&opt, be);

@@ -345,7 +345,7 @@ static void test_profile_categories(void **s)
         assert_true(macs == 0.0 && sec[RT_PROF_GEMM] == 0.0 && sec[RT_PROF_ATTENTION] > 0.0);
         be->act_fwd(be, on, 0, c, b, NULL, NULL, 256, 256);
         be->gather_rows(be, on, c, a, (const int[]){3, -1, 7}, 3, 256);
-        be->adamw(be, on, c, a, b, c, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 1);
+        be->adamw(be, on, c, a, b, c, n, 1, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 1);
         be->stream_sync(be, st);
         be->profile_read(be, sec, &macs);
         assert_true(sec[RT_PROF_ELEMWISE] > 0.0 && sec[RT_PROF_GATE] > 0.0 &&
