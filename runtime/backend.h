@@ -17,6 +17,7 @@
 
 #include <stddef.h>
 
+#include "memory.h"
 #include "real.h"
 #include "status.h"
 
@@ -44,18 +45,18 @@ enum {
 };
 extern const char *const rt_prof_names[RT_PROF_CATS];
 
-/* Memory categories of the backend's allocations (fsmoe-run's start-up table; the planner's
- * memory model uses the same split): what a tensor is for, not where it lives. */
+/* Memory categories of the backend's allocations: the memory model's (libfsmoe/memory.h, names
+ * in fsmoe_mem_names), so that fsmoe-run's table and the prediction line up. What a tensor is
+ * for, not where it lives. */
 enum {
-    RT_MEM_WEIGHTS = 0, /* the parameters */
-    RT_MEM_GRADS,       /* their gradients */
-    RT_MEM_OPTIMIZER,   /* AdamW's two moments */
-    RT_MEM_ACTIVATIONS, /* what the forward keeps for the backward */
-    RT_MEM_WORKSPACE,   /* the backward's temporaries and the loss's logits */
-    RT_MEM_BUFFERS,     /* capacity-sized exchange buffers, their staging, routing indices */
-    RT_MEM_CATS
+    RT_MEM_WEIGHTS = FSMOE_MEM_WEIGHTS,         /* the parameters */
+    RT_MEM_GRADS = FSMOE_MEM_GRADS,             /* their gradients */
+    RT_MEM_OPTIMIZER = FSMOE_MEM_OPTIMIZER,     /* AdamW's two moments */
+    RT_MEM_ACTIVATIONS = FSMOE_MEM_ACTIVATIONS, /* what the forward keeps for the backward */
+    RT_MEM_WORKSPACE = FSMOE_MEM_WORKSPACE,     /* the backward's temporaries, the logits */
+    RT_MEM_BUFFERS = FSMOE_MEM_BUFFERS, /* capacity-sized exchange buffers, staging, indices */
+    RT_MEM_CATS = FSMOE_MEM_CATS
 };
-extern const char *const rt_mem_names[RT_MEM_CATS];
 
 /* Bytes the backend holds per category now, the peak of their sum, and the number of
  * allocations ever made (a training step makes none: everything is allocated at start-up). */

@@ -5,9 +5,6 @@
 
 #include "backend.h"
 
-const char *const rt_mem_names[RT_MEM_CATS] = {"weights",     "gradients", "optimizer",
-                                                "activations", "workspace", "buffers"};
-
 /* rt_alloc's record: one entry per live block, so that rt_free knows its size and category
  * (device memory has no header to keep them in). Blocks are few (hundreds) and allocated once,
  * so a linear search on free is enough. */

@@ -416,18 +416,22 @@ static fsmoe_status check_slices(const rt_config *c, int world, int mp, int ep, 
 
 /* The backend memory table at start-up: every tensor the run uses is allocated before the
  * first step (rt_alloc), so this is the run's peak per category; the steps allocate nothing
- * (memory_line says so after the run). */
-static void memory_print(FILE *f, const rt_mem_stats *m, int world)
+ * (memory_line says so after the run). Beside it, the memory model's prediction
+ * (libfsmoe/memory.h) that the run was admitted with. */
+static void memory_print(FILE *f, const rt_mem_stats *m, const fsmoe_memory *pred, int world)
 {
     fprintf(f, "# memory per rank%s: backend allocations by category, all made before the "
-               "first step\n", world > 1 ? " (rank 0)" : "");
-    fprintf(f, "| %-12s | %14s | %10s | %6s |\n", "category", "bytes", "MiB", "share");
-    for (int c = 0; c < RT_MEM_CATS; c++)
-        fprintf(f, "| %-12s | %14zu | %10.2f | %5.1f%% |\n", rt_mem_names[c], m->bytes[c],
-                (double)m->bytes[c] / 1048576.0,
-                m->total ? 100.0 * (double)m->bytes[c] / (double)m->total : 0.0);
-    fprintf(f, "| %-12s | %14zu | %10.2f | %5.1f%% |\n", "total", m->total,
-            (double)m->total / 1048576.0, 100.0);
+               "first step, and the memory model's prediction\n", world > 1 ? " (rank 0)" : "");
+    fprintf(f, "| %-12s | %14s | %10s | %6s | %13s | %9s |\n", "category", "bytes", "MiB",
+            "share", "predicted MiB", "meas/pred");
+    for (int c = 0; c <= RT_MEM_CATS; c++) {
+        double b = c < RT_MEM_CATS ? (double)m->bytes[c] : (double)m->total;
+        double p = c < RT_MEM_CATS ? pred->bytes[c] : pred->total;
+        fprintf(f, "| %-12s | %14.0f | %10.2f | %5.1f%% | %13.2f | %9.3f |\n",
+                c < RT_MEM_CATS ? fsmoe_mem_names[c] : "total", b, b / 1048576.0,
+                m->total ? 100.0 * b / (double)m->total : 0.0, p / 1048576.0,
+                p > 0 ? b / p : 0.0);
+    }
 }
 
 /* Minor page faults of this process so far (every thread): a fault during a step means memory
@@ -617,7 +621,7 @@ int main(int argc, char **argv)
      * left. */
     const char *limit_what = "";
     double limit = options_memory_limit(&opt, placed, &limit_what); /* the real node's share */
-    rt_memory_need need = options_memory_need(&cfg, layout.B, layout.E_local, 0);
+    rt_memory_need need = options_memory_need(&cfg, &layout, 0);
     if ((st = options_check_memory(&opt, &cfg, need, limit, limit_what, &err)) != FSMOE_OK)
         return die_input(&err);
     double room = limit - need.total;
@@ -700,7 +704,7 @@ int main(int argc, char **argv)
                pinfo.cluster);
     printf("# corpus: %ld bytes (train %ld), unigram entropy %.4f nats/byte\n", data.n,
            data.train_end, data_unigram_entropy(&data));
-    memory_print(stdout, &be->mem, world);
+    memory_print(stdout, &be->mem, &need.model, world);
     fflush(stdout);
     if (world > 1)
         printf("# %d ranks: dp %d, mp %d, ep %d (experts %ld-%ld on rank 0), esp %d, edp %d; "

@@ -210,39 +210,24 @@ fsmoe_status options_apply(const rt_options *o, rt_config *c, rt_config_origin *
     return FSMOE_OK;
 }
 
-rt_memory_need options_memory_need(const rt_config *c, long B_rank, long E_local,
-                                   long data_bytes)
+rt_memory_need options_memory_need(const rt_config *c, const rt_layout *lay, long data_bytes)
 {
-    const double R = (double)sizeof(real);
-    double M = (double)c->M, H = (double)c->H, V = (double)c->V, L = (double)c->L;
-    double heads = (double)c->heads, kv = (double)(c->kv_heads > 0 ? c->kv_heads : c->heads);
-    double N = (double)B_rank * L; /* this rank's tokens per step */
-    double ffn = c->expert ? 3 : 2; /* SwiGLU has a third matrix */
-    /* tokens an expert layer processes: k per token, capped by the capacity factor */
-    double kf = c->f > 0 && c->f < 1 ? (double)c->k * c->f : (double)c->k;
-    double W = M * (1 + 2 * kv / heads); /* q, k, v per token */
-    double p = V * M;                    /* the token embedding */
-    /* the output layer's logits and their gradient, the final norm and the backward's
-     * scratch (transformer.c, attention.c's scratch) */
-    double act = 2 * N * V + 4 * N * M + 3 * N * H + N * W + (double)B_rank * heads * L * L;
-    for (long b = 0; b < c->layers; b++) {
-        p += 2 * M * M + 2 * M * (M * kv / heads); /* Wq, Wo, Wk, Wv */
-        /* block input, norms, attention and FFN outputs; q, k, v; the attention scores */
-        act += 7 * N * M + N * W + (double)B_rank * heads * L * L;
-        if (config_is_moe_block(c, b)) {
-            p += (double)E_local * ffn * M * H + M * (double)c->E;
-            /* dispatch/combine buffers and their gradients (moe_layer.c), expert hidden */
-            act += N * kf * (8 * M + ffn * H);
-        } else {
-            p += ffn * M * H;
-            act += N * ffn * H;
-        }
-    }
+    fsmoe_mem_shape sh = {
+        .V = c->V, .M = c->M, .H = c->H, .heads = c->heads, .kv_heads = c->kv_heads,
+        .layers = c->layers, .E = c->E, .k = c->k, .expert = c->expert,
+        .moe_every = (int)c->moe_every, .moe_first = (int)c->moe_first,
+        .gshard_order = c->order == RT_ORDER_GSHARD, .gate_xmoe = c->gate == RT_GATE_XMOE,
+        .f = c->f,
+        .gate_dim = c->M < 16 ? c->M : 16, /* gate.c: X-MoE's projection width */
+        .B = lay->B, .L = c->L, .bytes_per_element = (int)sizeof(real),
+        .dp = lay->dp, .mp = lay->mp, .ep = lay->ep, .esp = lay->esp};
     rt_memory_need n;
-    n.params = 4 * p * R; /* w, g, m, v */
-    n.activations = act * R;
+    fsmoe_memory_estimate(&sh, &n.model);
+    const double *b = n.model.bytes;
+    n.params = b[FSMOE_MEM_WEIGHTS] + b[FSMOE_MEM_GRADS] + b[FSMOE_MEM_OPTIMIZER];
+    n.activations = b[FSMOE_MEM_ACTIVATIONS] + b[FSMOE_MEM_WORKSPACE] + b[FSMOE_MEM_BUFFERS];
     n.data = (double)data_bytes;
-    n.total = n.params + n.activations + n.data;
+    n.total = n.model.total + n.data;
     return n;
 }
 

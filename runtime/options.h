@@ -8,6 +8,8 @@
 #define RT_OPTIONS_H
 
 #include "config.h"
+#include "layout.h"
+#include "memory.h"
 #include "status.h"
 
 /* Largest sequence length and tokens per step (B·L, global) fsmoe-run accepts: attention holds
@@ -47,17 +49,17 @@ fsmoe_status options_parse(rt_options *o, int argc, char **argv, fsmoe_error *er
 fsmoe_status options_apply(const rt_options *o, rt_config *c, rt_config_origin *origin,
                            fsmoe_error *err);
 
-/* Bytes one rank needs for the run, computed from the configuration, the rank's local batch
- * B_rank and its E_local experts before anything is allocated: a lower bound (the terms that
- * grow with the model and the batch; small buffers left out), so that a refusal is right. */
+/* Bytes one rank needs for the run before anything is allocated: the memory model's prediction
+ * of the backend's tensors by category (libfsmoe/memory.h, from the configuration and the
+ * rank's layout; fsmoe-run prints it beside what it allocated) and the token file. */
 typedef struct {
+    fsmoe_memory model; /* the backend's tensors by category */
     double params;      /* parameters, gradients, AdamW m and v */
-    double activations; /* kept for the backward pass, plus the MoE dispatch buffers */
+    double activations; /* activations, workspace and buffers */
     double data;        /* the token file, held in memory */
     double total;
 } rt_memory_need;
-rt_memory_need options_memory_need(const rt_config *c, long B_rank, long E_local,
-                                   long data_bytes);
+rt_memory_need options_memory_need(const rt_config *c, const rt_layout *lay, long data_bytes);
 
 /* The limit a rank's need is compared with: --mem-limit when given, else the physical memory
  * (sysconf) shared by the ranks_on_node ranks of this node (0 or 1: the whole), lowered to the

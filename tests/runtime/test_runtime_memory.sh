@@ -3,7 +3,11 @@
 #  1. the weights, gradients and optimizer rows of the start-up table equal the parameter count
 #     computed here from the model's shape (4 bytes an element; AdamW keeps two moments), for two
 #     sequence lengths (the position table grows with L) and both expert kinds;
-#  2. the categories add up to the total, and the GELU expert run holds no SwiGLU gate gradient
+#  2. the memory model's prediction (libfsmoe/memory.h), printed beside each category, is within
+#     1 % of what was allocated, in every category (tiny-moe at two sequence lengths and both
+#     expert kinds, comm-moe with GShard's order and an X-MoE gate, dp·ep on 2 ranks, and in the
+#     mpi suite also mp·ep·esp on 4 ranks);
+#     the categories add up to the total, and the GELU expert run holds no SwiGLU gate gradient
 #     (its workspace is smaller than the SwiGLU run's by exactly the experts' E·C·H elements per
 #     layer; C is GShard's capacity ceil(k·f·N/E));
 #  3. the steps allocate nothing: '0 backend allocations', on 1 and 2 threads, with evaluation
@@ -53,6 +57,13 @@ check_table() { # FILE L EXPERT
         sum=$((sum + b))
     done
     [ "$sum" = "$(row "$1" total)" ] || fail "$1: the categories add up to $sum, not the total"
+    check_model "$1"
+}
+check_model() { # FILE: meas/pred of every category and the total within 1 %
+    n=$(awk -F'|' 'NF >= 8 && $2 ~ /^ *(weights|gradients|optimizer|activations|workspace|buffers|total) *$/ {
+            gsub(/ /, "", $7); if ($7 + 0 < 0.99 || $7 + 0 > 1.01) { print $2 "= " $7; bad++ } ; n++ }
+            END { if (n != 7) print "rows: " n }' "$1")
+    [ -z "$n" ] || fail "$1: measured / predicted off by more than 1 %: $n"
 }
 sanitized=0
 ldd "$run" 2>/dev/null | grep -q 'libasan\|libubsan' && sanitized=1
@@ -80,6 +91,10 @@ for L in 128 64; do
     [ "$dw" = $((NL * (4 * E * C * H + 4))) ] ||
         fail "L $L: SwiGLU's workspace exceeds GELU's by $dw bytes, expected $NL layers x E·C·H ($((NL * (4 * E * C * H + 4))))"
 done
+out="$tmp/comm.out"
+"$run" --model "$root/models/comm-moe.yaml" --steps 2 --threads 1 --eval-every 0 --order gshard \
+    --gate xmoe > "$out" || fail "comm-moe run failed"
+check_model "$out"
 out="$tmp/t2.out"
 "$run" --model "$model" --steps 8 --threads 2 --eval-every 3 --save "$tmp/ck" --save-every 2 \
     > "$out" || fail "run on 2 threads with evaluation and checkpoints failed"
@@ -93,6 +108,14 @@ if [ -n "$np" ]; then
         "$run" --model "$model" --ep 2 --steps 5 --threads 1 --eval-every 0 > "$out" ||
         fail "$np-rank run failed"
     check_steady "$out" allocations-only
+    check_model "$out"
     grep -q '^# memory per rank (rank 0)' "$out" || fail "no per-rank memory table on $np ranks"
+    if [ "$np" -ge 4 ]; then
+        out="$tmp/ranks4.out"
+        mpirun --allow-run-as-root --oversubscribe --mca mpi_yield_when_idle 1 -np "$np" \
+            "$run" --model "$model" --mp 2 --ep 2 --esp 2 --steps 2 --threads 1 --eval-every 0 \
+            > "$out" || fail "$np-rank mp·ep·esp run failed"
+        check_model "$out"
+    fi
 fi
 echo "runtime_memory: ok"

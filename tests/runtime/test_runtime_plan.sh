@@ -44,6 +44,7 @@ compare() {
 compare "$tmp/base.out" "$tmp/plan.out" "planned r=1"
 
 # --profile: the same losses, and a table whose categories and the rest add up to the step
+# (each of the 8 numbers is printed to 0.01 ms: their rounding adds up to at most 0.04)
 "$run" $common --profile > "$tmp/prof.out" || fail "--profile run failed"
 compare "$tmp/base.out" "$tmp/prof.out" "--profile"
 awk -F'|' '/^# kernel profile/ { t = 1; next }
@@ -51,7 +52,7 @@ awk -F'|' '/^# kernel profile/ { t = 1; next }
         sum += $3; rows++ }
     t && /^\| step / { step = $3; t = 0 }
     END { d = sum - step; if (d < 0) d = -d
-          if (rows != 7 || step <= 0 || d > 0.02) { print "rows " rows " sum " sum " step " step; exit 1 } }' \
+          if (rows != 7 || step <= 0 || d > 0.0401) { print "rows " rows " sum " sum " step " step; exit 1 } }' \
     "$tmp/prof.out" || fail "--profile: the table does not add up to the step"
 grep -Eq '^# GEMM: [0-9.e+-]+ GMAC per step at [0-9.]+ GMAC/s' "$tmp/prof.out" ||
     fail "--profile: no GEMM rate line"

@@ -3,7 +3,7 @@
  * options_parse, applied to a default configuration (options_apply), checked (config_check) and
  * sized (options_memory_need, options_check_memory). No model file is read, nothing is
  * allocated by size, no MPI and no file I/O: any input must end in FSMOE_OK or a message.
- * fuzz-sources: runtime/options.c runtime/config.c libfsmoe/cli.c libfsmoe/names.c libfsmoe/status.c libfsmoe/yaml_read.c libfsmoe/input_file.c libfsmoe/parallel.c
+ * fuzz-sources: runtime/options.c runtime/config.c libfsmoe/cli.c libfsmoe/names.c libfsmoe/status.c libfsmoe/yaml_read.c libfsmoe/input_file.c libfsmoe/parallel.c libfsmoe/memory.c
  * fuzz-libs: -lyaml -lm
  * fuzz-seeds: tests/runtime/reliability/seeds_cli/[a-z]*
  * fuzz-dict: tests/runtime/reliability/run_cli.dict
@@ -37,9 +37,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (config_check(&c, &origin, &err) == FSMOE_OK) {
                 const char *what = "";
                 double limit = options_memory_limit(&o, 1 + (o.threads & 3), &what);
-                int ep = o.ep > 0 ? o.ep : 1;
-                rt_memory_need need =
-                    options_memory_need(&c, c.B, c.E % ep == 0 ? c.E / ep : c.E, 0);
+                int ep = o.ep > 0 && c.E % o.ep == 0 ? o.ep : 1;
+                rt_layout lay = layout_make_mp(ep, 0, 1, 1, ep, 1, c.E, c.B);
+                rt_memory_need need = options_memory_need(&c, &lay, 0);
                 (void)options_check_memory(&o, &c, need, limit, what, &err);
             }
         }

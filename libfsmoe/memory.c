@@ -1,0 +1,123 @@
+/* Implements: the per-rank memory model (memory.h). Each term names the executor's tensor it
+ * stands for (runtime/transformer.c, attention.c, moe_layer.c, gate.c, order.c,
+ * expert_ffn.c); runtime_memory checks the sum per category against what fsmoe-run
+ * allocates. */
+#include "memory.h"
+
+#include <math.h>
+
+const char *const fsmoe_mem_names[FSMOE_MEM_CATS] = {"weights",     "gradients", "optimizer",
+                                                     "activations", "workspace", "buffers"};
+
+static int is_moe_block(const fsmoe_mem_shape *s, long b)
+{
+    return s->moe_every > 0 && b >= s->moe_first && (b - s->moe_first) % s->moe_every == 0;
+}
+
+/* Rows of each expert's capacity on one rank (moe_layer.c moe_alloc): GShard's capacity for the
+ * global batch, at most one per local token; every local token without dropping. */
+static double capacity_rows(const fsmoe_mem_shape *s, double N, double N_global)
+{
+    if (s->f <= 0)
+        return N;
+    double C = ceil((double)s->k * s->f * N_global / (double)s->E - 1e-9);
+    C = C < 1 ? 1 : C;
+    C = C > N_global ? N_global : C;
+    return C < N ? C : N;
+}
+
+void fsmoe_memory_estimate(const fsmoe_mem_shape *s, fsmoe_memory *out)
+{
+    double e = (double)s->bytes_per_element;
+    double M = (double)s->M, H = (double)s->H, V = (double)s->V, L = (double)s->L;
+    double B = (double)s->B, N = B * L, N_global = N * (double)s->dp;
+    double mp = s->mp, ep = s->ep, esp = s->esp;
+    double kv = (double)(s->kv_heads > 0 ? s->kv_heads : s->heads), heads = (double)s->heads;
+    double d = M / heads, nh = heads / mp, nkv = kv / mp;
+    double W = (nh + 2 * nkv) * d, D = nh * d; /* this rank's q, k, v and attention widths */
+    double Vl = V / mp, Hd = H / mp;           /* vocabulary and dense FFN slices over MP */
+    double E = (double)s->E, El = E / ep, Hs = H / esp, k = (double)s->k;
+    int swiglu = s->expert == 1;
+    double acts = 0, work = 0, bufs = 0, params = 0;
+    int dense = 0;
+
+    /* embedding (vocabulary slice), positions, final norm, LM head (vocabulary slice) */
+    params += Vl * M + L * M + 2 * M + M * Vl;
+    for (long b = 0; b < s->layers; b++) {
+        /* two layer norms; attention: QKV and output projections with biases (this rank's
+         * heads) */
+        params += 4 * M + M * W + W + D * M + M;
+        /* block input, first norm, attention output, residual, second norm, FFN output; the
+         * norms' means and reciprocal deviations */
+        acts += 6 * N * M + 4 * N;
+        /* attention (attention.c attn_acts_alloc): q, k, v; the probabilities; the heads'
+         * output */
+        acts += N * W + B * nh * L * L + N * D;
+        if (!is_moe_block(s, b)) {
+            dense = 1;
+            params += swiglu ? 3 * M * Hd : 2 * M * Hd + Hd + M;
+            acts += (swiglu ? 3 : 2) * N * Hd; /* pre-activation, activation (SwiGLU's gate) */
+            continue;
+        }
+        /* the gate (GShard, sigmoid: M x E; X-MoE: its projection M x D and the experts'
+         * embeddings E x D) and the local experts' slices */
+        params += s->gate_xmoe ? (M + E) * (double)s->gate_dim : M * E;
+        params += El * (swiglu ? 3 * M * Hs : 2 * M * Hs + Hs + M);
+        /* moe_alloc: P = the exchange group, S = the expert slices */
+        double S = esp, P = ep * esp, C = capacity_rows(s, N, N_global);
+        double Crep = P * C, EC = E * C, ER = El * Crep, ECS = S * EC;
+        double Pm = mp > 1 ? mp : 1;
+        /* the experts' pre-activations and activations (SwiGLU's gate too), every slice's
+         * rows: E_local · S·Crep · H/S */
+        acts += (swiglu ? 3 : 2) * El * Crep * H;
+        /* the gate's logits (gate.c): N x max(E, D) kept, its gradient and projection scratch */
+        double cols = E > (double)s->gate_dim ? E : (double)s->gate_dim;
+        acts += N * cols;
+        work += N * cols + E * (double)s->gate_dim;
+        /* GShard's order: dense dispatch and combine tensors and their gradients */
+        if (s->gshard_order) {
+            acts += 2 * N * EC;
+            work += 2 * N * EC;
+        }
+        /* the order's row scratch (A_max = N·k rows) */
+        work += N * k * M;
+        /* the experts' backward temporaries: dh, da (SwiGLU: dg), S·ER rows of H/S */
+        work += (swiglu ? 3 : 2) * ER * H;
+        /* exchange buffers (moe_alloc's table): dispatched, combined and their gradients;
+         * expert-side rows and their gradients; staging; own and whole token rows; ESP's
+         * gathered rows; MP's shares */
+        bufs += 4 * EC * M + 4 * ER * M + 2 * (ECS > ER ? ECS : ER) * M + 2 * N * M;
+        if (S > 1)
+            bufs += (5 + S) * S * ER * M;
+        if (Pm > 1)
+            bufs += (1 + Pm) * EC * M;
+        /* routing indices (ints, as wide as reals here): tokens, slots, weights and their
+         * gradients per assignment, slot tokens; both phases' row maps */
+        bufs += 4 * N * k + EC + 2 * (ECS + ER);
+        if (Pm > 1) /* S2's own-row and all-row maps */
+            bufs += 2 * (Pm * EC + Pm * Pm * EC);
+        if (S > 1) /* the slices' expert and gather maps (MoNTA's whole-layer lists too) */
+            bufs += 2 * (S * ER + 2 * (S + 1) * S * ER);
+    }
+    /* the model's own (transformer.c): final norm and its statistics; logits and their
+     * gradient, the loss statistics, losses, tokens, targets, the residual stream's and the
+     * norm's gradients; the dense FFN's temporaries; attention's backward scratch (one, shared
+     * by the blocks) */
+    acts += 2 * N * M + 2 * N;
+    work += 2 * N * Vl + 3 * N + 3 * N * mp + 3 * N + 2 * N * M;
+    if (dense)
+        work += (swiglu ? 3 : 2) * N * H;
+    work += N * W + B * nh * L * L + N * D;
+
+    out->params = params;
+    out->bytes[FSMOE_MEM_WEIGHTS] = params * e;
+    out->bytes[FSMOE_MEM_GRADS] = params * e;
+    /* AdamW's moments in fp32, and an fp32 master copy of weights narrower than fp32 */
+    out->bytes[FSMOE_MEM_OPTIMIZER] = params * (8.0 + (e < 4 ? 4.0 : 0.0));
+    out->bytes[FSMOE_MEM_ACTIVATIONS] = acts * e;
+    out->bytes[FSMOE_MEM_WORKSPACE] = work * e;
+    out->bytes[FSMOE_MEM_BUFFERS] = bufs * e;
+    out->total = 0;
+    for (int c = 0; c < FSMOE_MEM_CATS; c++)
+        out->total += out->bytes[c];
+}
