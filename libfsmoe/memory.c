@@ -8,6 +8,7 @@
 
 const char *const fsmoe_mem_names[FSMOE_MEM_CATS] = {"weights",     "gradients", "optimizer",
                                                      "activations", "workspace", "buffers"};
+const char *const fsmoe_recompute_names[3] = {"none", "selective", "full"};
 
 static int is_moe_block(const fsmoe_mem_shape *s, long b)
 {
@@ -38,12 +39,15 @@ void fsmoe_memory_estimate(const fsmoe_mem_shape *s, fsmoe_memory *out)
     double Vl = V / mp, Hd = H / mp;           /* vocabulary and dense FFN slices over MP */
     double E = (double)s->E, El = E / ep, Hs = H / esp, k = (double)s->k;
     int swiglu = s->expert == 1;
-    double acts = 0, work = 0, bufs = 0, params = 0;
+    double acts = 0, work = 0, bufs = 0, params = 0, eparams = 0;
+    double probs = B * nh * L * L; /* one layer's attention probabilities */
+    double block_max = 0;          /* the largest block's activations (full recomputation) */
     int dense = 0;
 
     /* embedding (vocabulary slice), positions, final norm, LM head (vocabulary slice) */
     params += Vl * M + L * M + 2 * M + M * Vl;
     for (long b = 0; b < s->layers; b++) {
+        double acts0 = acts;
         /* two layer norms; attention: QKV and output projections with biases (this rank's
          * heads) */
         params += 4 * M + M * W + W + D * M + M;
@@ -52,17 +56,18 @@ void fsmoe_memory_estimate(const fsmoe_mem_shape *s, fsmoe_memory *out)
         acts += 6 * N * M + 4 * N;
         /* attention (attention.c attn_acts_alloc): q, k, v; the probabilities; the heads'
          * output */
-        acts += N * W + B * nh * L * L + N * D;
+        acts += N * W + probs + N * D;
         if (!is_moe_block(s, b)) {
             dense = 1;
             params += swiglu ? 3 * M * Hd : 2 * M * Hd + Hd + M;
             acts += (swiglu ? 3 : 2) * N * Hd; /* pre-activation, activation (SwiGLU's gate) */
+            block_max = acts - acts0 > block_max ? acts - acts0 : block_max;
             continue;
         }
         /* the gate (GShard, sigmoid: M x E; X-MoE: its projection M x D and the experts'
          * embeddings E x D) and the local experts' slices */
         params += s->gate_xmoe ? (M + E) * (double)s->gate_dim : M * E;
-        params += El * (swiglu ? 3 * M * Hs : 2 * M * Hs + Hs + M);
+        eparams += El * (swiglu ? 3 * M * Hs : 2 * M * Hs + Hs + M);
         /* moe_alloc: P = the exchange group, S = the expert slices */
         double S = esp, P = ep * esp, C = capacity_rows(s, N, N_global);
         double Crep = P * C, EC = E * C, ER = El * Crep, ECS = S * EC;
@@ -98,6 +103,7 @@ void fsmoe_memory_estimate(const fsmoe_mem_shape *s, fsmoe_memory *out)
             bufs += 2 * (Pm * EC + Pm * Pm * EC);
         if (S > 1) /* the slices' expert and gather maps (MoNTA's whole-layer lists too) */
             bufs += 2 * (S * ER + 2 * (S + 1) * S * ER);
+        block_max = acts - acts0 > block_max ? acts - acts0 : block_max;
     }
     /* the model's own (transformer.c): final norm and its statistics; logits and their
      * gradient, the loss statistics, losses, tokens, targets, the residual stream's and the
@@ -109,11 +115,32 @@ void fsmoe_memory_estimate(const fsmoe_mem_shape *s, fsmoe_memory *out)
         work += (swiglu ? 3 : 2) * N * H;
     work += N * W + B * nh * L * L + N * D;
 
-    out->params = params;
-    out->bytes[FSMOE_MEM_WEIGHTS] = params * e;
-    out->bytes[FSMOE_MEM_GRADS] = params * e;
-    /* AdamW's moments in fp32, and an fp32 master copy of weights narrower than fp32 */
-    out->bytes[FSMOE_MEM_OPTIMIZER] = params * (8.0 + (e < 4 ? 4.0 : 0.0));
+    /* activation recomputation: the attention probabilities recomputed into one more buffer,
+     * or every block from its input (one block's activations live at a time) */
+    if (s->recompute == FSMOE_RECOMPUTE_SELECTIVE) {
+        acts -= (double)s->layers * probs;
+        work += probs;
+    } else if (s->recompute == FSMOE_RECOMPUTE_FULL) {
+        acts = (double)s->layers * N * M + 2 * N * M + 2 * N;
+        work += block_max;
+    }
+
+    /* ZeRO: each copy of a parameter shared by its replicas, dense ones over DP, the experts'
+     * over the expert-data-parallel group */
+    double world = (double)s->dp * mp, edp = world / (ep * esp), dpd = (double)s->dp;
+    double per_param = 8.0 + (e < 4 ? 4.0 : 0.0); /* fp32 moments (and master weights) */
+    /* weights, gradients, optimizer states: sharded from stage 3, 2, 1 on */
+    int sharded[3] = {s->zero_stage >= 3, s->zero_stage >= 2, s->zero_stage >= 1};
+    double div[3][2]; /* [what][dense, experts] */
+    for (int i = 0; i < 3; i++) {
+        div[i][0] = sharded[i] ? dpd : 1;
+        div[i][1] = sharded[i] ? edp : 1;
+    }
+    out->params = params + eparams;
+    out->expert_params = eparams;
+    out->bytes[FSMOE_MEM_WEIGHTS] = (params / div[0][0] + eparams / div[0][1]) * e;
+    out->bytes[FSMOE_MEM_GRADS] = (params / div[1][0] + eparams / div[1][1]) * e;
+    out->bytes[FSMOE_MEM_OPTIMIZER] = (params / div[2][0] + eparams / div[2][1]) * per_param;
     out->bytes[FSMOE_MEM_ACTIVATIONS] = acts * e;
     out->bytes[FSMOE_MEM_WORKSPACE] = work * e;
     out->bytes[FSMOE_MEM_BUFFERS] = bufs * e;

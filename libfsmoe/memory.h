@@ -10,11 +10,27 @@
  * temporaries and the logits), buffers (the MoE layers' capacity-sized exchange buffers, their
  * staging and the routing indices). The sizes follow the executor's tensors: the capacity
  * min(N, ceil(k·f·N_global/E)) rows per expert (N with a dropless gate), the attention
- * probabilities B·heads·L² per layer, the experts' pre-activations and outputs, ... Not
- * modelled: ZeRO sharding and activation recomputation (the executor has neither), host-side
- * tables, the libraries' own buffers (BLAS, MPI, NCCL). */
+ * probabilities B·heads·L² per layer, the experts' pre-activations and outputs, ...
+ *
+ * Beyond the executor (fsmoe-run has neither yet; the planner weighs them):
+ * - ZeRO (MoNTA Table 3): stage 1 shards the optimizer states, 2 also the gradients, 3 also
+ *   the weights, over the ranks holding copies of a parameter: the DP group for the dense
+ *   parameters, the expert-data-parallel group (world / (ep·esp)) for the experts'. With 2-byte
+ *   weights that is MoNTA's 16·P, (4 + 12/d)·P, (2 + 14/d)·P and 16·P/d bytes.
+ * - Activation recomputation (MoNTA Table 4, Megatron): `selective` keeps no attention
+ *   probabilities (recomputed into one more B·heads·L² of workspace); `full` keeps each block's
+ *   input only and recomputes the block in the backward (its activations once, as workspace).
+ * Not modelled: host-side tables, the libraries' own buffers (BLAS, MPI, NCCL). */
 #ifndef FSMOE_MEMORY_H
 #define FSMOE_MEMORY_H
+
+typedef enum {
+    FSMOE_RECOMPUTE_NONE = 0,
+    FSMOE_RECOMPUTE_SELECTIVE,
+    FSMOE_RECOMPUTE_FULL
+} fsmoe_recompute;
+/* "none", "selective", "full" */
+extern const char *const fsmoe_recompute_names[3];
 
 enum {
     FSMOE_MEM_WEIGHTS = 0,
@@ -42,13 +58,21 @@ typedef struct {
     int bytes_per_element;  /* of weights, gradients and activations */
     /* the layout */
     int dp, mp, ep, esp;
+    /* memory savings */
+    int zero_stage;         /* 0..3 */
+    int recompute;          /* FSMOE_RECOMPUTE_* */
 } fsmoe_mem_shape;
 
 typedef struct {
     double bytes[FSMOE_MEM_CATS];
     double total;
-    double params; /* parameters on this rank */
+    double params;        /* parameters on this rank */
+    double expert_params; /* of which the experts' */
 } fsmoe_memory;
+
+/* The gate's projection width for a hidden size M (X-MoE's low-rank routing space; the other
+ * gates use it for scratch): min(M, 16). */
+static inline long fsmoe_gate_dim(long M) { return M < 16 ? M : 16; }
 
 /* The prediction for one rank (the largest: every rank of a layout holds the same shapes). */
 void fsmoe_memory_estimate(const fsmoe_mem_shape *s, fsmoe_memory *out);

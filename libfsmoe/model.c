@@ -20,7 +20,8 @@ static const char *const arch_keys[] = {"hidden", "ffn_hidden", "heads", "kv_hea
 static const char *const moe_keys[] = {"experts", "top_k", "expert",   "every",    "first",
                                        "capacity_factor",  "gate",     "order",    "dispatch",
                                        NULL};
-static const char *const training_keys[] = {"batch", "seq", "dtype", NULL};
+static const char *const training_keys[] = {"batch", "seq", "dtype", "zero_stage", "recompute",
+                                            NULL};
 static const char *const parallel_keys[] = {"world", "gpus_per_node", "dp", "mp",
                                             "ep",    "esp",           "pp", NULL};
 
@@ -31,8 +32,26 @@ static const fsmoe_yaml_enum gate_table[] = {{"gshard", 0},        {"sigmoid", 1
 static const fsmoe_yaml_enum order_table[] = {{"gshard", 0}, {"tutel", 1}, {NULL, 0}};
 static const fsmoe_yaml_enum dispatch_table[] = {
     {"nccl", 0}, {"1dh", 1}, {"2dh", 2}, {"auto", 3}, {NULL, 0}};
+static const fsmoe_yaml_enum recompute_table[] = {{"none", FSMOE_RECOMPUTE_NONE},
+                                                  {"selective", FSMOE_RECOMPUTE_SELECTIVE},
+                                                  {"full", FSMOE_RECOMPUTE_FULL},
+                                                  {NULL, 0}};
 /* value = bytes per element */
 static const fsmoe_yaml_enum dtype_table[] = {{"fp16", 2}, {"bf16", 2}, {"fp32", 4}, {NULL, 0}};
+
+void fsmoe_model_mem_shape(const fsmoe_model *m, const fsmoe_parallel *par, fsmoe_mem_shape *out)
+{
+    fsmoe_mem_shape s = {
+        .V = m->vocab, .M = m->M, .H = m->H, .heads = m->heads, .kv_heads = m->kv_heads,
+        .layers = m->layers, .E = m->E, .k = m->k, .expert = m->expert,
+        .moe_every = m->moe_every, .moe_first = m->moe_first,
+        .gshard_order = strcmp(m->order, "gshard") == 0,
+        .gate_xmoe = strcmp(m->gate, "xmoe") == 0, .f = m->f, .gate_dim = fsmoe_gate_dim(m->M),
+        .B = m->B, .L = m->L, .bytes_per_element = m->bytes_per_element,
+        .dp = par->dp, .mp = par->mp, .ep = par->ep, .esp = par->esp,
+        .zero_stage = m->zero_stage, .recompute = m->recompute};
+    *out = s;
+}
 
 const char *fsmoe_expert_name(fsmoe_expert_kind k)
 {
@@ -269,7 +288,10 @@ static fsmoe_status load_doc(fsmoe_yaml *y, fsmoe_model *m, fsmoe_error *err)
         (st = fsmoe_yaml_long(&tr, "batch", FSMOE_REQUIRED, 1, FSMOE_LIMIT_BATCH, &m->B, err)) ||
         (st = fsmoe_yaml_long(&tr, "seq", FSMOE_REQUIRED, 1, FSMOE_LIMIT_SEQ, &m->L, err)) ||
         (st = fsmoe_yaml_enum_get(&tr, "dtype", FSMOE_REQUIRED, dtype_table,
-                                  &m->bytes_per_element, err)))
+                                  &m->bytes_per_element, err)) ||
+        (st = fsmoe_yaml_int(&tr, "zero_stage", FSMOE_OPTIONAL, 0, 3, &m->zero_stage, err)) ||
+        (st = fsmoe_yaml_enum_get(&tr, "recompute", FSMOE_OPTIONAL, recompute_table,
+                                  &m->recompute, err)))
         return st;
     if (m->B * m->L > FSMOE_LIMIT_TOKENS) {
         fsmoe_yaml_get(&tr, "seq", FSMOE_REQUIRED, &n, NULL);

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 
+#include "memory.h"
 #include "parallel.h"
 #include "status.h"
 
@@ -40,6 +41,10 @@ typedef struct {
     long B;              /* samples per GPU */
     long L;              /* tokens per sample */
     int bytes_per_element;
+    /* memory savings the memory model weighs (libfsmoe/memory.h; fsmoe-run has neither):
+     * training.zero_stage 0..3 (default 0), training.recompute none|selective|full */
+    int zero_stage;
+    int recompute; /* fsmoe_recompute */
     /* optional default layout; has_parallel = 0 when the file has none */
     int has_parallel;
     fsmoe_parallel parallel;
@@ -48,6 +53,11 @@ typedef struct {
         fsmoe_mark experts, top_k, capacity_factor, dispatch;
     } at;
 } fsmoe_model;
+
+/* The memory model's view of m on layout par (memory.h): its shape, batch, dtype, ZeRO stage
+ * and recomputation. */
+void fsmoe_model_mem_shape(const fsmoe_model *m, const fsmoe_parallel *par,
+                           fsmoe_mem_shape *out);
 
 /* Loads and validates path. On failure err->msg names file:line:col, the field and what was
  * expected; the status is FSMOE_ERR_IO, _PARSE, _SCHEMA or _VALUE. */

@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include "model.h"
+#include "memory.h"
 #include "parallel.h"
 #include "status.h"
 
@@ -135,6 +136,14 @@ typedef struct {
     double prefix_grad_bytes; /* gradients of the ops before the first MoE layer (always tail) */
     double prefix_window_bytes; /* gradients all-reduced during the backward of those ops */
     fsmoe_predicted predicted;
+    /* the memory model's prediction per GPU (memory.h) with the model's ZeRO stage and
+     * recomputation; present = 0 in a plan written without it (the section is optional) */
+    struct {
+        int present;
+        int zero_stage, recompute;
+        double bytes[FSMOE_MEM_CATS];
+        double total;
+    } memory;
     char notes[2048];    /* cost-model derivations used, one per line */
 } fsmoe_plan;
 

@@ -25,6 +25,8 @@
  *   gradient_tail_bytes, prefix_grad_bytes, prefix_window_bytes
  *   predicted: {iteration_s, forward_s, backward_s, tail_s,
  *               baselines {deepspeed, tutel, tutel_improved, pipemoe_lina}}
+ *   memory: {zero_stage, recompute, weights, gradients, optimizer, activations, workspace,
+ *            buffers, total}   (bytes per GPU, memory.h; optional, the total their sum)
  *   notes: [line, ...]   (plan->notes split on newlines; empty lines dropped)
  * There is deliberately no timestamp: the same inputs must give a byte-identical file. */
 #include "plan.h"
@@ -295,6 +297,14 @@ fsmoe_status fsmoe_plan_emit(const fsmoe_plan *p, void *FILE_stream, fsmoe_error
     fsmoe_yw_double(&w, 0, "tutel_improved", pr->tutel_improved_s);
     fsmoe_yw_double(&w, 0, "pipemoe_lina", pr->pipemoe_lina_s);
     fsmoe_yw_flow_end(&w);
+    if (p->memory.present) {
+        fsmoe_yw_block(&w, 0, "memory");
+        fsmoe_yw_long(&w, 2, "zero_stage", p->memory.zero_stage);
+        fsmoe_yw_raw(&w, 2, "recompute", fsmoe_recompute_names[p->memory.recompute]);
+        for (int c = 0; c < FSMOE_MEM_CATS; c++)
+            fsmoe_yw_double(&w, 2, fsmoe_mem_names[c], p->memory.bytes[c]);
+        fsmoe_yw_double(&w, 2, "total", p->memory.total);
+    }
 
     /* Notes, one per line of plan->notes. */
     char line[sizeof p->notes];
@@ -685,6 +695,47 @@ static fsmoe_status plan_read_predicted(const fsmoe_ynode *root, fsmoe_plan *p, 
     return FSMOE_OK;
 }
 
+/* memory: optional; the categories must add up to the total */
+static fsmoe_status plan_read_memory(const fsmoe_ynode *root, fsmoe_plan *p, fsmoe_error *err)
+{
+    static const char *const keys[] = {"zero_stage", "recompute", "weights",   "gradients",
+                                       "optimizer",  "activations", "workspace", "buffers",
+                                       "total",      NULL};
+    static const fsmoe_yaml_enum recompute_table[] = {{"none", FSMOE_RECOMPUTE_NONE},
+                                                      {"selective", FSMOE_RECOMPUTE_SELECTIVE},
+                                                      {"full", FSMOE_RECOMPUTE_FULL},
+                                                      {NULL, 0}};
+    fsmoe_ynode n;
+    fsmoe_status st;
+    if ((st = fsmoe_yaml_mapping(root, "memory", FSMOE_OPTIONAL, &n, err)) || !n.node)
+        return st;
+    if ((st = fsmoe_yaml_check_keys(&n, keys, err)) ||
+        (st = fsmoe_yaml_int(&n, "zero_stage", FSMOE_REQUIRED, 0, 3, &p->memory.zero_stage,
+                             err)) ||
+        (st = fsmoe_yaml_enum_get(&n, "recompute", FSMOE_REQUIRED, recompute_table,
+                                  &p->memory.recompute, err)))
+        return st;
+    double sum = 0;
+    for (int c = 0; c < FSMOE_MEM_CATS; c++) {
+        if ((st = fsmoe_yaml_double(&n, fsmoe_mem_names[c], FSMOE_REQUIRED, 0, PLAN_BIG,
+                                    &p->memory.bytes[c], err)))
+            return st;
+        sum += p->memory.bytes[c];
+    }
+    if ((st = fsmoe_yaml_double(&n, "total", FSMOE_REQUIRED, 0, PLAN_BIG, &p->memory.total,
+                                err)))
+        return st;
+    if (fabs(sum - p->memory.total) > 1e-12 * (sum > 1 ? sum : 1)) {
+        fsmoe_ynode t;
+        fsmoe_yaml_get(&n, "total", FSMOE_REQUIRED, &t, NULL);
+        return fsmoe_yaml_fail(&t, err, FSMOE_ERR_VALUE,
+                               "%.17g bytes, but the categories add up to %.17g (expected their "
+                               "sum)", p->memory.total, sum);
+    }
+    p->memory.present = 1;
+    return FSMOE_OK;
+}
+
 static fsmoe_status plan_read_notes(const fsmoe_ynode *root, fsmoe_plan *p, fsmoe_error *err)
 {
     fsmoe_ynode seq, item;
@@ -799,7 +850,7 @@ static fsmoe_status plan_load_doc(fsmoe_yaml *y, const char *path, fsmoe_plan *o
     static const char *const top_keys[] = {"fsmoe_plan", "provenance", "model", "cluster",
                                            "parallel", "alltoall", "layers", "gradient_tail_bytes",
                                            "prefix_grad_bytes", "prefix_window_bytes",
-                                           "predicted", "notes", NULL};
+                                           "predicted", "memory", "notes", NULL};
     fsmoe_ynode root, layers, item;
     fsmoe_status st;
     if ((st = fsmoe_yaml_root(y, &root, err)) ||
@@ -850,7 +901,8 @@ static fsmoe_status plan_load_doc(fsmoe_yaml *y, const char *path, fsmoe_plan *o
                                 &out->prefix_grad_bytes, err)) ||
         (st = fsmoe_yaml_double(&root, "prefix_window_bytes", FSMOE_REQUIRED, 0, PLAN_BIG,
                                 &out->prefix_window_bytes, err)) ||
-        (st = plan_read_predicted(&root, out, err)) || (st = plan_read_notes(&root, out, err)))
+        (st = plan_read_predicted(&root, out, err)) || (st = plan_read_memory(&root, out, err)) ||
+        (st = plan_read_notes(&root, out, err)))
         goto fail;
     fsmoe_yaml_close(y);
     return FSMOE_OK;

@@ -294,6 +294,17 @@ void explain_plan(const fsmoe_plan *p, const char *source, FILE *out)
     explain_baseline("tutel-improved", pr->tutel_improved_s, pr->iteration_s, out);
     explain_baseline("pipemoe+lina", pr->pipemoe_lina_s, pr->iteration_s, out);
 
+    if (p->memory.present) {
+        fprintf(out, "\nmemory per GPU (the memory model: ZeRO stage %d, recomputation %s)\n",
+                p->memory.zero_stage, fsmoe_recompute_names[p->memory.recompute]);
+        for (int c = 0; c <= FSMOE_MEM_CATS; c++) {
+            double b = c < FSMOE_MEM_CATS ? p->memory.bytes[c] : p->memory.total;
+            explain_bytes(b, buf[0], sizeof buf[0]);
+            fprintf(out, "  %-12s %12s  %5.1f%%\n", c < FSMOE_MEM_CATS ? fsmoe_mem_names[c] : "total",
+                    buf[0], p->memory.total > 0 ? 100.0 * b / p->memory.total : 0.0);
+        }
+    }
+
     if (p->notes[0]) {
         fprintf(out, "\nnotes\n");
         for (const char *s = p->notes; *s;) {

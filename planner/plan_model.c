@@ -661,6 +661,15 @@ static fsmoe_status plan_model_one(const fsmoe_model *m, const fsmoe_cluster *c,
     out->prefix_grad_bytes = prefix_grad;
     out->prefix_window_bytes = gr.prefix_window_bytes;
     out->predicted = pr;
+    fsmoe_mem_shape ms;
+    fsmoe_memory mem;
+    fsmoe_model_mem_shape(m, par, &ms);
+    fsmoe_memory_estimate(&ms, &mem);
+    out->memory.present = 1;
+    out->memory.zero_stage = m->zero_stage, out->memory.recompute = m->recompute;
+    for (int cat = 0; cat < FSMOE_MEM_CATS; cat++)
+        out->memory.bytes[cat] = mem.bytes[cat];
+    out->memory.total = mem.total;
     copy_str(out->notes, sizeof out->notes, notes);
 
 fail:

@@ -46,7 +46,7 @@ void gate_register(rt_gate *g, rt_params *t, const char *prefix, rt_gate_kind ki
     if (g->tau <= 0)
         g->tau = 0.07;
     if (g->D <= 0)
-        g->D = M < 16 ? M : 16;
+        g->D = fsmoe_gate_dim(M);
     switch (kind) {
     case RT_GATE_XMOE:
         params_add(t, &g->wp, &g->dwp, RT_INIT_NORMAL, std, (const long[]){M, g->D}, 2, "%s.wp", prefix);

@@ -218,7 +218,7 @@ rt_memory_need options_memory_need(const rt_config *c, const rt_layout *lay, lon
         .moe_every = (int)c->moe_every, .moe_first = (int)c->moe_first,
         .gshard_order = c->order == RT_ORDER_GSHARD, .gate_xmoe = c->gate == RT_GATE_XMOE,
         .f = c->f,
-        .gate_dim = c->M < 16 ? c->M : 16, /* gate.c: X-MoE's projection width */
+        .gate_dim = fsmoe_gate_dim(c->M),
         .B = lay->B, .L = c->L, .bytes_per_element = (int)sizeof(real),
         .dp = lay->dp, .mp = lay->mp, .ep = lay->ep, .esp = lay->esp};
     rt_memory_need n;

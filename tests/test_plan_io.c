@@ -119,6 +119,15 @@ static void make_plan(fsmoe_plan *p, double f, int n_layers)
     p->predicted = (fsmoe_predicted){.iteration_s = 0.91, .forward_s = 0.3, .backward_s = 0.6,
                                      .tail_s = 0.01, .deepspeed_s = 2.1, .tutel_s = 1.1,
                                      .tutel_improved_s = 1.0, .pipemoe_lina_s = 1.03};
+    /* the optional memory section: written with a capacity factor, absent without */
+    if (f > 0) {
+        p->memory.present = 1;
+        p->memory.zero_stage = 2, p->memory.recompute = FSMOE_RECOMPUTE_SELECTIVE;
+        for (int c = 0; c < FSMOE_MEM_CATS; c++) {
+            p->memory.bytes[c] = (c + 1) * 1.0e9 / 3.0;
+            p->memory.total += p->memory.bytes[c];
+        }
+    }
     snprintf(p->notes, sizeof p->notes,
              "t_a2a: alltoall on inter (alpha=1.75e-4 s)\n"
              "capacity: T = k*f*B*L/E = 2048 tokens, \"quoted\" # not a comment\n"
@@ -214,6 +223,14 @@ static void assert_plans_equal(const fsmoe_plan *a, const fsmoe_plan *b)
     assert_true(a->gradient_tail_bytes == b->gradient_tail_bytes);
     assert_true(a->prefix_grad_bytes == b->prefix_grad_bytes);
     assert_memory_equal(&a->predicted, &b->predicted, sizeof a->predicted);
+    assert_int_equal(a->memory.present, b->memory.present);
+    if (a->memory.present) {
+        assert_int_equal(a->memory.zero_stage, b->memory.zero_stage);
+        assert_int_equal(a->memory.recompute, b->memory.recompute);
+        for (int c = 0; c < FSMOE_MEM_CATS; c++)
+            assert_true(a->memory.bytes[c] == b->memory.bytes[c]);
+        assert_true(a->memory.total == b->memory.total);
+    }
     assert_string_equal(a->notes, b->notes);
 }
 
@@ -242,6 +259,10 @@ static void round_trip(double f, int n_layers)
                                       : "  capacity: factor\n  capacity_factor: 1.2\n"));
     assert_non_null(strstr(ta, "  batch: 8\n  global_batch: 64\n"));
     assert_non_null(strstr(ta, "\nalltoall: {split: alltoallv}\n"));
+    if (f > 0)
+        assert_non_null(strstr(ta, "\nmemory:\n  zero_stage: 2\n  recompute: selective\n"));
+    else
+        assert_null(strstr(ta, "\nmemory:"));
     assert_non_null(strstr(ta, "    - {flag: batch, value: \"8\"}\n"));
     assert_non_null(strstr(ta, "    forward: {r: 4, case: 1, q: [Q1, Q3], t_gar_s: 0, "
                                "predicted_s: 0.0031415926535897933}\n"));
@@ -428,6 +449,12 @@ static void test_bad_plans(void **state)
         {"  iteration_s: 0.91", "  iteration_s: 1e31", FSMOE_ERR_VALUE,
          "predicted.iteration_s: 1e31 is out of range"},
         {"{r: 4,", "{r: -1,", FSMOE_ERR_VALUE, "layers[0].forward.r: -1 is out of range"},
+        /* the memory section: known words, its total the categories' sum */
+        {"  recompute: selective", "  recompute: partial", FSMOE_ERR_SCHEMA,
+         "memory.recompute: unknown name `partial`"},
+        {"  zero_stage: 2", "  zero_stage: 5", FSMOE_ERR_VALUE, "memory.zero_stage: 5 is out of range"},
+        {"  total: 7e+09", "  total: 7000000001", FSMOE_ERR_VALUE,
+         "memory.total: 7000000001 bytes, but the categories add up to 7000000000"},
         {"name: mixtral-8x7b", "name: mixtral\xff", FSMOE_ERR_PARSE,
          "not valid YAML: invalid leading UTF-8 octet 0xFF"},
     };

@@ -85,7 +85,13 @@ static const bad_row bad_rows[] = {
     {MODEL, "name: t\n", "nmae: t\n", FSMOE_ERR_SCHEMA,
      ":2:1: nmae: unknown key (did you mean `name`?)"},
     {MODEL, "  seq: 128\n", "  seq: 128\n  zzzzzz: 1\n", FSMOE_ERR_SCHEMA,
-     ":17:3: training.zzzzzz: unknown key (expected one of: batch, seq, dtype)"},
+     ":17:3: training.zzzzzz: unknown key (expected one of: batch, seq, dtype, zero_stage, "
+     "recompute)"},
+    {MODEL, "  dtype: fp32\n", "  dtype: fp32\n  zero_stage: 4\n", FSMOE_ERR_VALUE,
+     ":18:15: training.zero_stage: 4 is out of range (expected an integer in [0, 3])"},
+    {MODEL, "  dtype: fp32\n", "  dtype: fp32\n  recompute: some\n", FSMOE_ERR_SCHEMA,
+     ":18:14: training.recompute: unknown name `some` (did you mean `none`? expected one of: none, "
+     "selective, full)"},
     {MODEL, "  vocab: 256\n", "", FSMOE_ERR_SCHEMA,
      ":4:3: architecture.vocab: missing required key (expected `vocab:` in `architecture`)"},
     {MODEL, "name: t\n", "", FSMOE_ERR_SCHEMA,
