@@ -15,16 +15,15 @@ static int is_moe_block(const fsmoe_mem_shape *s, long b)
     return s->moe_every > 0 && b >= s->moe_first && (b - s->moe_first) % s->moe_every == 0;
 }
 
-/* Rows of each expert's capacity on one rank (moe_layer.c moe_alloc): GShard's capacity for the
- * global batch, at most one per local token; every local token without dropping. */
-static double capacity_rows(const fsmoe_mem_shape *s, double N, double N_global)
+/* GShard's capacity of one expert over the global batch, ceil(k·f·N_global/E) rows (at least 1,
+ * at most every token); 0 for a dropless gate. */
+static double global_capacity(const fsmoe_mem_shape *s, double N_global)
 {
     if (s->f <= 0)
-        return N;
+        return 0;
     double C = ceil((double)s->k * s->f * N_global / (double)s->E - 1e-9);
     C = C < 1 ? 1 : C;
-    C = C > N_global ? N_global : C;
-    return C < N ? C : N;
+    return C > N_global ? N_global : C;
 }
 
 void fsmoe_memory_estimate(const fsmoe_mem_shape *s, fsmoe_memory *out)
@@ -69,8 +68,16 @@ void fsmoe_memory_estimate(const fsmoe_mem_shape *s, fsmoe_memory *out)
         params += s->gate_xmoe ? (M + E) * (double)s->gate_dim : M * E;
         eparams += El * (swiglu ? 3 * M * Hs : 2 * M * Hs + Hs + M);
         /* moe_alloc: P = the exchange group, S = the expert slices */
-        double S = esp, P = ep * esp, C = capacity_rows(s, N, N_global);
-        double Crep = P * C, EC = E * C, ER = El * Crep, ECS = S * EC;
+        /* each expert's rows on this rank (moe_layer.c moe_alloc): the global capacity, at
+         * most one per local token (every local token without a capacity); the rows a local
+         * expert receives: P members' C each, at most the global capacity per copy of the
+         * tokens (MP members hold copies) */
+        double S = esp, P = ep * esp, Cg = global_capacity(s, N_global);
+        double C = Cg > 0 && Cg < N ? Cg : N;
+        double Crep = P * C, EC = E * C;
+        if (Cg > 0 && mp * Cg < Crep)
+            Crep = mp * Cg;
+        double ER = El * Crep, ECS = S * EC;
         double Pm = mp > 1 ? mp : 1;
         /* the experts' pre-activations and activations (SwiGLU's gate too), every slice's
          * rows: E_local · S·Crep · H/S */

@@ -149,13 +149,21 @@ fsmoe_status moe_alloc(rt_moe *m, rt_backend *be)
      * the global capacity (GShard's ceil(k·f·N_global/E), which may exceed this rank's share
      * ceil(k·f·N/E) when the batch is spread over DP); a dropless gate (f <= 0) up to every
      * token */
+    long Cg = 0; /* the global capacity (0: none) */
     if (m->gate.kind != RT_GATE_EXPERT_CHOICE && m->gate.kind != RT_GATE_SOFTMOE) {
-        long Cg = gate_capacity(&m->gate, m->gate.N_global > m->N_max ? m->gate.N_global
-                                                                       : m->N_max);
+        Cg = gate_capacity(&m->gate, m->gate.N_global > m->N_max ? m->gate.N_global : m->N_max);
         m->gate.C_max = Cg > 0 && Cg < m->N_max ? Cg : m->N_max;
     }
     m->C_max = m->gate.C_max;
+    /* Rows one local expert receives in an exchange: each of the P members sends at most its
+     * C_max, and together at most the global capacity per copy of the tokens. GShard's slot
+     * positions are counted over the capacity group (gate.c), so one expert's kept rows add up
+     * to at most Cg over ranks holding distinct tokens; MP members hold copies of them (up to
+     * mp copies reach an expert unless the members split the slots). */
     m->Crep_max = (long)P * m->C_max;
+    long copies = m->mpg.size > 1 ? m->mpg.size : 1;
+    if (Cg > 0 && copies * Cg < m->Crep_max)
+        m->Crep_max = copies * Cg;
     long EC = m->E * m->C_max, ER = m->E_local * m->Crep_max, ECS = S * EC;
     fsmoe_status st = gate_alloc(&m->gate, &m->route, be);
     if (st != FSMOE_OK)
