@@ -5,10 +5,14 @@
 #include "memory.h"
 
 #include <math.h>
+#include <stddef.h>
 
 const char *const fsmoe_mem_names[FSMOE_MEM_CATS] = {"weights",     "gradients", "optimizer",
                                                      "activations", "workspace", "buffers"};
-const char *const fsmoe_recompute_names[3] = {"none", "selective", "full"};
+const fsmoe_name fsmoe_recompute_table[] = {{"none", FSMOE_RECOMPUTE_NONE},
+                                             {"selective", FSMOE_RECOMPUTE_SELECTIVE},
+                                             {"full", FSMOE_RECOMPUTE_FULL},
+                                             {NULL, 0}};
 
 static int is_moe_block(const fsmoe_mem_shape *s, long b)
 {

@@ -24,13 +24,15 @@
 #ifndef FSMOE_MEMORY_H
 #define FSMOE_MEMORY_H
 
+#include "names.h"
+
 typedef enum {
     FSMOE_RECOMPUTE_NONE = 0,
     FSMOE_RECOMPUTE_SELECTIVE,
     FSMOE_RECOMPUTE_FULL
 } fsmoe_recompute;
-/* "none", "selective", "full" */
-extern const char *const fsmoe_recompute_names[3];
+/* none, selective, full: the names the model schema, the plan and the messages use */
+extern const fsmoe_name fsmoe_recompute_table[];
 
 enum {
     FSMOE_MEM_WEIGHTS = 0,

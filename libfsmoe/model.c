@@ -32,10 +32,6 @@ static const fsmoe_yaml_enum gate_table[] = {{"gshard", 0},        {"sigmoid", 1
 static const fsmoe_yaml_enum order_table[] = {{"gshard", 0}, {"tutel", 1}, {NULL, 0}};
 static const fsmoe_yaml_enum dispatch_table[] = {
     {"nccl", 0}, {"1dh", 1}, {"2dh", 2}, {"auto", 3}, {NULL, 0}};
-static const fsmoe_yaml_enum recompute_table[] = {{"none", FSMOE_RECOMPUTE_NONE},
-                                                  {"selective", FSMOE_RECOMPUTE_SELECTIVE},
-                                                  {"full", FSMOE_RECOMPUTE_FULL},
-                                                  {NULL, 0}};
 /* value = bytes per element */
 static const fsmoe_yaml_enum dtype_table[] = {{"fp16", 2}, {"bf16", 2}, {"fp32", 4}, {NULL, 0}};
 
@@ -290,7 +286,7 @@ static fsmoe_status load_doc(fsmoe_yaml *y, fsmoe_model *m, fsmoe_error *err)
         (st = fsmoe_yaml_enum_get(&tr, "dtype", FSMOE_REQUIRED, dtype_table,
                                   &m->bytes_per_element, err)) ||
         (st = fsmoe_yaml_int(&tr, "zero_stage", FSMOE_OPTIONAL, 0, 3, &m->zero_stage, err)) ||
-        (st = fsmoe_yaml_enum_get(&tr, "recompute", FSMOE_OPTIONAL, recompute_table,
+        (st = fsmoe_yaml_enum_get(&tr, "recompute", FSMOE_OPTIONAL, fsmoe_recompute_table,
                                   &m->recompute, err)))
         return st;
     if (m->B * m->L > FSMOE_LIMIT_TOKENS) {

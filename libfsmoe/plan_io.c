@@ -300,7 +300,7 @@ fsmoe_status fsmoe_plan_emit(const fsmoe_plan *p, void *FILE_stream, fsmoe_error
     if (p->memory.present) {
         fsmoe_yw_block(&w, 0, "memory");
         fsmoe_yw_long(&w, 2, "zero_stage", p->memory.zero_stage);
-        fsmoe_yw_raw(&w, 2, "recompute", fsmoe_recompute_names[p->memory.recompute]);
+        fsmoe_yw_raw(&w, 2, "recompute", fsmoe_name_of(fsmoe_recompute_table, p->memory.recompute));
         for (int c = 0; c < FSMOE_MEM_CATS; c++)
             fsmoe_yw_double(&w, 2, fsmoe_mem_names[c], p->memory.bytes[c]);
         fsmoe_yw_double(&w, 2, "total", p->memory.total);
@@ -701,10 +701,6 @@ static fsmoe_status plan_read_memory(const fsmoe_ynode *root, fsmoe_plan *p, fsm
     static const char *const keys[] = {"zero_stage", "recompute", "weights",   "gradients",
                                        "optimizer",  "activations", "workspace", "buffers",
                                        "total",      NULL};
-    static const fsmoe_yaml_enum recompute_table[] = {{"none", FSMOE_RECOMPUTE_NONE},
-                                                      {"selective", FSMOE_RECOMPUTE_SELECTIVE},
-                                                      {"full", FSMOE_RECOMPUTE_FULL},
-                                                      {NULL, 0}};
     fsmoe_ynode n;
     fsmoe_status st;
     if ((st = fsmoe_yaml_mapping(root, "memory", FSMOE_OPTIONAL, &n, err)) || !n.node)
@@ -712,7 +708,7 @@ static fsmoe_status plan_read_memory(const fsmoe_ynode *root, fsmoe_plan *p, fsm
     if ((st = fsmoe_yaml_check_keys(&n, keys, err)) ||
         (st = fsmoe_yaml_int(&n, "zero_stage", FSMOE_REQUIRED, 0, 3, &p->memory.zero_stage,
                              err)) ||
-        (st = fsmoe_yaml_enum_get(&n, "recompute", FSMOE_REQUIRED, recompute_table,
+        (st = fsmoe_yaml_enum_get(&n, "recompute", FSMOE_REQUIRED, fsmoe_recompute_table,
                                   &p->memory.recompute, err)))
         return st;
     double sum = 0;

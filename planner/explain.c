@@ -296,7 +296,7 @@ void explain_plan(const fsmoe_plan *p, const char *source, FILE *out)
 
     if (p->memory.present) {
         fprintf(out, "\nmemory per GPU (the memory model: ZeRO stage %d, recomputation %s)\n",
-                p->memory.zero_stage, fsmoe_recompute_names[p->memory.recompute]);
+                p->memory.zero_stage, fsmoe_name_of(fsmoe_recompute_table, p->memory.recompute));
         for (int c = 0; c <= FSMOE_MEM_CATS; c++) {
             double b = c < FSMOE_MEM_CATS ? p->memory.bytes[c] : p->memory.total;
             explain_bytes(b, buf[0], sizeof buf[0]);

@@ -1,7 +1,7 @@
 /* libFuzzer harness: the model reader (libfsmoe/model.c on libfsmoe/yaml_read.c), then
  * fsmoe_model_resolve on two layouts, as fsmoe-plan does with a cluster's common layout. Any
  * input must give FSMOE_OK or one message, never a crash, a leak or a slow input.
- * fuzz-sources: libfsmoe/yaml_read.c libfsmoe/input_file.c libfsmoe/model.c libfsmoe/parallel.c libfsmoe/names.c libfsmoe/status.c
+ * fuzz-sources: libfsmoe/yaml_read.c libfsmoe/input_file.c libfsmoe/model.c libfsmoe/parallel.c libfsmoe/names.c libfsmoe/status.c libfsmoe/memory.c
  * fuzz-libs: -lyaml -lm
  * fuzz-seeds: models
  * fuzz-dict: tests/fuzz/model.dict

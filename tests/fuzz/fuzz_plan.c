@@ -2,7 +2,7 @@
  * fsmoe-plan explain/diff/simulate and fsmoe-run --plan; an accepted plan is also written back
  * to memory (the writer must take whatever the reader accepts). Any input must give FSMOE_OK or
  * one message, never a crash, a leak or a slow input.
- * fuzz-sources: libfsmoe/yaml_read.c libfsmoe/input_file.c libfsmoe/yaml_write.c libfsmoe/plan_io.c libfsmoe/model.c libfsmoe/parallel.c libfsmoe/names.c libfsmoe/status.c libfsmoe/atomic_file.c
+ * fuzz-sources: libfsmoe/yaml_read.c libfsmoe/input_file.c libfsmoe/yaml_write.c libfsmoe/plan_io.c libfsmoe/model.c libfsmoe/parallel.c libfsmoe/names.c libfsmoe/status.c libfsmoe/atomic_file.c libfsmoe/memory.c
  * fuzz-libs: -lyaml -lm
  * fuzz-seeds: plans
  * fuzz-dict: tests/fuzz/plan.dict
