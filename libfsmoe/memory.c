@@ -45,6 +45,7 @@ void fsmoe_memory_estimate(const fsmoe_mem_shape *s, fsmoe_memory *out)
     double acts = 0, work = 0, bufs = 0, params = 0, eparams = 0;
     double probs = B * nh * L * L; /* one layer's attention probabilities */
     double block_max = 0;          /* the largest block's activations (full recomputation) */
+    double expert_work = 0;        /* the MoE layers' shared backward temporaries */
     int dense = 0;
 
     /* embedding (vocabulary slice), positions, final norm, LM head (vocabulary slice) */
@@ -97,8 +98,9 @@ void fsmoe_memory_estimate(const fsmoe_mem_shape *s, fsmoe_memory *out)
         }
         /* the order's row scratch (A_max = N·k rows) */
         work += N * k * M;
-        /* the experts' backward temporaries: dh, da (SwiGLU: dg), S·ER rows of H/S */
-        work += (swiglu ? 3 : 2) * ER * H;
+        /* the experts' backward temporaries: dh, da (SwiGLU: dg), S·ER rows of H/S, one set
+         * for every MoE layer (their backward runs on one stream) */
+        expert_work = (swiglu ? 3 : 2) * ER * H;
         /* exchange buffers (moe_alloc's table): dispatched, combined and their gradients;
          * expert-side rows and their gradients; staging; own and whole token rows; ESP's
          * gathered rows; MP's shares */
@@ -124,7 +126,7 @@ void fsmoe_memory_estimate(const fsmoe_mem_shape *s, fsmoe_memory *out)
     work += 2 * N * Vl + 3 * N + 3 * N * mp + 3 * N + 2 * N * M;
     if (dense)
         work += (swiglu ? 3 : 2) * N * H;
-    work += N * W + B * nh * L * L + N * D;
+    work += N * W + probs + N * D + expert_work;
 
     /* activation recomputation: the attention probabilities recomputed into one more buffer,
      * or every block from its input (one block's activations live at a time) */

@@ -136,7 +136,7 @@ static void xmap_free(rt_xmap *x, rt_backend *be)
     memset(x, 0, sizeof *x);
 }
 
-fsmoe_status moe_alloc(rt_moe *m, rt_backend *be)
+fsmoe_status moe_alloc(rt_moe *m, rt_backend *be, const rt_moe *share)
 {
     /* sized for both ways of running a layer (the ESP pipeline, PauseMP), which a schedule
      * may switch between */
@@ -190,7 +190,8 @@ fsmoe_status moe_alloc(rt_moe *m, rt_backend *be)
         int cat;
     } bufs[] = {{&m->Xd, bl, B_},  {&m->Yc, bl, B_},  {&m->dYc, bl, B_}, {&m->dXd, bl, B_},
                 {&m->Xe, br, B_},  {&m->Ye, br, B_},  {&m->dYe, br, B_}, {&m->dXe, br, B_},
-                {&m->dh, bh, W_},  {&m->da, bh, W_},  {&m->dg, m->ex.kind == 1 ? bh : 0, W_},
+                {&m->dh, share ? 0 : bh, W_},  {&m->da, share ? 0 : bh, W_},
+                {&m->dg, share || m->ex.kind != 1 ? 0 : bh, W_},
                 {&m->send_stage, bs, B_}, {&m->recv_stage, bs, B_}, {&m->Xg, bg, B_},
                 {&m->Yg, bg, B_},  {&m->dYg, bg, B_}, {&m->dXg, bg, B_}, {&m->ag_send, bg, B_},
                 {&m->ag_recv, S * bg, B_}, {&m->own, bn, B_}, {&m->whole, bn, B_},
@@ -198,6 +199,14 @@ fsmoe_status moe_alloc(rt_moe *m, rt_backend *be)
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i].bytes && !(*bufs[i].p = rt_alloc(be, bufs[i].cat, bufs[i].bytes)))
             return FSMOE_ERR_NOMEM;
+    if (share) {
+        if (share->comp != m->comp || share->ex.kind != m->ex.kind || share->E_local != m->E_local ||
+            share->Crep_max != m->Crep_max || share->ex.H != m->ex.H ||
+            esp_size(share) != esp_size(m))
+            return FSMOE_ERR_INTERNAL; /* another shape or stream: nothing to share */
+        m->dh = share->dh, m->da = share->da, m->dg = share->dg;
+    }
+    m->dh_owner = !share;
     m->K = calloc((size_t)(P * m->E * S), sizeof(long));
     m->load_v = calloc((size_t)(m->E * S), sizeof(long));
     m->slot0 = calloc((size_t)m->E, sizeof(long));
@@ -227,6 +236,8 @@ void moe_free(rt_moe *m, rt_backend *be)
     order_free(&m->order, &m->route, be);
     gate_free(&m->gate, &m->route, be);
     expert_acts_free(&m->eacts, be);
+    if (!m->dh_owner) /* another layer's */
+        m->dh = m->da = m->dg = NULL;
     real *bufs[] = {m->Xd, m->Yc,         m->dYc,        m->dXd, m->Xe, m->Ye,
                     m->dYe, m->dXe,       m->dh,         m->da,  m->dg, m->send_stage,
                     m->recv_stage, m->Xg, m->Yg,         m->dYg, m->dXg, m->ag_send,

@@ -183,7 +183,10 @@ typedef struct {
     /* replica (E_local, Crep_max, M) */
     real *Xe, *Ye, *dYe, *dXe;
     rt_expert_acts eacts;
-    real *dh, *da, *dg;       /* (S, E_local, Crep_max, H) (H: this member's slice) */
+    real *dh, *da, *dg;       /* (S, E_local, Crep_max, H) (H: this member's slice); the
+                               * experts' backward temporaries, one set shared by the model's
+                               * MoE layers (moe_alloc's `share`) */
+    int dh_owner;             /* this layer allocated dh, da, dg (and frees them) */
     /* ESP: replica rows of every member's local experts (S, E_local), stacked rows per block
      * this step, stacked buffers (S, E_local, Crep_max, M) and the collectives' staging */
     long *Tall, Cs;
@@ -196,8 +199,11 @@ typedef struct {
     rt_moe_routing_stats stats; /* summed over the training forwards */
 } rt_moe;
 
-/* Needs comp and comm set (or NULL for the default stream). */
-fsmoe_status moe_alloc(rt_moe *m, rt_backend *be);
+/* Needs comp and comm set (or NULL for the default stream). share: an allocated MoE layer of
+ * the same shape whose experts' backward temporaries (dh, da, dg) this one uses too, or NULL.
+ * Every layer runs its experts' backward on the one compute stream (m->comp), so the stream's
+ * order keeps one layer's use of them before the next one's. */
+fsmoe_status moe_alloc(rt_moe *m, rt_backend *be, const rt_moe *share);
 void moe_free(rt_moe *m, rt_backend *be);
 /* y = MoE(x) (overwrites y); x, y (N, M). */
 fsmoe_status moe_forward(rt_moe *m, rt_backend *be, const real *x, real *y, long N, int training,

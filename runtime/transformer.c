@@ -202,6 +202,7 @@ fsmoe_status model_init_dist(rt_model *md, const rt_config *cfg, rt_backend *be,
     }
     assign_ready(md, pidx, head0);
     free(pidx);
+    const rt_moe *first_moe = NULL; /* its experts' backward temporaries serve every layer */
     for (long b = 0; b < nl; b++) {
         rt_block *bl = &md->blocks[b];
         DALLOC(bl->x_in, N * M, RT_MEM_ACTIVATIONS);
@@ -217,8 +218,9 @@ fsmoe_status model_init_dist(rt_model *md, const rt_config *cfg, rt_backend *be,
         if (attn_acts_alloc(&bl->aacts, &bl->attn, be, c->B, L) != FSMOE_OK)
             goto nomem;
         if (bl->is_moe) {
-            if (moe_alloc(&bl->moe, be) != FSMOE_OK)
+            if (moe_alloc(&bl->moe, be, first_moe) != FSMOE_OK)
                 goto nomem;
+            first_moe = first_moe ? first_moe : &bl->moe;
         } else if (expert_acts_alloc(&bl->facts, &bl->ffn, be, N) != FSMOE_OK) {
             goto nomem;
         }

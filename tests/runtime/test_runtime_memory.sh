@@ -8,8 +8,9 @@
 #     expert kinds, comm-moe with GShard's order and an X-MoE gate, dp·ep on 2 ranks, and in the
 #     mpi suite also mp·ep·esp on 4 ranks);
 #     the categories add up to the total, and the GELU expert run holds no SwiGLU gate gradient
-#     (its workspace is smaller than the SwiGLU run's by exactly the experts' E·C·H elements per
-#     layer; C is GShard's capacity ceil(k·f·N/E));
+#     (its workspace is smaller than the SwiGLU run's by exactly the experts' E·C·H elements,
+#     once: the MoE layers share their backward temporaries; C is GShard's capacity
+#     ceil(k·f·N/E));
 #  3. the steps allocate nothing: '0 backend allocations', on 1 and 2 threads, with evaluation
 #     and checkpoints between the steps; and on 1 thread, after the first two steps, they fault
 #     in no page ('0 page faults'). Not asserted on 2 threads, where a pool worker first touches
@@ -84,12 +85,12 @@ for L in 128 64; do
         check_table "$out" $L $x
         check_steady "$out"
     done
-    # SwiGLU keeps its gate gradient dg (E·C·H per layer); GELU experts do not
+    # SwiGLU keeps its gate gradient dg (E·C·H, one for all MoE layers); GELU experts do not
     N=$((8 * L))
     C=$(awk -v k=$K -v N=$N -v E=$E 'BEGIN {c = k * 1.2 * N / E; i = int(c); print (c > i + 1e-9 ? i + 1 : i)}')
     dw=$(( $(row "$tmp/L$L-swiglu.out" workspace) - $(row "$tmp/L$L-gpt.out" workspace) ))
-    [ "$dw" = $((NL * (4 * E * C * H + 4))) ] ||
-        fail "L $L: SwiGLU's workspace exceeds GELU's by $dw bytes, expected $NL layers x E·C·H ($((NL * (4 * E * C * H + 4))))"
+    [ "$dw" = $((4 * E * C * H + 4)) ] ||
+        fail "L $L: SwiGLU's workspace exceeds GELU's by $dw bytes, expected E·C·H once ($((4 * E * C * H + 4)))"
 done
 out="$tmp/comm.out"
 "$run" --model "$root/models/comm-moe.yaml" --steps 2 --threads 1 --eval-every 0 --order gshard \
