@@ -24,6 +24,8 @@ const char plan_cli_usage[] =
     "                  [--method auto|fsmoe|fsmoe-paper|parm|monta]\n"
     "                  [--batch N] [--seq N] [--world N] [--gpus-per-node N]\n"
     "                  [--dp N] [--mp N] [--ep N] [--esp N] [--capacity-factor F|none]\n"
+    "                  [--mem-limit SIZE]  (K/M/G: refuse a plan whose memory model needs\n"
+    "                                       more per GPU)\n"
     "                  [--quiet]\n"
     "       fsmoe-plan --regenerate PLAN.yaml [-o OUT.yaml] [--quiet]\n"
     "       fsmoe-plan explain PLAN.yaml\n"
@@ -212,7 +214,8 @@ void plan_cli_ov_canonical(int i, const plan_cli_ov_values *v, char *buf, unsign
 
 static fsmoe_status parse_plan(int argc, char **argv, plan_cli *a, fsmoe_error *err)
 {
-    enum { O_MODEL = 256, O_CLUSTER, O_METHOD, O_REGEN, O_QUIET, O_HELP, O_VERSION, O_OV };
+    enum { O_MODEL = 256, O_CLUSTER, O_METHOD, O_REGEN, O_QUIET, O_HELP, O_VERSION, O_MEM,
+           O_OV };
     static const struct option opts[] = {
         {"model", required_argument, NULL, O_MODEL},
         {"cluster", required_argument, NULL, O_CLUSTER},
@@ -220,6 +223,7 @@ static fsmoe_status parse_plan(int argc, char **argv, plan_cli *a, fsmoe_error *
         {"method", required_argument, NULL, O_METHOD},
         {"regenerate", required_argument, NULL, O_REGEN},
         {"quiet", no_argument, NULL, O_QUIET},
+        {"mem-limit", required_argument, NULL, O_MEM},
         {"help", no_argument, NULL, O_HELP},
         {"version", no_argument, NULL, O_VERSION},
         {"batch", required_argument, NULL, O_OV + OV_BATCH},
@@ -244,6 +248,10 @@ static fsmoe_status parse_plan(int argc, char **argv, plan_cli *a, fsmoe_error *
         case O_REGEN: a->regenerate = optarg; break;
         case 'q':
         case O_QUIET: a->quiet = 1; break;
+        case O_MEM:
+            if (fsmoe_cli_size("--mem-limit", optarg, 1LL << 20, 1LL << 50, &a->mem_limit, err))
+                return FSMOE_ERR_USAGE;
+            break;
         case 'h':
         case O_HELP: help = 1; break;
         case 'V':

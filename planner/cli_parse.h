@@ -50,6 +50,7 @@ typedef struct {
     const char *model_path, *cluster_path, *out_path, *regenerate;
     int method; /* plan_method */
     int quiet;
+    long long mem_limit; /* --mem-limit bytes per GPU (0: none) */
     const char *ov[OV_COUNT]; /* text as given; NULL when not given */
     plan_cli_ov_values v;
     /* explain (inputs[0]), diff (inputs[0..1]), simulate (inputs[0]) */

@@ -78,6 +78,12 @@ static void print_summary(const fsmoe_plan *p, const char *dest)
                 "%.2fx over pipemoe+lina\n",
                 pr->deepspeed_s / pr->iteration_s, pr->tutel_s / pr->iteration_s,
                 pr->tutel_improved_s / pr->iteration_s, pr->pipemoe_lina_s / pr->iteration_s);
+    if (p->memory.present) {
+        char mem[32];
+        explain_bytes(p->memory.total, mem, sizeof mem);
+        fprintf(stderr, "  memory per GPU %s (the memory model; fsmoe-plan explain itemises it)\n",
+                mem);
+    }
     /* r distribution: count of layers per distinct r, in increasing r */
     for (int phase = 0; phase < 2; phase++) {
         fprintf(stderr, "  %s r:", phase == 0 ? "forward " : "backward");
@@ -382,6 +388,26 @@ static int run_plan(const plan_cli *a, const int ov_src[OV_COUNT])
     plan_options opt = {.method = (plan_method)a->method};
     if (plan_model(&m, &c, a->cluster_path, &par, &opt, &p, &err)) {
         rc = input_error(&err);
+        goto done;
+    }
+
+    /* the memory model's prediction against --mem-limit, before anything is written */
+    if (a->mem_limit > 0 && p.memory.total > (double)a->mem_limit) {
+        char need[32], lim[32], parts[FSMOE_MEM_CATS][32];
+        explain_bytes(p.memory.total, need, sizeof need);
+        explain_bytes((double)a->mem_limit, lim, sizeof lim);
+        for (int i = 0; i < FSMOE_MEM_CATS; i++)
+            explain_bytes(p.memory.bytes[i], parts[i], sizeof parts[i]);
+        fprintf(stderr,
+                "%s: --mem-limit %s: %s on this layout (dp %d, mp %d, ep %d, esp %d) needs %s "
+                "per GPU (weights %s, gradients %s, optimizer %s, activations %s, workspace %s, "
+                "buffers %s; ZeRO stage %d, recomputation %s)\nHINT: another layout (--dp, "
+                "--mp, --ep, --esp), a smaller --batch or --seq, or training.zero_stage and "
+                "training.recompute in the model file\n",
+                prog, lim, m.name, par.dp, par.mp, par.ep, par.esp, need, parts[0], parts[1],
+                parts[2], parts[3], parts[4], parts[5], p.memory.zero_stage,
+                fsmoe_name_of(fsmoe_recompute_table, p.memory.recompute));
+        rc = 2;
         goto done;
     }
 

@@ -246,6 +246,10 @@ static void test_flags(void **state)
         {{"--model", M, "--cluster", C, "--world", "16", "--gpus-per-node", "3"}, 2,
          "--world 16 is not a multiple of --gpus-per-node 3"},
         {{"--model", M, "--cluster", C, "--method", "best"}, 2, "--method: 'best' is not one of"},
+        {{"--model", M, "--cluster", C, "--mem-limit", "12x"}, 2, "--mem-limit: '12x' is not a size"},
+        /* the memory model's prediction above the limit: refused, naming the need per GPU */
+        {{"--model", M, "--cluster", C, "--world", "16", "--mem-limit", "1M", "-o", "@never.yaml"}, 2,
+         "--mem-limit 1.0 MiB: tiny-moe on this layout (dp 4, mp 4, ep 4, esp 4) needs "},
         {{"--regenerate", P, "--batch", "3"}, 2, "--batch is not allowed"},
         {{"--model", M}, 2, "--cluster is required"},
     };
