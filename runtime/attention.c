@@ -143,6 +143,46 @@ static long query_block(long L)
     return nb > 1 ? (L + nb - 1) / nb : L;
 }
 
+/* The three causal products of one sample, block by block of bq queries: query block
+ * [r0, r1) needs the keys [0, r1) only, and key block [r0, r1) is seen by the queries [r0, L)
+ * only. Query-side operands (X, Z) step d per query head with leading dimension ldx / ldz,
+ * key-side ones (Y) d per kv head; score-shaped ones (S, P) are (heads, L, L). */
+/* S = X·Yᵀ on and below the diagonal blocks */
+static void causal_xyt(rt_backend *be, rt_stream *s, const heads *hd, long bq, const real *X,
+                       long ldx, const real *Y, long ldy, real *S)
+{
+    long L = hd->L, d = hd->d;
+    for (long r0 = 0; r0 < L; r0 += bq) {
+        long r1 = r0 + bq < L ? r0 + bq : L;
+        per_head(be, s, hd, 0, 1, r1 - r0, r1, d, X + r0 * ldx, ldx, d, Y, ldy, d, S + r0 * L,
+                 L, L * L);
+    }
+}
+
+/* Z = P·Y (P zero above the diagonal) */
+static void causal_py(rt_backend *be, rt_stream *s, const heads *hd, long bq, const real *P,
+                      const real *Y, long ldy, real *Z, long ldz)
+{
+    long L = hd->L, d = hd->d;
+    for (long r0 = 0; r0 < L; r0 += bq) {
+        long r1 = r0 + bq < L ? r0 + bq : L;
+        per_head(be, s, hd, 0, 0, r1 - r0, d, r1, P + r0 * L, L, L * L, Y, ldy, d, Z + r0 * ldz,
+                 ldz, d);
+    }
+}
+
+/* Z_j = Σ_{h of kv head j} P_hᵀ·X_h (P zero above the diagonal; Z key-side) */
+static void causal_ptx(rt_backend *be, rt_stream *s, const heads *hd, long bq, const real *P,
+                       const real *X, long ldx, real *Z, long ldz)
+{
+    long L = hd->L, d = hd->d;
+    for (long r0 = 0; r0 < L; r0 += bq) {
+        long r1 = r0 + bq < L ? r0 + bq : L;
+        per_kv_head_sum(be, s, hd, 1, 0, r1 - r0, d, L - r0, P + r0 * L + r0, L, L * L,
+                        X + r0 * ldx, ldx, d, Z + r0 * ldz, ldz, d);
+    }
+}
+
 void attention_forward(const rt_attention *at, rt_backend *be, rt_stream *s, const real *x,
                        real *out, const rt_attn_acts *a, long B, long L)
 {
@@ -158,20 +198,12 @@ void attention_forward(const rt_attention *at, rt_backend *be, rt_stream *s, con
     for (long b = 0; b < B; b++) {
         const real *q = a->qkv + b * L * W, *k = q + D, *v = q + D + Dk;
         real *att = a->att + b * nh * LL;
-        /* scores S = Q·Kᵀ into att, block by block of queries up to their last key (the
-         * softmax reads no score above the diagonal), softmax in place (a row is read before
-         * it is written; it writes the zeros above the diagonal) */
-        for (long r0 = 0; r0 < L; r0 += bq) {
-            long r1 = r0 + bq < L ? r0 + bq : L;
-            per_head(be, s, &hd, 0, 1, r1 - r0, r1, d, q + r0 * W, W, d, k, W, d, att + r0 * L,
-                     L, LL);
-        }
+        /* scores S = Q·Kᵀ into att (the softmax reads no score above the diagonal), softmax
+         * in place (a row is read before it is written; it writes the zeros above the
+         * diagonal), Y = P·V */
+        causal_xyt(be, s, &hd, bq, q, W, k, W, att);
         be->attn_softmax_fwd(be, s, att, att, nh * L, L, scale);
-        for (long r0 = 0; r0 < L; r0 += bq) {
-            long r1 = r0 + bq < L ? r0 + bq : L;
-            per_head(be, s, &hd, 0, 0, r1 - r0, d, r1, att + r0 * L, L, LL, v, W, d,
-                     a->y + (b * L + r0) * D, D, d);
-        }
+        causal_py(be, s, &hd, bq, att, v, W, a->y + b * L * D, D);
     }
     be->gemm(be, s, 0, 0, N, M, D, 1, a->y, D, 0, at->wo, M, 0, 0, out, M, 0, 1);
     if (at->mp.rank == 0)
@@ -195,26 +227,14 @@ void attention_backward(const rt_attention *at, rt_backend *be, rt_stream *s, co
         const real *q = a->qkv + b * L * W, *k = q + D, *v = q + D + Dk;
         const real *dy = w->dy + b * L * D, *att = a->att + b * nh * LL;
         real *ds = w->datt + b * nh * LL, *dq = w->dqkv + b * L * W, *dk = dq + D, *dv = dk + Dk;
-        /* Y_h = P_h·V_j: dP_h = dY_h·V_jᵀ (query block r0..r1 up to its last key),
-         * dV_j = Σ_h P_hᵀ·dY_h (key block c0..c1 from the queries c0.. that see it; P is zero
-         * above the diagonal) */
-        for (long r0 = 0; r0 < L; r0 += bq) {
-            long r1 = r0 + bq < L ? r0 + bq : L;
-            per_head(be, s, &hd, 0, 1, r1 - r0, r1, d, dy + r0 * D, D, d, v, W, d, ds + r0 * L,
-                     L, LL);
-            per_kv_head_sum(be, s, &hd, 1, 0, r1 - r0, d, L - r0, att + r0 * L + r0, L, LL,
-                            dy + r0 * D, D, d, dv + r0 * W, W, d);
-        }
+        /* Y_h = P_h·V_j: dP_h = dY_h·V_jᵀ, dV_j = Σ_h P_hᵀ·dY_h */
+        causal_xyt(be, s, &hd, bq, dy, D, v, W, ds);
+        causal_ptx(be, s, &hd, bq, att, dy, D, dv, W);
         /* P = softmax(scale·S); dP becomes dS in place (zeros above the diagonal) */
         be->attn_softmax_bwd(be, s, ds, ds, att, nh * L, L, scale);
-        /* S_h = Q_h·K_jᵀ: dQ_h = dS_h·K_j, dK_j = Σ_h dS_hᵀ·Q_h, by the same blocks */
-        for (long r0 = 0; r0 < L; r0 += bq) {
-            long r1 = r0 + bq < L ? r0 + bq : L;
-            per_head(be, s, &hd, 0, 0, r1 - r0, d, r1, ds + r0 * L, L, LL, k, W, d, dq + r0 * W,
-                     W, d);
-            per_kv_head_sum(be, s, &hd, 1, 0, r1 - r0, d, L - r0, ds + r0 * L + r0, L, LL,
-                            q + r0 * W, W, d, dk + r0 * W, W, d);
-        }
+        /* S_h = Q_h·K_jᵀ: dQ_h = dS_h·K_j, dK_j = Σ_h dS_hᵀ·Q_h */
+        causal_py(be, s, &hd, bq, ds, k, W, dq, W);
+        causal_ptx(be, s, &hd, bq, ds, q, W, dk, W);
     }
     /* qkv = x·Wqkv + bqkv */
     be->bias_grad(be, s, at->dbqkv, w->dqkv, N, W);

@@ -223,9 +223,6 @@ rt_memory_need options_memory_need(const rt_config *c, const rt_layout *lay, lon
         .dp = lay->dp, .mp = lay->mp, .ep = lay->ep, .esp = lay->esp};
     rt_memory_need n;
     fsmoe_memory_estimate(&sh, &n.model);
-    const double *b = n.model.bytes;
-    n.params = b[FSMOE_MEM_WEIGHTS] + b[FSMOE_MEM_GRADS] + b[FSMOE_MEM_OPTIMIZER];
-    n.activations = b[FSMOE_MEM_ACTIVATIONS] + b[FSMOE_MEM_WORKSPACE] + b[FSMOE_MEM_BUFFERS];
     n.data = (double)data_bytes;
     n.total = n.model.total + n.data;
     return n;
@@ -269,13 +266,17 @@ fsmoe_status options_check_memory(const rt_options *o, const rt_config *c, rt_me
 {
     if (need.total <= limit)
         return FSMOE_OK;
+    /* what grows with the model (parameters, gradients, AdamW) and with the batch (the rest) */
+    const double *b = need.model.bytes;
+    double params = b[FSMOE_MEM_WEIGHTS] + b[FSMOE_MEM_GRADS] + b[FSMOE_MEM_OPTIMIZER];
+    double acts = need.model.total - params;
     char t[32], p[32], a[32], d[32], l[32], src[700];
     human(need.total, t, sizeof t);
-    human(need.params, p, sizeof p);
-    human(need.activations, a, sizeof a);
+    human(params, p, sizeof p);
+    human(acts, a, sizeof a);
     human(need.data, d, sizeof d);
     human(limit, l, sizeof l);
-    if (need.params >= need.activations)
+    if (params >= acts)
         snprintf(src, sizeof src, "%s: the model's parameters (%s)",
                  o->model_path ? o->model_path : "the model file", c->name);
     else if (o->batch > 0 || o->seq > 0)
@@ -286,7 +287,8 @@ fsmoe_status options_check_memory(const rt_options *o, const rt_config *c, rt_me
                  o->model_path ? o->model_path : "the model file");
     return fsmoe_fail(err, FSMOE_ERR_USAGE,
                       "%s: batch %ld x seq %ld needs at least %s per rank (%.0f bytes: parameters, "
-                      "gradients and AdamW moments %s, activations %s%s%s), more than the "
+                      "gradients and AdamW moments %s, activations and buffers %s%s%s), more "
+                      "than the "
                       "limit of %s (%.0f bytes, %s)\nHINT: lower --batch or --seq, or set "
                       "--mem-limit SIZE", src, c->B, c->L, t, need.total, p, a,
                       need.data > 0 ? ", data " : "", need.data > 0 ? d : "", l, limit,

@@ -54,8 +54,6 @@ fsmoe_status options_apply(const rt_options *o, rt_config *c, rt_config_origin *
  * rank's layout; fsmoe-run prints it beside what it allocated) and the token file. */
 typedef struct {
     fsmoe_memory model; /* the backend's tensors by category */
-    double params;      /* parameters, gradients, AdamW m and v */
-    double activations; /* activations, workspace and buffers */
     double data;        /* the token file, held in memory */
     double total;
 } rt_memory_need;
