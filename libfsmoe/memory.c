@@ -46,6 +46,7 @@ void fsmoe_memory_estimate(const fsmoe_mem_shape *s, fsmoe_memory *out)
     double probs = B * nh * L * L; /* one layer's attention probabilities */
     double block_max = 0;          /* the largest block's activations (full recomputation) */
     double expert_work = 0;        /* the MoE layers' shared backward temporaries */
+    double xbufs = 0;              /* and their shared exchange buffers */
     int dense = 0;
 
     /* embedding (vocabulary slice), positions, final norm, LM head (vocabulary slice) */
@@ -101,21 +102,26 @@ void fsmoe_memory_estimate(const fsmoe_mem_shape *s, fsmoe_memory *out)
         /* the experts' backward temporaries: dh, da (SwiGLU: dg), S·ER rows of H/S, one set
          * for every MoE layer (their backward runs on one stream) */
         expert_work = (swiglu ? 3 : 2) * ER * H;
-        /* exchange buffers (moe_alloc's table): dispatched, combined and their gradients;
-         * expert-side rows and their gradients; staging; own and whole token rows; ESP's
-         * gathered rows; MP's shares */
-        bufs += 4 * EC * M + 4 * ER * M + 2 * (ECS > ER ? ECS : ER) * M + 2 * N * M;
+        /* what the forward keeps for the backward (moe_alloc's table): the expert input
+         * rows (with ESP also the gathered ones) and the combined expert outputs */
+        acts += (EC + ER + (S > 1 ? S * ER : 0)) * M;
+        /* the routing indices (ints, as wide as reals here): tokens, slots, weights and their
+         * gradients per assignment, slot tokens */
+        bufs += 4 * N * k + EC;
+        /* one set for every MoE layer (a phase of a layer is fork-join): the dispatched rows,
+         * the expert outputs, their gradients (token and replica side), staging, own and whole
+         * token rows; ESP's stacked outputs, gradients and gathers; MP's shares; both phases'
+         * row maps */
+        xbufs = (3 * EC + 3 * ER + 2 * (ECS > ER ? ECS : ER) + 2 * N) * M;
         if (S > 1)
-            bufs += (5 + S) * S * ER * M;
+            xbufs += (4 + S) * S * ER * M;
         if (Pm > 1)
-            bufs += (1 + Pm) * EC * M;
-        /* routing indices (ints, as wide as reals here): tokens, slots, weights and their
-         * gradients per assignment, slot tokens; both phases' row maps */
-        bufs += 4 * N * k + EC + 2 * (ECS + ER);
+            xbufs += (1 + Pm) * EC * M;
+        xbufs += 2 * (ECS + ER);
         if (Pm > 1) /* S2's own-row and all-row maps */
-            bufs += 2 * (Pm * EC + Pm * Pm * EC);
+            xbufs += 2 * (Pm * EC + Pm * Pm * EC);
         if (S > 1) /* the slices' expert and gather maps (MoNTA's whole-layer lists too) */
-            bufs += 2 * (S * ER + 2 * (S + 1) * S * ER);
+            xbufs += 2 * (S * ER + 2 * (S + 1) * S * ER);
         block_max = acts - acts0 > block_max ? acts - acts0 : block_max;
     }
     /* the model's own (transformer.c): final norm and its statistics; logits and their
@@ -127,6 +133,7 @@ void fsmoe_memory_estimate(const fsmoe_mem_shape *s, fsmoe_memory *out)
     if (dense)
         work += (swiglu ? 3 : 2) * N * H;
     work += N * W + probs + N * D + expert_work;
+    bufs += xbufs;
 
     /* activation recomputation: the attention probabilities recomputed into one more buffer,
      * or every block from its input (one block's activations live at a time) */

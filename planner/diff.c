@@ -225,6 +225,18 @@ int diff_plans(const fsmoe_plan *a, const fsmoe_plan *b, const diff_options *opt
     diff_time(&c, "predicted.baselines.tutel_improved", pa->tutel_improved_s,
               pb->tutel_improved_s);
     diff_time(&c, "predicted.baselines.pipemoe_lina", pa->pipemoe_lina_s, pb->pipemoe_lina_s);
+    /* the memory model's prediction, a plan without the section reading as zeros */
+    if (a->memory.present != b->memory.present)
+        diff_report(&c, 1, "memory: %s -> %s", a->memory.present ? "present" : "absent",
+                    b->memory.present ? "present" : "absent");
+    diff_long(&c, "memory.zero_stage", a->memory.zero_stage, b->memory.zero_stage);
+    diff_str(&c, "memory.recompute", fsmoe_name_of(fsmoe_recompute_table, a->memory.recompute),
+             fsmoe_name_of(fsmoe_recompute_table, b->memory.recompute), 1);
+    for (int i = 0; i < FSMOE_MEM_CATS; i++) {
+        char f[48];
+        snprintf(f, sizeof f, "memory.%s", fsmoe_mem_names[i]);
+        diff_bytes(&c, f, a->memory.bytes[i], b->memory.bytes[i]);
+    }
     if (strcmp(a->notes, b->notes) != 0)
         diff_report(&c, opt->strict, "notes: differ");
     return c.count;

@@ -136,12 +136,49 @@ static void xmap_free(rt_xmap *x, rt_backend *be)
     memset(x, 0, sizeof *x);
 }
 
+/* The layer's device buffers (moe_alloc, moe_free): the size of each, where its pointer lives,
+ * its memory category, and whether it is one of the phase temporaries the MoE layers share
+ * (moe_layer.h) rather than what the forward keeps for the backward: the expert input rows
+ * (Xe, with ESP Xg) and the combined expert outputs (Yc, read by the gate's backward). Sizes
+ * need the layer's E_local, C_max and Crep_max set. */
+enum { MOE_BUFS = 23 };
+static void moe_buffers(rt_moe *m, size_t *sizes, real ***ptr, int *cat, int *shared)
+{
+    int S = esp_size(m), Pm = m->mpg.size > 1 ? m->mpg.size : 1;
+    long M = m->M, H = m->ex.H, EC = m->E * m->C_max, ER = m->E_local * m->Crep_max;
+    long ECS = S * EC;
+    size_t bl = (size_t)(EC * M + 1) * sizeof(real), br = (size_t)(ER * M + 1) * sizeof(real);
+    size_t bs = (size_t)((ECS > ER ? ECS : ER) * M + 1) * sizeof(real);
+    size_t bn = (size_t)(m->N_max * M + 1) * sizeof(real);
+    size_t bm = Pm > 1 ? (size_t)(EC * M + 1) * sizeof(real) : 0;
+    size_t bh = (size_t)(S * ER * H + 1) * sizeof(real);
+    size_t bg = S > 1 ? (size_t)(S * ER * M + 1) * sizeof(real) : 0;
+    enum { B_ = RT_MEM_BUFFERS, W_ = RT_MEM_WORKSPACE, A_ = RT_MEM_ACTIVATIONS };
+    const struct {
+        real **p;
+        size_t bytes;
+        int cat, shared;
+    } t[MOE_BUFS] = {
+        {&m->Xd, bl, B_, 1},         {&m->Yc, bl, A_, 0},         {&m->dYc, bl, B_, 1},
+        {&m->dXd, bl, B_, 1},        {&m->Xe, br, A_, 0},         {&m->Ye, br, B_, 1},
+        {&m->dYe, br, B_, 1},        {&m->dXe, br, B_, 1},        {&m->dh, bh, W_, 1},
+        {&m->da, bh, W_, 1},         {&m->dg, m->ex.kind == 1 ? bh : 0, W_, 1},
+        {&m->send_stage, bs, B_, 1}, {&m->recv_stage, bs, B_, 1}, {&m->Xg, bg, A_, 0},
+        {&m->Yg, bg, B_, 1},         {&m->dYg, bg, B_, 1},        {&m->dXg, bg, B_, 1},
+        {&m->ag_send, bg, B_, 1},    {&m->ag_recv, S * bg, B_, 1}, {&m->own, bn, B_, 1},
+        {&m->whole, bn, B_, 1},      {&m->mp_send, bm, B_, 1},    {&m->mp_recv, Pm * bm, B_, 1}};
+    for (int i = 0; i < MOE_BUFS; i++)
+        sizes[i] = t[i].bytes, ptr[i] = t[i].p, cat[i] = t[i].cat, shared[i] = t[i].shared;
+}
+
 fsmoe_status moe_alloc(rt_moe *m, rt_backend *be, const rt_moe *share)
 {
     /* sized for both ways of running a layer (the ESP pipeline, PauseMP), which a schedule
      * may switch between */
-    int S = esp_size(m), P = ep_size(m) * S;
-    long M = m->M, H = m->ex.H;
+    int S = esp_size(m), P = ep_size(m) * S, Pm = m->mpg.size > 1 ? m->mpg.size : 1;
+    long M = m->M;
+    m->buf_owner = !share;
+    m->xm = share ? share->xm : m->xm_own;
     m->E_local = m->E / ep_size(m);
     if (S > 1 && m->E_local > RANGES_ESP)
         return FSMOE_ERR_VALUE;
@@ -175,38 +212,24 @@ fsmoe_status moe_alloc(rt_moe *m, rt_backend *be, const rt_moe *share)
     st = expert_acts_alloc(&m->eacts, &m->ex, be, S * m->Crep_max);
     if (st != FSMOE_OK)
         return st;
-    size_t bl = (size_t)(EC * M + 1) * sizeof(real), br = (size_t)(ER * M + 1) * sizeof(real);
-    size_t bs = (size_t)((ECS > ER ? ECS : ER) * M + 1) * sizeof(real);
-    size_t bn = (size_t)(m->N_max * M + 1) * sizeof(real);
-    int Pm = m->mpg.size > 1 ? m->mpg.size : 1;
-    size_t bm = Pm > 1 ? (size_t)(EC * M + 1) * sizeof(real) : 0;
-    size_t bh = (size_t)(S * ER * H + 1) * sizeof(real);
-    size_t bg = S > 1 ? (size_t)(S * ER * M + 1) * sizeof(real) : 0;
-    /* the capacity-sized exchange buffers and their staging; the backward's temporaries */
-    enum { B_ = RT_MEM_BUFFERS, W_ = RT_MEM_WORKSPACE };
-    struct {
-        real **p;
-        size_t bytes;
-        int cat;
-    } bufs[] = {{&m->Xd, bl, B_},  {&m->Yc, bl, B_},  {&m->dYc, bl, B_}, {&m->dXd, bl, B_},
-                {&m->Xe, br, B_},  {&m->Ye, br, B_},  {&m->dYe, br, B_}, {&m->dXe, br, B_},
-                {&m->dh, share ? 0 : bh, W_},  {&m->da, share ? 0 : bh, W_},
-                {&m->dg, share || m->ex.kind != 1 ? 0 : bh, W_},
-                {&m->send_stage, bs, B_}, {&m->recv_stage, bs, B_}, {&m->Xg, bg, B_},
-                {&m->Yg, bg, B_},  {&m->dYg, bg, B_}, {&m->dXg, bg, B_}, {&m->ag_send, bg, B_},
-                {&m->ag_recv, S * bg, B_}, {&m->own, bn, B_}, {&m->whole, bn, B_},
-                {&m->mp_send, bm, B_}, {&m->mp_recv, Pm * bm, B_}};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        if (bufs[i].bytes && !(*bufs[i].p = rt_alloc(be, bufs[i].cat, bufs[i].bytes)))
+    if (share && (share->comp != m->comp || share->ex.kind != m->ex.kind ||
+                  share->E != m->E || share->E_local != m->E_local || share->M != m->M ||
+                  share->ex.H != m->ex.H || share->N_max != m->N_max ||
+                  share->C_max != m->C_max || share->Crep_max != m->Crep_max ||
+                  esp_size(share) != esp_size(m) || share->mpg.size != m->mpg.size))
+        return FSMOE_ERR_INTERNAL; /* another shape or stream: nothing to share */
+    size_t sizes[MOE_BUFS];
+    real **mine[MOE_BUFS], **theirs[MOE_BUFS];
+    int cat[MOE_BUFS], shared[MOE_BUFS];
+    moe_buffers(m, sizes, mine, cat, shared);
+    if (share)
+        moe_buffers((rt_moe *)share, sizes, theirs, cat, shared);
+    for (int i = 0; i < MOE_BUFS; i++) {
+        if (share && shared[i])
+            *mine[i] = *theirs[i];
+        else if (sizes[i] && !(*mine[i] = rt_alloc(be, cat[i], sizes[i])))
             return FSMOE_ERR_NOMEM;
-    if (share) {
-        if (share->comp != m->comp || share->ex.kind != m->ex.kind || share->E_local != m->E_local ||
-            share->Crep_max != m->Crep_max || share->ex.H != m->ex.H ||
-            esp_size(share) != esp_size(m))
-            return FSMOE_ERR_INTERNAL; /* another shape or stream: nothing to share */
-        m->dh = share->dh, m->da = share->da, m->dg = share->dg;
     }
-    m->dh_owner = !share;
     m->K = calloc((size_t)(P * m->E * S), sizeof(long));
     m->load_v = calloc((size_t)(m->E * S), sizeof(long));
     m->slot0 = calloc((size_t)m->E, sizeof(long));
@@ -216,7 +239,7 @@ fsmoe_status moe_alloc(rt_moe *m, rt_backend *be, const rt_moe *share)
     m->Tall = calloc((size_t)(S * m->E_local), sizeof(long));
     if (!m->K || !m->load_v || !m->Tall)
         return FSMOE_ERR_NOMEM;
-    for (int ph = 0; ph < 2; ph++)
+    for (int ph = 0; ph < 2 && !share; ph++)
         if ((st = xmap_alloc(&m->xm[ph], be, P, S, Pm, m->E_local, ECS, ER, EC)) != FSMOE_OK)
             return st;
     m->ev_start = be->event_create(be);
@@ -236,17 +259,19 @@ void moe_free(rt_moe *m, rt_backend *be)
     order_free(&m->order, &m->route, be);
     gate_free(&m->gate, &m->route, be);
     expert_acts_free(&m->eacts, be);
-    if (!m->dh_owner) /* another layer's */
-        m->dh = m->da = m->dg = NULL;
-    real *bufs[] = {m->Xd, m->Yc,         m->dYc,        m->dXd, m->Xe, m->Ye,
-                    m->dYe, m->dXe,       m->dh,         m->da,  m->dg, m->send_stage,
-                    m->recv_stage, m->Xg, m->Yg,         m->dYg, m->dXg, m->ag_send,
-                    m->ag_recv,    m->own, m->whole,      m->mp_send, m->mp_recv};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        if (bufs[i])
-            rt_free(be, bufs[i]);
-    for (int ph = 0; ph < 2; ph++)
-        xmap_free(&m->xm[ph], be);
+    size_t sizes[MOE_BUFS];
+    real **mine[MOE_BUFS];
+    int cat[MOE_BUFS], shared[MOE_BUFS];
+    moe_buffers(m, sizes, mine, cat, shared);
+    for (int i = 0; i < MOE_BUFS; i++) {
+        if (*mine[i] && (m->buf_owner || !shared[i]))
+            rt_free(be, *mine[i]);
+        *mine[i] = NULL;
+    }
+    if (m->buf_owner)
+        for (int ph = 0; ph < 2; ph++)
+            xmap_free(&m->xm_own[ph], be);
+    m->xm = NULL;
     free(m->K);
     free(m->Tall);
     free(m->load_v), free(m->slot0), free(m->own_cnt);

@@ -176,17 +176,21 @@ typedef struct {
     rt_stream *intra;         /* ESP AllGather / ReduceScatter (NULL: comm) */
     rt_event *ev_start, *ev[5 * RT_MOE_MAX_CHUNKS];
     long *K;                  /* (P, E) rows every member holds for every expert */
-    rt_xmap xm[2];            /* forward, backward */
+    /* What a layer's forward keeps for its backward is the layer's own: the expert input
+     * rows (Xe, with ESP also Xg), the combined expert outputs (Yc), the activations (eacts),
+     * the routing (route, K, ...). Everything else below lives only inside one phase of one
+     * layer and is one set shared by the model's MoE layers (moe_alloc's `share`). */
+    rt_xmap xm_own[2];        /* the shared set's owner: forward, backward */
+    rt_xmap *xm;              /* the exchange plans in use: xm_own, or the owner's */
     real *send_stage, *recv_stage;
     /* local (E, C_max, M) */
     real *Xd, *Yc, *dYc, *dXd;
     /* replica (E_local, Crep_max, M) */
     real *Xe, *Ye, *dYe, *dXe;
     rt_expert_acts eacts;
-    real *dh, *da, *dg;       /* (S, E_local, Crep_max, H) (H: this member's slice); the
-                               * experts' backward temporaries, one set shared by the model's
-                               * MoE layers (moe_alloc's `share`) */
-    int dh_owner;             /* this layer allocated dh, da, dg (and frees them) */
+    real *dh, *da, *dg;       /* (S, E_local, Crep_max, H) (H: this member's slice): the
+                               * experts' backward temporaries */
+    int buf_owner;            /* this layer allocated the shared set (and frees it) */
     /* ESP: replica rows of every member's local experts (S, E_local), stacked rows per block
      * this step, stacked buffers (S, E_local, Crep_max, M) and the collectives' staging */
     long *Tall, Cs;
@@ -200,9 +204,12 @@ typedef struct {
 } rt_moe;
 
 /* Needs comp and comm set (or NULL for the default stream). share: an allocated MoE layer of
- * the same shape whose experts' backward temporaries (dh, da, dg) this one uses too, or NULL.
- * Every layer runs its experts' backward on the one compute stream (m->comp), so the stream's
- * order keeps one layer's use of them before the next one's. */
+ * the same shape whose phase temporaries (the exchange plans and staging, the dispatched and
+ * gathered rows, their gradients, the experts' backward temporaries) this one uses too, or
+ * NULL. Sharing is safe because a phase of a layer is fork-join: it starts with every stream
+ * waiting for the default stream (ev_start) and ends with the default stream waiting for the
+ * last task of every stream it used, so one layer's phase has finished with the shared set
+ * before the next layer's begins. */
 fsmoe_status moe_alloc(rt_moe *m, rt_backend *be, const rt_moe *share);
 void moe_free(rt_moe *m, rt_backend *be);
 /* y = MoE(x) (overwrites y); x, y (N, M). */

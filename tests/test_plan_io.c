@@ -657,6 +657,24 @@ static void test_diff(void **state)
     assert_int_equal(diff_plans(&a, &b, &opt, NULL), 1);
     b.layers[0].olp_moe_s = 0;
 
+    /* the memory section: one category beyond rtol, the recomputation, the section's absence */
+    b.memory.present = a.memory.present = 1;
+    b.memory.bytes[FSMOE_MEM_BUFFERS] = a.memory.bytes[FSMOE_MEM_BUFFERS] = 1e9;
+    assert_int_equal(diff_plans(&a, &b, &opt, NULL), 0);
+    b.memory.bytes[FSMOE_MEM_BUFFERS] = 1.001e9;
+    b.memory.recompute = FSMOE_RECOMPUTE_FULL;
+    mem = open_memstream(&text, &len);
+    assert_non_null(mem);
+    assert_int_equal(diff_plans(&a, &b, &opt, mem), 2);
+    fclose(mem);
+    assert_string_equal(text, "memory.recompute: selective -> full\n"
+                              "memory.buffers: 1e+09 -> 1.001e+09 (relative 0.001)\n");
+    free(text);
+    b.memory = a.memory;
+    b.memory.present = 0;
+    assert_int_equal(diff_plans(&a, &b, &opt, NULL), 1);
+    b.memory = a.memory;
+
     /* provenance: reported, counted only when strict */
     b.model_sha256[0] = b.model_sha256[0] == 'f' ? 'e' : 'f';
     snprintf(b.cluster_path, sizeof b.cluster_path, "elsewhere/testbed-b.yaml");
