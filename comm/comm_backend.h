@@ -35,6 +35,8 @@ typedef struct comm_backend comm_backend;
 struct comm_backend {
     const char *name; /* "mpi" | "nccl" */
     char device[64];  /* what a rank computes on, for the profile's device field */
+    double device_memory_bytes; /* that device's memory (the host's: the machine's RAM, shared
+                                 * by its ranks); 0 when unknown */
     int host_memory;  /* 1: alloc'd memory is host memory (upload/download are copies) */
     /* The 2DH AllToAll's stage (of groups made after it is set): a pool of at least this many
      * bytes per stream whose slots successive runs take in turn, so that no run finds the

@@ -473,6 +473,8 @@ fsmoe_status comm_mpi_init(comm_backend *b, int blas_threads, int huge_pages,
         openblas_set_num_threads(blas_threads);
     snprintf(b->device, sizeof b->device, "cpu (OpenBLAS, %d thread%s)",
              openblas_get_num_threads(), openblas_get_num_threads() == 1 ? "" : "s");
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    b->device_memory_bytes = pages > 0 && page > 0 ? (double)pages * (double)page : 0.0;
     b->alloc = mpi_alloc;
     b->release = mpi_release;
     b->upload = mpi_memcpy_blocking;

@@ -445,6 +445,7 @@ static fsmoe_status nccl_setup(comm_backend *b, MPI_Comm world, fsmoe_error *err
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, im->device), err);
     snprintf(b->device, sizeof b->device, "%.63s", prop.name);
+    b->device_memory_bytes = (double)prop.totalGlobalMem;
     return FSMOE_OK;
 }
 

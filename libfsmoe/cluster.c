@@ -29,6 +29,7 @@ static const fsmoe_yaml_enum tier_table[] = {{"intra", FSMOE_TIER_INTRA},
                                              {NULL, 0}};
 
 static const char *const top_keys[] = {"fsmoe_cluster", "name",         "source", "device",
+                                       "device_memory_bytes",
                                        "nodes",         "gpus_per_node", "r2_threshold",
                                        "notes",         "ops",          "interference",
                                        NULL};
@@ -343,7 +344,9 @@ static fsmoe_status load_doc(fsmoe_yaml *y, fsmoe_cluster *c, fsmoe_error *err)
     }
     c->r2_threshold = 0.99;
     if ((st = fsmoe_yaml_double(&root, "r2_threshold", FSMOE_OPTIONAL, 0.0, 1.0, &c->r2_threshold,
-                                err)))
+                                err)) ||
+        (st = fsmoe_yaml_double(&root, "device_memory_bytes", FSMOE_OPTIONAL, 1048576.0,
+                                FSMOE_MAX_DEVICE_MEMORY, &c->device_memory_bytes, err)))
         return st;
     if (fsmoe_yaml_has(&root, "notes")) {
         fsmoe_ynode nn;

@@ -61,6 +61,10 @@ typedef struct {
     char name[64];
     char source[512];
     char device[64];
+    /* memory of one device (one rank), bytes: what a layout must fit in (fsmoe-plan --search);
+     * 0 when the profile does not say (`device_memory_bytes`, optional, 1 MiB to 1 PiB) */
+#define FSMOE_MAX_DEVICE_MEMORY 1125899906842624.0
+    double device_memory_bytes;
     int nodes;
     int gpus_per_node;
     double r2_threshold;

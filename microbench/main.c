@@ -337,8 +337,14 @@ int main(int argc, char **argv)
                      : "one round",
                  o.rotate_bytes >> 20, o.huge_pages ? ", huge pages" : "",
                  results_wrong(&res));
+        /* memory per rank: a GPU's own, or the host's RAM shared by the ranks on it */
+        double dev_mem = b.device_memory_bytes;
+        if (b.host_memory && s.machine_ranks > 1)
+            dev_mem /= s.machine_ranks;
+        if (dev_mem < 1048576.0 || dev_mem > FSMOE_MAX_DEVICE_MEMORY)
+            dev_mem = 0.0; /* outside what a profile holds: unknown */
         profile_meta meta = {name, source, b.device, topo.nodes, topo.gpus_per_node,
-                             o.r2_threshold, notes};
+                             o.r2_threshold, notes, dev_mem};
         fsmoe_error e = {0};
         bench_signals_hold(1);
         if (o.output) {

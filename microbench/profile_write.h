@@ -20,6 +20,7 @@ typedef struct {
     int nodes, gpus_per_node;
     double r2_threshold;
     const char *notes;   /* may be NULL */
+    double device_memory_bytes; /* per rank; 0: unknown (no key written) */
 } profile_meta;
 
 fsmoe_status profile_write(const char *path, const profile_meta *m, const bench_results *res,

@@ -27,6 +27,8 @@ const char plan_cli_usage[] =
     "                  [--mem-limit SIZE]  (K/M/G: refuse a plan whose memory model needs\n"
     "                                       more per GPU)\n"
     "                  [--quiet]\n"
+    "       fsmoe-plan --model M --cluster C --search [--world N] [--gpus-per-node N]\n"
+    "                  [--mem-limit SIZE] [--top N] [--svg FILE] [-o PLAN.yaml] [overrides]\n"
     "       fsmoe-plan --regenerate PLAN.yaml [-o OUT.yaml] [--quiet]\n"
     "       fsmoe-plan explain PLAN.yaml\n"
     "       fsmoe-plan diff A.yaml B.yaml [--rtol X] [--strict]\n"
@@ -43,7 +45,11 @@ const char plan_cli_usage[] =
     "(default: mp = esp = GPUs per node, ep = dp = nodes). diff exits 0 when the plans agree,\n"
     "1 when they differ, 2 on bad input. simulate plays one iteration of the plan (or of a\n"
     "baseline schedule) on the discrete-event simulator; sweep compares every schedule on a\n"
-    "paper's grid of configurations. Outputs are written atomically and never replace an\n"
+    "paper's grid of configurations. --search chooses the layout: every (dp, mp, ep, esp) of\n"
+    "the world is checked against the model, sized by the memory model (limit: --mem-limit,\n"
+    "else the profile's device_memory_bytes), planned, and ranked by predicted iteration at\n"
+    "the same global batch (batch x dp of the layout the plan would otherwise use); the table\n"
+    "goes to stderr, the best layout's plan to -o. Outputs are written atomically and never replace an\n"
     "input; an interrupted run exits 128+signal and leaves no output behind.\n";
 
 const char plan_cli_sim_usage[] =
@@ -215,7 +221,7 @@ void plan_cli_ov_canonical(int i, const plan_cli_ov_values *v, char *buf, unsign
 static fsmoe_status parse_plan(int argc, char **argv, plan_cli *a, fsmoe_error *err)
 {
     enum { O_MODEL = 256, O_CLUSTER, O_METHOD, O_REGEN, O_QUIET, O_HELP, O_VERSION, O_MEM,
-           O_OV };
+           O_SEARCH, O_TOP, O_SVG, O_OV };
     static const struct option opts[] = {
         {"model", required_argument, NULL, O_MODEL},
         {"cluster", required_argument, NULL, O_CLUSTER},
@@ -224,6 +230,9 @@ static fsmoe_status parse_plan(int argc, char **argv, plan_cli *a, fsmoe_error *
         {"regenerate", required_argument, NULL, O_REGEN},
         {"quiet", no_argument, NULL, O_QUIET},
         {"mem-limit", required_argument, NULL, O_MEM},
+        {"search", no_argument, NULL, O_SEARCH},
+        {"top", required_argument, NULL, O_TOP},
+        {"svg", required_argument, NULL, O_SVG},
         {"help", no_argument, NULL, O_HELP},
         {"version", no_argument, NULL, O_VERSION},
         {"batch", required_argument, NULL, O_OV + OV_BATCH},
@@ -252,6 +261,12 @@ static fsmoe_status parse_plan(int argc, char **argv, plan_cli *a, fsmoe_error *
             if (fsmoe_cli_size("--mem-limit", optarg, 1LL << 20, 1LL << 50, &a->mem_limit, err))
                 return FSMOE_ERR_USAGE;
             break;
+        case O_SEARCH: a->search = 1; break;
+        case O_TOP:
+            if (fsmoe_cli_int("--top", optarg, 1, 10000, &a->top, err))
+                return FSMOE_ERR_USAGE;
+            break;
+        case O_SVG: a->svg = optarg; break;
         case 'h':
         case O_HELP: help = 1; break;
         case 'V':
@@ -277,6 +292,21 @@ static fsmoe_status parse_plan(int argc, char **argv, plan_cli *a, fsmoe_error *
         return usage_fail(err, "unexpected argument '%.200s'", argv[optind]);
     if (a->out_path && a->out_path[0] == '\0')
         return usage_fail(err, "-o: an empty path");
+    if (!a->search && (a->top || a->svg))
+        return usage_fail(err, "--%s belongs to --search", a->top ? "top" : "svg");
+    if (a->svg && a->svg[0] == '\0')
+        return usage_fail(err, "--svg: an empty path");
+    if (a->search) {
+        if (a->regenerate)
+            return usage_fail(err, "--search and --regenerate: a searched plan records its "
+                                   "layout; regenerate it without --search");
+        for (int i = OV_DP; i <= OV_ESP; i++)
+            if (a->ov[i])
+                return usage_fail(err, "--search chooses the layout; --%s is not allowed with it",
+                                  plan_cli_ov_flags[i]);
+        if (!a->top)
+            a->top = 5;
+    }
     if (a->regenerate) {
         if (a->model_path || a->cluster_path || method)
             return usage_fail(err,

@@ -51,6 +51,8 @@ typedef struct {
     int method; /* plan_method */
     int quiet;
     long long mem_limit; /* --mem-limit bytes per GPU (0: none) */
+    int search;          /* --search: choose the layout (search.h) */
+    int top;             /* --top: rows of the search table (default 5) */
     const char *ov[OV_COUNT]; /* text as given; NULL when not given */
     plan_cli_ov_values v;
     /* explain (inputs[0]), diff (inputs[0..1]), simulate (inputs[0]) */
@@ -60,7 +62,7 @@ typedef struct {
     /* simulate */
     int schedule; /* sim_schedule */
     int all;      /* --schedule all */
-    const char *svg, *trace;
+    const char *svg, *trace; /* svg: also the search's plot */
     int refine;
     double win_from_s, win_to_s;
     /* sweep (cluster_path too) */

@@ -25,6 +25,7 @@
 #include "explain.h"
 #include "fidelity.h"
 #include "locate.h"
+#include "search.h"
 #include "sim_cli.h"
 #include "model.h"
 #include "parallel.h"
@@ -310,22 +311,99 @@ static int write_checked(const plan_cli *a, const int ov_src[OV_COUNT], const fs
 
 /* ---- planning ------------------------------------------------------------------------------ */
 
+/* --search (search.h): ranks every layout of par's world and size of node, prints the table
+ * (and the plot), and makes the fastest one that fits the plan's layout, recorded as the
+ * overrides --dp, --mp, --ep, --esp (with --world, --gpus-per-node and --batch) so that
+ * --regenerate replays it without searching. m has the training-shape overrides applied; the
+ * global batch is m->B times par's dp. Returns 0, or the exit code. */
+static int search_choose(plan_cli *a, fsmoe_model *m, const fsmoe_cluster *c,
+                         fsmoe_parallel *par, search_result *sr, char *note, size_t note_len)
+{
+    fsmoe_error err = {0};
+    long global_batch = m->B * par->dp;
+    double limit = a->mem_limit > 0 ? (double)a->mem_limit : c->device_memory_bytes;
+    plan_options opt = {.method = (plan_method)a->method};
+    if (search_layouts(m, c, a->cluster_path, par->world, par->gpus_per_node, global_batch,
+                       limit, &opt, sr, &err) != FSMOE_OK)
+        return input_error(&err);
+    if (!a->quiet)
+        search_print(sr, m->name, c->name, a->top, stderr);
+    if (a->svg) {
+        char title[200];
+        snprintf(title, sizeof title, "%s on %s: %d GPUs, global batch %ld", m->name, c->name,
+                 par->world, global_batch);
+        if (search_svg(sr, title, a->svg, &err) != FSMOE_OK) {
+            fsmoe_error_print(prog, &err);
+            return 1;
+        }
+    }
+    if (sr->n_ranked == 0) {
+        char lim[32] = "no limit";
+        if (limit > 0)
+            explain_bytes(limit, lim, sizeof lim);
+        fprintf(stderr,
+                "%s: --search: no layout of %d GPUs fits %s per GPU and plans (%s on %s)\n"
+                "HINT: more GPUs (--world), a smaller --batch or --seq, or training.zero_stage "
+                "and training.recompute in the model file\n",
+                prog, par->world, lim, m->name, c->name);
+        return 2;
+    }
+    const search_candidate *best = &sr->c[sr->rank[0]];
+    static char text[7][24];
+    int idx[7] = {OV_WORLD, OV_GPN, OV_DP, OV_MP, OV_EP, OV_ESP, OV_BATCH};
+    long val[7] = {par->world, par->gpus_per_node, best->par.dp, best->par.mp, best->par.ep,
+                   best->par.esp, best->B};
+    for (int i = 0; i < 7; i++) {
+        snprintf(text[i], sizeof text[i], "%ld", val[i]);
+        a->ov[idx[i]] = text[i];
+    }
+    a->v.world = par->world, a->v.gpn = par->gpus_per_node;
+    a->v.dp = best->par.dp, a->v.mp = best->par.mp, a->v.ep = best->par.ep;
+    a->v.esp = best->par.esp, a->v.batch = best->B;
+    *par = best->par;
+    m->B = best->B;
+    char lim[32] = "no limit";
+    if (limit > 0)
+        explain_bytes(limit, lim, sizeof lim);
+    snprintf(note, note_len,
+             "search: this layout is the fastest of %d that fit %s per GPU (%d layouts of %d "
+             "GPUs tried at a global batch of %ld; fsmoe-plan --search prints the table)",
+             sr->n_ranked, lim, sr->n + sr->n_invalid, par->world, global_batch);
+    return 0;
+}
+
 /* ov_src[i]: the index of override i among the regenerated plan's recorded overrides (-1 when
  * it came from the command line). */
-static int run_plan(const plan_cli *a, const int ov_src[OV_COUNT])
+static int run_plan(plan_cli *a, const int ov_src[OV_COUNT])
 {
     fsmoe_error err = {0};
     fsmoe_model m;
     fsmoe_cluster c;
     fsmoe_plan p;
-    const plan_cli_ov_values v = a->v;
     int rc = 0;
+    search_result sr;
+    memset(&sr, 0, sizeof sr);
+    char search_note[400] = "";
     memset(&m, 0, sizeof m);
     memset(&c, 0, sizeof c);
     memset(&p, 0, sizeof p);
 
     if ((rc = check_output(a)) != 0)
         return rc;
+    if (a->svg) {
+        const char *ins[] = {a->model_path, a->cluster_path, a->out_path};
+        for (size_t i = 0; i < sizeof ins / sizeof ins[0]; i++)
+            if (ins[i] && fsmoe_same_file(a->svg, ins[i])) {
+                fprintf(stderr, "%s: --svg %s: is the %s %s (an output never replaces another "
+                                "file of the run)\n",
+                        prog, a->svg, i < 2 ? "input" : "-o output", ins[i]);
+                return 2;
+            }
+        if (fsmoe_atomic_check("--svg", a->svg, &err) != FSMOE_OK) {
+            fsmoe_error_print(prog, &err);
+            return 2;
+        }
+    }
     if (fsmoe_model_load(a->model_path, &m, &err)) {
         if (a->regenerate)
             locate_named_by(a->regenerate, "provenance.model", &err);
@@ -346,6 +424,7 @@ static int run_plan(const plan_cli *a, const int ov_src[OV_COUNT])
         par = m.parallel;
         snprintf(where, sizeof where, "%s: parallel", a->model_path);
     }
+    const plan_cli_ov_values v = a->v;
     if (a->ov[OV_WORLD] || a->ov[OV_GPN]) {
         /* A new cluster size: start again from the common layout of that size. */
         int gpn = a->ov[OV_GPN] ? v.gpn : par.gpus_per_node;
@@ -378,6 +457,11 @@ static int run_plan(const plan_cli *a, const int ov_src[OV_COUNT])
         m.L = v.seq;
     if (a->ov[OV_CAPACITY])
         m.f = v.f;
+    if (a->search && (rc = search_choose(a, &m, &c, &par, &sr, search_note,
+                                         sizeof search_note)) != 0)
+        goto done;
+    if (a->search)
+        snprintf(where, sizeof where, "fsmoe-plan --search (the chosen layout)");
     /* After every override: the layout, E = ep for `experts: ep`, E divisible by ep (named at
      * the model's `experts` field), top_k <= E, capacity >= 1. */
     if (fsmoe_model_resolve(&m, &par, where, &err)) {
@@ -390,6 +474,8 @@ static int run_plan(const plan_cli *a, const int ov_src[OV_COUNT])
         rc = input_error(&err);
         goto done;
     }
+    if (search_note[0])
+        fsmoe_note_add(p.notes, sizeof p.notes, search_note);
 
     /* the memory model's prediction against --mem-limit, before anything is written */
     if (a->mem_limit > 0 && p.memory.total > (double)a->mem_limit) {
@@ -431,7 +517,7 @@ static int run_plan(const plan_cli *a, const int ov_src[OV_COUNT])
             continue;
         fsmoe_override *o = &p.overrides[p.n_overrides++];
         snprintf(o->flag, sizeof o->flag, "%s", plan_cli_ov_flags[i]);
-        plan_cli_ov_canonical(i, &v, o->value, sizeof o->value);
+        plan_cli_ov_canonical(i, &a->v, o->value, sizeof o->value);
     }
 
     if ((rc = write_checked(a, ov_src, &p)) != 0)
@@ -439,6 +525,7 @@ static int run_plan(const plan_cli *a, const int ov_src[OV_COUNT])
     if (!a->quiet)
         print_summary(&p, a->out_path);
 done:
+    search_free(&sr);
     fsmoe_plan_free(&p);
     fsmoe_cluster_free(&c);
     return rc;

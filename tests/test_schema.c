@@ -249,6 +249,13 @@ static const bad_row bad_rows[] = {
      ":6:15: r2_threshold: 2 is out of range (expected a number in [0, 1])"},
     {CLUSTER, "ops:\n", "opts:\n", FSMOE_ERR_SCHEMA,
      ":6:1: opts: unknown key (did you mean `ops`?)"},
+    /* device_memory_bytes: optional, 1 MiB to 1 PiB */
+    {CLUSTER, "gpus_per_node: 4\n", "gpus_per_node: 4\ndevice_memory_bytes: 1000\n",
+     FSMOE_ERR_VALUE, ":6:22: device_memory_bytes: 1000 is out of range (expected a number in "
+     "[1.04858e+06, 1.1259e+15])"},
+    {CLUSTER, "gpus_per_node: 4\n", "gpus_per_node: 4\ndevice_memory_bytes: 80G\n",
+     FSMOE_ERR_SCHEMA, ":6:22: device_memory_bytes: expected a number in [1.04858e+06, "
+     "1.1259e+15], got `80G`"},
     /* interference: a mapping of two factors in [1, 100] */
     {CLUSTER, "gpus_per_node: 4\n", "gpus_per_node: 4\ninterference: 2\n", FSMOE_ERR_SCHEMA,
      ":6:15: interference: expected a mapping"},
@@ -923,6 +930,7 @@ static void test_cluster_write_round_trip(void **state)
             a.interference.compute_slowdown = 1.125;
             a.interference.sync_s = 0.00275;
             snprintf(a.interference.measured, sizeof a.interference.measured, "by hand");
+            a.device_memory_bytes = 85899345920.0;
         }
         fsmoe_cluster_write_extra x = {.notes = "round trip"};
         x.comment[FSMOE_OP_COPY][FSMOE_TIER_INTER] = "a comment in place of an absent entry";
@@ -934,6 +942,7 @@ static void test_cluster_write_round_trip(void **state)
         assert_int_equal(a.nodes, b.nodes);
         assert_int_equal(a.gpus_per_node, b.gpus_per_node);
         assert_rel(b.r2_threshold, a.r2_threshold, 1e-12);
+        assert_true(b.device_memory_bytes == a.device_memory_bytes);
         assert_int_equal(b.interference.present, k == 1);
         if (k == 1) {
             assert_rel(b.interference.comm_slowdown, 2.25, 1e-12);

@@ -66,7 +66,7 @@ static void test_round_trip(void **state)
     assert_int_equal(results_fit(&res, 0.99, NULL), FSMOE_OK);
 
     profile_meta meta = {"mine", "test_bench_profile (synthetic)", "cpu (test)", 2, 2, 0.99,
-                         "synthetic rows"};
+                         "synthetic rows", 34359738368.0};
     fsmoe_error err = {0};
     assert_int_equal(profile_write(path, &meta, &res, &err), FSMOE_OK);
 
@@ -78,6 +78,7 @@ static void test_round_trip(void **state)
     assert_int_equal(c.nodes, 2);
     assert_int_equal(c.gpus_per_node, 2);
     assert_true(near(c.r2_threshold, 0.99, 1e-12));
+    assert_true(c.device_memory_bytes == 34359738368.0); /* 32 GiB, exactly */
 
     const fsmoe_cost_entry *e = &c.ops[FSMOE_OP_ALLTOALL][FSMOE_TIER_INTER];
     assert_true(e->present);
@@ -165,7 +166,7 @@ static void test_nothing_to_write(void **state)
     assert_int_equal(results_add(&res, &row, NULL), FSMOE_OK);
     assert_int_equal(results_fit(&res, 0.99, NULL), FSMOE_OK);
     assert_int_not_equal(res.fits[FSMOE_OP_ALLTOALL][FSMOE_TIER_INTRA].status, FSMOE_OK);
-    profile_meta meta = {"x", "test", "cpu", 1, 2, 0.99, NULL};
+    profile_meta meta = {"x", "test", "cpu", 1, 2, 0.99, NULL, 0};
     fsmoe_error err = {0};
     assert_int_equal(profile_write("/tmp/fsmoe-bench-never.yaml", &meta, &res, &err),
                      FSMOE_ERR_VALUE);
@@ -191,7 +192,7 @@ static void test_two_group_sizes(void **state)
     assert_int_equal(res.fits[FSMOE_OP_ALLGATHER][FSMOE_TIER_INTRA].ranks, 4);
     assert_int_equal(res.n_narrower[FSMOE_OP_ALLGATHER][FSMOE_TIER_INTRA], 1);
     profile_meta meta = {"sizes", "test_bench_profile (synthetic)", "cpu (test)", 1, 4, 0.99,
-                         NULL};
+                         NULL, 0};
     fsmoe_error err = {0};
     assert_int_equal(profile_write(path, &meta, &res, &err), FSMOE_OK);
     fsmoe_cluster c;
@@ -234,7 +235,8 @@ static void test_interference(void **state)
     assert_non_null(mkdtemp(dir));
     char path[256];
     snprintf(path, sizeof path, "%s/intf.yaml", dir);
-    profile_meta meta = {"intf", "test_bench_profile (synthetic)", "cpu (test)", 2, 2, 0.99, NULL};
+    profile_meta meta = {"intf", "test_bench_profile (synthetic)", "cpu (test)", 2, 2, 0.99, NULL,
+                         0};
     fsmoe_error err = {0};
     for (int k = 0; k < 4; k++) { /* correct, wrong values, not measured, correct without sync */
         bench_results res;

@@ -252,6 +252,25 @@ static void test_flags(void **state)
          "--mem-limit 1.0 MiB: tiny-moe on this layout (dp 4, mp 4, ep 4, esp 4) needs "},
         {{"--regenerate", P, "--batch", "3"}, 2, "--batch is not allowed"},
         {{"--model", M}, 2, "--cluster is required"},
+        /* the layout search */
+        {{"--model", M, "--cluster", C, "--search", "--dp", "2"}, 2,
+         "--search chooses the layout; --dp is not allowed with it"},
+        {{"--model", M, "--cluster", C, "--top", "3"}, 2, "--top belongs to --search"},
+        {{"--model", M, "--cluster", C, "--svg", "@/s.svg"}, 2, "--svg belongs to --search"},
+        {{"--model", M, "--cluster", C, "--search", "--top", "0"}, 2, "--top: 0 is out of range"},
+        {{"--regenerate", P, "--search"}, 2, "--search and --regenerate"},
+        {{"--model", M, "--cluster", C, "--search", "--svg", ""}, 2, "--svg: an empty path"},
+        {{"--model", M, "--cluster", C, "--search", "--svg", "/nonexistent/s.svg"}, 2,
+         "--svg /nonexistent/s.svg: cannot write"},
+        {{"--model", M, "--cluster", C, "--search", "--svg", M}, 2, "is the input"},
+        {{"--model", M, "--cluster", C, "--world", "16", "--search", "--mem-limit", "1M", "-q",
+          "-o", "@/never.yaml"},
+         2, "--search: no layout of 16 GPUs fits 1.0 MiB per GPU and plans"},
+        {{"--model", M, "--cluster", C, "--world", "16", "--search", "-q", "-o", "@/s.yaml",
+          "--svg", "@/s.svg"},
+         0, NULL},
+        {{"--regenerate", "@/s.yaml", "-q", "-o", "@/s2.yaml"}, 0, NULL},
+        {{"diff", "@/s.yaml", "@/s2.yaml"}, 0, NULL},
     };
     check_rows(rows, sizeof rows / sizeof rows[0]);
 }

@@ -1,0 +1,345 @@
+/* Implements: the layout search (search.h). Relies on: fsmoe_model_resolve (the layout rules),
+ * the memory model (libfsmoe/memory.h) and plan_model (the planner, with its own schedule
+ * choices, on each candidate). */
+#include "search.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "atomic_file.h"
+#include "explain.h"
+#include "sim.h"
+#include "sim_schedules.h"
+
+enum { RULE_HEADS = 0, RULE_VOCAB, RULE_BATCH, RULE_LAYOUT };
+
+static int push(search_result *r, const search_candidate *c)
+{
+    if (r->n == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 64;
+        search_candidate *p = realloc(r->c, (size_t)cap * sizeof *p);
+        if (!p)
+            return -1;
+        r->c = p, r->cap = cap;
+    }
+    r->c[r->n++] = *c;
+    return 0;
+}
+
+/* The first rule of search.h that layout par breaks for m, or -1; resolves a copy of m. */
+static int broken_rule(const fsmoe_model *m, const fsmoe_parallel *par, long global_batch,
+                       fsmoe_model *resolved)
+{
+    long kv = m->kv_heads > 0 ? m->kv_heads : m->heads;
+    if (m->heads % par->mp != 0 || kv % par->mp != 0)
+        return RULE_HEADS;
+    if (m->vocab % par->mp != 0)
+        return RULE_VOCAB;
+    if (global_batch % par->dp != 0)
+        return RULE_BATCH;
+    *resolved = *m;
+    resolved->B = global_batch / par->dp;
+    resolved->has_parallel = 1;
+    resolved->parallel = *par;
+    fsmoe_error err = {0};
+    if (fsmoe_model_resolve(resolved, par, "search", &err) != FSMOE_OK)
+        return RULE_LAYOUT;
+    return -1;
+}
+
+static const search_result *sort_r; /* qsort has no context argument */
+
+static int by_time(const void *a, const void *b)
+{
+    const search_candidate *x = &sort_r->c[*(const int *)a], *y = &sort_r->c[*(const int *)b];
+    if (x->iteration_s != y->iteration_s)
+        return x->iteration_s < y->iteration_s ? -1 : 1;
+    if (x->mem_total != y->mem_total)
+        return x->mem_total < y->mem_total ? -1 : 1;
+    return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
+}
+
+fsmoe_status search_layouts(const fsmoe_model *m, const fsmoe_cluster *c,
+                            const char *cluster_path, int world, int gpus_per_node,
+                            long global_batch, double mem_limit, const plan_options *opt,
+                            search_result *out, fsmoe_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->global_batch = global_batch, out->world = world, out->gpus_per_node = gpus_per_node;
+    out->mem_limit = mem_limit;
+    sim s;
+    sim_init(&s);
+    if (world < 1 || gpus_per_node < 1 || world % gpus_per_node != 0 || global_batch < 1)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE,
+                          "search: %d ranks on nodes of %d with a global batch of %ld (expected "
+                          "whole nodes and at least one sample)",
+                          world, gpus_per_node, global_batch);
+    for (int mp = 1; mp <= world; mp++) {
+        if (world % mp != 0)
+            continue;
+        for (int ep = 1; ep <= world; ep++) {
+            if (world % ep != 0)
+                continue;
+            for (int esp = 1; esp <= world / ep; esp++) {
+                if ((world / ep) % esp != 0)
+                    continue;
+                fsmoe_parallel par = {.world = world, .gpus_per_node = gpus_per_node,
+                                      .dp = world / mp, .mp = mp, .ep = ep, .esp = esp,
+                                      .pp = 1};
+                fsmoe_model rm;
+                int rule = broken_rule(m, &par, global_batch, &rm);
+                if (rule >= 0) {
+                    out->n_invalid++;
+                    out->invalid_by_rule[rule]++;
+                    continue;
+                }
+                search_candidate cand;
+                memset(&cand, 0, sizeof cand);
+                cand.par = par, cand.B = rm.B;
+                fsmoe_mem_shape ms;
+                fsmoe_memory mem;
+                fsmoe_model_mem_shape(&rm, &par, &ms);
+                fsmoe_memory_estimate(&ms, &mem);
+                for (int i = 0; i < FSMOE_MEM_CATS; i++)
+                    cand.mem[i] = mem.bytes[i];
+                cand.mem_total = mem.total;
+                fsmoe_plan p;
+                memset(&p, 0, sizeof p);
+                fsmoe_error perr = {0};
+                fsmoe_status st = plan_model(&rm, c, cluster_path, &par, opt, &p, &perr);
+                if (st == FSMOE_OK) { /* the simulated iteration of the plan, as `simulate` */
+                    sim_model sm;
+                    st = sim_model_of_plan(&p, &rm, c, cluster_path, &sm, &perr);
+                    if (st == FSMOE_OK)
+                        st = sim_schedule_time(&s, &sm, SIM_SCHED_PLAN, NULL, &cand.iteration_s,
+                                               &perr);
+                    sim_model_free(&sm);
+                }
+                if (st == FSMOE_ERR_NOMEM) {
+                    fsmoe_plan_free(&p);
+                    sim_free(&s);
+                    search_free(out);
+                    return fsmoe_fail(err, st, "search: out of memory");
+                }
+                if (st != FSMOE_OK) {
+                    cand.state = SEARCH_UNPLANNED;
+                    snprintf(cand.why, sizeof cand.why, "%.300s", perr.msg);
+                } else {
+                    cand.predicted_s = p.predicted.iteration_s;
+                    cand.forward_s = p.predicted.forward_s;
+                    cand.backward_s = p.predicted.backward_s;
+                    cand.tail_s = p.predicted.tail_s;
+                    cand.state = mem_limit > 0 && cand.mem_total > mem_limit ? SEARCH_NO_FIT
+                                                                             : SEARCH_RANKED;
+                }
+                fsmoe_plan_free(&p);
+                if (push(out, &cand) != 0) {
+                    sim_free(&s);
+                    search_free(out);
+                    return fsmoe_fail(err, FSMOE_ERR_NOMEM, "search: out of memory");
+                }
+            }
+        }
+    }
+    sim_free(&s);
+    out->rank = malloc((size_t)(out->n > 0 ? out->n : 1) * sizeof *out->rank);
+    if (!out->rank) {
+        search_free(out);
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "search: out of memory");
+    }
+    for (int i = 0; i < out->n; i++)
+        if (out->c[i].state == SEARCH_RANKED)
+            out->rank[out->n_ranked++] = i;
+    sort_r = out;
+    qsort(out->rank, (size_t)out->n_ranked, sizeof *out->rank, by_time);
+    sort_r = NULL;
+    return FSMOE_OK;
+}
+
+void search_free(search_result *r)
+{
+    free(r->c);
+    free(r->rank);
+    r->c = NULL, r->rank = NULL;
+    r->n = r->cap = r->n_ranked = 0;
+}
+
+static void layout_text(const fsmoe_parallel *p, char *buf, size_t len)
+{
+    snprintf(buf, len, "dp %d mp %d ep %d esp %d", p->dp, p->mp, p->ep, p->esp);
+}
+
+/* Where a runner-up loses against the best: the phase (forward, backward, the gradient tail)
+ * whose predicted time grew the most, and by how much; or its memory when the times tie. */
+static void lost_by(const search_candidate *x, const search_candidate *best, char *buf,
+                    size_t len)
+{
+    static const char *const names[3] = {"forward", "backward", "gradient tail"};
+    double d[3] = {x->forward_s - best->forward_s, x->backward_s - best->backward_s,
+                   x->tail_s - best->tail_s};
+    int w = 0;
+    for (int i = 1; i < 3; i++)
+        if (d[i] > d[w])
+            w = i;
+    char t[32];
+    if (d[w] <= 0) {
+        snprintf(buf, len, "as fast; more memory per GPU");
+        return;
+    }
+    explain_time(d[w], t, sizeof t);
+    snprintf(buf, len, "%s +%s", names[w], t);
+}
+
+void search_print(const search_result *r, const char *model, const char *cluster, int top,
+                  FILE *f)
+{
+    int n_nofit = 0, n_unplanned = 0;
+    for (int i = 0; i < r->n; i++) {
+        n_nofit += r->c[i].state == SEARCH_NO_FIT;
+        n_unplanned += r->c[i].state == SEARCH_UNPLANNED;
+    }
+    char lim[32] = "no limit";
+    if (r->mem_limit > 0)
+        explain_bytes(r->mem_limit, lim, sizeof lim);
+    fprintf(f,
+            "# layout search: %s on %s, %d GPUs (%d per node), global batch %ld; memory per "
+            "GPU: %s\n"
+            "# %d layouts: %d ranked, %d over the memory limit, %d the planner could not "
+            "plan, %d against a rule (heads %d, vocabulary %d, global batch %d, layout %d); "
+            "pp 1 (pipeline stages are not planned)\n",
+            model, cluster, r->world, r->gpus_per_node, r->global_batch, lim,
+            r->n + r->n_invalid, r->n_ranked, n_nofit, n_unplanned, r->n_invalid,
+            r->invalid_by_rule[RULE_HEADS], r->invalid_by_rule[RULE_VOCAB],
+            r->invalid_by_rule[RULE_BATCH], r->invalid_by_rule[RULE_LAYOUT]);
+    fprintf(f, "| rank | dp | mp | ep | esp | batch/rank | memory/GPU | simulated iteration | vs best | "
+               "loses in |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    const search_candidate *best = r->n_ranked > 0 ? &r->c[r->rank[0]] : NULL;
+    for (int i = 0; i < r->n_ranked && i < top; i++) {
+        const search_candidate *x = &r->c[r->rank[i]];
+        char mem[32], t[32], why[96] = "-";
+        explain_bytes(x->mem_total, mem, sizeof mem);
+        explain_time(x->iteration_s, t, sizeof t);
+        if (i > 0)
+            lost_by(x, best, why, sizeof why);
+        fprintf(f, "| %d | %d | %d | %d | %d | %ld | %s | %s | %.3fx | %s |\n", i + 1, x->par.dp,
+                x->par.mp, x->par.ep, x->par.esp, x->B, mem, t,
+                x->iteration_s / best->iteration_s, why);
+    }
+    if (!best)
+        fprintf(f, "| - | no layout fits and plans |||||||||\n");
+    /* the three fastest layouts over the limit: what more memory would buy */
+    int over[3], n_over = 0;
+    for (int i = 0; i < r->n; i++) {
+        if (r->c[i].state != SEARCH_NO_FIT)
+            continue;
+        int j = n_over < 3 ? n_over++ : 3;
+        while (j > 0 && r->c[i].iteration_s < r->c[over[j - 1]].iteration_s) {
+            if (j < 3)
+                over[j] = over[j - 1];
+            j--;
+        }
+        if (j < 3)
+            over[j] = i;
+    }
+    for (int k = 0; k < n_over; k++) {
+        const search_candidate *x = &r->c[over[k]];
+        char lay[64], mem[32], t[32];
+        layout_text(&x->par, lay, sizeof lay);
+        explain_bytes(x->mem_total, mem, sizeof mem);
+        explain_time(x->iteration_s, t, sizeof t);
+        fprintf(f, "# over the limit: %s would take %s per iteration but needs %s per GPU\n", lay,
+                t, mem);
+    }
+    /* the layouts the planner refused, one line per distinct reason (most often the profile
+     * holding no line for an operation on the tier a layout puts it on) */
+    for (int i = 0; i < r->n; i++) {
+        if (r->c[i].state != SEARCH_UNPLANNED)
+            continue;
+        int seen = 0, count = 0;
+        for (int j = 0; j < r->n && !seen; j++)
+            seen = j < i && r->c[j].state == SEARCH_UNPLANNED &&
+                   strcmp(r->c[j].why, r->c[i].why) == 0;
+        if (seen)
+            continue;
+        for (int j = i; j < r->n; j++)
+            count += r->c[j].state == SEARCH_UNPLANNED && strcmp(r->c[j].why, r->c[i].why) == 0;
+        char lay[64];
+        layout_text(&r->c[i].par, lay, sizeof lay);
+        fprintf(f, "# not planned: %d layout%s (first %s): %s\n", count, count == 1 ? "" : "s",
+                lay, r->c[i].why);
+    }
+}
+
+fsmoe_status search_svg(const search_result *r, const char *title, const char *path,
+                        fsmoe_error *err)
+{
+    double xmax = r->mem_limit, ymax = 0;
+    for (int i = 0; i < r->n; i++)
+        if (r->c[i].state != SEARCH_UNPLANNED) {
+            xmax = fmax(xmax, r->c[i].mem_total);
+            ymax = fmax(ymax, r->c[i].iteration_s);
+        }
+    xmax = xmax > 0 ? 1.05 * xmax : 1;
+    ymax = ymax > 0 ? 1.05 * ymax : 1;
+    const double W = 720, H = 440, x0 = 80, y0 = 40, pw = 600, ph = 330;
+    fsmoe_atomic_file af;
+    fsmoe_status st = fsmoe_atomic_open(&af, path, err);
+    if (st != FSMOE_OK)
+        return st;
+    FILE *f = af.f;
+    double gib = 1024.0 * 1024.0 * 1024.0;
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+            "font-family=\"sans-serif\" font-size=\"12\">\n"
+            "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
+            "<text x=\"%.0f\" y=\"22\" font-size=\"14\">%s</text>\n"
+            "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" "
+            "stroke=\"#444\"/>\n",
+            W, H, x0, title, x0, y0, pw, ph);
+    for (int t = 0; t <= 4; t++) { /* ticks */
+        double xv = xmax * t / 4, yv = ymax * t / 4;
+        fprintf(f,
+                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.3g</text>\n"
+                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.4g</text>\n",
+                x0 + pw * t / 4, y0 + ph + 16, xv / gib, x0 - 6, y0 + ph - ph * t / 4 + 4,
+                1e3 * yv);
+    }
+    fprintf(f,
+            "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">memory per GPU (GiB, the "
+            "memory model)</text>\n"
+            "<text x=\"18\" y=\"%.0f\" transform=\"rotate(-90 18 %.0f)\" "
+            "text-anchor=\"middle\">simulated iteration (ms)</text>\n",
+            x0 + pw / 2, y0 + ph + 34, y0 + ph / 2, y0 + ph / 2);
+    if (r->mem_limit > 0) {
+        double lx = x0 + pw * r->mem_limit / xmax;
+        fprintf(f,
+                "<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#e41a1c\" "
+                "stroke-dasharray=\"4 3\"/>\n<text x=\"%.1f\" y=\"%.0f\" fill=\"#e41a1c\">"
+                "memory limit</text>\n",
+                lx, y0, lx, y0 + ph, lx + 4, y0 + 14);
+    }
+    for (int i = 0; i < r->n; i++) {
+        const search_candidate *x = &r->c[i];
+        if (x->state == SEARCH_UNPLANNED)
+            continue;
+        double px = x0 + pw * x->mem_total / xmax, py = y0 + ph - ph * x->iteration_s / ymax;
+        int best = r->n_ranked > 0 && r->rank[0] == i;
+        char lay[64];
+        layout_text(&x->par, lay, sizeof lay);
+        fprintf(f,
+                "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%d\" fill=\"%s\" stroke=\"#377eb8\">"
+                "<title>%s: %.4g ms, %.4g GiB</title></circle>\n",
+                px, py, best ? 6 : 4,
+                x->state == SEARCH_RANKED ? (best ? "#4daf4a" : "#377eb8") : "none", lay,
+                1e3 * x->iteration_s, x->mem_total / gib);
+        if (best)
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">best: %s</text>\n", px + 8, py - 6, lay);
+    }
+    fprintf(f, "</svg>\n");
+    if (fflush(f) != 0) {
+        fsmoe_atomic_abort(&af);
+        return fsmoe_fail(err, FSMOE_ERR_IO, "%s: write failed", path);
+    }
+    return fsmoe_atomic_commit(&af, err);
+}
