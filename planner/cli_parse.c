@@ -28,7 +28,8 @@ const char plan_cli_usage[] =
     "                                       more per GPU)\n"
     "                  [--quiet]\n"
     "       fsmoe-plan --model M --cluster C --search [--world N] [--gpus-per-node N]\n"
-    "                  [--mem-limit SIZE] [--top N] [--svg FILE] [-o PLAN.yaml] [overrides]\n"
+    "                  [--mem-limit SIZE|none] [--top N] [--svg FILE] [-o PLAN.yaml]\n"
+    "                  [overrides]\n"
     "       fsmoe-plan --regenerate PLAN.yaml [-o OUT.yaml] [--quiet]\n"
     "       fsmoe-plan explain PLAN.yaml\n"
     "       fsmoe-plan diff A.yaml B.yaml [--rtol X] [--strict]\n"
@@ -258,7 +259,10 @@ static fsmoe_status parse_plan(int argc, char **argv, plan_cli *a, fsmoe_error *
         case 'q':
         case O_QUIET: a->quiet = 1; break;
         case O_MEM:
-            if (fsmoe_cli_size("--mem-limit", optarg, 1LL << 20, 1LL << 50, &a->mem_limit, err))
+            if (strcmp(optarg, "none") == 0)
+                a->mem_limit = -1; /* no limit, whatever the profile's device memory */
+            else if (fsmoe_cli_size("--mem-limit", optarg, 1LL << 20, 1LL << 50, &a->mem_limit,
+                                    err))
                 return FSMOE_ERR_USAGE;
             break;
         case O_SEARCH: a->search = 1; break;

@@ -50,7 +50,7 @@ typedef struct {
     const char *model_path, *cluster_path, *out_path, *regenerate;
     int method; /* plan_method */
     int quiet;
-    long long mem_limit; /* --mem-limit bytes per GPU (0: none) */
+    long long mem_limit; /* --mem-limit bytes per GPU (0: not given; -1: `none`) */
     int search;          /* --search: choose the layout (search.h) */
     int top;             /* --top: rows of the search table (default 5) */
     const char *ov[OV_COUNT]; /* text as given; NULL when not given */

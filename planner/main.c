@@ -321,7 +321,9 @@ static int search_choose(plan_cli *a, fsmoe_model *m, const fsmoe_cluster *c,
 {
     fsmoe_error err = {0};
     long global_batch = m->B * par->dp;
-    double limit = a->mem_limit > 0 ? (double)a->mem_limit : c->device_memory_bytes;
+    double limit = a->mem_limit > 0   ? (double)a->mem_limit
+                   : a->mem_limit < 0 ? 0.0 /* --mem-limit none */
+                                      : c->device_memory_bytes;
     plan_options opt = {.method = (plan_method)a->method};
     if (search_layouts(m, c, a->cluster_path, par->world, par->gpus_per_node, global_batch,
                        limit, &opt, sr, &err) != FSMOE_OK)

@@ -5,7 +5,8 @@
 #      fsmoe-bench, plan models/tiny-moe.yaml on that profile and simulate the plan;
 #   3. profile this host as a one-rank cluster, plan tiny-moe for it, and train it with fsmoe-run
 #      following the plan: loss going down, measured against predicted step time;
-#   4. plan the reference models on the papers' testbeds (FSMoE, Parm, MoNTA profiles).
+#   4. plan the reference models on the papers' testbeds (FSMoE, Parm, MoNTA profiles), and
+#      search the layouts of one of them (fsmoe-plan --search: table and plot).
 # Everything it writes lands in out/ (profiles, plots, plans, Gantt chart, trace, training log).
 # On the emulated cluster fsmoe-run trains tiny-moe on its 4 ranks following a plan made from
 # that cluster's fresh profile measured under the training's load (fsmoe-bench --group-rounds 1,
@@ -126,9 +127,22 @@ while read -r golden model cluster extra; do
 done < scripts/goldens.list
 
 echo
+echo "which layout fits and trains fastest: every (dp, mp, ep, esp) of 32 GPUs of Testbed A for"
+echo "mixtral-8x7b, sized by the memory model and simulated; no memory limit first (the paper's"
+echo "48 GiB GPUs hold none of them with fsmoe-run's buffers), then one that lets a few through"
+mkdir -p "$out/search"
+"$plan" --model models/mixtral-8x7b.yaml --cluster clusters/testbed-a.yaml --world 32 --search \
+    --mem-limit none --top 8 --svg "$out/search/mixtral-8x7b@testbed-a.svg" \
+    -o "$out/plans/mixtral-8x7b@testbed-a-searched.yaml" 2>&1 | sed '/^  /d'
+"$plan" --model models/mixtral-8x7b.yaml --cluster clusters/testbed-a.yaml --world 32 --search \
+    --mem-limit 100G --top 3 -o "$out/plans/mixtral-8x7b@testbed-a-searched-100G.yaml" 2>&1 \
+    | sed -n '1,7p;/^# over the limit/p'
+
+echo
 echo "main job done; everything is in $out/:"
 echo "  profiles and fit plots   $out/clusters/*.yaml, *.svg"
 echo "  plans                    $out/plans/  ($plan explain PLAN for the per-layer tables)"
 echo "  Gantt chart and trace    $out/sim/  (open the .json in ui.perfetto.dev)"
 echo "  training log             $out/train-tiny-moe.log, checkpoints in $out/checkpoints/"
 echo "  schedules benchmark      $out/bench/ (tables in the log above, bar charts comm-moe-dp*-schedules.svg)"
+echo "  layout search            $out/search/ (simulated time against memory per GPU, one point per layout)"

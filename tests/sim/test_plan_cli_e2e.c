@@ -270,6 +270,9 @@ static void test_flags(void **state)
           "--svg", "@/s.svg"},
          0, NULL},
         {{"--regenerate", "@/s.yaml", "-q", "-o", "@/s2.yaml"}, 0, NULL},
+        {{"--model", M, "--cluster", C, "--world", "16", "--search", "--mem-limit", "none", "-q",
+          "-o", "@/n.yaml"},
+         0, NULL},
         {{"diff", "@/s.yaml", "@/s2.yaml"}, 0, NULL},
     };
     check_rows(rows, sizeof rows / sizeof rows[0]);
