@@ -119,12 +119,19 @@ fsmoe_status fsmoe_parallel_validate(const fsmoe_parallel *p, long experts, cons
         return fsmoe_fail(err, FSMOE_ERR_VALUE,
                           "%s: gpus_per_node=%d does not divide world=%d (expected whole nodes)",
                           where, p->gpus_per_node, p->world);
-    long epesp = (long)p->ep * p->esp;
-    if (epesp > p->world || p->world % epesp != 0)
+    long epesp = (long)p->ep * p->esp, stage = (long)p->dp * p->mp; /* ranks of one stage */
+    if (epesp > stage || stage % epesp != 0) {
+        if (p->pp > 1)
+            return fsmoe_fail(err, FSMOE_ERR_VALUE,
+                              "%s: ep·esp = %d·%d = %ld does not divide the %ld ranks of a "
+                              "pipeline stage (dp·mp = %d·%d; expected the EP&ESP groups to tile "
+                              "each stage)",
+                              where, p->ep, p->esp, epesp, stage, p->dp, p->mp);
         return fsmoe_fail(err, FSMOE_ERR_VALUE,
                           "%s: ep·esp = %d·%d = %ld does not divide world=%d (expected the "
                           "EP&ESP groups to tile the ranks)",
                           where, p->ep, p->esp, epesp, p->world);
+    }
     if (!tiles_nodes(p->esp, p->gpus_per_node))
         return fsmoe_fail(err, FSMOE_ERR_VALUE,
                           "%s: esp=%d with gpus_per_node=%d (expected esp to divide gpus_per_node "

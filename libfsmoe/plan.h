@@ -144,6 +144,20 @@ typedef struct {
         double bytes[FSMOE_MEM_CATS];
         double total;
     } memory;
+    /* pipeline parallelism (parallel.pp > 1; planner/gpipe.h): GPipe over pp stages of
+     * stage_blocks blocks, micro_batches per DP rank's batch; layers[] and the times in them are
+     * one stage's, planned for one micro-batch (model.batch / micro_batches samples); the
+     * stage's micro-batch forward and backward without gradient communication, what the
+     * gradients and optimizer add once (grad_s) and one send between stages (p2p_bytes per
+     * rank, p2p_s). predicted.iteration_s is the pipeline's makespan, the baselines' too (each
+     * schedule's stage in the same pipeline); forward_s, backward_s and tail_s are the stage's.
+     * present = 0 (no `pipeline:` section) exactly when pp = 1. */
+    struct {
+        int present;
+        int micro_batches;
+        long stage_blocks;
+        double fwd_s, bwd_s, grad_s, p2p_bytes, p2p_s;
+    } pipeline;
     char notes[2048];    /* cost-model derivations used, one per line */
 } fsmoe_plan;
 

@@ -27,6 +27,8 @@
  *               baselines {deepspeed, tutel, tutel_improved, pipemoe_lina}}
  *   memory: {zero_stage, recompute, weights, gradients, optimizer, activations, workspace,
  *            buffers, total}   (bytes per GPU, memory.h; optional, the total their sum)
+ *   pipeline: {micro_batches, stage_blocks, stage_forward_s, stage_backward_s, gradient_s,
+ *              p2p_bytes, p2p_s}   (exactly when parallel.pp > 1; planner/gpipe.h)
  *   notes: [line, ...]   (plan->notes split on newlines; empty lines dropped)
  * There is deliberately no timestamp: the same inputs must give a byte-identical file. */
 #include "plan.h"
@@ -304,6 +306,16 @@ fsmoe_status fsmoe_plan_emit(const fsmoe_plan *p, void *FILE_stream, fsmoe_error
         for (int c = 0; c < FSMOE_MEM_CATS; c++)
             fsmoe_yw_double(&w, 2, fsmoe_mem_names[c], p->memory.bytes[c]);
         fsmoe_yw_double(&w, 2, "total", p->memory.total);
+    }
+    if (p->pipeline.present) {
+        fsmoe_yw_block(&w, 0, "pipeline");
+        fsmoe_yw_long(&w, 2, "micro_batches", p->pipeline.micro_batches);
+        fsmoe_yw_long(&w, 2, "stage_blocks", p->pipeline.stage_blocks);
+        fsmoe_yw_double(&w, 2, "stage_forward_s", p->pipeline.fwd_s);
+        fsmoe_yw_double(&w, 2, "stage_backward_s", p->pipeline.bwd_s);
+        fsmoe_yw_double(&w, 2, "gradient_s", p->pipeline.grad_s);
+        fsmoe_yw_double(&w, 2, "p2p_bytes", p->pipeline.p2p_bytes);
+        fsmoe_yw_double(&w, 2, "p2p_s", p->pipeline.p2p_s);
     }
 
     /* Notes, one per line of plan->notes. */
@@ -732,6 +744,57 @@ static fsmoe_status plan_read_memory(const fsmoe_ynode *root, fsmoe_plan *p, fsm
     return FSMOE_OK;
 }
 
+/* pipeline: present exactly when parallel.pp > 1 */
+static fsmoe_status plan_read_pipeline(const fsmoe_ynode *root, fsmoe_plan *p, fsmoe_error *err)
+{
+    static const char *const keys[] = {"micro_batches", "stage_blocks", "stage_forward_s",
+                                       "stage_backward_s", "gradient_s", "p2p_bytes", "p2p_s",
+                                       NULL};
+    fsmoe_ynode n, par;
+    fsmoe_status st;
+    if ((st = fsmoe_yaml_mapping(root, "pipeline", FSMOE_OPTIONAL, &n, err)))
+        return st;
+    if (!n.node) {
+        if (p->parallel.pp > 1 &&
+            fsmoe_yaml_get(root, "parallel", FSMOE_REQUIRED, &par, err) == FSMOE_OK)
+            return fsmoe_yaml_fail(&par, err, FSMOE_ERR_SCHEMA,
+                                   "pp %d, but the plan has no pipeline section (expected "
+                                   "`pipeline:` with its micro-batches and stage times)",
+                                   p->parallel.pp);
+        return FSMOE_OK;
+    }
+    if (p->parallel.pp == 1)
+        return fsmoe_yaml_fail(&n, err, FSMOE_ERR_VALUE,
+                               "a pipeline section, but parallel.pp is 1 (expected none)");
+    int micro = 0;
+    if ((st = fsmoe_yaml_check_keys(&n, keys, err)) ||
+        (st = fsmoe_yaml_int(&n, "micro_batches", FSMOE_REQUIRED, 1, 1024, &micro, err)) ||
+        (st = fsmoe_yaml_long(&n, "stage_blocks", FSMOE_REQUIRED, 1, FSMOE_LIMIT_LAYERS,
+                              &p->pipeline.stage_blocks, err)) ||
+        (st = fsmoe_yaml_double(&n, "stage_forward_s", FSMOE_REQUIRED, 0, PLAN_BIG,
+                                &p->pipeline.fwd_s, err)) ||
+        (st = fsmoe_yaml_double(&n, "stage_backward_s", FSMOE_REQUIRED, 0, PLAN_BIG,
+                                &p->pipeline.bwd_s, err)) ||
+        (st = fsmoe_yaml_double(&n, "gradient_s", FSMOE_REQUIRED, 0, PLAN_BIG,
+                                &p->pipeline.grad_s, err)) ||
+        (st = fsmoe_yaml_double(&n, "p2p_bytes", FSMOE_REQUIRED, 0, PLAN_BIG,
+                                &p->pipeline.p2p_bytes, err)) ||
+        (st = fsmoe_yaml_double(&n, "p2p_s", FSMOE_REQUIRED, 0, PLAN_BIG, &p->pipeline.p2p_s,
+                                err)))
+        return st;
+    p->pipeline.micro_batches = micro;
+    if (p->B % micro != 0) {
+        fsmoe_ynode v;
+        fsmoe_yaml_get(&n, "micro_batches", FSMOE_REQUIRED, &v, NULL);
+        return fsmoe_yaml_fail(&v, err, FSMOE_ERR_VALUE,
+                               "%d, but model.batch %ld does not split into that many "
+                               "micro-batches",
+                               micro, p->B);
+    }
+    p->pipeline.present = 1;
+    return FSMOE_OK;
+}
+
 static fsmoe_status plan_read_notes(const fsmoe_ynode *root, fsmoe_plan *p, fsmoe_error *err)
 {
     fsmoe_ynode seq, item;
@@ -846,7 +909,7 @@ static fsmoe_status plan_load_doc(fsmoe_yaml *y, const char *path, fsmoe_plan *o
     static const char *const top_keys[] = {"fsmoe_plan", "provenance", "model", "cluster",
                                            "parallel", "alltoall", "layers", "gradient_tail_bytes",
                                            "prefix_grad_bytes", "prefix_window_bytes",
-                                           "predicted", "memory", "notes", NULL};
+                                           "predicted", "memory", "pipeline", "notes", NULL};
     fsmoe_ynode root, layers, item;
     fsmoe_status st;
     if ((st = fsmoe_yaml_root(y, &root, err)) ||
@@ -898,7 +961,7 @@ static fsmoe_status plan_load_doc(fsmoe_yaml *y, const char *path, fsmoe_plan *o
         (st = fsmoe_yaml_double(&root, "prefix_window_bytes", FSMOE_REQUIRED, 0, PLAN_BIG,
                                 &out->prefix_window_bytes, err)) ||
         (st = plan_read_predicted(&root, out, err)) || (st = plan_read_memory(&root, out, err)) ||
-        (st = plan_read_notes(&root, out, err)))
+        (st = plan_read_pipeline(&root, out, err)) || (st = plan_read_notes(&root, out, err)))
         goto fail;
     fsmoe_yaml_close(y);
     return FSMOE_OK;

@@ -16,14 +16,16 @@
 #include "yaml_read.h"
 #include "yaml_write.h"
 
-const char *const plan_cli_ov_flags[OV_COUNT] = {"batch", "seq", "world", "gpus-per-node", "dp",
-                                                 "mp",    "ep",  "esp",   "capacity-factor"};
+const char *const plan_cli_ov_flags[OV_COUNT] = {"batch", "seq",           "world", "gpus-per-node",
+                                                 "dp",    "mp",            "ep",    "esp",
+                                                 "capacity-factor", "pp", "micro-batches"};
 
 const char plan_cli_usage[] =
     "usage: fsmoe-plan --model MODEL.yaml --cluster CLUSTER.yaml [-o PLAN.yaml]\n"
     "                  [--method auto|fsmoe|fsmoe-paper|parm|monta]\n"
     "                  [--batch N] [--seq N] [--world N] [--gpus-per-node N]\n"
     "                  [--dp N] [--mp N] [--ep N] [--esp N] [--capacity-factor F|none]\n"
+    "                  [--pp N [--micro-batches N]]  (GPipe pipeline stages)\n"
     "                  [--mem-limit SIZE]  (K/M/G: refuse a plan whose memory model needs\n"
     "                                       more per GPU)\n"
     "                  [--quiet]\n"
@@ -187,6 +189,24 @@ fsmoe_status plan_cli_overrides(const char *const ov[OV_COUNT], plan_cli_ov_valu
             }
         }
     }
+    static const struct {
+        int ov;
+        const char *flag;
+        long hi;
+    } more[] = {{OV_PP, "--pp", 64}, {OV_MICRO, "--micro-batches", 1024}}; /* gpipe.h's limits */
+    for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) {
+        if (!ov[more[i].ov])
+            continue;
+        long x;
+        *bad = more[i].ov;
+        fsmoe_status st = fsmoe_cli_long(more[i].flag, ov[more[i].ov], 1, more[i].hi, &x, err);
+        if (st != FSMOE_OK)
+            return st;
+        if (more[i].ov == OV_PP)
+            v->pp = (int)x;
+        else
+            v->micro = (int)x;
+    }
     if (ov[OV_WORLD] && ov[OV_GPN] && v->world % v->gpn != 0) {
         *bad = OV_WORLD;
         return fsmoe_fail(err, FSMOE_ERR_USAGE,
@@ -207,6 +227,8 @@ void plan_cli_ov_canonical(int i, const plan_cli_ov_values *v, char *buf, unsign
     case OV_MP: snprintf(buf, len, "%d", v->mp); break;
     case OV_EP: snprintf(buf, len, "%d", v->ep); break;
     case OV_ESP: snprintf(buf, len, "%d", v->esp); break;
+    case OV_PP: snprintf(buf, len, "%d", v->pp); break;
+    case OV_MICRO: snprintf(buf, len, "%d", v->micro); break;
     case OV_CAPACITY:
         if (v->f == 0) {
             snprintf(buf, len, "none");
@@ -245,6 +267,8 @@ static fsmoe_status parse_plan(int argc, char **argv, plan_cli *a, fsmoe_error *
         {"ep", required_argument, NULL, O_OV + OV_EP},
         {"esp", required_argument, NULL, O_OV + OV_ESP},
         {"capacity-factor", required_argument, NULL, O_OV + OV_CAPACITY},
+        {"pp", required_argument, NULL, O_OV + OV_PP},
+        {"micro-batches", required_argument, NULL, O_OV + OV_MICRO},
         {NULL, 0, NULL, 0},
     };
     const char *method = NULL;
@@ -304,8 +328,8 @@ static fsmoe_status parse_plan(int argc, char **argv, plan_cli *a, fsmoe_error *
         if (a->regenerate)
             return usage_fail(err, "--search and --regenerate: a searched plan records its "
                                    "layout; regenerate it without --search");
-        for (int i = OV_DP; i <= OV_ESP; i++)
-            if (a->ov[i])
+        for (int i = OV_DP; i <= OV_MICRO; i++)
+            if (a->ov[i] && i != OV_CAPACITY)
                 return usage_fail(err, "--search chooses the layout; --%s is not allowed with it",
                                   plan_cli_ov_flags[i]);
         if (!a->top)

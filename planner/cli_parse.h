@@ -33,6 +33,8 @@ enum {
     OV_EP,
     OV_ESP,
     OV_CAPACITY,
+    OV_PP,    /* pipeline stages (GPipe, planner/gpipe.h) */
+    OV_MICRO, /* GPipe's micro-batches per DP rank's batch */
     OV_COUNT
 };
 extern const char *const plan_cli_ov_flags[OV_COUNT]; /* "batch", ..., "capacity-factor" */
@@ -41,6 +43,7 @@ typedef struct {
     long batch, seq;
     int world, gpn, dp, mp, ep, esp;
     double f; /* 0 = none (dropless) */
+    int pp, micro;
 } plan_cli_ov_values;
 
 typedef struct {

@@ -237,6 +237,18 @@ int diff_plans(const fsmoe_plan *a, const fsmoe_plan *b, const diff_options *opt
         snprintf(f, sizeof f, "memory.%s", fsmoe_mem_names[i]);
         diff_bytes(&c, f, a->memory.bytes[i], b->memory.bytes[i]);
     }
+    /* the pipeline (pp > 1) */
+    if (a->pipeline.present != b->pipeline.present)
+        diff_report(&c, 1, "pipeline: %s -> %s", a->pipeline.present ? "present" : "absent",
+                    b->pipeline.present ? "present" : "absent");
+    diff_long(&c, "pipeline.micro_batches", a->pipeline.micro_batches,
+              b->pipeline.micro_batches);
+    diff_long(&c, "pipeline.stage_blocks", a->pipeline.stage_blocks, b->pipeline.stage_blocks);
+    diff_time(&c, "pipeline.stage_forward_s", a->pipeline.fwd_s, b->pipeline.fwd_s);
+    diff_time(&c, "pipeline.stage_backward_s", a->pipeline.bwd_s, b->pipeline.bwd_s);
+    diff_time(&c, "pipeline.gradient_s", a->pipeline.grad_s, b->pipeline.grad_s);
+    diff_bytes(&c, "pipeline.p2p_bytes", a->pipeline.p2p_bytes, b->pipeline.p2p_bytes);
+    diff_time(&c, "pipeline.p2p_s", a->pipeline.p2p_s, b->pipeline.p2p_s);
     if (strcmp(a->notes, b->notes) != 0)
         diff_report(&c, opt->strict, "notes: differ");
     return c.count;

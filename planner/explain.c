@@ -305,6 +305,28 @@ void explain_plan(const fsmoe_plan *p, const char *source, FILE *out)
         }
     }
 
+    if (p->pipeline.present) {
+        const double F = p->pipeline.fwd_s, B0 = p->pipeline.bwd_s;
+        const int pp = p->parallel.pp, m = p->pipeline.micro_batches;
+        fprintf(out, "\npipeline (GPipe): %d stages of %ld blocks, %d micro-batches of %ld "
+                     "samples; the layers above are one stage's, for one micro-batch\n",
+                pp, p->pipeline.stage_blocks, m, p->B / m);
+        const struct {
+            const char *what;
+            double s;
+        } rows[] = {{"stage forward", F},
+                    {"stage backward", B0},
+                    {"gradients+optimizer", p->pipeline.grad_s},
+                    {"send", p->pipeline.p2p_s},
+                    {"bubble", (pp - 1) * (F + B0)}};
+        for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+            explain_time(rows[i].s, buf[0], sizeof buf[0]);
+            fprintf(out, "  %-20s %12s\n", rows[i].what, buf[0]);
+        }
+        explain_bytes(p->pipeline.p2p_bytes, buf[0], sizeof buf[0]);
+        fprintf(out, "  %-20s %12s per rank and micro-batch\n", "send bytes", buf[0]);
+    }
+
     if (p->notes[0]) {
         fprintf(out, "\nnotes\n");
         for (const char *s = p->notes; *s;) {

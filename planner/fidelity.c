@@ -2,6 +2,7 @@
  * the papers' configurations (every figure below is quoted from the paper named with it).
  * Relies on: sweep.h (grids), sim_schedules.h, plan_model.h, monta_a2a.h. */
 #include "fidelity.h"
+#include "gpipe.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -197,6 +198,8 @@ typedef struct {
     long B, L, layers, E;
     double f;
     int mp_esp;
+    int pp; /* > 1: GPipe stages (gpipe.h), dp = ep = world / (mp·pp); every schedule's stage in
+             * the same pipeline */
 } model_case;
 
 static fsmoe_status model_times(fid *f, const model_case *mc, double t[SIM_SCHED_COUNT])
@@ -214,6 +217,10 @@ static fsmoe_status model_times(fid *f, const model_case *mc, double t[SIM_SCHED
     if (mc->mp_esp > 0) {
         par.mp = par.esp = mc->mp_esp;
         par.ep = par.dp = par.world / mc->mp_esp;
+    }
+    if (mc->pp > 1) {
+        par.pp = mc->pp;
+        par.ep = par.dp = par.world / (par.mp * mc->pp);
     }
     if (mc->B > 0)
         m.B = mc->B;
@@ -239,7 +246,9 @@ static fsmoe_status model_times(fid *f, const model_case *mc, double t[SIM_SCHED
         (st = sim_model_from_plan(&p, &m, &c, cpath, &sm, f->err)) == FSMOE_OK &&
         (st = sim_tutel_degree(&s, &sm, &sm.tutel_r, f->err)) == FSMOE_OK)
         for (int k = 0; k < SIM_SCHED_COUNT && st == FSMOE_OK; k++)
-            st = sim_schedule_time(&s, &sm, (sim_schedule)k, NULL, &t[k], f->err);
+            st = p.pipeline.present
+                     ? gpipe_schedule_time(&s, &sm, &p, (sim_schedule)k, &t[k], NULL, f->err)
+                     : sim_schedule_time(&s, &sm, (sim_schedule)k, NULL, &t[k], f->err);
     sim_free(&s);
     sim_model_free(&sm);
     fsmoe_plan_free(&p);
@@ -252,11 +261,11 @@ static fsmoe_status model_times(fid *f, const model_case *mc, double t[SIM_SCHED
 static fsmoe_status fsmoe_fig6(fid *f)
 {
     static const model_case cases[] = {
-        {"gpt2-xl-moe", "testbed-a", 1, 1024, 0, -1, 1.2, 0},
-        {"gpt2-xl-moe", "testbed-b", 1, 256, 0, -1, 1.2, 0},
-        {"mixtral-8x7b", "testbed-a", 1, 1024, 0, -1, 1.2, 0},
-        {"mixtral-8x7b", "testbed-b", 1, 256, 7, -1, 1.2, 0},
-        {"mixtral-8x22b", "testbed-a", 1, 1024, 33, -1, 1.2, 0},
+        {"gpt2-xl-moe", "testbed-a", 1, 1024, 0, -1, 1.2, 0, 0},
+        {"gpt2-xl-moe", "testbed-b", 1, 256, 0, -1, 1.2, 0, 0},
+        {"mixtral-8x7b", "testbed-a", 1, 1024, 0, -1, 1.2, 0, 0},
+        {"mixtral-8x7b", "testbed-b", 1, 256, 7, -1, 1.2, 0, 0},
+        {"mixtral-8x22b", "testbed-a", 1, 1024, 33, -1, 1.2, 0, 0},
     };
     enum { N = sizeof cases / sizeof cases[0] };
     double lo[2] = {INFINITY, INFINITY}, hi[2] = {0, 0}, tlo = INFINITY, thi = 0;
@@ -296,6 +305,51 @@ static fsmoe_status fsmoe_fig6(fid *f)
         char what[120];
         snprintf(what, sizeof what, "FSMoE over %s, average", names[j]);
         row(f, what, paper[j], avg[j], 'r', 0.05);
+    }
+    return FSMOE_OK;
+}
+
+/* FSMoE Fig. 8: Testbed A with pipeline parallelism, N_PP = 2 (GPipe), averages over the runs.
+ * The paper gives neither the models nor the micro-batches of Fig. 8; taken here: the three
+ * models of Fig. 6 on Testbed A (Mixtral-22B at 32 layers: its 33 do not split into two
+ * stages), B = 1 as in Fig. 6, so one micro-batch per iteration (gpipe.h's default for B = 1:
+ * the stages run one after the other), each stage 24 GPUs (mp = esp = 8, dp = ep = 3, E = ep). */
+static fsmoe_status fsmoe_fig8(fid *f)
+{
+    static const model_case cases[] = {
+        {"gpt2-xl-moe", "testbed-a", 1, 1024, 0, -1, 1.2, 0, 2},
+        {"mixtral-8x7b", "testbed-a", 1, 1024, 0, -1, 1.2, 0, 2},
+        {"mixtral-8x22b", "testbed-a", 1, 1024, 32, -1, 1.2, 0, 2},
+    };
+    enum { N = sizeof cases / sizeof cases[0] };
+    static const int vs[5] = {SIM_SCHED_DEEPSPEED, SIM_SCHED_TUTEL, SIM_SCHED_TUTEL_IMPROVED,
+                              SIM_SCHED_PIPEMOE_LINA, SIM_SCHED_FSMOE_NO_IIO};
+    static const char *names[5] = {"DS-MoE (deepspeed, real modes)", "Tutel", "Tutel-Improved",
+                                   "PipeMoE+Lina", "FSMoE-No-IIO"};
+    static const double paper[5] = {2.46, 1.16, 1.10, 1.12, 1.05};
+    double avg[5] = {0}, avg_pb = 0;
+    fprintf(f->out, "\n### FSMoE Fig. 8 — Testbed A with 2 pipeline stages (GPipe), iteration "
+                    "ms\n\n| model | deepspeed | parm-baseline | tutel | fsmoe | plan |\n"
+                    "|---|---|---|---|---|---|\n");
+    for (int i = 0; i < N; i++) {
+        double t[SIM_SCHED_COUNT];
+        fsmoe_status st = model_times(f, &cases[i], t);
+        if (st != FSMOE_OK)
+            return st;
+        fprintf(f->out, "| %s @ %s, pp 2 | %.1f | %.1f | %.1f | %.1f | %.1f |\n",
+                cases[i].model, cases[i].cluster, t[SIM_SCHED_DEEPSPEED] * 1e3,
+                t[SIM_SCHED_PARM_BASELINE] * 1e3, t[SIM_SCHED_TUTEL] * 1e3,
+                t[SIM_SCHED_FSMOE] * 1e3, t[SIM_SCHED_PLAN] * 1e3);
+        for (int j = 0; j < 5; j++)
+            avg[j] += t[vs[j]] / t[SIM_SCHED_FSMOE] / N;
+        avg_pb += t[SIM_SCHED_PARM_BASELINE] / t[SIM_SCHED_FSMOE] / N;
+    }
+    header(f, "FSMoE Fig. 8 — FSMoE's average speed-ups with 2 pipeline stages");
+    row(f, "FSMoE over parm-baseline (Parm's DS-MoE), average", paper[0], avg_pb, 'r', 0.05);
+    for (int j = 0; j < 5; j++) {
+        char what[120];
+        snprintf(what, sizeof what, "FSMoE over %s, average", names[j]);
+        row(f, what, paper[j], avg[j], j == 0 ? 0 : 'r', 0.05);
     }
     return FSMOE_OK;
 }
@@ -345,10 +399,10 @@ static fsmoe_status parm_table5(fid *f)
         model_case mc;
         double ds_ms, parm_ms;
     } rows[] = {
-        {{"bert-base-moe", "parm-server", 0, 0, 0, 2, 0.0, 4}, 1733, 567},
-        {{"bert-base-moe", "testbed-b", 0, 0, 0, 8, 0.0, 4}, 1920, 645},
-        {{"gpt2-moe", "parm-server", 0, 0, 0, 2, 0.0, 4}, 1790, 581},
-        {{"gpt2-moe", "testbed-b", 0, 0, 0, 8, 0.0, 4}, 2187, 695},
+        {{"bert-base-moe", "parm-server", 0, 0, 0, 2, 0.0, 4, 0}, 1733, 567},
+        {{"bert-base-moe", "testbed-b", 0, 0, 0, 8, 0.0, 4, 0}, 1920, 645},
+        {{"gpt2-moe", "parm-server", 0, 0, 0, 2, 0.0, 4, 0}, 1790, 581},
+        {{"gpt2-moe", "testbed-b", 0, 0, 0, 8, 0.0, 4, 0}, 2187, 695},
     };
     header(f, "Parm Table V — whole models, N_MP = N_ESP = 4: speed-up of Parm over its baseline");
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
@@ -421,8 +475,8 @@ fsmoe_status fidelity_report(const char *root, FILE *out, int *n_off, fsmoe_erro
 {
     fid f = {.root = root ? root : ".", .out = out, .n_off = 0, .err = err};
     fprintf(out, "# fsmoe-plan fidelity — the papers' figures against our predictions\n");
-    fsmoe_status (*const parts[])(fid *) = {fsmoe_table5, fsmoe_fig6, fsmoe_fig7, parm_table4,
-                                            parm_table5, monta_rows};
+    fsmoe_status (*const parts[])(fid *) = {fsmoe_table5, fsmoe_fig6, fsmoe_fig7, fsmoe_fig8,
+                                            parm_table4, parm_table5, monta_rows};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
         fsmoe_status st = parts[i](&f);
         if (st != FSMOE_OK)

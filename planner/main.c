@@ -63,15 +63,25 @@ static void print_summary(const fsmoe_plan *p, const char *dest)
 {
     const fsmoe_parallel *par = &p->parallel;
     char t[4][32];
-    fprintf(stderr, "%s: %s on %s: %d GPUs (dp %d, mp %d, ep %d, esp %d), %d MoE layers, method %s\n",
+    fprintf(stderr,
+            "%s: %s on %s: %d GPUs (dp %d, mp %d, ep %d, esp %d, pp %d), %d MoE layers, method "
+            "%s\n",
             prog, p->model_name, p->cluster_name, par->world, par->dp, par->mp, par->ep, par->esp,
-            p->n_layers, p->method);
+            par->pp, p->n_layers, p->method);
     explain_time(p->predicted.iteration_s, t[0], sizeof t[0]);
     explain_time(p->predicted.forward_s, t[1], sizeof t[1]);
     explain_time(p->predicted.backward_s, t[2], sizeof t[2]);
     explain_time(p->predicted.tail_s, t[3], sizeof t[3]);
-    fprintf(stderr, "  predicted iteration %s (forward %s, backward %s, gradient tail %s)\n", t[0],
-            t[1], t[2], t[3]);
+    if (p->pipeline.present)
+        fprintf(stderr,
+                "  predicted iteration %s (GPipe: %d stages of %ld blocks, %d micro-batches; "
+                "one stage's micro-batch: forward %s, backward %s, gradient tail %s; the MoE "
+                "layers counted and listed are one stage's)\n",
+                t[0], par->pp, p->pipeline.stage_blocks, p->pipeline.micro_batches, t[1], t[2],
+                t[3]);
+    else
+        fprintf(stderr, "  predicted iteration %s (forward %s, backward %s, gradient tail %s)\n",
+                t[0], t[1], t[2], t[3]);
     const fsmoe_predicted *pr = &p->predicted;
     if (pr->iteration_s > 0)
         fprintf(stderr,
@@ -351,17 +361,17 @@ static int search_choose(plan_cli *a, fsmoe_model *m, const fsmoe_cluster *c,
         return 2;
     }
     const search_candidate *best = &sr->c[sr->rank[0]];
-    static char text[7][24];
-    int idx[7] = {OV_WORLD, OV_GPN, OV_DP, OV_MP, OV_EP, OV_ESP, OV_BATCH};
-    long val[7] = {par->world, par->gpus_per_node, best->par.dp, best->par.mp, best->par.ep,
-                   best->par.esp, best->B};
-    for (int i = 0; i < 7; i++) {
+    static char text[8][24];
+    int idx[8] = {OV_WORLD, OV_GPN, OV_DP, OV_MP, OV_EP, OV_ESP, OV_BATCH, OV_PP};
+    long val[8] = {par->world, par->gpus_per_node, best->par.dp, best->par.mp, best->par.ep,
+                   best->par.esp, best->B, best->par.pp};
+    for (int i = 0; i < (best->par.pp > 1 ? 8 : 7); i++) {
         snprintf(text[i], sizeof text[i], "%ld", val[i]);
         a->ov[idx[i]] = text[i];
     }
     a->v.world = par->world, a->v.gpn = par->gpus_per_node;
     a->v.dp = best->par.dp, a->v.mp = best->par.mp, a->v.ep = best->par.ep;
-    a->v.esp = best->par.esp, a->v.batch = best->B;
+    a->v.esp = best->par.esp, a->v.batch = best->B, a->v.pp = best->par.pp;
     *par = best->par;
     m->B = best->B;
     char lim[32] = "no limit";
@@ -448,8 +458,19 @@ static int run_plan(plan_cli *a, const int ov_src[OV_COUNT])
         par.ep = v.ep;
     if (a->ov[OV_ESP])
         par.esp = v.esp;
-    for (int i = OV_WORLD; i <= OV_ESP; i++)
-        if (a->ov[i]) {
+    if (a->ov[OV_PP]) {
+        /* pipeline stages: unless --dp says otherwise, each stage keeps the data parallelism
+         * the ranks leave it (dp = world / (mp·pp)) */
+        par.pp = v.pp;
+        if (!a->ov[OV_DP] && par.world % ((long)par.mp * par.pp) == 0)
+            par.dp = par.world / (par.mp * par.pp);
+    }
+    if (a->ov[OV_MICRO] && par.pp <= 1) {
+        rc = usage(plan_cli_usage, "--micro-batches: GPipe's micro-batches need --pp 2 or more");
+        goto done;
+    }
+    for (int i = OV_WORLD; i <= OV_PP; i++)
+        if (a->ov[i] && i != OV_CAPACITY) {
             snprintf(where, sizeof where, "command line (layout after overrides)");
             break;
         }
@@ -471,7 +492,8 @@ static int run_plan(plan_cli *a, const int ov_src[OV_COUNT])
         goto done;
     }
 
-    plan_options opt = {.method = (plan_method)a->method};
+    plan_options opt = {.method = (plan_method)a->method,
+                        .micro_batches = a->ov[OV_MICRO] ? a->v.micro : 0};
     if (plan_model(&m, &c, a->cluster_path, &par, &opt, &p, &err)) {
         rc = input_error(&err);
         goto done;
@@ -573,7 +595,7 @@ static int run_regenerate(plan_cli *a)
             snprintf(f, sizeof f, "provenance.overrides[%d].flag", i);
             locate_fail(a->regenerate, f, &err, FSMOE_ERR_VALUE,
                         "unknown flag '%s' (this fsmoe-plan records only batch, seq, world, "
-                        "gpus-per-node, dp, mp, ep, esp, capacity-factor)",
+                        "gpus-per-node, dp, mp, ep, esp, capacity-factor, pp, micro-batches)",
                         old.overrides[i].flag);
             fsmoe_plan_free(&old);
             return input_error(&err);

@@ -57,6 +57,7 @@
 #include <string.h>
 
 #include "baselines.h"
+#include "gpipe.h"
 #include "explain.h"
 #include "grad_partition.h"
 #include "moe_seq.h"
@@ -752,10 +753,99 @@ static fsmoe_status pick_by_simulation(const fsmoe_model *m, const fsmoe_cluster
     return FSMOE_OK;
 }
 
+/* pp > 1 (gpipe.h): one stage planned for one micro-batch, then every schedule's stage in the
+ * pipeline of stages. The schedules the simulator cannot play on this layout (DeepSpeed-MoE
+ * where its expert slicing does not fit) take the plan's stage times scaled by their closed-form
+ * stage iteration over the plan's. */
+static fsmoe_status plan_model_pp(const fsmoe_model *m, const fsmoe_cluster *c,
+                                  const char *cluster_path, const fsmoe_parallel *par,
+                                  const plan_options *opt, fsmoe_plan *out, fsmoe_error *err)
+{
+    int micro = opt->micro_batches > 0 ? opt->micro_batches : gpipe_default_micro(m->B, par->pp);
+    fsmoe_model sm;
+    fsmoe_parallel spar;
+    fsmoe_status st = gpipe_stage(m, par, micro, &sm, &spar, err);
+    if (st != FSMOE_OK)
+        return st;
+    plan_options o = *opt;
+    o.micro_batches = 0;
+    if ((st = plan_model(&sm, c, cluster_path, &spar, &o, out, err)) != FSMOE_OK)
+        return st;
+    double bytes = 0, p2p = 0;
+    if ((st = gpipe_p2p(c, cluster_path, &sm, par, &bytes, &p2p, out->notes, sizeof out->notes,
+                        err)) != FSMOE_OK)
+        return st;
+    sim s;
+    sim_init(&s);
+    sim_model smod;
+    memset(&smod, 0, sizeof smod);
+    st = sim_model_of_plan(out, &sm, c, cluster_path, &smod, err);
+    static const sim_schedule ks[5] = {SIM_SCHED_PLAN, SIM_SCHED_DEEPSPEED, SIM_SCHED_TUTEL,
+                                       SIM_SCHED_TUTEL_IMPROVED, SIM_SCHED_PIPEMOE_LINA};
+    fsmoe_predicted *pr = &out->predicted;
+    double stage_s[5] = {pr->iteration_s, pr->deepspeed_s, pr->tutel_s, pr->tutel_improved_s,
+                         pr->pipemoe_lina_s};
+    double T[5] = {0};
+    gpipe_input g0 = {0};
+    for (int i = 0; i < 5 && st == FSMOE_OK; i++) {
+        gpipe_input g = {.stages = par->pp, .micro_batches = micro, .p2p_s = p2p,
+                         .priorities = 1};
+        if (i == 0 || sim_schedule_applies(&smod, ks[i], NULL)) {
+            st = gpipe_stage_times(&s, &smod, ks[i], &g.fwd_s, &g.bwd_s, &g.grad_s, err);
+        } else {
+            double f = stage_s[0] > 0 ? stage_s[i] / stage_s[0] : 1.0;
+            g.fwd_s = f * g0.fwd_s, g.bwd_s = f * g0.bwd_s, g.grad_s = f * g0.grad_s;
+        }
+        if (st == FSMOE_OK)
+            st = gpipe_simulate(&s, &g, &T[i], err);
+        if (i == 0)
+            g0 = g;
+    }
+    sim_model_free(&smod);
+    sim_free(&s);
+    if (st != FSMOE_OK)
+        return st;
+    pr->iteration_s = T[0], pr->deepspeed_s = T[1], pr->tutel_s = T[2];
+    pr->tutel_improved_s = T[3], pr->pipemoe_lina_s = T[4];
+    out->parallel = *par;
+    out->B = m->B;
+    out->B_global = (long)par->dp * m->B;
+    out->pipeline.present = 1;
+    out->pipeline.micro_batches = micro;
+    out->pipeline.stage_blocks = sm.layers;
+    out->pipeline.fwd_s = g0.fwd_s, out->pipeline.bwd_s = g0.bwd_s;
+    out->pipeline.grad_s = g0.grad_s;
+    out->pipeline.p2p_bytes = bytes, out->pipeline.p2p_s = p2p;
+    /* memory: one stage's blocks; GPipe keeps every micro-batch's activations until its
+     * backward, so the activations are the whole batch's */
+    fsmoe_model mm = sm;
+    mm.B = m->B;
+    fsmoe_mem_shape ms;
+    fsmoe_memory mem;
+    fsmoe_model_mem_shape(&mm, &spar, &ms);
+    fsmoe_memory_estimate(&ms, &mem);
+    for (int cat = 0; cat < FSMOE_MEM_CATS; cat++)
+        out->memory.bytes[cat] = mem.bytes[cat];
+    out->memory.total = mem.total;
+    char line[400];
+    double fb = g0.fwd_s + g0.bwd_s;
+    snprintf(line, sizeof line,
+             "pipeline: GPipe over %d stages of %ld blocks, %d micro-batches of %ld samples; the "
+             "bubble idles each stage (pp-1)(F+B) = %.4g ms, %.1f %% of its compute; sends of "
+             "%.4g MB take %.4g ms; layers[] and the forward/backward times are one stage's "
+             "micro-batch",
+             par->pp, sm.layers, micro, sm.B, 1e3 * (par->pp - 1) * fb,
+             100.0 * (par->pp - 1) / (micro + par->pp - 1), bytes / 1e6, 1e3 * p2p);
+    fsmoe_note_add(out->notes, sizeof out->notes, line);
+    return FSMOE_OK;
+}
+
 fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char *cluster_path,
                         const fsmoe_parallel *par, const plan_options *opt, fsmoe_plan *out,
                         fsmoe_error *err)
 {
+    if (par->pp > 1)
+        return plan_model_pp(m, c, cluster_path, par, opt, out, err);
     fsmoe_status st = plan_model_one(m, c, cluster_path, par, opt, out, err);
     if (st == FSMOE_OK && opt->method == PLAN_METHOD_AUTO && c->interference.present)
         st = pick_by_simulation(m, c, cluster_path, par, out, err);

@@ -9,10 +9,11 @@
 
 #include "atomic_file.h"
 #include "explain.h"
+#include "gpipe.h"
 #include "sim.h"
 #include "sim_schedules.h"
 
-enum { RULE_HEADS = 0, RULE_VOCAB, RULE_BATCH, RULE_LAYOUT };
+enum { RULE_HEADS = 0, RULE_VOCAB, RULE_BATCH, RULE_LAYOUT, RULE_STAGES };
 
 static int push(search_result *r, const search_candidate *c)
 {
@@ -45,6 +46,11 @@ static int broken_rule(const fsmoe_model *m, const fsmoe_parallel *par, long glo
     fsmoe_error err = {0};
     if (fsmoe_model_resolve(resolved, par, "search", &err) != FSMOE_OK)
         return RULE_LAYOUT;
+    fsmoe_model stage;
+    fsmoe_parallel spar;
+    if (par->pp > 1 && gpipe_stage(resolved, par, gpipe_default_micro(resolved->B, par->pp),
+                                   &stage, &spar, &err) != FSMOE_OK)
+        return RULE_STAGES;
     return -1;
 }
 
@@ -75,18 +81,21 @@ fsmoe_status search_layouts(const fsmoe_model *m, const fsmoe_cluster *c,
                           "search: %d ranks on nodes of %d with a global batch of %ld (expected "
                           "whole nodes and at least one sample)",
                           world, gpus_per_node, global_batch);
-    for (int mp = 1; mp <= world; mp++) {
-        if (world % mp != 0)
+    for (int pp = 1; pp <= world && pp <= GPIPE_MAX_STAGES; pp++) {
+    if (world % pp != 0)
+        continue;
+    for (int mp = 1; mp <= world / pp; mp++) {
+        if ((world / pp) % mp != 0)
             continue;
-        for (int ep = 1; ep <= world; ep++) {
-            if (world % ep != 0)
+        for (int ep = 1; ep <= world / pp; ep++) {
+            if ((world / pp) % ep != 0)
                 continue;
-            for (int esp = 1; esp <= world / ep; esp++) {
-                if ((world / ep) % esp != 0)
+            for (int esp = 1; esp <= world / pp / ep; esp++) {
+                if ((world / pp / ep) % esp != 0)
                     continue;
                 fsmoe_parallel par = {.world = world, .gpus_per_node = gpus_per_node,
-                                      .dp = world / mp, .mp = mp, .ep = ep, .esp = esp,
-                                      .pp = 1};
+                                      .dp = world / pp / mp, .mp = mp, .ep = ep, .esp = esp,
+                                      .pp = pp};
                 fsmoe_model rm;
                 int rule = broken_rule(m, &par, global_batch, &rm);
                 if (rule >= 0) {
@@ -97,18 +106,35 @@ fsmoe_status search_layouts(const fsmoe_model *m, const fsmoe_cluster *c,
                 search_candidate cand;
                 memset(&cand, 0, sizeof cand);
                 cand.par = par, cand.B = rm.B;
-                fsmoe_mem_shape ms;
-                fsmoe_memory mem;
-                fsmoe_model_mem_shape(&rm, &par, &ms);
-                fsmoe_memory_estimate(&ms, &mem);
-                for (int i = 0; i < FSMOE_MEM_CATS; i++)
-                    cand.mem[i] = mem.bytes[i];
-                cand.mem_total = mem.total;
                 fsmoe_plan p;
                 memset(&p, 0, sizeof p);
                 fsmoe_error perr = {0};
-                fsmoe_status st = plan_model(&rm, c, cluster_path, &par, opt, &p, &perr);
-                if (st == FSMOE_OK) { /* the simulated iteration of the plan, as `simulate` */
+                plan_options o = *opt;
+                o.micro_batches = 0; /* gpipe.h's default */
+                fsmoe_status st = plan_model(&rm, c, cluster_path, &par, &o, &p, &perr);
+                /* the memory model as the plan applies it (a pipeline stage's blocks) */
+                if (st == FSMOE_OK) {
+                    for (int i = 0; i < FSMOE_MEM_CATS; i++)
+                        cand.mem[i] = p.memory.bytes[i];
+                    cand.mem_total = p.memory.total;
+                } else {
+                    fsmoe_model mm = rm, stage;
+                    fsmoe_parallel mpar = par, spar;
+                    fsmoe_error e2 = {0};
+                    if (par.pp > 1 && gpipe_stage(&rm, &par, 1, &stage, &spar, &e2) == FSMOE_OK)
+                        mm.layers = stage.layers, mpar = spar;
+                    fsmoe_mem_shape ms;
+                    fsmoe_memory mem;
+                    fsmoe_model_mem_shape(&mm, &mpar, &ms);
+                    fsmoe_memory_estimate(&ms, &mem);
+                    for (int i = 0; i < FSMOE_MEM_CATS; i++)
+                        cand.mem[i] = mem.bytes[i];
+                    cand.mem_total = mem.total;
+                }
+                if (st == FSMOE_OK && p.pipeline.present) {
+                    /* a pipeline: the plan's makespan is the simulated pipeline (gpipe.h) */
+                    cand.iteration_s = p.predicted.iteration_s;
+                } else if (st == FSMOE_OK) { /* the simulated iteration, as `simulate` */
                     sim_model sm;
                     st = sim_model_of_plan(&p, &rm, c, cluster_path, &sm, &perr);
                     if (st == FSMOE_OK)
@@ -142,6 +168,7 @@ fsmoe_status search_layouts(const fsmoe_model *m, const fsmoe_cluster *c,
             }
         }
     }
+    }
     sim_free(&s);
     out->rank = malloc((size_t)(out->n > 0 ? out->n : 1) * sizeof *out->rank);
     if (!out->rank) {
@@ -167,7 +194,10 @@ void search_free(search_result *r)
 
 static void layout_text(const fsmoe_parallel *p, char *buf, size_t len)
 {
-    snprintf(buf, len, "dp %d mp %d ep %d esp %d", p->dp, p->mp, p->ep, p->esp);
+    if (p->pp > 1)
+        snprintf(buf, len, "dp %d mp %d ep %d esp %d pp %d", p->dp, p->mp, p->ep, p->esp, p->pp);
+    else
+        snprintf(buf, len, "dp %d mp %d ep %d esp %d", p->dp, p->mp, p->ep, p->esp);
 }
 
 /* Where a runner-up loses against the best: the phase (forward, backward, the gradient tail)
@@ -175,6 +205,12 @@ static void layout_text(const fsmoe_parallel *p, char *buf, size_t len)
 static void lost_by(const search_candidate *x, const search_candidate *best, char *buf,
                     size_t len)
 {
+    if (x->par.pp != best->par.pp || x->par.pp > 1) { /* pipelines: phases not comparable */
+        char t[32];
+        explain_time(x->iteration_s - best->iteration_s, t, sizeof t);
+        snprintf(buf, len, "iteration +%s (pp %d against %d)", t, x->par.pp, best->par.pp);
+        return;
+    }
     static const char *const names[3] = {"forward", "backward", "gradient tail"};
     double d[3] = {x->forward_s - best->forward_s, x->backward_s - best->backward_s,
                    x->tail_s - best->tail_s};
@@ -206,14 +242,15 @@ void search_print(const search_result *r, const char *model, const char *cluster
             "# layout search: %s on %s, %d GPUs (%d per node), global batch %ld; memory per "
             "GPU: %s\n"
             "# %d layouts: %d ranked, %d over the memory limit, %d the planner could not "
-            "plan, %d against a rule (heads %d, vocabulary %d, global batch %d, layout %d); "
-            "pp 1 (pipeline stages are not planned)\n",
+            "plan, %d against a rule (heads %d, vocabulary %d, global batch %d, layout %d, "
+            "pipeline stages %d); pp > 1: GPipe with its default micro-batches\n",
             model, cluster, r->world, r->gpus_per_node, r->global_batch, lim,
             r->n + r->n_invalid, r->n_ranked, n_nofit, n_unplanned, r->n_invalid,
             r->invalid_by_rule[RULE_HEADS], r->invalid_by_rule[RULE_VOCAB],
-            r->invalid_by_rule[RULE_BATCH], r->invalid_by_rule[RULE_LAYOUT]);
-    fprintf(f, "| rank | dp | mp | ep | esp | batch/rank | memory/GPU | simulated iteration | vs best | "
-               "loses in |\n|---|---|---|---|---|---|---|---|---|---|\n");
+            r->invalid_by_rule[RULE_BATCH], r->invalid_by_rule[RULE_LAYOUT],
+            r->invalid_by_rule[RULE_STAGES]);
+    fprintf(f, "| rank | dp | mp | ep | esp | pp | batch/rank | memory/GPU | simulated iteration | "
+               "vs best | loses in |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
     const search_candidate *best = r->n_ranked > 0 ? &r->c[r->rank[0]] : NULL;
     for (int i = 0; i < r->n_ranked && i < top; i++) {
         const search_candidate *x = &r->c[r->rank[i]];
@@ -222,12 +259,12 @@ void search_print(const search_result *r, const char *model, const char *cluster
         explain_time(x->iteration_s, t, sizeof t);
         if (i > 0)
             lost_by(x, best, why, sizeof why);
-        fprintf(f, "| %d | %d | %d | %d | %d | %ld | %s | %s | %.3fx | %s |\n", i + 1, x->par.dp,
-                x->par.mp, x->par.ep, x->par.esp, x->B, mem, t,
+        fprintf(f, "| %d | %d | %d | %d | %d | %d | %ld | %s | %s | %.3fx | %s |\n", i + 1,
+                x->par.dp, x->par.mp, x->par.ep, x->par.esp, x->par.pp, x->B, mem, t,
                 x->iteration_s / best->iteration_s, why);
     }
     if (!best)
-        fprintf(f, "| - | no layout fits and plans |||||||||\n");
+        fprintf(f, "| - | no layout fits and plans ||||||||||\n");
     /* the three fastest layouts over the limit: what more memory would buy */
     int over[3], n_over = 0;
     for (int i = 0; i < r->n; i++) {

@@ -5,6 +5,7 @@
  * speedup summaries, a CSV, and the regret study of the closed-form pipeline degree.
  * Relies on: sim.h, sim_schedules.h, sim_out.h, sweep.h, libfsmoe (plan, model, cluster, cli). */
 #include "sim_cli.h"
+#include "gpipe.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -205,11 +206,19 @@ int sim_cli_simulate(const plan_cli *cli)
     }
     if (sim_tutel_degree(&s, &m, &m.tutel_r, &err) != FSMOE_OK)
         goto out_err;
+    const int pipe = plan.pipeline.present;
+    if (pipe)
+        printf("# pipeline: GPipe over %d stages of %ld blocks, %d micro-batches; every time "
+               "below is the pipeline's iteration with the schedule's stage (the stage: one "
+               "micro-batch of its blocks)\n",
+               plan.parallel.pp, plan.pipeline.stage_blocks, plan.pipeline.micro_batches);
     if (all) {
         double t[SIM_SCHED_COUNT];
         for (int k = 0; k < SIM_SCHED_COUNT; k++)
             if (sim_schedule_applies(&m, (sim_schedule)k, NULL) &&
-                sim_schedule_time(&s, &m, (sim_schedule)k, NULL, &t[k], &err) != FSMOE_OK)
+                (pipe ? gpipe_schedule_time(&s, &m, &plan, (sim_schedule)k, &t[k], NULL, &err)
+                      : sim_schedule_time(&s, &m, (sim_schedule)k, NULL, &t[k], &err)) !=
+                    FSMOE_OK)
                 goto out_err;
         printf("# tutel degree r = %d (best of 1,2,4,8 by simulation)\n", m.tutel_r);
         printf("%-16s %14s %10s %10s\n", "schedule", "iteration ms", "vs tutel", "vs ds");
@@ -239,6 +248,25 @@ int sim_cli_simulate(const plan_cli *cli)
     if (sim_schedule_time(&s, &m, (sim_schedule)sched, NULL, &it, &err) != FSMOE_OK)
         goto out_err;
     print_report(&s, &m, sim_schedule_name((sim_schedule)sched));
+    if (pipe) {
+        /* the pipeline after the stage's report (its Gantt chart and trace are the stage's) */
+        sim ps;
+        sim_init(&ps);
+        gpipe_input g;
+        double T = 0;
+        fsmoe_status pst = gpipe_schedule_time(&ps, &m, &plan, (sim_schedule)sched, &T, &g, &err);
+        sim_free(&ps);
+        if (pst != FSMOE_OK)
+            goto out_err;
+        printf("\npipeline      %.4f ms  (GPipe: %d stages x %d micro-batches; per stage and "
+               "micro-batch forward %.4f ms, backward %.4f ms without gradients; gradients and "
+               "optimizer once %.4f ms; each send %.4f ms; bubble %.4f ms per stage, %.1f %%; "
+               "closed form %.4f ms)\n",
+               1e3 * T, g.stages, g.micro_batches, 1e3 * g.fwd_s, 1e3 * g.bwd_s, 1e3 * g.grad_s,
+               1e3 * g.p2p_s, 1e3 * (g.stages - 1) * (g.fwd_s + g.bwd_s),
+               100.0 * (g.stages - 1) / (g.micro_batches + g.stages - 1),
+               1e3 * gpipe_closed_form(&g));
+    }
     char title[256];
     snprintf(title, sizeof title, "%s on %s: %s", plan.model_name, plan.cluster_name,
              sim_schedule_name((sim_schedule)sched));

@@ -3,6 +3,7 @@
  * O1/O2/O3, Lina's micro-op gradient AllReduce, DeepSpeed-MoE, Tutel/PipeMoE) as simulator tasks.
  * Relies on: sim.h (engine), workload.h (per-layer costs and cost lines). */
 #include "sim_schedules.h"
+#include "gpipe.h"
 
 #include "grad_partition.h"
 
@@ -925,6 +926,24 @@ fsmoe_status sim_model_of_plan(const fsmoe_plan *p, const fsmoe_model *model,
     fsmoe_status pst = sim_plan_check(p, NULL, err);
     if (pst != FSMOE_OK)
         return pst;
+    /* a pipeline plan (gpipe.h): its layers are one stage's, planned for one micro-batch */
+    fsmoe_model stage_model;
+    fsmoe_parallel stage_par = p->parallel;
+    long B = p->B;
+    if (p->parallel.pp > 1) {
+        if (!p->pipeline.present)
+            return fsmoe_fail(err, FSMOE_ERR_VALUE,
+                              "simulate: the plan has pp %d but no pipeline section",
+                              p->parallel.pp);
+        fsmoe_model whole = *model;
+        whole.B = p->B;
+        pst = gpipe_stage(&whole, &p->parallel, p->pipeline.micro_batches, &stage_model,
+                          &stage_par, err);
+        if (pst != FSMOE_OK)
+            return pst;
+        model = &stage_model;
+        B = stage_model.B;
+    }
     long n_moe = fsmoe_model_moe_count(model);
     if (n_moe != p->n_layers || p->n_layers < 1)
         return fsmoe_fail(err, FSMOE_ERR_VALUE,
@@ -932,10 +951,10 @@ fsmoe_status sim_model_of_plan(const fsmoe_plan *p, const fsmoe_model *model,
                           p->n_layers, model->name, n_moe);
     workload_shape_from_model(model, &m->shape);
     /* the plan's shape wins: it records every override it was made with */
-    m->shape.B = p->B, m->shape.L = p->L, m->shape.M = p->M, m->shape.H = p->H;
+    m->shape.B = B, m->shape.L = p->L, m->shape.M = p->M, m->shape.H = p->H;
     m->shape.E = p->E, m->shape.k = p->k, m->shape.f = p->f, m->shape.expert = p->expert;
     m->shape.bytes_per_element = p->bytes_per_element;
-    m->par = p->parallel;
+    m->par = stage_par;
     fsmoe_status st = workload_lines_init(c, cluster_path, &m->par, &m->shape, &m->lines, err);
     if (st != FSMOE_OK)
         return st;

@@ -1,6 +1,6 @@
 /* Tests: the layout search (planner/search.h) against brute force on small worlds. The brute
- * force tries every 4-tuple (dp, mp, ep, esp) of integers 1..world with dp·mp = world (not only
- * divisors), applies the search's rules as search.h states them, plans each survivor, and times
+ * force tries every 5-tuple (dp, mp, ep, esp, pp) of integers 1..world with dp·mp·pp = world (not
+ * only divisors), applies the search's rules as search.h states them, plans each survivor, and times
  * the plan with the discrete-event simulator in a simulator of its own; its fastest layout
  * that fits must be the search's first, every layout it planned must be in the search's list with
  * the same state and memory, and the counts must agree. Also: a memory limit between the
@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "cluster.h"
+#include "gpipe.h"
 #include "model.h"
 #include "plan_model.h"
 #include "search.h"
@@ -44,12 +45,13 @@ static int brute_force(const fsmoe_model *m0, const fsmoe_cluster *c, const char
     sim s;
     sim_init(&s);
     for (int dp = 1; dp <= world; dp++)
-        for (int mp = 1; mp <= world; mp++) {
-            if (dp * mp != world)
+        for (int mp = 1; mp <= world; mp++)
+            for (int pp = 1; pp <= world; pp++) {
+            if (dp * mp * pp != world)
                 continue;
             for (int ep = 1; ep <= world; ep++)
                 for (int esp = 1; esp <= world; esp++) {
-                    fsmoe_parallel par = {world, gpn, dp, mp, ep, esp, 1};
+                    fsmoe_parallel par = {world, gpn, dp, mp, ep, esp, pp};
                     long kv = m0->kv_heads > 0 ? m0->kv_heads : m0->heads;
                     if (m0->heads % mp || kv % mp || m0->vocab % mp || global_batch % dp)
                         continue;
@@ -58,13 +60,28 @@ static int brute_force(const fsmoe_model *m0, const fsmoe_cluster *c, const char
                     fsmoe_error err = {0};
                     if (fsmoe_model_resolve(&m, &par, "brute", &err) != FSMOE_OK)
                         continue;
+                    /* pipeline stages: equal blocks, the same MoE placement, B into GPipe's
+                     * default micro-batches (the largest divisor of B up to 4·pp) */
+                    int micro = 1;
+                    for (int d = 1; d <= m.B && d <= 4 * pp; d++)
+                        if (m.B % d == 0)
+                            micro = d;
+                    if (pp > 1 && (m.layers % pp || m.moe_first >= m.moe_every ||
+                                   (m.layers / pp) % m.moe_every))
+                        continue;
+                    (void)micro;
                     assert_true(n < max);
                     brute_row *r = &rows[n++];
                     memset(r, 0, sizeof *r);
                     r->par = par;
+                    /* the memory model on one stage's blocks, the whole batch's activations */
+                    fsmoe_model mm = m;
+                    fsmoe_parallel mpar = par;
+                    mm.layers = m.layers / pp;
+                    mpar.pp = 1, mpar.world = world / pp;
                     fsmoe_mem_shape ms;
                     fsmoe_memory mem;
-                    fsmoe_model_mem_shape(&m, &par, &ms);
+                    fsmoe_model_mem_shape(&mm, &mpar, &ms);
                     fsmoe_memory_estimate(&ms, &mem);
                     r->mem = mem.total;
                     r->fits = limit <= 0 || mem.total <= limit;
@@ -74,9 +91,16 @@ static int brute_force(const fsmoe_model *m0, const fsmoe_cluster *c, const char
                     if (plan_model(&m, c, cpath, &par, &opt, &p, &err) == FSMOE_OK) {
                         sim_model sm;
                         assert_int_equal(sim_model_of_plan(&p, &m, c, cpath, &sm, &err), FSMOE_OK);
-                        assert_int_equal(sim_schedule_time(&s, &sm, SIM_SCHED_PLAN, NULL,
-                                                           &r->sim_s, &err),
-                                         FSMOE_OK);
+                        if (pp > 1) {
+                            assert_int_equal(p.pipeline.micro_batches, micro);
+                            assert_int_equal(gpipe_schedule_time(&s, &sm, &p, SIM_SCHED_PLAN,
+                                                                 &r->sim_s, NULL, &err),
+                                             FSMOE_OK);
+                        } else {
+                            assert_int_equal(sim_schedule_time(&s, &sm, SIM_SCHED_PLAN, NULL,
+                                                               &r->sim_s, &err),
+                                             FSMOE_OK);
+                        }
                         sim_model_free(&sm);
                         r->planned = 1;
                         /* the plan's closed forms are within a few per cent of the simulator
@@ -85,7 +109,7 @@ static int brute_force(const fsmoe_model *m0, const fsmoe_cluster *c, const char
                     }
                     fsmoe_plan_free(&p);
                 }
-        }
+            }
     sim_free(&s);
     return n;
 }

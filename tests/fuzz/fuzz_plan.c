@@ -4,7 +4,7 @@
  * one message, never a crash, a leak or a slow input.
  * fuzz-sources: libfsmoe/yaml_read.c libfsmoe/input_file.c libfsmoe/yaml_write.c libfsmoe/plan_io.c libfsmoe/model.c libfsmoe/parallel.c libfsmoe/names.c libfsmoe/status.c libfsmoe/atomic_file.c libfsmoe/memory.c
  * fuzz-libs: -lyaml -lm
- * fuzz-seeds: plans
+ * fuzz-seeds: plans tests/fuzz/plan-seeds
  * fuzz-dict: tests/fuzz/plan.dict
  */
 #include <stddef.h>

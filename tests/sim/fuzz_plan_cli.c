@@ -4,7 +4,7 @@
  * validated and nothing is run (no file is read or written). Checked: no crash, leak or
  * sanitizer report; a usage error always carries a message; a success names a subcommand whose
  * required fields are set.
- * fuzz-sources: libfsmoe/a2a_2dh.c planner/cli_parse.c planner/sim_schedules.c planner/moe_seq.c planner/sim.c libfsmoe/task.c planner/workload.c planner/pipeline_degree.c planner/parm_schedule.c planner/grad_partition.c planner/locate.c planner/sweep.c planner/plan_model.c planner/table4.c planner/monta_a2a.c planner/baselines.c planner/diff.c planner/explain.c libfsmoe/cli.c libfsmoe/names.c libfsmoe/status.c libfsmoe/yaml_read.c libfsmoe/input_file.c libfsmoe/yaml_write.c libfsmoe/model.c libfsmoe/cluster.c libfsmoe/cost.c libfsmoe/parallel.c libfsmoe/plan_io.c libfsmoe/atomic_file.c libfsmoe/json.c libfsmoe/sha256.c libfsmoe/memory.c
+ * fuzz-sources: libfsmoe/a2a_2dh.c planner/cli_parse.c planner/sim_schedules.c planner/moe_seq.c planner/sim.c libfsmoe/task.c planner/workload.c planner/pipeline_degree.c planner/parm_schedule.c planner/grad_partition.c planner/locate.c planner/sweep.c planner/plan_model.c planner/gpipe.c planner/table4.c planner/monta_a2a.c planner/baselines.c planner/diff.c planner/explain.c libfsmoe/cli.c libfsmoe/names.c libfsmoe/status.c libfsmoe/yaml_read.c libfsmoe/input_file.c libfsmoe/yaml_write.c libfsmoe/model.c libfsmoe/cluster.c libfsmoe/cost.c libfsmoe/parallel.c libfsmoe/plan_io.c libfsmoe/atomic_file.c libfsmoe/json.c libfsmoe/sha256.c libfsmoe/memory.c
  * fuzz-libs: -lyaml -lnlopt -lm
  * fuzz-seeds: tests/sim/fuzz_plan_cli_seeds/[a-z]*
  * fuzz-dict: tests/sim/fuzz_plan_cli.dict
