@@ -255,6 +255,13 @@ int sim_cli_simulate(const plan_cli *cli)
         gpipe_input g;
         double T = 0;
         fsmoe_status pst = gpipe_schedule_time(&ps, &m, &plan, (sim_schedule)sched, &T, &g, &err);
+        /* MoNTA's priorities, measured: the same pipeline with the sends and the gradient work
+         * sharing each stage's link */
+        gpipe_input fair = g;
+        fair.priorities = 0;
+        double T_fair = 0;
+        if (pst == FSMOE_OK)
+            pst = gpipe_simulate(&ps, &fair, &T_fair, &err);
         sim_free(&ps);
         if (pst != FSMOE_OK)
             goto out_err;
@@ -266,6 +273,9 @@ int sim_cli_simulate(const plan_cli *cli)
                1e3 * g.p2p_s, 1e3 * (g.stages - 1) * (g.fwd_s + g.bwd_s),
                100.0 * (g.stages - 1) / (g.micro_batches + g.stages - 1),
                1e3 * gpipe_closed_form(&g));
+        printf("              %.4f ms without MoNTA's link priorities (pipeline sends ahead of "
+               "DP gradient work; without them they share each stage's link)\n",
+               1e3 * T_fair);
     }
     char title[256];
     snprintf(title, sizeof title, "%s on %s: %s", plan.model_name, plan.cluster_name,

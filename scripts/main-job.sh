@@ -137,6 +137,12 @@ mkdir -p "$out/search"
 "$plan" --model models/mixtral-8x7b.yaml --cluster clusters/testbed-a.yaml --world 32 --search \
     --mem-limit 100G --top 3 -o "$out/plans/mixtral-8x7b@testbed-a-searched-100G.yaml" 2>&1 \
     | sed -n '1,7p;/^# over the limit/p'
+echo
+echo "pipeline stages: the same model in 2 GPipe stages (one stage planned, every schedule's stage"
+echo "in a simulated pipeline of stages x micro-batches)"
+"$plan" --model models/mixtral-8x7b.yaml --cluster clusters/testbed-a.yaml --world 32 --pp 2 \
+    --ep 2 -o "$out/plans/mixtral-8x7b@testbed-a-pp2.yaml" 2>&1 | sed -n '1,3p'
+"$plan" simulate "$out/plans/mixtral-8x7b@testbed-a-pp2.yaml" | grep -A1 '^pipeline'
 
 echo
 echo "main job done; everything is in $out/:"
