@@ -256,6 +256,20 @@ static fsmoe_status model_times(fid *f, const model_case *mc, double t[SIM_SCHED
     return st;
 }
 
+/* model_times, and its row of the whole-model tables (deepspeed, parm-baseline, tutel, fsmoe,
+ * plan, in ms); `what` follows the model's name. */
+static fsmoe_status model_row(fid *f, const model_case *mc, const char *what,
+                              double t[SIM_SCHED_COUNT])
+{
+    fsmoe_status st = model_times(f, mc, t);
+    if (st == FSMOE_OK)
+        fprintf(f->out, "| %s @ %s%s | %.1f | %.1f | %.1f | %.1f | %.1f |\n", mc->model,
+                mc->cluster, what, t[SIM_SCHED_DEEPSPEED] * 1e3,
+                t[SIM_SCHED_PARM_BASELINE] * 1e3, t[SIM_SCHED_TUTEL] * 1e3,
+                t[SIM_SCHED_FSMOE] * 1e3, t[SIM_SCHED_PLAN] * 1e3);
+    return st;
+}
+
 /* FSMoE Fig. 6: B = 1, k = 2, f = 1.2; L = 1024 on A, 256 on B; Mixtral-7B with 7 layers on B,
  * Mixtral-22B with 33 on A (FSMoE §6). The paper gives ranges and averages over the five. */
 static fsmoe_status fsmoe_fig6(fid *f)
@@ -277,12 +291,9 @@ static fsmoe_status fsmoe_fig6(fid *f)
                     "|---|---|---|---|---|---|\n");
     for (int i = 0; i < N; i++) {
         double t[SIM_SCHED_COUNT];
-        fsmoe_status st = model_times(f, &cases[i], t);
+        fsmoe_status st = model_row(f, &cases[i], "", t);
         if (st != FSMOE_OK)
             return st;
-        fprintf(f->out, "| %s @ %s | %.1f | %.1f | %.1f | %.1f | %.1f |\n", cases[i].model,
-                cases[i].cluster, t[SIM_SCHED_DEEPSPEED] * 1e3, t[SIM_SCHED_PARM_BASELINE] * 1e3,
-                t[SIM_SCHED_TUTEL] * 1e3, t[SIM_SCHED_FSMOE] * 1e3, t[SIM_SCHED_PLAN] * 1e3);
         const int ds[2] = {SIM_SCHED_PARM_BASELINE, SIM_SCHED_DEEPSPEED};
         for (int d = 0; d < 2; d++) {
             double x = t[ds[d]] / t[SIM_SCHED_FSMOE];
@@ -333,13 +344,9 @@ static fsmoe_status fsmoe_fig8(fid *f)
                     "|---|---|---|---|---|---|\n");
     for (int i = 0; i < N; i++) {
         double t[SIM_SCHED_COUNT];
-        fsmoe_status st = model_times(f, &cases[i], t);
+        fsmoe_status st = model_row(f, &cases[i], ", pp 2", t);
         if (st != FSMOE_OK)
             return st;
-        fprintf(f->out, "| %s @ %s, pp 2 | %.1f | %.1f | %.1f | %.1f | %.1f |\n",
-                cases[i].model, cases[i].cluster, t[SIM_SCHED_DEEPSPEED] * 1e3,
-                t[SIM_SCHED_PARM_BASELINE] * 1e3, t[SIM_SCHED_TUTEL] * 1e3,
-                t[SIM_SCHED_FSMOE] * 1e3, t[SIM_SCHED_PLAN] * 1e3);
         for (int j = 0; j < 5; j++)
             avg[j] += t[vs[j]] / t[SIM_SCHED_FSMOE] / N;
         avg_pb += t[SIM_SCHED_PARM_BASELINE] / t[SIM_SCHED_FSMOE] / N;

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_clock.h"
 #include "cluster.h"
 #include "grad_partition.h"
 #include "model.h"
@@ -23,18 +24,6 @@
 #include "plan_model.h"
 #include "workload.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* One end-to-end plan; returns 0 on success. */
 static int plan_once(const char *mpath, const char *cpath, fsmoe_plan *p, fsmoe_parallel *used,
@@ -97,15 +86,15 @@ int main(int argc, char **argv)
     fsmoe_parallel par = {0};
     fsmoe_error err = {0};
     for (int i = 0; i < reps; i++) {
-        double t0 = now_s();
+        double t0 = bench_now_s();
         if (plan_once(mpath, cpath, &p, &par, &err)) {
             fprintf(stderr, "bench_plan_model: %s\n", err.msg);
             free(t);
             return 1;
         }
-        t[i] = now_s() - t0;
+        t[i] = bench_now_s() - t0;
     }
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    qsort(t, (size_t)reps, sizeof *t, bench_cmp_double);
     /* Step-2 stress: the plan's layers with short dense windows. */
     grad_layer_in *gin = calloc((size_t)(p.n_layers > 0 ? p.n_layers : 1), sizeof *gin);
     grad_layer_out *gout = calloc((size_t)(p.n_layers > 0 ? p.n_layers : 1), sizeof *gout);
@@ -138,14 +127,14 @@ int main(int argc, char **argv)
                        .method = PIPELINE_SLSQP, .step2 = GRAD_STEP2_BEST};
     grad_result gr;
     for (int i = 0; i < reps; i++) {
-        double t0 = now_s();
+        double t0 = bench_now_s();
         if (grad_partition_solve(&gp, gout, &gr, &err)) {
             fprintf(stderr, "bench_plan_model: %s\n", err.msg);
             return 1;
         }
-        t2[i] = now_s() - t0;
+        t2[i] = bench_now_s() - t0;
     }
-    qsort(t2, (size_t)reps, sizeof *t2, cmp_double);
+    qsort(t2, (size_t)reps, sizeof *t2, bench_cmp_double);
     double median = t[reps / 2] * 1e3, best = t[0] * 1e3;
     printf("# plan %s on %s (world %d = %d nodes x %d, dp %d mp %d ep %d esp %d), %d layers\n",
            model, cluster, par.world, par.world / par.gpus_per_node, par.gpus_per_node, par.dp,

@@ -9,23 +9,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_clock.h"
 #include "cluster.h"
 #include "model.h"
 #include "plan_model.h"
 #include "search.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 int main(int argc, char **argv)
 {
@@ -49,7 +38,7 @@ int main(int argc, char **argv)
         fsmoe_model m;
         fsmoe_cluster c;
         memset(&c, 0, sizeof c);
-        double t0 = now_s();
+        double t0 = bench_now_s();
         plan_options opt = {.method = PLAN_METHOD_AUTO};
         search_free(&r);
         if (fsmoe_model_load(mpath, &m, &err) || fsmoe_cluster_load(cpath, &c, &err) ||
@@ -59,10 +48,10 @@ int main(int argc, char **argv)
             free(t);
             return 1;
         }
-        t[i] = now_s() - t0;
+        t[i] = bench_now_s() - t0;
         fsmoe_cluster_free(&c);
     }
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    qsort(t, (size_t)reps, sizeof *t, bench_cmp_double);
     int planned = 0;
     for (int i = 0; i < r.n; i++)
         planned += r.c[i].state != SEARCH_UNPLANNED;

@@ -24,11 +24,18 @@
 #include "sim.h"
 #include "sim_schedules.h"
 
-static void paths(const char *model, const char *cluster, char *mpath, char *cpath, size_t len)
+/* Loads models/<model>.yaml and clusters/<cluster>.yaml; cpath gets the profile's path. */
+static void load(const char *model, const char *cluster, fsmoe_model *m, fsmoe_cluster *c,
+                 char *cpath, size_t len)
 {
     const char *r = getenv("FSMOE_SOURCE_ROOT");
-    snprintf(mpath, len, "%s/models/%s.yaml", r ? r : ".", model);
+    char mpath[1024];
+    snprintf(mpath, sizeof mpath, "%s/models/%s.yaml", r ? r : ".", model);
     snprintf(cpath, len, "%s/clusters/%s.yaml", r ? r : ".", cluster);
+    memset(c, 0, sizeof *c);
+    fsmoe_error err = {0};
+    assert_int_equal(fsmoe_model_load(mpath, m, &err), FSMOE_OK);
+    assert_int_equal(fsmoe_cluster_load(cpath, c, &err), FSMOE_OK);
 }
 
 typedef struct {
@@ -117,14 +124,11 @@ static int brute_force(const fsmoe_model *m0, const fsmoe_cluster *c, const char
 static void check_world(const char *model, const char *cluster, int world, double limit,
                         int *ranked_out)
 {
-    char mpath[1024], cpath[1024];
-    paths(model, cluster, mpath, cpath, sizeof mpath);
+    char cpath[1024];
     fsmoe_model m;
     fsmoe_cluster c;
-    memset(&c, 0, sizeof c);
     fsmoe_error err = {0};
-    assert_int_equal(fsmoe_model_load(mpath, &m, &err), FSMOE_OK);
-    assert_int_equal(fsmoe_cluster_load(cpath, &c, &err), FSMOE_OK);
+    load(model, cluster, &m, &c, cpath, sizeof cpath);
     int gpn = c.gpus_per_node;
     long gb = m.B * (world / gpn); /* the common layout's dp = nodes */
     brute_row rows[512];
@@ -198,14 +202,11 @@ static void test_brute_force_small_worlds(void **state)
 static void test_memory_limit_moves_choice(void **state)
 {
     (void)state;
-    char mpath[1024], cpath[1024];
-    paths("comm-moe", "testbed-b", mpath, cpath, sizeof mpath);
+    char cpath[1024];
     fsmoe_model m;
     fsmoe_cluster c;
-    memset(&c, 0, sizeof c);
     fsmoe_error err = {0};
-    assert_int_equal(fsmoe_model_load(mpath, &m, &err), FSMOE_OK);
-    assert_int_equal(fsmoe_cluster_load(cpath, &c, &err), FSMOE_OK);
+    load("comm-moe", "testbed-b", &m, &c, cpath, sizeof cpath);
     plan_options opt = {.method = PLAN_METHOD_AUTO};
     search_result r, s;
     long gb = m.B * 2;
