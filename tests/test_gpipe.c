@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cluster.h"
+#include "test_load.h"
 #include "gpipe.h"
 #include "model.h"
 #include "plan.h"
@@ -85,18 +86,6 @@ static void test_send_bound(void **state)
     sim_free(&s);
 }
 
-static void load(const char *model, const char *cluster, fsmoe_model *m, fsmoe_cluster *c,
-                 char *cpath, size_t len)
-{
-    const char *r = getenv("FSMOE_SOURCE_ROOT");
-    char mpath[1024];
-    snprintf(mpath, sizeof mpath, "%s/models/%s.yaml", r ? r : ".", model);
-    snprintf(cpath, len, "%s/clusters/%s.yaml", r ? r : ".", cluster);
-    fsmoe_error err = {0};
-    memset(c, 0, sizeof *c);
-    assert_int_equal(fsmoe_model_load(mpath, m, &err), FSMOE_OK);
-    assert_int_equal(fsmoe_cluster_load(cpath, c, &err), FSMOE_OK);
-}
 
 static void test_planned_pipeline(void **state)
 {
@@ -104,7 +93,7 @@ static void test_planned_pipeline(void **state)
     fsmoe_model m;
     fsmoe_cluster c;
     char cpath[1024];
-    load("mixtral-8x7b", "testbed-a", &m, &c, cpath, sizeof cpath);
+    test_load_inputs("mixtral-8x7b", "testbed-a", &m, &c, cpath, sizeof cpath);
     fsmoe_parallel par = {.world = 32, .gpus_per_node = 8, .dp = 2, .mp = 8, .ep = 2, .esp = 8,
                           .pp = 2};
     fsmoe_error err = {0};

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "cluster.h"
+#include "test_load.h"
 #include "gpipe.h"
 #include "model.h"
 #include "plan_model.h"
@@ -24,19 +25,6 @@
 #include "sim.h"
 #include "sim_schedules.h"
 
-/* Loads models/<model>.yaml and clusters/<cluster>.yaml; cpath gets the profile's path. */
-static void load(const char *model, const char *cluster, fsmoe_model *m, fsmoe_cluster *c,
-                 char *cpath, size_t len)
-{
-    const char *r = getenv("FSMOE_SOURCE_ROOT");
-    char mpath[1024];
-    snprintf(mpath, sizeof mpath, "%s/models/%s.yaml", r ? r : ".", model);
-    snprintf(cpath, len, "%s/clusters/%s.yaml", r ? r : ".", cluster);
-    memset(c, 0, sizeof *c);
-    fsmoe_error err = {0};
-    assert_int_equal(fsmoe_model_load(mpath, m, &err), FSMOE_OK);
-    assert_int_equal(fsmoe_cluster_load(cpath, c, &err), FSMOE_OK);
-}
 
 typedef struct {
     fsmoe_parallel par;
@@ -128,7 +116,7 @@ static void check_world(const char *model, const char *cluster, int world, doubl
     fsmoe_model m;
     fsmoe_cluster c;
     fsmoe_error err = {0};
-    load(model, cluster, &m, &c, cpath, sizeof cpath);
+    test_load_inputs(model, cluster, &m, &c, cpath, sizeof cpath);
     int gpn = c.gpus_per_node;
     long gb = m.B * (world / gpn); /* the common layout's dp = nodes */
     brute_row rows[512];
@@ -206,7 +194,7 @@ static void test_memory_limit_moves_choice(void **state)
     fsmoe_model m;
     fsmoe_cluster c;
     fsmoe_error err = {0};
-    load("comm-moe", "testbed-b", &m, &c, cpath, sizeof cpath);
+    test_load_inputs("comm-moe", "testbed-b", &m, &c, cpath, sizeof cpath);
     plan_options opt = {.method = PLAN_METHOD_AUTO};
     search_result r, s;
     long gb = m.B * 2;
