@@ -145,8 +145,9 @@ fsmoe_status gpipe_p2p(const fsmoe_cluster *c, const char *cluster_path, const f
     int mp = par->mp > 0 ? par->mp : 1;
     *bytes = (double)stage->B * (double)stage->L * (double)stage->M *
              (double)stage->bytes_per_element / mp;
-    fsmoe_tier tier = (long)par->dp * par->mp >= par->gpus_per_node ? FSMOE_TIER_INTER
-                                                                    : FSMOE_TIER_INTRA;
+    /* stages hold whole nodes, or several stages share a node: once the pipeline spans nodes
+     * some boundary is a node's edge, and the slowest send paces every stage alike */
+    fsmoe_tier tier = par->world > par->gpus_per_node ? FSMOE_TIER_INTER : FSMOE_TIER_INTRA;
     /* a 2-rank AllToAll (or, where the profile has none on that tier, AllGather) of twice the
      * bytes: each of its two ranks sends the other exactly the send's bytes */
     static const fsmoe_op ops[2] = {FSMOE_OP_ALLTOALL, FSMOE_OP_ALLGATHER};

@@ -65,8 +65,8 @@ fsmoe_status gpipe_stage(const fsmoe_model *m, const fsmoe_parallel *par, int mi
 int gpipe_default_micro(long B, int pp);
 
 /* One send between stages for a stage model (the micro-batch's B·L·M·bytes split over the MP
- * group) on the tier the stage boundary crosses (inter when a stage holds whole nodes, else
- * intra), costed as a 2-rank AllToAll of twice the bytes (each rank of it sends half its buffer
+ * group) on the slowest tier a stage boundary crosses (inter once the pipeline spans nodes: a
+ * boundary then lies on a node's edge; intra within one node), costed as a 2-rank AllToAll of twice the bytes (each rank of it sends half its buffer
  * to the other), or AllGather where the profile has no AllToAll on that tier. note: where the
  * line came from (appended). */
 fsmoe_status gpipe_p2p(const fsmoe_cluster *c, const char *cluster_path, const fsmoe_model *stage,

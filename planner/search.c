@@ -205,13 +205,18 @@ static void layout_text(const fsmoe_parallel *p, char *buf, size_t len)
 static void lost_by(const search_candidate *x, const search_candidate *best, char *buf,
                     size_t len)
 {
-    if (x->par.pp != best->par.pp || x->par.pp > 1) { /* pipelines: phases not comparable */
+    if (x->par.pp != best->par.pp) { /* other pipelines: their phases do not compare */
         char t[32];
         explain_time(x->iteration_s - best->iteration_s, t, sizeof t);
         snprintf(buf, len, "iteration +%s (pp %d against %d)", t, x->par.pp, best->par.pp);
         return;
     }
-    static const char *const names[3] = {"forward", "backward", "gradient tail"};
+    /* the same pipeline depth: the phases of one stage's micro-batch (pp > 1), or of the
+     * iteration */
+    static const char *const stage_names[3] = {"stage forward", "stage backward",
+                                               "stage gradient tail"};
+    static const char *const iter_names[3] = {"forward", "backward", "gradient tail"};
+    const char *const *names = x->par.pp > 1 ? stage_names : iter_names;
     double d[3] = {x->forward_s - best->forward_s, x->backward_s - best->backward_s,
                    x->tail_s - best->tail_s};
     int w = 0;
@@ -224,7 +229,7 @@ static void lost_by(const search_candidate *x, const search_candidate *best, cha
         return;
     }
     explain_time(d[w], t, sizeof t);
-    snprintf(buf, len, "%s +%s", names[w], t);
+    snprintf(buf, len, "%s +%s%s", names[w], t, x->par.pp > 1 ? " per micro-batch" : "");
 }
 
 void search_print(const search_result *r, const char *model, const char *cluster, int top,
