@@ -274,6 +274,24 @@ static void test_flags(void **state)
           "-o", "@/n.yaml"},
          0, NULL},
         {{"diff", "@/s.yaml", "@/s2.yaml"}, 0, NULL},
+        /* pipeline stages */
+        {{"--model", M, "--cluster", C, "--pp", "0"}, 2, "--pp: 0 is out of range"},
+        {{"--model", M, "--cluster", C, "--pp", "65"}, 2, "--pp: 65 is out of range"},
+        {{"--model", M, "--cluster", C, "--micro-batches", "2"}, 2,
+         "--micro-batches: GPipe's micro-batches need --pp 2 or more"},
+        {{"--model", M, "--cluster", C, "--search", "--pp", "2"}, 2,
+         "--search chooses the layout; --pp is not allowed with it"},
+        {{"--model", M, "--cluster", C, "--world", "16", "--pp", "3", "-o", "@/never.yaml"}, 2,
+         "world=16 but dp·mp·pp = 4·4·3 = 48"},
+        {{"--model", M, "--cluster", C, "--world", "16", "--pp", "2", "--ep", "2",
+          "--micro-batches", "3", "-o", "@/never.yaml"},
+         2, "does not split into 3 micro-batches"},
+        {{"--model", M, "--cluster", C, "--world", "16", "--pp", "2", "--ep", "2", "-q", "-o",
+          "@/pp.yaml"},
+         0, NULL},
+        {{"--regenerate", "@/pp.yaml", "-q", "-o", "@/pp2.yaml"}, 0, NULL},
+        {{"diff", "--strict", "@/pp.yaml", "@/pp2.yaml"}, 0, NULL},
+        {{"simulate", "@/pp.yaml", "--schedule", "all"}, 0, NULL},
     };
     check_rows(rows, sizeof rows / sizeof rows[0]);
 }
