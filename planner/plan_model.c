@@ -840,6 +840,72 @@ static fsmoe_status plan_model_pp(const fsmoe_model *m, const fsmoe_cluster *c,
     return FSMOE_OK;
 }
 
+/* The phases of the simulation in s: forward (the last forward task's end), backward (to the
+ * last backward task's end) and the tail after it. */
+static void sim_phases(const sim *s, double *fwd, double *bwd, double *tail)
+{
+    double f = 0, b = 0;
+    for (int i = 0; i < s->n_tasks; i++) {
+        const sim_task *t = &s->tasks[i];
+        if (t->phase == SIM_PHASE_FWD && t->end_s > f)
+            f = t->end_s;
+        if (t->phase == SIM_PHASE_BWD && t->end_s > b)
+            b = t->end_s;
+    }
+    *fwd = f;
+    *bwd = b > f ? b - f : 0;
+    *tail = s->makespan_s > (b > f ? b : f) ? s->makespan_s - (b > f ? b : f) : 0;
+}
+
+/* Activation recomputation (the model's training.recompute): the closed forms behind the
+ * decisions do not run the forward again, the simulator does (sim_schedules.h recompute), so
+ * the plan's predicted times are the simulator's, for the plan and each baseline; a baseline
+ * the simulator cannot play on this layout keeps its closed form plus the plan's simulated
+ * recomputation time. */
+static fsmoe_status predicted_with_recompute(const fsmoe_model *m, const fsmoe_cluster *c,
+                                             const char *cluster_path, fsmoe_plan *out,
+                                             fsmoe_error *err)
+{
+    sim s;
+    sim_init(&s);
+    sim_model sm;
+    memset(&sm, 0, sizeof sm);
+    fsmoe_status st = sim_model_of_plan(out, m, c, cluster_path, &sm, err);
+    fsmoe_predicted *pr = &out->predicted;
+    double t_plan = 0, t_none = 0, extra = 0;
+    if (st == FSMOE_OK)
+        st = sim_schedule_time(&s, &sm, SIM_SCHED_PLAN, NULL, &t_plan, err);
+    if (st == FSMOE_OK) {
+        sim_phases(&s, &pr->forward_s, &pr->backward_s, &pr->tail_s);
+        sm.recompute = FSMOE_RECOMPUTE_NONE;
+        st = sim_schedule_time(&s, &sm, SIM_SCHED_PLAN, NULL, &t_none, err);
+        sm.recompute = out->memory.recompute;
+        extra = t_plan > t_none ? t_plan - t_none : 0;
+    }
+    static const sim_schedule ks[4] = {SIM_SCHED_DEEPSPEED, SIM_SCHED_TUTEL,
+                                       SIM_SCHED_TUTEL_IMPROVED, SIM_SCHED_PIPEMOE_LINA};
+    double *dst[4] = {&pr->deepspeed_s, &pr->tutel_s, &pr->tutel_improved_s, &pr->pipemoe_lina_s};
+    for (int i = 0; i < 4 && st == FSMOE_OK; i++) {
+        if (sim_schedule_applies(&sm, ks[i], NULL))
+            st = sim_schedule_time(&s, &sm, ks[i], NULL, dst[i], err);
+        else
+            *dst[i] += extra;
+    }
+    if (st == FSMOE_OK) {
+        pr->iteration_s = t_plan;
+        char line[300];
+        snprintf(line, sizeof line,
+                 "recomputation %s: the predicted times are the simulator's (it runs the "
+                 "recomputed work in the backward: %.4g ms here; the per-layer times and the "
+                 "closed forms behind the decisions leave it out)",
+                 fsmoe_name_of(fsmoe_recompute_table, out->memory.recompute), 1e3 * extra);
+        fsmoe_note_add(out->notes, sizeof out->notes, line);
+    }
+    sim_model_free(&sm);
+    sim_free(&s);
+    return st;
+}
+
 fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char *cluster_path,
                         const fsmoe_parallel *par, const plan_options *opt, fsmoe_plan *out,
                         fsmoe_error *err)
@@ -849,5 +915,7 @@ fsmoe_status plan_model(const fsmoe_model *m, const fsmoe_cluster *c, const char
     fsmoe_status st = plan_model_one(m, c, cluster_path, par, opt, out, err);
     if (st == FSMOE_OK && opt->method == PLAN_METHOD_AUTO && c->interference.present)
         st = pick_by_simulation(m, c, cluster_path, par, out, err);
+    if (st == FSMOE_OK && out->memory.recompute != FSMOE_RECOMPUTE_NONE)
+        st = predicted_with_recompute(m, c, cluster_path, out, err);
     return st;
 }

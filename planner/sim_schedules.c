@@ -539,6 +539,27 @@ static void resources(sim *s)
     sim_add_resource(s, "sync", SIM_RES_SHARED);
 }
 
+/* Activation recomputation at the start of a generalised layer's backward (sim_model
+ * recompute): the layer's forward again (L; NULL: the prefix, dense blocks only), or its
+ * attention blocks' scores; the tasks belong to the backward phase. */
+static int recompute(gen *g, const sim_layer *L, const workload_layer *wl, int n_attn, int n_ffn,
+                     int prev, const sim_build_opts *o)
+{
+    if (g->m->recompute == FSMOE_RECOMPUTE_SELECTIVE)
+        return compute(g, FSMOE_TASK_ATTN, n_attn * wl->attn_core_s, prev);
+    if (g->m->recompute != FSMOE_RECOMPUTE_FULL)
+        return prev;
+    int first = g->s->n_tasks;
+    g->phase = SIM_PHASE_FWD;
+    if (L)
+        prev = moe_layer(g, L, prev, 0.0, o);
+    prev = dense(g, wl, n_attn, n_ffn, prev, NULL);
+    g->phase = SIM_PHASE_BWD;
+    for (int t = first; t < g->s->n_tasks; t++)
+        g->s->tasks[t].phase = SIM_PHASE_BWD;
+    return prev;
+}
+
 fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_build_opts *opts,
                        fsmoe_error *err)
 {
@@ -601,6 +622,7 @@ fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_bui
     for (int i = m->n_layers - 1; i >= 0; i--) {
         const sim_layer *L = &m->layers[i];
         g.layer = i;
+        prev = recompute(&g, L, &L->wl, L->n_attn, L->n_ffn, prev, opts);
         int window_start = prev;
         if (g.grad == GRAD_PLAN && L->gar_dense_bytes > 0.0)
             gar(&g, gar_stream, L->gar_dense_bytes, PRIO_GAR, window_start, FSMOE_AT_WINDOW);
@@ -620,6 +642,7 @@ fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_bui
     double prefix_win = dense_time(wl0, m->prefix_attn, m->prefix_ffn, 1), first_sent = 0.0;
     if (g.grad == GRAD_DENSE_ONLY)
         first_sent = dense_window(&g, prefix_win, prev, FSMOE_AT_WINDOW);
+    prev = recompute(&g, NULL, wl0, m->prefix_attn, m->prefix_ffn, prev, opts);
     int early_at = prev;
     prev = dense(&g, wl0, m->prefix_attn, m->prefix_ffn, prev, &early_at);
     /* the prefix's early gradients (wo, bo of its last attention block): ready after that
@@ -955,6 +978,7 @@ fsmoe_status sim_model_of_plan(const fsmoe_plan *p, const fsmoe_model *model,
     m->shape.E = p->E, m->shape.k = p->k, m->shape.f = p->f, m->shape.expert = p->expert;
     m->shape.bytes_per_element = p->bytes_per_element;
     m->par = stage_par;
+    m->recompute = p->memory.present ? p->memory.recompute : FSMOE_RECOMPUTE_NONE;
     fsmoe_status st = workload_lines_init(c, cluster_path, &m->par, &m->shape, &m->lines, err);
     if (st != FSMOE_OK)
         return st;

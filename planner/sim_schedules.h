@@ -136,6 +136,13 @@ typedef struct sim_model {
      * `optimizer` task after the backward and every Gradient-AllReduce). */
     double head_fwd_s, head_bwd_s, optim_s;
     double param_bytes;       /* this GPU's parameters (the optimizer's; 0 with optim_s) */
+    /* Activation recomputation (memory.h fsmoe_recompute, the plan's memory.recompute): full
+     * runs each generalised layer's forward again (its MoE layer with the schedule's own
+     * operations, then its dense blocks) at the start of its backward, and the prefix's before
+     * the prefix's backward; selective runs each attention block's scores and scores·V again
+     * (workload_layer attn_core_s) before its backward. The recomputed tasks belong to the
+     * backward phase. 0 (none) for the sweeps' configured layers. */
+    int recompute;
     /* FSMoE as published (fsmoe, fsmoe-no-iio): the same model planned with the ESP pipeline in
      * every layer, its own degrees and gradient partition — a plan whose layers run S1/S2/MoNTA
      * partitions its gradients for those. NULL: this model's own layers and partition are

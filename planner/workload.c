@@ -313,6 +313,7 @@ void workload_layer_init(const workload_shape *s, const fsmoe_parallel *par,
                     score_macs * gs->beta_s;
     out->attn_fwd_s = attn_s + t_ar;
     out->attn_bwd_s = 2.0 * attn_s + t_ar;
+    out->attn_core_s = 2.0 * gs->alpha_s + score_macs * gs->beta_s;
 
     double ffn_macs = n_gemm * tokens * M * H / mp;
     out->ffn_fwd_s = n_gemm * g->alpha_s + ffn_macs * g->beta_s + t_ar;

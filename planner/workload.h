@@ -95,6 +95,8 @@ typedef struct {
     int r_max;
     pipeline_problem fwd, bwd;       /* bwd.t_gar left 0: the caller sets it */
     double attn_fwd_s, attn_bwd_s;   /* one attention block incl. its MP AllReduce */
+    double attn_core_s;              /* of which its scores and scores·V (QKᵀ, P·V): what
+                                      * selective recomputation runs again in the backward */
     double ffn_fwd_s, ffn_bwd_s;     /* one dense (non-MoE) FFN block */
     /* Gradient bytes per GPU of the tensors fsmoe-run registers (workload.c lists them): */
     double attn_grad_bytes;          /* one block's attention (weights, biases) + both LayerNorms */
