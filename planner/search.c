@@ -270,20 +270,18 @@ void search_print(const search_result *r, const char *model, const char *cluster
     }
     if (!best)
         fprintf(f, "| - | no layout fits and plans ||||||||||\n");
-    /* the three fastest layouts over the limit: what more memory would buy */
-    int over[3], n_over = 0;
-    for (int i = 0; i < r->n; i++) {
-        if (r->c[i].state != SEARCH_NO_FIT)
-            continue;
-        int j = n_over < 3 ? n_over++ : 3;
-        while (j > 0 && r->c[i].iteration_s < r->c[over[j - 1]].iteration_s) {
-            if (j < 3)
-                over[j] = over[j - 1];
-            j--;
-        }
-        if (j < 3)
-            over[j] = i;
-    }
+    /* the `top` fastest layouts over the limit, each with its need: what more memory would
+     * buy */
+    int *over = malloc((size_t)(n_nofit > 0 ? n_nofit : 1) * sizeof *over), n_over = 0;
+    for (int i = 0; over && i < r->n; i++)
+        if (r->c[i].state == SEARCH_NO_FIT)
+            over[n_over++] = i;
+    sort_r = r;
+    if (over)
+        qsort(over, (size_t)n_over, sizeof *over, by_time);
+    sort_r = NULL;
+    if (n_over > top)
+        n_over = top;
     for (int k = 0; k < n_over; k++) {
         const search_candidate *x = &r->c[over[k]];
         char lay[64], mem[32], t[32];
@@ -293,6 +291,9 @@ void search_print(const search_result *r, const char *model, const char *cluster
         fprintf(f, "# over the limit: %s would take %s per iteration but needs %s per GPU\n", lay,
                 t, mem);
     }
+    if (n_nofit > n_over)
+        fprintf(f, "# over the limit: %d more (--top shows more)\n", n_nofit - n_over);
+    free(over);
     /* the layouts the planner refused, one line per distinct reason (most often the profile
      * holding no line for an operation on the tier a layout puts it on) */
     for (int i = 0; i < r->n; i++) {
