@@ -54,6 +54,23 @@ static int broken_rule(const fsmoe_model *m, const fsmoe_parallel *par, long glo
     return -1;
 }
 
+/* The memory model on layout par of the resolved model m with the given recomputation and ZeRO
+ * stage: one pipeline stage's blocks with the whole batch's activations (gpipe.h), as the plan
+ * applies it. */
+static void layout_memory(const fsmoe_model *m, const fsmoe_parallel *par, int recompute,
+                          int zero_stage, fsmoe_memory *out)
+{
+    fsmoe_model mm = *m, stage;
+    fsmoe_parallel mpar = *par, spar;
+    fsmoe_error err = {0};
+    if (par->pp > 1 && gpipe_stage(m, par, 1, &stage, &spar, &err) == FSMOE_OK)
+        mm.layers = stage.layers, mpar = spar;
+    mm.recompute = recompute, mm.zero_stage = zero_stage;
+    fsmoe_mem_shape ms;
+    fsmoe_model_mem_shape(&mm, &mpar, &ms);
+    fsmoe_memory_estimate(&ms, out);
+}
+
 static const search_result *sort_r; /* qsort has no context argument */
 
 static int by_time(const void *a, const void *b)
@@ -74,6 +91,7 @@ fsmoe_status search_layouts(const fsmoe_model *m, const fsmoe_cluster *c,
     memset(out, 0, sizeof *out);
     out->global_batch = global_batch, out->world = world, out->gpus_per_node = gpus_per_node;
     out->mem_limit = mem_limit;
+    out->recompute = m->recompute, out->zero_stage = m->zero_stage;
     sim s;
     sim_init(&s);
     if (world < 1 || gpus_per_node < 1 || world % gpus_per_node != 0 || global_batch < 1)
@@ -112,25 +130,17 @@ fsmoe_status search_layouts(const fsmoe_model *m, const fsmoe_cluster *c,
                 plan_options o = *opt;
                 o.micro_batches = 0; /* gpipe.h's default */
                 fsmoe_status st = plan_model(&rm, c, cluster_path, &par, &o, &p, &perr);
-                /* the memory model as the plan applies it (a pipeline stage's blocks) */
-                if (st == FSMOE_OK) {
-                    for (int i = 0; i < FSMOE_MEM_CATS; i++)
-                        cand.mem[i] = p.memory.bytes[i];
-                    cand.mem_total = p.memory.total;
-                } else {
-                    fsmoe_model mm = rm, stage;
-                    fsmoe_parallel mpar = par, spar;
-                    fsmoe_error e2 = {0};
-                    if (par.pp > 1 && gpipe_stage(&rm, &par, 1, &stage, &spar, &e2) == FSMOE_OK)
-                        mm.layers = stage.layers, mpar = spar;
-                    fsmoe_mem_shape ms;
-                    fsmoe_memory mem;
-                    fsmoe_model_mem_shape(&mm, &mpar, &ms);
-                    fsmoe_memory_estimate(&ms, &mem);
-                    for (int i = 0; i < FSMOE_MEM_CATS; i++)
-                        cand.mem[i] = mem.bytes[i];
-                    cand.mem_total = mem.total;
-                }
+                /* the memory model as the plan applies it (a pipeline stage's blocks), and
+                 * what full recomputation, then ZeRO stage 3 as well, would leave */
+                fsmoe_memory mem;
+                layout_memory(&rm, &par, rm.recompute, rm.zero_stage, &mem);
+                for (int i = 0; i < FSMOE_MEM_CATS; i++)
+                    cand.mem[i] = mem.bytes[i];
+                cand.mem_total = mem.total;
+                layout_memory(&rm, &par, FSMOE_RECOMPUTE_FULL, rm.zero_stage, &mem);
+                cand.mem_saving[0] = mem.total;
+                layout_memory(&rm, &par, FSMOE_RECOMPUTE_FULL, 3, &mem);
+                cand.mem_saving[1] = mem.total;
                 if (st == FSMOE_OK && p.pipeline.present) {
                     /* a pipeline: the plan's makespan is the simulated pipeline (gpipe.h) */
                     cand.iteration_s = p.predicted.iteration_s;
@@ -294,6 +304,22 @@ void search_print(const search_result *r, const char *model, const char *cluster
     if (n_nofit > n_over)
         fprintf(f, "# over the limit: %d more (--top shows more)\n", n_nofit - n_over);
     free(over);
+    /* what the model file's memory savings would let through (the memory model only: the
+     * layouts are not planned that way) */
+    if (n_nofit > 0) {
+        int fit[2] = {0, 0};
+        for (int i = 0; i < r->n; i++)
+            for (int k = 0; k < 2; k++)
+                fit[k] += r->c[i].state == SEARCH_NO_FIT && r->c[i].mem_saving[k] <= r->mem_limit;
+        if (r->recompute != FSMOE_RECOMPUTE_FULL && fit[0] > 0)
+            fprintf(f, "# with training.recompute: full in the model file %d of them would fit "
+                       "(slower: the forward runs twice)\n",
+                    fit[0]);
+        if (r->zero_stage < 3 && fit[1] > fit[0])
+            fprintf(f, "# with training.zero_stage: 3 as well, %d (ZeRO's collectives are not "
+                       "in the time model)\n",
+                    fit[1]);
+    }
     /* the layouts the planner refused, one line per distinct reason (most often the profile
      * holding no line for an operation on the tier a layout puts it on) */
     for (int i = 0; i < r->n; i++) {

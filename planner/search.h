@@ -42,6 +42,7 @@ typedef struct {
     long B;      /* samples per DP rank */
     search_state state;
     double mem[FSMOE_MEM_CATS], mem_total; /* bytes per GPU */
+    double mem_saving[2]; /* the total with full recomputation; with ZeRO stage 3 as well */
     double iteration_s; /* the plan's simulated iteration (fsmoe-plan simulate's) */
     double predicted_s, forward_s, backward_s, tail_s; /* the plan's closed forms */
     char why[320];
@@ -57,6 +58,7 @@ typedef struct {
     long global_batch;
     int world, gpus_per_node;
     double mem_limit;    /* bytes per GPU; 0: none */
+    int recompute, zero_stage; /* the model's */
 } search_result;
 
 /* Searches the layouts of `world` ranks on nodes of `gpus_per_node` for model m (as loaded,
