@@ -127,7 +127,7 @@ while read -r golden model cluster extra; do
 done < scripts/goldens.list
 
 echo
-echo "which layout fits and trains fastest: every (dp, mp, ep, esp) of 32 GPUs of Testbed A for"
+echo "which layout fits and trains fastest: every (dp, mp, ep, esp, pp) of 32 GPUs of Testbed A for"
 echo "mixtral-8x7b, sized by the memory model and simulated; no memory limit first (the paper's"
 echo "48 GiB GPUs hold none of them with fsmoe-run's buffers), then one that lets a few through"
 mkdir -p "$out/search"
