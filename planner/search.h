@@ -1,23 +1,27 @@
-/* Implements: the layout search (fsmoe-plan --search): which parallel layout (dp, mp, ep, esp)
- * of a world fits in each device's memory and trains fastest. Every layout of the world is
- * enumerated in a fixed order (mp, then ep, then esp ascending; dp = world / mp); those that
- * break a rule are counted with the first rule they break; each valid one gets the memory
- * model's prediction per GPU (memory.h) and the planner's full plan (plan_model.h) on the
- * cluster profile; the layouts that fit are ranked by the plan's simulated iteration (the
- * discrete-event simulator of `fsmoe-plan simulate`, which plays the overlaps the plan's closed
- * forms approximate: they differ by up to about 1 % on the shipped models; ties: less memory,
- * then the enumeration order), so the result is deterministic.
+/* Implements: the layout search (fsmoe-plan --search): which parallel layout
+ * (dp, mp, ep, esp, pp) of a world fits in each device's memory and trains fastest. Every layout
+ * of the world is enumerated in a fixed order (pp, then mp, ep, esp ascending; dp =
+ * world / (mp·pp)); those that break a rule are counted with the first rule they break; each
+ * valid one gets the memory model's prediction per GPU (memory.h, one pipeline stage's blocks)
+ * and the planner's full plan (plan_model.h) on the cluster profile; the layouts that fit are
+ * ranked by the plan's simulated iteration (the discrete-event simulator of `fsmoe-plan
+ * simulate`, which plays the overlaps the plan's closed forms approximate: they differ by up to
+ * about 1 % on the shipped models; with pp > 1 the simulated pipeline of gpipe.h with its
+ * default micro-batches; ties: less memory, then the enumeration order), so the result is
+ * deterministic.
  *
  * Every candidate trains the same global batch (samples per iteration, a hyperparameter the
  * layout must not change): each DP rank's batch is global_batch / dp, and a dp that does not
- * divide it is no candidate. Pipeline parallelism is not searched (pp = 1): the planner has no
- * pipeline stages yet.
+ * divide it is no candidate. The model file's ZeRO stage and recomputation hold for every
+ * candidate; the table says how many layouts over the limit full recomputation (and ZeRO 3)
+ * would let through.
  *
  * Rules, in the order they are checked: heads and kv_heads divisible by mp (whole attention
  * heads per tensor-parallel rank), the vocabulary divisible by mp (the embedding and LM head
  * are sliced over MP), dp dividing the global batch, then the layout rules of
- * fsmoe_model_resolve (parallel.h: group sizes tiling the nodes, experts divisible by ep, a
- * capacity of at least one token). A valid layout the profile cannot cost (an operation on a
+ * fsmoe_model_resolve (parallel.h: group sizes tiling the nodes and each stage, experts divisible
+ * by ep, a capacity of at least one token), then pipeline stages of equal blocks and MoE
+ * placement (gpipe_stage). A valid layout the profile cannot cost (an operation on a
  * tier it holds no line for) or the planner refuses is listed with the planner's message. */
 #ifndef FSMOE_PLANNER_SEARCH_H
 #define FSMOE_PLANNER_SEARCH_H
