@@ -144,7 +144,7 @@ typedef struct {
         double bytes[FSMOE_MEM_CATS];
         double total;
     } memory;
-    /* pipeline parallelism (parallel.pp > 1; planner/gpipe.h): GPipe over pp stages of
+    /* pipeline parallelism (parallel.pp > 1; planner/gpipe.h): GPipe or 1F1B over pp stages of
      * stage_blocks blocks, micro_batches per DP rank's batch; layers[] and the times in them are
      * one stage's, planned for one micro-batch (model.batch / micro_batches samples); the
      * stage's micro-batch forward and backward without gradient communication, what the
@@ -155,6 +155,7 @@ typedef struct {
     struct {
         int present;
         int micro_batches;
+        int one_f_one_b;     /* `schedule: 1f1b` (PipeDream-flush, Megatron's); 0: `gpipe` */
         long stage_blocks;
         double fwd_s, bwd_s, grad_s, p2p_bytes, p2p_s;
     } pipeline;

@@ -27,8 +27,9 @@
  *               baselines {deepspeed, tutel, tutel_improved, pipemoe_lina}}
  *   memory: {zero_stage, recompute, weights, gradients, optimizer, activations, workspace,
  *            buffers, total}   (bytes per GPU, memory.h; optional, the total their sum)
- *   pipeline: {micro_batches, stage_blocks, stage_forward_s, stage_backward_s, gradient_s,
- *              p2p_bytes, p2p_s}   (exactly when parallel.pp > 1; planner/gpipe.h)
+ *   pipeline: {schedule (gpipe | 1f1b), micro_batches, stage_blocks, stage_forward_s,
+ *              stage_backward_s, gradient_s, p2p_bytes, p2p_s}
+ *              (exactly when parallel.pp > 1; planner/gpipe.h)
  *   notes: [line, ...]   (plan->notes split on newlines; empty lines dropped)
  * There is deliberately no timestamp: the same inputs must give a byte-identical file. */
 #include "plan.h"
@@ -309,6 +310,7 @@ fsmoe_status fsmoe_plan_emit(const fsmoe_plan *p, void *FILE_stream, fsmoe_error
     }
     if (p->pipeline.present) {
         fsmoe_yw_block(&w, 0, "pipeline");
+        fsmoe_yw_raw(&w, 2, "schedule", p->pipeline.one_f_one_b ? "1f1b" : "gpipe");
         fsmoe_yw_long(&w, 2, "micro_batches", p->pipeline.micro_batches);
         fsmoe_yw_long(&w, 2, "stage_blocks", p->pipeline.stage_blocks);
         fsmoe_yw_double(&w, 2, "stage_forward_s", p->pipeline.fwd_s);
@@ -747,9 +749,10 @@ static fsmoe_status plan_read_memory(const fsmoe_ynode *root, fsmoe_plan *p, fsm
 /* pipeline: present exactly when parallel.pp > 1 */
 static fsmoe_status plan_read_pipeline(const fsmoe_ynode *root, fsmoe_plan *p, fsmoe_error *err)
 {
-    static const char *const keys[] = {"micro_batches", "stage_blocks", "stage_forward_s",
-                                       "stage_backward_s", "gradient_s", "p2p_bytes", "p2p_s",
-                                       NULL};
+    static const char *const keys[] = {"schedule",         "micro_batches", "stage_blocks",
+                                       "stage_forward_s",  "stage_backward_s", "gradient_s",
+                                       "p2p_bytes",        "p2p_s",         NULL};
+    static const fsmoe_yaml_enum schedules[] = {{"gpipe", 0}, {"1f1b", 1}, {NULL, 0}};
     fsmoe_ynode n, par;
     fsmoe_status st;
     if ((st = fsmoe_yaml_mapping(root, "pipeline", FSMOE_OPTIONAL, &n, err)))
@@ -766,8 +769,9 @@ static fsmoe_status plan_read_pipeline(const fsmoe_ynode *root, fsmoe_plan *p, f
     if (p->parallel.pp == 1)
         return fsmoe_yaml_fail(&n, err, FSMOE_ERR_VALUE,
                                "a pipeline section, but parallel.pp is 1 (expected none)");
-    int micro = 0;
+    int micro = 0, sched = 0;
     if ((st = fsmoe_yaml_check_keys(&n, keys, err)) ||
+        (st = fsmoe_yaml_enum_get(&n, "schedule", FSMOE_REQUIRED, schedules, &sched, err)) ||
         (st = fsmoe_yaml_int(&n, "micro_batches", FSMOE_REQUIRED, 1, 1024, &micro, err)) ||
         (st = fsmoe_yaml_long(&n, "stage_blocks", FSMOE_REQUIRED, 1, FSMOE_LIMIT_LAYERS,
                               &p->pipeline.stage_blocks, err)) ||
@@ -783,6 +787,7 @@ static fsmoe_status plan_read_pipeline(const fsmoe_ynode *root, fsmoe_plan *p, f
                                 err)))
         return st;
     p->pipeline.micro_batches = micro;
+    p->pipeline.one_f_one_b = sched;
     if (p->B % micro != 0) {
         fsmoe_ynode v;
         fsmoe_yaml_get(&n, "micro_batches", FSMOE_REQUIRED, &v, NULL);

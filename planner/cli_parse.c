@@ -18,14 +18,15 @@
 
 const char *const plan_cli_ov_flags[OV_COUNT] = {"batch", "seq",           "world", "gpus-per-node",
                                                  "dp",    "mp",            "ep",    "esp",
-                                                 "capacity-factor", "pp", "micro-batches"};
+                                                 "capacity-factor", "pp", "micro-batches",
+                                                 "pipeline-schedule"};
 
 const char plan_cli_usage[] =
     "usage: fsmoe-plan --model MODEL.yaml --cluster CLUSTER.yaml [-o PLAN.yaml]\n"
     "                  [--method auto|fsmoe|fsmoe-paper|parm|monta]\n"
     "                  [--batch N] [--seq N] [--world N] [--gpus-per-node N]\n"
     "                  [--dp N] [--mp N] [--ep N] [--esp N] [--capacity-factor F|none]\n"
-    "                  [--pp N [--micro-batches N]]  (GPipe pipeline stages)\n"
+    "                  [--pp N [--micro-batches N] [--pipeline-schedule gpipe|1f1b]]\n"
     "                  [--mem-limit SIZE]  (K/M/G: refuse a plan whose memory model needs\n"
     "                                       more per GPU)\n"
     "                  [--quiet]\n"
@@ -207,6 +208,14 @@ fsmoe_status plan_cli_overrides(const char *const ov[OV_COUNT], plan_cli_ov_valu
         else
             v->micro = (int)x;
     }
+    if (ov[OV_PSCHED]) {
+        *bad = OV_PSCHED;
+        if (strcmp(ov[OV_PSCHED], "gpipe") != 0 && strcmp(ov[OV_PSCHED], "1f1b") != 0)
+            return fsmoe_fail(err, FSMOE_ERR_USAGE,
+                              "--pipeline-schedule: '%.100s' is not one of gpipe, 1f1b",
+                              ov[OV_PSCHED]);
+        v->one_f_one_b = strcmp(ov[OV_PSCHED], "1f1b") == 0;
+    }
     if (ov[OV_WORLD] && ov[OV_GPN] && v->world % v->gpn != 0) {
         *bad = OV_WORLD;
         return fsmoe_fail(err, FSMOE_ERR_USAGE,
@@ -229,6 +238,7 @@ void plan_cli_ov_canonical(int i, const plan_cli_ov_values *v, char *buf, unsign
     case OV_ESP: snprintf(buf, len, "%d", v->esp); break;
     case OV_PP: snprintf(buf, len, "%d", v->pp); break;
     case OV_MICRO: snprintf(buf, len, "%d", v->micro); break;
+    case OV_PSCHED: snprintf(buf, len, "%s", v->one_f_one_b ? "1f1b" : "gpipe"); break;
     case OV_CAPACITY:
         if (v->f == 0) {
             snprintf(buf, len, "none");
@@ -269,6 +279,7 @@ static fsmoe_status parse_plan(int argc, char **argv, plan_cli *a, fsmoe_error *
         {"capacity-factor", required_argument, NULL, O_OV + OV_CAPACITY},
         {"pp", required_argument, NULL, O_OV + OV_PP},
         {"micro-batches", required_argument, NULL, O_OV + OV_MICRO},
+        {"pipeline-schedule", required_argument, NULL, O_OV + OV_PSCHED},
         {NULL, 0, NULL, 0},
     };
     const char *method = NULL;
@@ -328,7 +339,7 @@ static fsmoe_status parse_plan(int argc, char **argv, plan_cli *a, fsmoe_error *
         if (a->regenerate)
             return usage_fail(err, "--search and --regenerate: a searched plan records its "
                                    "layout; regenerate it without --search");
-        for (int i = OV_DP; i <= OV_MICRO; i++)
+        for (int i = OV_DP; i <= OV_PSCHED; i++)
             if (a->ov[i] && i != OV_CAPACITY)
                 return usage_fail(err, "--search chooses the layout; --%s is not allowed with it",
                                   plan_cli_ov_flags[i]);

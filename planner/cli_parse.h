@@ -34,7 +34,8 @@ enum {
     OV_ESP,
     OV_CAPACITY,
     OV_PP,    /* pipeline stages (GPipe, planner/gpipe.h) */
-    OV_MICRO, /* GPipe's micro-batches per DP rank's batch */
+    OV_MICRO, /* a pipeline's micro-batches per DP rank's batch */
+    OV_PSCHED, /* the pipeline schedule: gpipe or 1f1b */
     OV_COUNT
 };
 extern const char *const plan_cli_ov_flags[OV_COUNT]; /* "batch", ..., "capacity-factor" */
@@ -43,7 +44,7 @@ typedef struct {
     long batch, seq;
     int world, gpn, dp, mp, ep, esp;
     double f; /* 0 = none (dropless) */
-    int pp, micro;
+    int pp, micro, one_f_one_b;
 } plan_cli_ov_values;
 
 typedef struct {

@@ -241,6 +241,8 @@ int diff_plans(const fsmoe_plan *a, const fsmoe_plan *b, const diff_options *opt
     if (a->pipeline.present != b->pipeline.present)
         diff_report(&c, 1, "pipeline: %s -> %s", a->pipeline.present ? "present" : "absent",
                     b->pipeline.present ? "present" : "absent");
+    diff_str(&c, "pipeline.schedule", a->pipeline.one_f_one_b ? "1f1b" : "gpipe",
+             b->pipeline.one_f_one_b ? "1f1b" : "gpipe", 1);
     diff_long(&c, "pipeline.micro_batches", a->pipeline.micro_batches,
               b->pipeline.micro_batches);
     diff_long(&c, "pipeline.stage_blocks", a->pipeline.stage_blocks, b->pipeline.stage_blocks);

@@ -308,9 +308,10 @@ void explain_plan(const fsmoe_plan *p, const char *source, FILE *out)
     if (p->pipeline.present) {
         const double F = p->pipeline.fwd_s, B0 = p->pipeline.bwd_s;
         const int pp = p->parallel.pp, m = p->pipeline.micro_batches;
-        fprintf(out, "\npipeline (GPipe): %d stages of %ld blocks, %d micro-batches of %ld "
+        fprintf(out, "\npipeline (%s): %d stages of %ld blocks, %d micro-batches of %ld "
                      "samples; the layers above are one stage's, for one micro-batch\n",
-                pp, p->pipeline.stage_blocks, m, p->B / m);
+                p->pipeline.one_f_one_b ? "1F1B" : "GPipe", pp, p->pipeline.stage_blocks, m,
+                p->B / m);
         const struct {
             const char *what;
             double s;

@@ -42,50 +42,67 @@ fsmoe_status gpipe_simulate(sim *s, const gpipe_input *g, double *makespan_s, fs
         return fsmoe_fail(err, FSMOE_ERR_NOMEM, "gpipe: out of memory");
     }
 #define AT(a, st, j) (a)[(size_t)(st) * (size_t)m + (size_t)(j)]
-    /* forwards, in micro-batch order on each stage's stream; each stage's send of the
-     * activations to the next */
-    for (int st = 0; st < pp; st++)
-        for (int j = 0; j < m; j++) {
-            int t = sim_add_task(s, comp[st], stream[st], FSMOE_TASK_ATTN, 0.0, g->fwd_s);
-            s->tasks[t].phase = SIM_PHASE_FWD, s->tasks[t].layer = st, s->tasks[t].chunk = j;
-            AT(F, st, j) = t;
-            if (st > 0)
-                sim_add_dep(s, t, AT(SF, st - 1, j));
-            if (st < pp - 1) {
-                int x = sim_add_task(s, link[st], -1, FSMOE_TASK_COPY, 0.0, g->p2p_s);
-                s->tasks[x].phase = SIM_PHASE_FWD, s->tasks[x].layer = st, s->tasks[x].chunk = j;
-                s->tasks[x].priority = 0;
-                sim_add_dep(s, x, t);
-                AT(SF, st, j) = x;
-            }
-        }
-    /* backwards after the flush, in reverse micro-batch order; each stage's send of the
-     * gradients to the previous one */
-    for (int st = pp - 1; st >= 0; st--)
-        for (int j = m - 1; j >= 0; j--) {
-            int t = sim_add_task(s, comp[st], stream[st], FSMOE_TASK_ATTN, 0.0, g->bwd_s);
-            s->tasks[t].phase = SIM_PHASE_BWD, s->tasks[t].layer = st, s->tasks[t].chunk = j;
-            AT(B, st, j) = t;
-            if (st == pp - 1)
-                sim_add_dep(s, t, AT(F, st, m - 1)); /* the flush: every forward first */
-            else
-                sim_add_dep(s, t, AT(SB, st + 1, j));
-            if (st > 0) {
-                int x = sim_add_task(s, link[st], -1, FSMOE_TASK_COPY, 0.0, g->p2p_s);
-                s->tasks[x].phase = SIM_PHASE_BWD, s->tasks[x].layer = st, s->tasks[x].chunk = j;
-                s->tasks[x].priority = 0;
-                sim_add_dep(s, x, t);
-                AT(SB, st, j) = x;
-            }
-        }
-    /* each stage's gradient work once, after its last backward, on its link */
+    /* each stage's compute in its schedule's order, each task after the one before it:
+     * GPipe F0..F(m−1) then B(m−1)..B0; 1F1B w = min(pp−st−1, m) warm-up forwards, then
+     * F(w+j) B(j) alternating, then the remaining backwards in order */
     for (int st = 0; st < pp; st++) {
+        int last = -1, w = pp - st - 1 < m ? pp - st - 1 : m;
+        for (int i = 0; i < 2 * m; i++) {
+            int fwd, j;
+            if (!g->one_f_one_b) {
+                fwd = i < m;
+                j = fwd ? i : 2 * m - 1 - i;
+            } else if (i < w) {
+                fwd = 1, j = i;
+            } else if (i < w + 2 * (m - w)) {
+                int k = i - w;
+                fwd = k % 2 == 0;
+                j = fwd ? w + k / 2 : k / 2;
+            } else {
+                fwd = 0, j = (m - w) + (i - w - 2 * (m - w));
+            }
+            int t = sim_add_task(s, comp[st], stream[st], FSMOE_TASK_ATTN, 0.0,
+                                 fwd ? g->fwd_s : g->bwd_s);
+            s->tasks[t].phase = fwd ? SIM_PHASE_FWD : SIM_PHASE_BWD;
+            s->tasks[t].layer = st, s->tasks[t].chunk = j;
+            sim_add_dep(s, t, last);
+            last = t;
+            if (fwd)
+                AT(F, st, j) = t;
+            else
+                AT(B, st, j) = t;
+        }
+        /* its gradient work once, after its last backward, on its link */
         int t = sim_add_task(s, link[st], -1, FSMOE_TASK_GRAD_AR, 0.0, g->grad_s);
         s->tasks[t].phase = SIM_PHASE_TAIL, s->tasks[t].layer = st, s->tasks[t].chunk = -1;
         s->tasks[t].priority = g->priorities ? 1 : 0;
         s->tasks[t].flags = g->priorities ? SIM_TASK_DEFER : 0u;
-        sim_add_dep(s, t, AT(B, st, 0));
+        sim_add_dep(s, t, last);
     }
+    /* the sends: activations to the next stage, gradients to the previous one */
+    for (int st = 0; st < pp; st++)
+        for (int j = 0; j < m; j++) {
+            for (int fwd = 1; fwd >= 0; fwd--) {
+                if (fwd ? st == pp - 1 : st == 0)
+                    continue;
+                int x = sim_add_task(s, link[st], -1, FSMOE_TASK_COPY, 0.0, g->p2p_s);
+                s->tasks[x].phase = fwd ? SIM_PHASE_FWD : SIM_PHASE_BWD;
+                s->tasks[x].layer = st, s->tasks[x].chunk = j;
+                s->tasks[x].priority = 0;
+                sim_add_dep(s, x, fwd ? AT(F, st, j) : AT(B, st, j));
+                if (fwd)
+                    AT(SF, st, j) = x;
+                else
+                    AT(SB, st, j) = x;
+            }
+        }
+    /* what each compute task waits for besides its stage's order */
+    for (int st = 0; st < pp; st++)
+        for (int j = 0; j < m; j++) {
+            if (st > 0)
+                sim_add_dep(s, AT(F, st, j), AT(SF, st - 1, j));
+            sim_add_dep(s, AT(B, st, j), st == pp - 1 ? AT(F, st, j) : AT(SB, st + 1, j));
+        }
 #undef AT
     free(F), free(B), free(SF), free(SB);
     fsmoe_status st = sim_run(s, err);
@@ -245,7 +262,8 @@ fsmoe_status gpipe_schedule_time(sim *s, const sim_model *sm, const fsmoe_plan *
                                  fsmoe_error *err)
 {
     gpipe_input in = {.stages = p->parallel.pp, .micro_batches = p->pipeline.micro_batches,
-                      .p2p_s = p->pipeline.p2p_s, .priorities = 1};
+                      .p2p_s = p->pipeline.p2p_s, .priorities = 1,
+                      .one_f_one_b = p->pipeline.one_f_one_b};
     fsmoe_status st = gpipe_stage_times(s, sm, k, &in.fwd_s, &in.bwd_s, &in.grad_s, err);
     if (st == FSMOE_OK)
         st = gpipe_simulate(s, &in, makespan_s, err);

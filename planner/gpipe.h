@@ -2,7 +2,10 @@
  * Huang et al. 2019): the model's blocks cut into pp stages of layers/pp blocks each, every
  * DP rank's batch cut into m micro-batches; every stage runs the forward of all m micro-batches,
  * then their backwards in reverse order (the flush), then its gradient AllReduce and optimizer
- * step once. Between neighbouring stages each micro-batch's activations go forward and their
+ * step once. Or as 1F1B runs it (PipeDream-flush, Megatron-LM's default): stage st runs
+ * min(pp − st − 1, m) forwards, then alternates one forward and one backward, then the
+ * remaining backwards: the same bubble with sends that take no time, at most pp micro-batches'
+ * activations held instead of m, but each send between a forward and a backward is exposed. Between neighbouring stages each micro-batch's activations go forward and their
  * gradients back (point to point, B/m·L·M bytes per MP rank split over the MP group as Megatron
  * does, on the tier the stage boundary crosses).
  *
@@ -43,6 +46,7 @@ typedef struct {
     double grad_s;       /* X: what the gradients and the optimizer add once per iteration */
     double p2p_s;        /* one send between neighbouring stages (activations or gradients) */
     int priorities;      /* pipeline sends before DP gradient work on a link (MoNTA) */
+    int one_f_one_b;     /* 1F1B (PipeDream-flush, Megatron's) instead of GPipe */
 } gpipe_input;
 
 /* The closed form above (uniform stages, priorities, sends shorter than F and B0). */
@@ -59,6 +63,13 @@ fsmoe_status gpipe_simulate(sim *s, const gpipe_input *g, double *makespan_s, fs
  * or pp out of range. */
 fsmoe_status gpipe_stage(const fsmoe_model *m, const fsmoe_parallel *par, int micro,
                          fsmoe_model *stage, fsmoe_parallel *stage_par, fsmoe_error *err);
+
+/* Micro-batches whose activations a stage holds at once (the first stage, the most): GPipe
+ * every one until the flush, 1F1B at most pp (its warm-up forwards and one more). */
+static inline int gpipe_in_flight(int pp, int micro, int one_f_one_b)
+{
+    return one_f_one_b && pp < micro ? pp : micro;
+}
 
 /* The default micro-batch count: the largest divisor of B that is at most 4·pp (GPipe's
  * guidance of m ≥ 4·pp keeps the bubble under a fifth when B allows it). */

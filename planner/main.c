@@ -74,11 +74,11 @@ static void print_summary(const fsmoe_plan *p, const char *dest)
     explain_time(p->predicted.tail_s, t[3], sizeof t[3]);
     if (p->pipeline.present)
         fprintf(stderr,
-                "  predicted iteration %s (GPipe: %d stages of %ld blocks, %d micro-batches; "
+                "  predicted iteration %s (%s: %d stages of %ld blocks, %d micro-batches; "
                 "one stage's micro-batch: forward %s, backward %s, gradient tail %s; the MoE "
                 "layers counted and listed are one stage's)\n",
-                t[0], par->pp, p->pipeline.stage_blocks, p->pipeline.micro_batches, t[1], t[2],
-                t[3]);
+                t[0], p->pipeline.one_f_one_b ? "1F1B" : "GPipe", par->pp,
+                p->pipeline.stage_blocks, p->pipeline.micro_batches, t[1], t[2], t[3]);
     else
         fprintf(stderr, "  predicted iteration %s (forward %s, backward %s, gradient tail %s)\n",
                 t[0], t[1], t[2], t[3]);
@@ -372,6 +372,11 @@ static int search_choose(plan_cli *a, fsmoe_model *m, const fsmoe_cluster *c,
     a->v.world = par->world, a->v.gpn = par->gpus_per_node;
     a->v.dp = best->par.dp, a->v.mp = best->par.mp, a->v.ep = best->par.ep;
     a->v.esp = best->par.esp, a->v.batch = best->B, a->v.pp = best->par.pp;
+    if (best->one_f_one_b) {
+        static char psched[] = "1f1b";
+        a->ov[OV_PSCHED] = psched;
+        a->v.one_f_one_b = 1;
+    }
     *par = best->par;
     m->B = best->B;
     char lim[32] = "no limit";
@@ -465,8 +470,11 @@ static int run_plan(plan_cli *a, const int ov_src[OV_COUNT])
         if (!a->ov[OV_DP] && par.world % ((long)par.mp * par.pp) == 0)
             par.dp = par.world / (par.mp * par.pp);
     }
-    if (a->ov[OV_MICRO] && par.pp <= 1) {
-        rc = usage(plan_cli_usage, "--micro-batches: GPipe's micro-batches need --pp 2 or more");
+    if ((a->ov[OV_MICRO] || a->ov[OV_PSCHED]) && par.pp <= 1) {
+        rc = usage(plan_cli_usage, a->ov[OV_MICRO] ? "--micro-batches: a pipeline's "
+                                                     "micro-batches need --pp 2 or more"
+                                                   : "--pipeline-schedule: a pipeline needs "
+                                                     "--pp 2 or more");
         goto done;
     }
     for (int i = OV_WORLD; i <= OV_PP; i++)
@@ -493,7 +501,8 @@ static int run_plan(plan_cli *a, const int ov_src[OV_COUNT])
     }
 
     plan_options opt = {.method = (plan_method)a->method,
-                        .micro_batches = a->ov[OV_MICRO] ? a->v.micro : 0};
+                        .micro_batches = a->ov[OV_MICRO] ? a->v.micro : 0,
+                        .one_f_one_b = a->ov[OV_PSCHED] ? a->v.one_f_one_b : 0};
     if (plan_model(&m, &c, a->cluster_path, &par, &opt, &p, &err)) {
         rc = input_error(&err);
         goto done;
@@ -595,7 +604,8 @@ static int run_regenerate(plan_cli *a)
             snprintf(f, sizeof f, "provenance.overrides[%d].flag", i);
             locate_fail(a->regenerate, f, &err, FSMOE_ERR_VALUE,
                         "unknown flag '%s' (this fsmoe-plan records only batch, seq, world, "
-                        "gpus-per-node, dp, mp, ep, esp, capacity-factor, pp, micro-batches)",
+                        "gpus-per-node, dp, mp, ep, esp, capacity-factor, pp, micro-batches, "
+                        "pipeline-schedule)",
                         old.overrides[i].flag);
             fsmoe_plan_free(&old);
             return input_error(&err);

@@ -789,7 +789,7 @@ static fsmoe_status plan_model_pp(const fsmoe_model *m, const fsmoe_cluster *c,
     gpipe_input g0 = {0};
     for (int i = 0; i < 5 && st == FSMOE_OK; i++) {
         gpipe_input g = {.stages = par->pp, .micro_batches = micro, .p2p_s = p2p,
-                         .priorities = 1};
+                         .priorities = 1, .one_f_one_b = opt->one_f_one_b};
         if (i == 0 || sim_schedule_applies(&smod, ks[i], NULL)) {
             st = gpipe_stage_times(&s, &smod, ks[i], &g.fwd_s, &g.bwd_s, &g.grad_s, err);
         } else {
@@ -812,14 +812,14 @@ static fsmoe_status plan_model_pp(const fsmoe_model *m, const fsmoe_cluster *c,
     out->B_global = (long)par->dp * m->B;
     out->pipeline.present = 1;
     out->pipeline.micro_batches = micro;
+    out->pipeline.one_f_one_b = opt->one_f_one_b;
     out->pipeline.stage_blocks = sm.layers;
     out->pipeline.fwd_s = g0.fwd_s, out->pipeline.bwd_s = g0.bwd_s;
     out->pipeline.grad_s = g0.grad_s;
     out->pipeline.p2p_bytes = bytes, out->pipeline.p2p_s = p2p;
-    /* memory: one stage's blocks; GPipe keeps every micro-batch's activations until its
-     * backward, so the activations are the whole batch's */
+    /* memory: one stage's blocks and the micro-batches in flight (gpipe.h) */
     fsmoe_model mm = sm;
-    mm.B = m->B;
+    mm.B = sm.B * gpipe_in_flight(par->pp, micro, opt->one_f_one_b);
     fsmoe_mem_shape ms;
     fsmoe_memory mem;
     fsmoe_model_mem_shape(&mm, &spar, &ms);
@@ -830,11 +830,12 @@ static fsmoe_status plan_model_pp(const fsmoe_model *m, const fsmoe_cluster *c,
     char line[400];
     double fb = g0.fwd_s + g0.bwd_s;
     snprintf(line, sizeof line,
-             "pipeline: GPipe over %d stages of %ld blocks, %d micro-batches of %ld samples; the "
+             "pipeline: %s over %d stages of %ld blocks, %d micro-batches of %ld samples; the "
              "bubble idles each stage (pp-1)(F+B) = %.4g ms, %.1f %% of its compute; sends of "
              "%.4g MB take %.4g ms; layers[] and the forward/backward times are one stage's "
              "micro-batch",
-             par->pp, sm.layers, micro, sm.B, 1e3 * (par->pp - 1) * fb,
+             opt->one_f_one_b ? "1F1B" : "GPipe", par->pp, sm.layers, micro, sm.B,
+             1e3 * (par->pp - 1) * fb,
              100.0 * (par->pp - 1) / (micro + par->pp - 1), bytes / 1e6, 1e3 * p2p);
     fsmoe_note_add(out->notes, sizeof out->notes, line);
     return FSMOE_OK;

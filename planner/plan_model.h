@@ -27,8 +27,8 @@ int plan_method_from_name(const char *s);    /* -1 when unknown */
 
 typedef struct {
     plan_method method;
-    int micro_batches; /* pp > 1: GPipe's micro-batches per DP rank's batch (0: gpipe.h's
-                        * default) */
+    int micro_batches; /* pp > 1: micro-batches per DP rank's batch (0: gpipe.h's default) */
+    int one_f_one_b;   /* pp > 1: 1F1B instead of GPipe (gpipe.h) */
 } plan_options;
 
 /* The model's `dispatch` (model.h): how the layers' Dispatch/Combine AllToAll runs. NCCL: flat

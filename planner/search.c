@@ -55,16 +55,18 @@ static int broken_rule(const fsmoe_model *m, const fsmoe_parallel *par, long glo
 }
 
 /* The memory model on layout par of the resolved model m with the given recomputation and ZeRO
- * stage: one pipeline stage's blocks with the whole batch's activations (gpipe.h), as the plan
- * applies it. */
-static void layout_memory(const fsmoe_model *m, const fsmoe_parallel *par, int recompute,
-                          int zero_stage, fsmoe_memory *out)
+ * stage, as the plan applies it: one pipeline stage's blocks with the micro-batches it holds
+ * at once (gpipe.h, with gpipe.h's default micro-batches; 1F1B: one_f_one_b). */
+static void layout_memory(const fsmoe_model *m, const fsmoe_parallel *par, int one_f_one_b,
+                          int recompute, int zero_stage, fsmoe_memory *out)
 {
     fsmoe_model mm = *m, stage;
     fsmoe_parallel mpar = *par, spar;
     fsmoe_error err = {0};
-    if (par->pp > 1 && gpipe_stage(m, par, 1, &stage, &spar, &err) == FSMOE_OK)
-        mm.layers = stage.layers, mpar = spar;
+    int micro = gpipe_default_micro(m->B, par->pp);
+    if (par->pp > 1 && gpipe_stage(m, par, micro, &stage, &spar, &err) == FSMOE_OK)
+        mm.layers = stage.layers, mpar = spar,
+        mm.B = stage.B * gpipe_in_flight(par->pp, micro, one_f_one_b);
     mm.recompute = recompute, mm.zero_stage = zero_stage;
     fsmoe_mem_shape ms;
     fsmoe_model_mem_shape(&mm, &mpar, &ms);
@@ -133,13 +135,13 @@ fsmoe_status search_layouts(const fsmoe_model *m, const fsmoe_cluster *c,
                 /* the memory model as the plan applies it (a pipeline stage's blocks), and
                  * what full recomputation, then ZeRO stage 3 as well, would leave */
                 fsmoe_memory mem;
-                layout_memory(&rm, &par, rm.recompute, rm.zero_stage, &mem);
+                layout_memory(&rm, &par, 0, rm.recompute, rm.zero_stage, &mem);
                 for (int i = 0; i < FSMOE_MEM_CATS; i++)
                     cand.mem[i] = mem.bytes[i];
                 cand.mem_total = mem.total;
-                layout_memory(&rm, &par, FSMOE_RECOMPUTE_FULL, rm.zero_stage, &mem);
+                layout_memory(&rm, &par, 0, FSMOE_RECOMPUTE_FULL, rm.zero_stage, &mem);
                 cand.mem_saving[0] = mem.total;
-                layout_memory(&rm, &par, FSMOE_RECOMPUTE_FULL, 3, &mem);
+                layout_memory(&rm, &par, 0, FSMOE_RECOMPUTE_FULL, 3, &mem);
                 cand.mem_saving[1] = mem.total;
                 if (st == FSMOE_OK && p.pipeline.present) {
                     /* a pipeline: the plan's makespan is the simulated pipeline (gpipe.h) */
@@ -169,11 +171,36 @@ fsmoe_status search_layouts(const fsmoe_model *m, const fsmoe_cluster *c,
                     cand.state = mem_limit > 0 && cand.mem_total > mem_limit ? SEARCH_NO_FIT
                                                                              : SEARCH_RANKED;
                 }
+                /* a pipeline also as 1F1B: the same stage in the other schedule, with the
+                 * micro-batches it holds */
+                search_candidate c2 = cand;
+                int both = st == FSMOE_OK && p.pipeline.present;
+                if (both) {
+                    gpipe_input g = {.stages = par.pp,
+                                     .micro_batches = p.pipeline.micro_batches,
+                                     .fwd_s = p.pipeline.fwd_s, .bwd_s = p.pipeline.bwd_s,
+                                     .grad_s = p.pipeline.grad_s, .p2p_s = p.pipeline.p2p_s,
+                                     .priorities = 1, .one_f_one_b = 1};
+                    c2.one_f_one_b = 1;
+                    st = gpipe_simulate(&s, &g, &c2.iteration_s, &perr);
+                    layout_memory(&rm, &par, 1, rm.recompute, rm.zero_stage, &mem);
+                    for (int i = 0; i < FSMOE_MEM_CATS; i++)
+                        c2.mem[i] = mem.bytes[i];
+                    c2.mem_total = mem.total;
+                    layout_memory(&rm, &par, 1, FSMOE_RECOMPUTE_FULL, rm.zero_stage, &mem);
+                    c2.mem_saving[0] = mem.total;
+                    layout_memory(&rm, &par, 1, FSMOE_RECOMPUTE_FULL, 3, &mem);
+                    c2.mem_saving[1] = mem.total;
+                    c2.state = mem_limit > 0 && c2.mem_total > mem_limit ? SEARCH_NO_FIT
+                                                                         : SEARCH_RANKED;
+                }
                 fsmoe_plan_free(&p);
-                if (push(out, &cand) != 0) {
+                if (push(out, &cand) != 0 || (both && (st != FSMOE_OK || push(out, &c2) != 0))) {
                     sim_free(&s);
                     search_free(out);
-                    return fsmoe_fail(err, FSMOE_ERR_NOMEM, "search: out of memory");
+                    return fsmoe_fail(err, st != FSMOE_OK ? st : FSMOE_ERR_NOMEM,
+                                      st != FSMOE_OK ? "search: %.300s" : "search: out of memory",
+                                      perr.msg);
                 }
             }
         }
@@ -202,10 +229,11 @@ void search_free(search_result *r)
     r->n = r->cap = r->n_ranked = 0;
 }
 
-static void layout_text(const fsmoe_parallel *p, char *buf, size_t len)
+static void layout_text(const fsmoe_parallel *p, int one_f_one_b, char *buf, size_t len)
 {
     if (p->pp > 1)
-        snprintf(buf, len, "dp %d mp %d ep %d esp %d pp %d", p->dp, p->mp, p->ep, p->esp, p->pp);
+        snprintf(buf, len, "dp %d mp %d ep %d esp %d pp %d%s", p->dp, p->mp, p->ep, p->esp, p->pp,
+                 one_f_one_b ? " 1f1b" : "");
     else
         snprintf(buf, len, "dp %d mp %d ep %d esp %d", p->dp, p->mp, p->ep, p->esp);
 }
@@ -215,10 +243,12 @@ static void layout_text(const fsmoe_parallel *p, char *buf, size_t len)
 static void lost_by(const search_candidate *x, const search_candidate *best, char *buf,
                     size_t len)
 {
-    if (x->par.pp != best->par.pp) { /* other pipelines: their phases do not compare */
+    if (x->par.pp != best->par.pp || x->one_f_one_b != best->one_f_one_b) {
+        /* other pipelines: their phases do not compare */
         char t[32];
         explain_time(x->iteration_s - best->iteration_s, t, sizeof t);
-        snprintf(buf, len, "iteration +%s (pp %d against %d)", t, x->par.pp, best->par.pp);
+        snprintf(buf, len, "iteration +%s (pp %d%s against %d%s)", t, x->par.pp,
+                 x->one_f_one_b ? " 1f1b" : "", best->par.pp, best->one_f_one_b ? " 1f1b" : "");
         return;
     }
     /* the same pipeline depth: the phases of one stage's micro-batch (pp > 1), or of the
@@ -245,10 +275,11 @@ static void lost_by(const search_candidate *x, const search_candidate *best, cha
 void search_print(const search_result *r, const char *model, const char *cluster, int top,
                   FILE *f)
 {
-    int n_nofit = 0, n_unplanned = 0;
+    int n_nofit = 0, n_unplanned = 0, n_1f1b = 0;
     for (int i = 0; i < r->n; i++) {
         n_nofit += r->c[i].state == SEARCH_NO_FIT;
         n_unplanned += r->c[i].state == SEARCH_UNPLANNED;
+        n_1f1b += r->c[i].one_f_one_b;
     }
     char lim[32] = "no limit";
     if (r->mem_limit > 0)
@@ -256,14 +287,15 @@ void search_print(const search_result *r, const char *model, const char *cluster
     fprintf(f,
             "# layout search: %s on %s, %d GPUs (%d per node), global batch %ld; memory per "
             "GPU: %s\n"
-            "# %d layouts: %d ranked, %d over the memory limit, %d the planner could not "
-            "plan, %d against a rule (heads %d, vocabulary %d, global batch %d, layout %d, "
-            "pipeline stages %d); pp > 1: GPipe with its default micro-batches\n",
+            "# %d layouts, %d against a rule (heads %d, vocabulary %d, global batch %d, layout "
+            "%d, pipeline stages %d); %d candidates (a pipeline as GPipe and as 1F1B, with "
+            "the default micro-batches): %d ranked, %d over the memory limit, %d the planner "
+            "could not plan\n",
             model, cluster, r->world, r->gpus_per_node, r->global_batch, lim,
-            r->n + r->n_invalid, r->n_ranked, n_nofit, n_unplanned, r->n_invalid,
+            r->n + r->n_invalid - n_1f1b, r->n_invalid,
             r->invalid_by_rule[RULE_HEADS], r->invalid_by_rule[RULE_VOCAB],
             r->invalid_by_rule[RULE_BATCH], r->invalid_by_rule[RULE_LAYOUT],
-            r->invalid_by_rule[RULE_STAGES]);
+            r->invalid_by_rule[RULE_STAGES], r->n, r->n_ranked, n_nofit, n_unplanned);
     fprintf(f, "| rank | dp | mp | ep | esp | pp | batch/rank | memory/GPU | simulated iteration | "
                "vs best | loses in |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
     const search_candidate *best = r->n_ranked > 0 ? &r->c[r->rank[0]] : NULL;
@@ -274,8 +306,9 @@ void search_print(const search_result *r, const char *model, const char *cluster
         explain_time(x->iteration_s, t, sizeof t);
         if (i > 0)
             lost_by(x, best, why, sizeof why);
-        fprintf(f, "| %d | %d | %d | %d | %d | %d | %ld | %s | %s | %.3fx | %s |\n", i + 1,
-                x->par.dp, x->par.mp, x->par.ep, x->par.esp, x->par.pp, x->B, mem, t,
+        fprintf(f, "| %d | %d | %d | %d | %d | %d%s | %ld | %s | %s | %.3fx | %s |\n", i + 1,
+                x->par.dp, x->par.mp, x->par.ep, x->par.esp, x->par.pp,
+                x->one_f_one_b ? " 1f1b" : "", x->B, mem, t,
                 x->iteration_s / best->iteration_s, why);
     }
     if (!best)
@@ -295,7 +328,7 @@ void search_print(const search_result *r, const char *model, const char *cluster
     for (int k = 0; k < n_over; k++) {
         const search_candidate *x = &r->c[over[k]];
         char lay[64], mem[32], t[32];
-        layout_text(&x->par, lay, sizeof lay);
+        layout_text(&x->par, x->one_f_one_b, lay, sizeof lay);
         explain_bytes(x->mem_total, mem, sizeof mem);
         explain_time(x->iteration_s, t, sizeof t);
         fprintf(f, "# over the limit: %s would take %s per iteration but needs %s per GPU\n", lay,
@@ -312,9 +345,9 @@ void search_print(const search_result *r, const char *model, const char *cluster
             for (int k = 0; k < 2; k++)
                 fit[k] += r->c[i].state == SEARCH_NO_FIT && r->c[i].mem_saving[k] <= r->mem_limit;
         if (r->recompute != FSMOE_RECOMPUTE_FULL && fit[0] > 0)
-            fprintf(f, "# with training.recompute: full in the model file %d of them would fit "
-                       "(slower: the forward runs twice)\n",
-                    fit[0]);
+            fprintf(f, "# with training.recompute: full in the model file, %d of the %d over "
+                       "the limit would fit (slower: the forward runs twice)\n",
+                    fit[0], n_nofit);
         if (r->zero_stage < 3 && fit[1] > fit[0])
             fprintf(f, "# with training.zero_stage: 3 as well, %d (ZeRO's collectives are not "
                        "in the time model)\n",
@@ -334,7 +367,7 @@ void search_print(const search_result *r, const char *model, const char *cluster
         for (int j = i; j < r->n; j++)
             count += r->c[j].state == SEARCH_UNPLANNED && strcmp(r->c[j].why, r->c[i].why) == 0;
         char lay[64];
-        layout_text(&r->c[i].par, lay, sizeof lay);
+        layout_text(&r->c[i].par, r->c[i].one_f_one_b, lay, sizeof lay);
         fprintf(f, "# not planned: %d layout%s (first %s): %s\n", count, count == 1 ? "" : "s",
                 lay, r->c[i].why);
     }
@@ -395,7 +428,7 @@ fsmoe_status search_svg(const search_result *r, const char *title, const char *p
         double px = x0 + pw * x->mem_total / xmax, py = y0 + ph - ph * x->iteration_s / ymax;
         int best = r->n_ranked > 0 && r->rank[0] == i;
         char lay[64];
-        layout_text(&x->par, lay, sizeof lay);
+        layout_text(&x->par, x->one_f_one_b, lay, sizeof lay);
         fprintf(f,
                 "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%d\" fill=\"%s\" stroke=\"#377eb8\">"
                 "<title>%s: %.4g ms, %.4g GiB</title></circle>\n",

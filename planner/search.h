@@ -43,6 +43,8 @@ typedef enum {
 
 typedef struct {
     fsmoe_parallel par;
+    int one_f_one_b; /* pp > 1: the 1F1B schedule (every pipeline layout is listed twice, as
+                      * GPipe and as 1F1B: the same stage, other memory and time) */
     long B;      /* samples per DP rank */
     search_state state;
     double mem[FSMOE_MEM_CATS], mem_total; /* bytes per GPU */

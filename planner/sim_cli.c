@@ -208,10 +208,11 @@ int sim_cli_simulate(const plan_cli *cli)
         goto out_err;
     const int pipe = plan.pipeline.present;
     if (pipe)
-        printf("# pipeline: GPipe over %d stages of %ld blocks, %d micro-batches; every time "
+        printf("# pipeline: %s over %d stages of %ld blocks, %d micro-batches; every time "
                "below is the pipeline's iteration with the schedule's stage (the stage: one "
                "micro-batch of its blocks)\n",
-               plan.parallel.pp, plan.pipeline.stage_blocks, plan.pipeline.micro_batches);
+               plan.pipeline.one_f_one_b ? "1F1B" : "GPipe", plan.parallel.pp,
+               plan.pipeline.stage_blocks, plan.pipeline.micro_batches);
     if (all) {
         double t[SIM_SCHED_COUNT];
         for (int k = 0; k < SIM_SCHED_COUNT; k++)
@@ -265,11 +266,12 @@ int sim_cli_simulate(const plan_cli *cli)
         sim_free(&ps);
         if (pst != FSMOE_OK)
             goto out_err;
-        printf("\npipeline      %.4f ms  (GPipe: %d stages x %d micro-batches; per stage and "
+        printf("\npipeline      %.4f ms  (%s: %d stages x %d micro-batches; per stage and "
                "micro-batch forward %.4f ms, backward %.4f ms without gradients; gradients and "
                "optimizer once %.4f ms; each send %.4f ms; bubble %.4f ms per stage, %.1f %%; "
                "closed form %.4f ms)\n",
-               1e3 * T, g.stages, g.micro_batches, 1e3 * g.fwd_s, 1e3 * g.bwd_s, 1e3 * g.grad_s,
+               1e3 * T, g.one_f_one_b ? "1F1B" : "GPipe", g.stages, g.micro_batches,
+               1e3 * g.fwd_s, 1e3 * g.bwd_s, 1e3 * g.grad_s,
                1e3 * g.p2p_s, 1e3 * (g.stages - 1) * (g.fwd_s + g.bwd_s),
                100.0 * (g.stages - 1) / (g.micro_batches + g.stages - 1),
                1e3 * gpipe_closed_form(&g));

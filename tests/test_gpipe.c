@@ -52,6 +52,50 @@ static void test_closed_form_grid(void **state)
     sim_free(&s);
 }
 
+/* 1F1B: with sends that take no time the same makespan as GPipe (the same bubble); with sends,
+ * never faster (each send between a forward and a backward is exposed in its steady state) */
+static void test_one_f_one_b(void **state)
+{
+    (void)state;
+    static const int pps[] = {1, 2, 3, 4, 8}, ms[] = {1, 2, 4, 7, 16};
+    sim s;
+    sim_init(&s);
+    for (size_t i = 0; i < sizeof pps / sizeof pps[0]; i++)
+        for (size_t j = 0; j < sizeof ms / sizeof ms[0]; j++) {
+            gpipe_input g = {.stages = pps[i], .micro_batches = ms[j], .fwd_s = 3e-3,
+                             .bwd_s = 5e-3, .grad_s = 4e-3, .p2p_s = 0, .priorities = 1,
+                             .one_f_one_b = 1};
+            double t = 0, gp = 0;
+            assert_int_equal(gpipe_simulate(&s, &g, &t, NULL), FSMOE_OK);
+            near(t, gpipe_closed_form(&g), 1e-9);
+            g.p2p_s = 0.5e-3;
+            assert_int_equal(gpipe_simulate(&s, &g, &t, NULL), FSMOE_OK);
+            g.one_f_one_b = 0;
+            assert_int_equal(gpipe_simulate(&s, &g, &gp, NULL), FSMOE_OK);
+            assert_true(t >= gp - 1e-12);
+        }
+    /* the stages' orders: on stage 0 of 4 with 8 micro-batches, 3 warm-up forwards, then a
+     * backward after every forward */
+    gpipe_input g = {.stages = 4, .micro_batches = 8, .fwd_s = 3e-3, .bwd_s = 5e-3,
+                     .priorities = 1, .one_f_one_b = 1};
+    double t = 0;
+    assert_int_equal(gpipe_simulate(&s, &g, &t, NULL), FSMOE_OK);
+    int seq[16], n = 0;
+    for (int k = 0; k < s.n_tasks && n < 16; k++) /* creation order = stage 0's order */
+        if (s.tasks[k].layer == 0 && s.tasks[k].resource == 0 && s.tasks[k].chunk >= 0)
+            seq[n++] = (s.tasks[k].phase == SIM_PHASE_FWD ? 1 : -1) * (s.tasks[k].chunk + 1);
+    static const int want[16] = {1, 2, 3, 4, -1, 5, -2, 6, -3, 7, -4, 8, -5, -6, -7, -8};
+    assert_int_equal(n, 16);
+    assert_memory_equal(seq, want, sizeof want);
+    for (int k = 1; k < 16; k++) /* and they run in that order */
+        assert_true(s.tasks[k].start_s >= s.tasks[k - 1].end_s - 1e-15 ||
+                    s.tasks[k].layer != 0 || s.tasks[k - 1].layer != 0);
+    assert_int_equal(gpipe_in_flight(4, 8, 1), 4);
+    assert_int_equal(gpipe_in_flight(4, 8, 0), 8);
+    assert_int_equal(gpipe_in_flight(8, 4, 1), 4);
+    sim_free(&s);
+}
+
 static void test_priorities_effect(void **state)
 {
     (void)state;
@@ -147,6 +191,17 @@ static void test_planned_pipeline(void **state)
     assert_int_equal(gpipe_default_micro(4, 2), 4);
     assert_int_equal(gpipe_default_micro(12, 2), 6);
     assert_int_equal(gpipe_default_micro(1, 8), 1);
+    /* 1F1B: the same stage, at most pp = 2 of the 4 micro-batches' activations held */
+    fsmoe_plan f;
+    memset(&f, 0, sizeof f);
+    opt.one_f_one_b = 1;
+    assert_int_equal(plan_model(&m, &c, cpath, &par, &opt, &f, &err), FSMOE_OK);
+    assert_true(f.pipeline.one_f_one_b);
+    near(f.pipeline.fwd_s, q.pipeline.fwd_s, 1e-12);
+    assert_true(f.memory.bytes[FSMOE_MEM_ACTIVATIONS] <
+                0.6 * q.memory.bytes[FSMOE_MEM_ACTIVATIONS]);
+    assert_true(f.predicted.iteration_s >= q.predicted.iteration_s - 1e-12);
+    fsmoe_plan_free(&f);
     fsmoe_plan_free(&p);
     fsmoe_plan_free(&q);
     fsmoe_cluster_free(&c);
@@ -156,6 +211,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_closed_form_grid),
+        cmocka_unit_test(test_one_f_one_b),
         cmocka_unit_test(test_priorities_effect),
         cmocka_unit_test(test_send_bound),
         cmocka_unit_test(test_planned_pipeline),

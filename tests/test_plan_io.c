@@ -456,7 +456,7 @@ static void test_bad_plans(void **state)
         {"  total: 7e+09", "  total: 7000000001", FSMOE_ERR_VALUE,
          "memory.total: 7000000001 bytes, but the categories add up to 7000000000"},
         /* a pipeline section belongs to pp > 1 only */
-        {"  total: 7e+09\n", "  total: 7e+09\npipeline:\n  micro_batches: 2\n", FSMOE_ERR_VALUE,
+        {"  total: 7e+09\n", "  total: 7e+09\npipeline:\n  schedule: 1f1b\n", FSMOE_ERR_VALUE,
          "a pipeline section, but parallel.pp is 1"},
         {"name: mixtral-8x7b", "name: mixtral\xff", FSMOE_ERR_PARSE,
          "not valid YAML: invalid leading UTF-8 octet 0xFF"},

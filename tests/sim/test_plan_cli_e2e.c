@@ -278,7 +278,7 @@ static void test_flags(void **state)
         {{"--model", M, "--cluster", C, "--pp", "0"}, 2, "--pp: 0 is out of range"},
         {{"--model", M, "--cluster", C, "--pp", "65"}, 2, "--pp: 65 is out of range"},
         {{"--model", M, "--cluster", C, "--micro-batches", "2"}, 2,
-         "--micro-batches: GPipe's micro-batches need --pp 2 or more"},
+         "--micro-batches: a pipeline's micro-batches need --pp 2 or more"},
         {{"--model", M, "--cluster", C, "--search", "--pp", "2"}, 2,
          "--search chooses the layout; --pp is not allowed with it"},
         {{"--model", M, "--cluster", C, "--world", "16", "--pp", "3", "-o", "@/never.yaml"}, 2,
@@ -292,6 +292,16 @@ static void test_flags(void **state)
         {{"--regenerate", "@/pp.yaml", "-q", "-o", "@/pp2.yaml"}, 0, NULL},
         {{"diff", "--strict", "@/pp.yaml", "@/pp2.yaml"}, 0, NULL},
         {{"simulate", "@/pp.yaml", "--schedule", "all"}, 0, NULL},
+        {{"--model", M, "--cluster", C, "--pipeline-schedule", "zb"}, 2,
+         "--pipeline-schedule: 'zb' is not one of gpipe, 1f1b"},
+        {{"--model", M, "--cluster", C, "--pipeline-schedule", "1f1b"}, 2,
+         "--pipeline-schedule: a pipeline needs --pp 2 or more"},
+        {{"--model", M, "--cluster", C, "--world", "16", "--pp", "2", "--ep", "2",
+          "--pipeline-schedule", "1f1b", "-q", "-o", "@/pp1.yaml"},
+         0, NULL},
+        {{"--regenerate", "@/pp1.yaml", "-q", "-o", "@/pp1b.yaml"}, 0, NULL},
+        {{"diff", "--strict", "@/pp1.yaml", "@/pp1b.yaml"}, 0, NULL},
+        {{"diff", "@/pp.yaml", "@/pp1.yaml"}, 1, NULL},
     };
     check_rows(rows, sizeof rows / sizeof rows[0]);
 }
