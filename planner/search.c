@@ -73,6 +73,21 @@ static void layout_memory(const fsmoe_model *m, const fsmoe_parallel *par, int o
     fsmoe_memory_estimate(&ms, out);
 }
 
+/* A candidate's memory per GPU (its layout and pipeline schedule), and what full
+ * recomputation, then ZeRO stage 3 as well, would leave. */
+static void candidate_memory(search_candidate *c, const fsmoe_model *rm)
+{
+    fsmoe_memory mem;
+    layout_memory(rm, &c->par, c->one_f_one_b, rm->recompute, rm->zero_stage, &mem);
+    for (int i = 0; i < FSMOE_MEM_CATS; i++)
+        c->mem[i] = mem.bytes[i];
+    c->mem_total = mem.total;
+    layout_memory(rm, &c->par, c->one_f_one_b, FSMOE_RECOMPUTE_FULL, rm->zero_stage, &mem);
+    c->mem_saving[0] = mem.total;
+    layout_memory(rm, &c->par, c->one_f_one_b, FSMOE_RECOMPUTE_FULL, 3, &mem);
+    c->mem_saving[1] = mem.total;
+}
+
 static const search_result *sort_r; /* qsort has no context argument */
 
 static int by_time(const void *a, const void *b)
@@ -134,15 +149,7 @@ fsmoe_status search_layouts(const fsmoe_model *m, const fsmoe_cluster *c,
                 fsmoe_status st = plan_model(&rm, c, cluster_path, &par, &o, &p, &perr);
                 /* the memory model as the plan applies it (a pipeline stage's blocks), and
                  * what full recomputation, then ZeRO stage 3 as well, would leave */
-                fsmoe_memory mem;
-                layout_memory(&rm, &par, 0, rm.recompute, rm.zero_stage, &mem);
-                for (int i = 0; i < FSMOE_MEM_CATS; i++)
-                    cand.mem[i] = mem.bytes[i];
-                cand.mem_total = mem.total;
-                layout_memory(&rm, &par, 0, FSMOE_RECOMPUTE_FULL, rm.zero_stage, &mem);
-                cand.mem_saving[0] = mem.total;
-                layout_memory(&rm, &par, 0, FSMOE_RECOMPUTE_FULL, 3, &mem);
-                cand.mem_saving[1] = mem.total;
+                candidate_memory(&cand, &rm);
                 if (st == FSMOE_OK && p.pipeline.present) {
                     /* a pipeline: the plan's makespan is the simulated pipeline (gpipe.h) */
                     cand.iteration_s = p.predicted.iteration_s;
@@ -183,14 +190,7 @@ fsmoe_status search_layouts(const fsmoe_model *m, const fsmoe_cluster *c,
                                      .priorities = 1, .one_f_one_b = 1};
                     c2.one_f_one_b = 1;
                     st = gpipe_simulate(&s, &g, &c2.iteration_s, &perr);
-                    layout_memory(&rm, &par, 1, rm.recompute, rm.zero_stage, &mem);
-                    for (int i = 0; i < FSMOE_MEM_CATS; i++)
-                        c2.mem[i] = mem.bytes[i];
-                    c2.mem_total = mem.total;
-                    layout_memory(&rm, &par, 1, FSMOE_RECOMPUTE_FULL, rm.zero_stage, &mem);
-                    c2.mem_saving[0] = mem.total;
-                    layout_memory(&rm, &par, 1, FSMOE_RECOMPUTE_FULL, 3, &mem);
-                    c2.mem_saving[1] = mem.total;
+                    candidate_memory(&c2, &rm);
                     c2.state = mem_limit > 0 && c2.mem_total > mem_limit ? SEARCH_NO_FIT
                                                                          : SEARCH_RANKED;
                 }

@@ -31,24 +31,33 @@ static void near(double got, double want, double rtol)
         fail_msg("got %.12g, want %.12g", got, want);
 }
 
+/* The grid the tests play: pp in {1, 2, 3, 4, 8} x m in {1, 2, 4, 7, 16}, F 3 ms, B0 5 ms,
+ * X 4 ms, with priorities; i in 0..24. */
+enum { GRID = 25 };
+static gpipe_input grid_input(int i, double p2p_s, int one_f_one_b)
+{
+    static const int pps[] = {1, 2, 3, 4, 8}, ms[] = {1, 2, 4, 7, 16};
+    gpipe_input g = {.stages = pps[i / 5], .micro_batches = ms[i % 5], .fwd_s = 3e-3,
+                     .bwd_s = 5e-3, .grad_s = 4e-3, .p2p_s = p2p_s, .priorities = 1,
+                     .one_f_one_b = one_f_one_b};
+    return g;
+}
+
 static void test_closed_form_grid(void **state)
 {
     (void)state;
-    static const int pps[] = {1, 2, 3, 4, 8}, ms[] = {1, 2, 4, 7, 16};
     sim s;
     sim_init(&s);
-    for (size_t i = 0; i < sizeof pps / sizeof pps[0]; i++)
-        for (size_t j = 0; j < sizeof ms / sizeof ms[0]; j++) {
-            gpipe_input g = {.stages = pps[i], .micro_batches = ms[j], .fwd_s = 3e-3,
-                             .bwd_s = 5e-3, .grad_s = 4e-3, .p2p_s = 0.5e-3, .priorities = 1};
-            double t = 0;
-            assert_int_equal(gpipe_simulate(&s, &g, &t, NULL), FSMOE_OK);
-            near(t, gpipe_closed_form(&g), 1e-9);
-            /* the bubble: pp − 1 stage-micro-batches of idle compute per stage */
-            double m = ms[j], pp = pps[i];
-            near(gpipe_closed_form(&g) - g.grad_s - 2 * (pp - 1) * g.p2p_s,
-                 (m + pp - 1) * (g.fwd_s + g.bwd_s), 1e-12);
-        }
+    for (int i = 0; i < GRID; i++) {
+        gpipe_input g = grid_input(i, 0.5e-3, 0);
+        double t = 0;
+        assert_int_equal(gpipe_simulate(&s, &g, &t, NULL), FSMOE_OK);
+        near(t, gpipe_closed_form(&g), 1e-9);
+        /* the bubble: pp − 1 stage-micro-batches of idle compute per stage */
+        double m = g.micro_batches, pp = g.stages;
+        near(gpipe_closed_form(&g) - g.grad_s - 2 * (pp - 1) * g.p2p_s,
+             (m + pp - 1) * (g.fwd_s + g.bwd_s), 1e-12);
+    }
     sim_free(&s);
 }
 
@@ -57,23 +66,19 @@ static void test_closed_form_grid(void **state)
 static void test_one_f_one_b(void **state)
 {
     (void)state;
-    static const int pps[] = {1, 2, 3, 4, 8}, ms[] = {1, 2, 4, 7, 16};
     sim s;
     sim_init(&s);
-    for (size_t i = 0; i < sizeof pps / sizeof pps[0]; i++)
-        for (size_t j = 0; j < sizeof ms / sizeof ms[0]; j++) {
-            gpipe_input g = {.stages = pps[i], .micro_batches = ms[j], .fwd_s = 3e-3,
-                             .bwd_s = 5e-3, .grad_s = 4e-3, .p2p_s = 0, .priorities = 1,
-                             .one_f_one_b = 1};
-            double t = 0, gp = 0;
-            assert_int_equal(gpipe_simulate(&s, &g, &t, NULL), FSMOE_OK);
-            near(t, gpipe_closed_form(&g), 1e-9);
-            g.p2p_s = 0.5e-3;
-            assert_int_equal(gpipe_simulate(&s, &g, &t, NULL), FSMOE_OK);
-            g.one_f_one_b = 0;
-            assert_int_equal(gpipe_simulate(&s, &g, &gp, NULL), FSMOE_OK);
-            assert_true(t >= gp - 1e-12);
-        }
+    for (int i = 0; i < GRID; i++) {
+        gpipe_input g = grid_input(i, 0, 1);
+        double t = 0, gp = 0;
+        assert_int_equal(gpipe_simulate(&s, &g, &t, NULL), FSMOE_OK);
+        near(t, gpipe_closed_form(&g), 1e-9);
+        g.p2p_s = 0.5e-3;
+        assert_int_equal(gpipe_simulate(&s, &g, &t, NULL), FSMOE_OK);
+        g.one_f_one_b = 0;
+        assert_int_equal(gpipe_simulate(&s, &g, &gp, NULL), FSMOE_OK);
+        assert_true(t >= gp - 1e-12);
+    }
     /* the stages' orders: on stage 0 of 4 with 8 micro-batches, 3 warm-up forwards, then a
      * backward after every forward */
     gpipe_input g = {.stages = 4, .micro_batches = 8, .fwd_s = 3e-3, .bwd_s = 5e-3,

@@ -56,6 +56,29 @@ static void plan_of(input *in, fsmoe_plan *p, sim_model *sm)
         fail_msg("%s", err.msg);
 }
 
+/* One planned model and its simulator: what every test starts from. */
+typedef struct {
+    input in;
+    fsmoe_plan p;
+    sim_model sm;
+    sim s;
+} fixture;
+
+static void fixture_open(fixture *fx, int recompute)
+{
+    load(&fx->in, recompute);
+    plan_of(&fx->in, &fx->p, &fx->sm);
+    sim_init(&fx->s);
+}
+
+static void fixture_close(fixture *fx)
+{
+    sim_free(&fx->s);
+    sim_model_free(&fx->sm);
+    fsmoe_plan_free(&fx->p);
+    fsmoe_cluster_free(&fx->in.c);
+}
+
 static double run(sim *s, sim_model *sm, sim_schedule k, int recompute, double *fwd_end)
 {
     fsmoe_error err = {0};
@@ -74,81 +97,56 @@ static double run(sim *s, sim_model *sm, sim_schedule k, int recompute, double *
 static void test_full_adds_the_forward(void **state)
 {
     (void)state;
-    input in;
-    load(&in, FSMOE_RECOMPUTE_NONE);
-    fsmoe_plan p;
-    sim_model sm;
-    plan_of(&in, &p, &sm);
-    sim s;
-    sim_init(&s);
+    fixture fx;
+    fixture_open(&fx, FSMOE_RECOMPUTE_NONE);
     static const sim_schedule ks[] = {SIM_SCHED_PARM_S1, SIM_SCHED_DEEPSPEED};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
         double f_none = 0, f_full = 0;
-        double none = run(&s, &sm, ks[i], FSMOE_RECOMPUTE_NONE, &f_none);
-        double full = run(&s, &sm, ks[i], FSMOE_RECOMPUTE_FULL, &f_full);
+        double none = run(&fx.s, &fx.sm, ks[i], FSMOE_RECOMPUTE_NONE, &f_none);
+        double full = run(&fx.s, &fx.sm, ks[i], FSMOE_RECOMPUTE_FULL, &f_full);
         near(f_full, f_none, 1e-12); /* the recomputed tasks are the backward's */
-        near(full - none, f_none - sm.head_fwd_s, 1e-9);
+        near(full - none, f_none - fx.sm.head_fwd_s, 1e-9);
     }
-    sim_free(&s);
-    sim_model_free(&sm);
-    fsmoe_plan_free(&p);
-    fsmoe_cluster_free(&in.c);
+    fixture_close(&fx);
 }
 
 static void test_selective_adds_the_scores(void **state)
 {
     (void)state;
-    input in;
-    load(&in, FSMOE_RECOMPUTE_NONE);
-    fsmoe_plan p;
-    sim_model sm;
-    plan_of(&in, &p, &sm);
+    fixture fx;
+    fixture_open(&fx, FSMOE_RECOMPUTE_NONE);
+    const input *in = &fx.in;
     /* every block has one attention: 32 blocks of B·(heads/mp)·L²·(M/heads) MACs twice on the
      * profile's GEMM line (one line in the paper's profile), two GEMM calls each */
-    const fsmoe_cost_entry *g = &in.c.ops[FSMOE_OP_GEMM][FSMOE_TIER_LOCAL];
-    double B = (double)in.m.B, L = (double)in.m.L, M = (double)in.m.M;
-    double macs = 2.0 * B * ((double)in.m.heads / in.par.mp) * L * L * (M / in.m.heads);
+    const fsmoe_cost_entry *g = &in->c.ops[FSMOE_OP_GEMM][FSMOE_TIER_LOCAL];
+    double B = (double)in->m.B, L = (double)in->m.L, M = (double)in->m.M;
+    double macs = 2.0 * B * ((double)in->m.heads / in->par.mp) * L * L * (M / in->m.heads);
     double core = 2.0 * g->alpha_s + macs * g->beta_s;
-    sim s;
-    sim_init(&s);
-    double none = run(&s, &sm, SIM_SCHED_PARM_S1, FSMOE_RECOMPUTE_NONE, NULL);
-    double sel = run(&s, &sm, SIM_SCHED_PARM_S1, FSMOE_RECOMPUTE_SELECTIVE, NULL);
-    near(sel - none, (double)in.m.layers * core, 1e-9);
-    sim_free(&s);
-    sim_model_free(&sm);
-    fsmoe_plan_free(&p);
-    fsmoe_cluster_free(&in.c);
+    double none = run(&fx.s, &fx.sm, SIM_SCHED_PARM_S1, FSMOE_RECOMPUTE_NONE, NULL);
+    double sel = run(&fx.s, &fx.sm, SIM_SCHED_PARM_S1, FSMOE_RECOMPUTE_SELECTIVE, NULL);
+    near(sel - none, (double)in->m.layers * core, 1e-9);
+    fixture_close(&fx);
 }
 
 static void test_plan_predicts_the_simulator(void **state)
 {
     (void)state;
-    input none, full;
-    load(&none, FSMOE_RECOMPUTE_NONE);
-    load(&full, FSMOE_RECOMPUTE_FULL);
-    fsmoe_plan pn, pf;
-    sim_model sn, sf;
-    plan_of(&none, &pn, &sn);
-    plan_of(&full, &pf, &sf);
-    assert_int_equal(pf.memory.recompute, FSMOE_RECOMPUTE_FULL);
-    assert_int_equal(sf.recompute, FSMOE_RECOMPUTE_FULL);
-    sim s;
-    sim_init(&s);
-    double t = run(&s, &sf, SIM_SCHED_PLAN, FSMOE_RECOMPUTE_FULL, NULL);
-    near(pf.predicted.iteration_s, t, 1e-12);
-    near(pf.predicted.forward_s + pf.predicted.backward_s + pf.predicted.tail_s, t, 1e-9);
+    fixture none, full;
+    fixture_open(&none, FSMOE_RECOMPUTE_NONE);
+    fixture_open(&full, FSMOE_RECOMPUTE_FULL);
+    const fsmoe_plan *pn = &none.p, *pf = &full.p;
+    assert_int_equal(pf->memory.recompute, FSMOE_RECOMPUTE_FULL);
+    assert_int_equal(full.sm.recompute, FSMOE_RECOMPUTE_FULL);
+    double t = run(&full.s, &full.sm, SIM_SCHED_PLAN, FSMOE_RECOMPUTE_FULL, NULL);
+    near(pf->predicted.iteration_s, t, 1e-12);
+    near(pf->predicted.forward_s + pf->predicted.backward_s + pf->predicted.tail_s, t, 1e-9);
     /* the same decisions, a longer iteration, far less memory */
-    assert_true(pf.predicted.iteration_s > pn.predicted.iteration_s * 1.2);
-    assert_true(pf.memory.bytes[FSMOE_MEM_ACTIVATIONS] <
-                pn.memory.bytes[FSMOE_MEM_ACTIVATIONS] / 4);
-    assert_non_null(strstr(pf.notes, "recomputation full"));
-    sim_free(&s);
-    sim_model_free(&sn);
-    sim_model_free(&sf);
-    fsmoe_plan_free(&pn);
-    fsmoe_plan_free(&pf);
-    fsmoe_cluster_free(&none.c);
-    fsmoe_cluster_free(&full.c);
+    assert_true(pf->predicted.iteration_s > pn->predicted.iteration_s * 1.2);
+    assert_true(pf->memory.bytes[FSMOE_MEM_ACTIVATIONS] <
+                pn->memory.bytes[FSMOE_MEM_ACTIVATIONS] / 4);
+    assert_non_null(strstr(pf->notes, "recomputation full"));
+    fixture_close(&none);
+    fixture_close(&full);
 }
 
 int main(void)
