@@ -245,10 +245,13 @@ static void lost_by(const search_candidate *x, const search_candidate *best, cha
 {
     if (x->par.pp != best->par.pp || x->one_f_one_b != best->one_f_one_b) {
         /* other pipelines: their phases do not compare */
-        char t[32];
-        explain_time(x->iteration_s - best->iteration_s, t, sizeof t);
-        snprintf(buf, len, "iteration +%s (pp %d%s against %d%s)", t, x->par.pp,
-                 x->one_f_one_b ? " 1f1b" : "", best->par.pp, best->one_f_one_b ? " 1f1b" : "");
+        char t[32] = "";
+        double d = x->iteration_s - best->iteration_s;
+        if (d > 0)
+            explain_time(d, t, sizeof t);
+        snprintf(buf, len, "%s%s (pp %d%s against %d%s)", d > 0 ? "iteration +" : "as fast",
+                 t, x->par.pp, x->one_f_one_b ? " 1f1b" : "", best->par.pp,
+                 best->one_f_one_b ? " 1f1b" : "");
         return;
     }
     /* the same pipeline depth: the phases of one stage's micro-batch (pp > 1), or of the
