@@ -1,32 +1,32 @@
 /* Implements: pipeline parallelism as GPipe runs it (FSMoE §6 "with PP enabled", N_PP stages;
- * Huang et al. 2019): the model's blocks cut into pp stages of layers/pp blocks each, every
- * DP rank's batch cut into m micro-batches; every stage runs the forward of all m micro-batches,
- * then their backwards in reverse order (the flush), then its gradient AllReduce and optimizer
- * step once. Or as 1F1B runs it (PipeDream-flush, Megatron-LM's default): stage st runs
- * min(pp − st − 1, m) forwards, then alternates one forward and one backward, then the
- * remaining backwards: the same bubble with sends that take no time, at most pp micro-batches'
- * activations held instead of m, but each send between a forward and a backward is exposed. Between neighbouring stages each micro-batch's activations go forward and their
- * gradients back (point to point, B/m·L·M bytes per MP rank split over the MP group as Megatron
- * does, on the tier the stage boundary crosses).
+ * Huang et al. 2019): the model's blocks cut into pp stages of layers/pp blocks each, every DP
+ * rank's batch cut into m micro-batches; every stage runs the forward of all m micro-batches, then
+ * their backwards in reverse order (the flush), then its gradient AllReduce and optimizer step
+ * once. Or as 1F1B runs it (PipeDream-flush, Megatron-LM's default): stage st runs min(pp − st −
+ * 1, m) forwards, then alternates one forward and one backward, then the remaining backwards: the
+ * same bubble with sends that take no time, at most pp micro-batches' activations held instead of
+ * m, but each send between a forward and a backward is exposed. Between neighbouring stages each
+ * micro-batch's activations go forward and their gradients back (point to point, B/m·L·M bytes per
+ * MP rank split over the MP group as Megatron does, on the tier the stage boundary crosses).
  *
- * One stage is planned and simulated as an iteration of its own (layers/pp blocks, one
- * micro-batch: plan_model with pp = 1 on dp·mp ranks): its forward F and backward B0 without any
- * gradient communication (every gradient byte set to 0), and X, how much longer the iteration
- * with the gradients and the optimizer is (what the last backward and the tail add once per
- * iteration). Every stage is taken as that one (the embedding and LM head are counted in every
- * stage: the slowest stage, the last, sets the pace).
+ * One stage is planned and simulated as an iteration of its own (layers/pp blocks, one micro-
+ * batch: plan_model with pp = 1 on dp·mp ranks): its forward F and backward B0 without any
+ * gradient communication (every gradient byte set to 0), and X, how much longer the iteration with
+ * the gradients and the optimizer is (what the last backward and the tail add once per iteration).
+ * Every stage is taken as that one (the embedding and LM head are counted in every stage: the
+ * slowest stage, the last, sets the pace).
  *
  * The iteration is a discrete-event simulation (sim.h) of pp stages × m micro-batches: per stage
- * one compute stream carrying F(0..m−1) then B0(m−1..0), one link carrying its sends (activations
- * forward, gradients back) and, after its last backward, its gradient work X. MoNTA's
- * communication priorities (EP > PP > CP > DP on a shared link) hold the DP gradient work back
- * while a pipeline send is ready or running on the link (`priorities`); without them the two
- * share the link's bandwidth. For uniform stages with sends no longer than F and B0, and with
- * priorities, the makespan is the closed form
+ * one compute stream carrying its forwards and backwards in its schedule's order, one link
+ * carrying its sends (activations forward, gradients back) and, after its last backward, its
+ * gradient work X. MoNTA's communication priorities (EP > PP > CP > DP on a shared link) hold the
+ * DP gradient work back while a pipeline send is ready or running on the link (`priorities`);
+ * without them the two share the link's bandwidth. For uniform stages with sends no longer than F
+ * and B0, and with priorities, the makespan is the closed form
  *     T = (m + pp − 1)·(F + B0) + 2·(pp − 1)·p2p + X,
- * the bubble being (pp − 1)·(F + B0) (GPipe's (pp−1)/(m+pp−1) of the compute). The EP, MP and
- * ESP collectives stay inside F and B0 (their stage's links are not shared with the sends in
- * this model). */
+ * the bubble being (pp − 1)·(F + B0) (GPipe's (pp−1)/(m+pp−1) of the compute). The EP, MP and ESP
+ * collectives stay inside F and B0 (their stage's links are not shared with the sends in this
+ * model). */
 #ifndef FSMOE_PLANNER_GPIPE_H
 #define FSMOE_PLANNER_GPIPE_H
 
@@ -77,9 +77,9 @@ int gpipe_default_micro(long B, int pp);
 
 /* One send between stages for a stage model (the micro-batch's B·L·M·bytes split over the MP
  * group) on the slowest tier a stage boundary crosses (inter once the pipeline spans nodes: a
- * boundary then lies on a node's edge; intra within one node), costed as a 2-rank AllToAll of twice the bytes (each rank of it sends half its buffer
- * to the other), or AllGather where the profile has no AllToAll on that tier. note: where the
- * line came from (appended). */
+ * boundary then lies on a node's edge; intra within one node), costed as a 2-rank AllToAll of
+ * twice the bytes (each rank of it sends half its buffer to the other), or AllGather where the
+ * profile has no AllToAll on that tier. note: where the line came from (appended). */
 fsmoe_status gpipe_p2p(const fsmoe_cluster *c, const char *cluster_path, const fsmoe_model *stage,
                        const fsmoe_parallel *par, double *bytes, double *seconds, char *note,
                        size_t note_len, fsmoe_error *err);

@@ -109,102 +109,103 @@ fsmoe_status search_layouts(const fsmoe_model *m, const fsmoe_cluster *c,
     out->global_batch = global_batch, out->world = world, out->gpus_per_node = gpus_per_node;
     out->mem_limit = mem_limit;
     out->recompute = m->recompute, out->zero_stage = m->zero_stage;
-    sim s;
-    sim_init(&s);
     if (world < 1 || gpus_per_node < 1 || world % gpus_per_node != 0 || global_batch < 1)
         return fsmoe_fail(err, FSMOE_ERR_VALUE,
                           "search: %d ranks on nodes of %d with a global batch of %ld (expected "
                           "whole nodes and at least one sample)",
                           world, gpus_per_node, global_batch);
+    sim s;
+    sim_init(&s);
     for (int pp = 1; pp <= world && pp <= GPIPE_MAX_STAGES; pp++) {
-    if (world % pp != 0)
-        continue;
-    for (int mp = 1; mp <= world / pp; mp++) {
-        if ((world / pp) % mp != 0)
+        if (world % pp != 0)
             continue;
-        for (int ep = 1; ep <= world / pp; ep++) {
-            if ((world / pp) % ep != 0)
+        for (int mp = 1; mp <= world / pp; mp++) {
+            if ((world / pp) % mp != 0)
                 continue;
-            for (int esp = 1; esp <= world / pp / ep; esp++) {
-                if ((world / pp / ep) % esp != 0)
+            for (int ep = 1; ep <= world / pp; ep++) {
+                if ((world / pp) % ep != 0)
                     continue;
-                fsmoe_parallel par = {.world = world, .gpus_per_node = gpus_per_node,
-                                      .dp = world / pp / mp, .mp = mp, .ep = ep, .esp = esp,
-                                      .pp = pp};
-                fsmoe_model rm;
-                int rule = broken_rule(m, &par, global_batch, &rm);
-                if (rule >= 0) {
-                    out->n_invalid++;
-                    out->invalid_by_rule[rule]++;
-                    continue;
-                }
-                search_candidate cand;
-                memset(&cand, 0, sizeof cand);
-                cand.par = par, cand.B = rm.B;
-                fsmoe_plan p;
-                memset(&p, 0, sizeof p);
-                fsmoe_error perr = {0};
-                plan_options o = *opt;
-                o.micro_batches = 0; /* gpipe.h's default */
-                fsmoe_status st = plan_model(&rm, c, cluster_path, &par, &o, &p, &perr);
-                /* the memory model as the plan applies it (a pipeline stage's blocks), and
-                 * what full recomputation, then ZeRO stage 3 as well, would leave */
-                candidate_memory(&cand, &rm);
-                if (st == FSMOE_OK && p.pipeline.present) {
-                    /* a pipeline: the plan's makespan is the simulated pipeline (gpipe.h) */
-                    cand.iteration_s = p.predicted.iteration_s;
-                } else if (st == FSMOE_OK) { /* the simulated iteration, as `simulate` */
-                    sim_model sm;
-                    st = sim_model_of_plan(&p, &rm, c, cluster_path, &sm, &perr);
-                    if (st == FSMOE_OK)
-                        st = sim_schedule_time(&s, &sm, SIM_SCHED_PLAN, NULL, &cand.iteration_s,
-                                               &perr);
-                    sim_model_free(&sm);
-                }
-                if (st == FSMOE_ERR_NOMEM) {
-                    fsmoe_plan_free(&p);
-                    sim_free(&s);
-                    search_free(out);
-                    return fsmoe_fail(err, st, "search: out of memory");
-                }
-                if (st != FSMOE_OK) {
-                    cand.state = SEARCH_UNPLANNED;
-                    snprintf(cand.why, sizeof cand.why, "%.300s", perr.msg);
-                } else {
-                    cand.predicted_s = p.predicted.iteration_s;
-                    cand.forward_s = p.predicted.forward_s;
-                    cand.backward_s = p.predicted.backward_s;
-                    cand.tail_s = p.predicted.tail_s;
-                    cand.state = mem_limit > 0 && cand.mem_total > mem_limit ? SEARCH_NO_FIT
+                for (int esp = 1; esp <= world / pp / ep; esp++) {
+                    if ((world / pp / ep) % esp != 0)
+                        continue;
+                    fsmoe_parallel par = {.world = world, .gpus_per_node = gpus_per_node,
+                                          .dp = world / pp / mp, .mp = mp, .ep = ep, .esp = esp,
+                                          .pp = pp};
+                    fsmoe_model rm;
+                    int rule = broken_rule(m, &par, global_batch, &rm);
+                    if (rule >= 0) {
+                        out->n_invalid++;
+                        out->invalid_by_rule[rule]++;
+                        continue;
+                    }
+                    search_candidate cand;
+                    memset(&cand, 0, sizeof cand);
+                    cand.par = par, cand.B = rm.B;
+                    fsmoe_plan p;
+                    memset(&p, 0, sizeof p);
+                    fsmoe_error perr = {0};
+                    plan_options o = *opt;
+                    o.micro_batches = 0; /* gpipe.h's default */
+                    fsmoe_status st = plan_model(&rm, c, cluster_path, &par, &o, &p, &perr);
+                    /* the memory model as the plan applies it (a pipeline stage's blocks), and
+                     * what full recomputation, then ZeRO stage 3 as well, would leave */
+                    candidate_memory(&cand, &rm);
+                    if (st == FSMOE_OK && p.pipeline.present) {
+                        /* a pipeline: the plan's makespan is the simulated pipeline (gpipe.h) */
+                        cand.iteration_s = p.predicted.iteration_s;
+                    } else if (st == FSMOE_OK) { /* the simulated iteration, as `simulate` */
+                        sim_model sm;
+                        st = sim_model_of_plan(&p, &rm, c, cluster_path, &sm, &perr);
+                        if (st == FSMOE_OK)
+                            st = sim_schedule_time(&s, &sm, SIM_SCHED_PLAN, NULL, &cand.iteration_s,
+                                                   &perr);
+                        sim_model_free(&sm);
+                    }
+                    if (st == FSMOE_ERR_NOMEM) {
+                        fsmoe_plan_free(&p);
+                        sim_free(&s);
+                        search_free(out);
+                        return fsmoe_fail(err, st, "search: out of memory");
+                    }
+                    if (st != FSMOE_OK) {
+                        cand.state = SEARCH_UNPLANNED;
+                        snprintf(cand.why, sizeof cand.why, "%.300s", perr.msg);
+                    } else {
+                        cand.predicted_s = p.predicted.iteration_s;
+                        cand.forward_s = p.predicted.forward_s;
+                        cand.backward_s = p.predicted.backward_s;
+                        cand.tail_s = p.predicted.tail_s;
+                        cand.state = mem_limit > 0 && cand.mem_total > mem_limit ? SEARCH_NO_FIT
+                                                                                 : SEARCH_RANKED;
+                    }
+                    /* a pipeline also as 1F1B: the same stage in the other schedule, with the
+                     * micro-batches it holds */
+                    search_candidate c2 = cand;
+                    int both = st == FSMOE_OK && p.pipeline.present;
+                    if (both) {
+                        gpipe_input g = {.stages = par.pp,
+                                         .micro_batches = p.pipeline.micro_batches,
+                                         .fwd_s = p.pipeline.fwd_s, .bwd_s = p.pipeline.bwd_s,
+                                         .grad_s = p.pipeline.grad_s, .p2p_s = p.pipeline.p2p_s,
+                                         .priorities = 1, .one_f_one_b = 1};
+                        c2.one_f_one_b = 1;
+                        st = gpipe_simulate(&s, &g, &c2.iteration_s, &perr);
+                        candidate_memory(&c2, &rm);
+                        c2.state = mem_limit > 0 && c2.mem_total > mem_limit ? SEARCH_NO_FIT
                                                                              : SEARCH_RANKED;
-                }
-                /* a pipeline also as 1F1B: the same stage in the other schedule, with the
-                 * micro-batches it holds */
-                search_candidate c2 = cand;
-                int both = st == FSMOE_OK && p.pipeline.present;
-                if (both) {
-                    gpipe_input g = {.stages = par.pp,
-                                     .micro_batches = p.pipeline.micro_batches,
-                                     .fwd_s = p.pipeline.fwd_s, .bwd_s = p.pipeline.bwd_s,
-                                     .grad_s = p.pipeline.grad_s, .p2p_s = p.pipeline.p2p_s,
-                                     .priorities = 1, .one_f_one_b = 1};
-                    c2.one_f_one_b = 1;
-                    st = gpipe_simulate(&s, &g, &c2.iteration_s, &perr);
-                    candidate_memory(&c2, &rm);
-                    c2.state = mem_limit > 0 && c2.mem_total > mem_limit ? SEARCH_NO_FIT
-                                                                         : SEARCH_RANKED;
-                }
-                fsmoe_plan_free(&p);
-                if (push(out, &cand) != 0 || (both && (st != FSMOE_OK || push(out, &c2) != 0))) {
-                    sim_free(&s);
-                    search_free(out);
-                    return fsmoe_fail(err, st != FSMOE_OK ? st : FSMOE_ERR_NOMEM,
-                                      st != FSMOE_OK ? "search: %.300s" : "search: out of memory",
-                                      perr.msg);
+                    }
+                    fsmoe_plan_free(&p);
+                    if (push(out, &cand) != 0 ||
+                        (both && (st != FSMOE_OK || push(out, &c2) != 0))) {
+                        sim_free(&s);
+                        search_free(out);
+                        return fsmoe_fail(err, st != FSMOE_OK ? st : FSMOE_ERR_NOMEM,
+                                          "search: %.300s",
+                                          st != FSMOE_OK ? perr.msg : "out of memory");
+                    }
                 }
             }
         }
-    }
     }
     sim_free(&s);
     out->rank = malloc((size_t)(out->n > 0 ? out->n : 1) * sizeof *out->rank);

@@ -1,10 +1,11 @@
-/* Tests: the layout search (planner/search.h) against brute force on small worlds. The brute
- * force tries every 5-tuple (dp, mp, ep, esp, pp) of integers 1..world with dp·mp·pp = world (not
- * only divisors), applies the search's rules as search.h states them, plans each survivor, and times
- * the plan with the discrete-event simulator in a simulator of its own; its fastest layout
- * that fits must be the search's first, every layout it planned must be in the search's list with
- * the same state and memory, and the counts must agree. Also: a memory limit between the
- * candidates' needs moves the choice to the fastest that fits, determinism, and the refusals. */
+/* Tests: the layout search (planner/search.h) against brute force on small worlds. The brute force
+ * tries every 5-tuple (dp, mp, ep, esp, pp) of integers 1..world with dp·mp·pp = world (not only
+ * divisors), applies the search's rules as search.h states them, plans each survivor, and times
+ * the plan with the discrete-event simulator (each pipeline as GPipe and as 1F1B) in a simulator
+ * of its own; its fastest layout that fits must be the search's first, every layout it planned
+ * must be in the search's list with the same state and memory, and the counts must agree. Also: a
+ * memory limit between the candidates' needs moves the choice to the fastest that fits,
+ * determinism, and the refusals. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
