@@ -31,7 +31,8 @@ const char plan_cli_usage[] =
     "                                       more per GPU)\n"
     "                  [--quiet]\n"
     "       fsmoe-plan --model M --cluster C --search [--world N] [--gpus-per-node N]\n"
-    "                  [--mem-limit SIZE|none] [--top N] [--svg FILE] [-o PLAN.yaml]\n"
+    "                  [--mem-limit SIZE|none] [--global-batch N] [--top N] [--svg FILE]\n"
+    "                  [-o PLAN.yaml]\n"
     "                  [overrides]\n"
     "       fsmoe-plan --regenerate PLAN.yaml [-o OUT.yaml] [--quiet]\n"
     "       fsmoe-plan explain PLAN.yaml\n"
@@ -49,12 +50,13 @@ const char plan_cli_usage[] =
     "(default: mp = esp = GPUs per node, ep = dp = nodes). diff exits 0 when the plans agree,\n"
     "1 when they differ, 2 on bad input. simulate plays one iteration of the plan (or of a\n"
     "baseline schedule) on the discrete-event simulator; sweep compares every schedule on a\n"
-    "paper's grid of configurations. --search chooses the layout: every (dp, mp, ep, esp) of\n"
-    "the world is checked against the model, sized by the memory model (limit: --mem-limit,\n"
-    "else the profile's device_memory_bytes), planned, and ranked by predicted iteration at\n"
-    "the same global batch (batch x dp of the layout the plan would otherwise use); the table\n"
-    "goes to stderr, the best layout's plan to -o. Outputs are written atomically and never replace an\n"
-    "input; an interrupted run exits 128+signal and leaves no output behind.\n";
+    "paper's grid of configurations. --search chooses the layout: every (dp, mp, ep, esp, pp)\n"
+    "of the world is checked against the model, sized by the memory model (limit:\n"
+    "--mem-limit, else the profile's device_memory_bytes; none: no limit), planned and\n"
+    "simulated (a pipeline as GPipe and as 1F1B), and ranked by its iteration at one global\n"
+    "batch (--global-batch, else batch x dp of the layout the plan would otherwise use); the\n"
+    "table goes to stderr, the best layout's plan to -o. Outputs are written atomically and\n"
+    "never replace an input; an interrupted run exits 128+signal and leaves no output behind.\n";
 
 const char plan_cli_sim_usage[] =
     "usage: fsmoe-plan simulate PLAN.yaml [--schedule NAME|all] [--svg FILE] [--trace FILE]\n"
@@ -254,7 +256,7 @@ void plan_cli_ov_canonical(int i, const plan_cli_ov_values *v, char *buf, unsign
 static fsmoe_status parse_plan(int argc, char **argv, plan_cli *a, fsmoe_error *err)
 {
     enum { O_MODEL = 256, O_CLUSTER, O_METHOD, O_REGEN, O_QUIET, O_HELP, O_VERSION, O_MEM,
-           O_SEARCH, O_TOP, O_SVG, O_OV };
+           O_SEARCH, O_TOP, O_SVG, O_GBATCH, O_OV };
     static const struct option opts[] = {
         {"model", required_argument, NULL, O_MODEL},
         {"cluster", required_argument, NULL, O_CLUSTER},
@@ -266,6 +268,7 @@ static fsmoe_status parse_plan(int argc, char **argv, plan_cli *a, fsmoe_error *
         {"search", no_argument, NULL, O_SEARCH},
         {"top", required_argument, NULL, O_TOP},
         {"svg", required_argument, NULL, O_SVG},
+        {"global-batch", required_argument, NULL, O_GBATCH},
         {"help", no_argument, NULL, O_HELP},
         {"version", no_argument, NULL, O_VERSION},
         {"batch", required_argument, NULL, O_OV + OV_BATCH},
@@ -306,6 +309,11 @@ static fsmoe_status parse_plan(int argc, char **argv, plan_cli *a, fsmoe_error *
                 return FSMOE_ERR_USAGE;
             break;
         case O_SVG: a->svg = optarg; break;
+        case O_GBATCH:
+            if (fsmoe_cli_long("--global-batch", optarg, 1, FSMOE_LIMIT_BATCH * FSMOE_LIMIT_WORLD,
+                               &a->global_batch, err))
+                return FSMOE_ERR_USAGE;
+            break;
         case 'h':
         case O_HELP: help = 1; break;
         case 'V':
@@ -331,8 +339,12 @@ static fsmoe_status parse_plan(int argc, char **argv, plan_cli *a, fsmoe_error *
         return usage_fail(err, "unexpected argument '%.200s'", argv[optind]);
     if (a->out_path && a->out_path[0] == '\0')
         return usage_fail(err, "-o: an empty path");
-    if (!a->search && (a->top || a->svg))
-        return usage_fail(err, "--%s belongs to --search", a->top ? "top" : "svg");
+    if (!a->search && (a->top || a->svg || a->global_batch))
+        return usage_fail(err, "--%s belongs to --search",
+                          a->top ? "top" : a->svg ? "svg" : "global-batch");
+    if (a->global_batch && a->ov[OV_BATCH])
+        return usage_fail(err, "--global-batch and --batch: the search sets each DP rank's batch "
+                               "from the global one; give one of them");
     if (a->svg && a->svg[0] == '\0')
         return usage_fail(err, "--svg: an empty path");
     if (a->search) {

@@ -57,6 +57,8 @@ typedef struct {
     long long mem_limit; /* --mem-limit bytes per GPU (0: not given; -1: `none`) */
     int search;          /* --search: choose the layout (search.h) */
     int top;             /* --top: rows of the search table (default 5) */
+    long global_batch;   /* --global-batch: samples per iteration the search holds (0: batch ×
+                          * the starting layout's dp) */
     const char *ov[OV_COUNT]; /* text as given; NULL when not given */
     plan_cli_ov_values v;
     /* explain (inputs[0]), diff (inputs[0..1]), simulate (inputs[0]) */

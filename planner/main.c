@@ -325,12 +325,12 @@ static int write_checked(const plan_cli *a, const int ov_src[OV_COUNT], const fs
  * (and the plot), and makes the fastest one that fits the plan's layout, recorded as the
  * overrides --dp, --mp, --ep, --esp (with --world, --gpus-per-node and --batch) so that
  * --regenerate replays it without searching. m has the training-shape overrides applied; the
- * global batch is m->B times par's dp. Returns 0, or the exit code. */
+ * global batch is --global-batch, else m->B times par's dp. Returns 0, or the exit code. */
 static int search_choose(plan_cli *a, fsmoe_model *m, const fsmoe_cluster *c,
                          fsmoe_parallel *par, search_result *sr, char *note, size_t note_len)
 {
     fsmoe_error err = {0};
-    long global_batch = m->B * par->dp;
+    long global_batch = a->global_batch > 0 ? a->global_batch : m->B * par->dp;
     double limit = a->mem_limit > 0   ? (double)a->mem_limit
                    : a->mem_limit < 0 ? 0.0 /* --mem-limit none */
                                       : c->device_memory_bytes;

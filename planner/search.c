@@ -359,6 +359,7 @@ void search_print(const search_result *r, const char *model, const char *cluster
     }
     /* the layouts the planner refused, one line per distinct reason (most often the profile
      * holding no line for an operation on the tier a layout puts it on) */
+    int missing_line = 0;
     for (int i = 0; i < r->n; i++) {
         if (r->c[i].state != SEARCH_UNPLANNED)
             continue;
@@ -374,7 +375,12 @@ void search_print(const search_result *r, const char *model, const char *cluster
         layout_text(&r->c[i].par, r->c[i].one_f_one_b, lay, sizeof lay);
         fprintf(f, "# not planned: %d layout%s (first %s): %s\n", count, count == 1 ? "" : "s",
                 lay, r->c[i].why);
+        missing_line |= strstr(r->c[i].why, "entry for tier") != NULL;
     }
+    if (missing_line)
+        fprintf(f, "# HINT: a profile that lacks an operation on a tier cannot cost the layouts "
+                   "that put it there; fsmoe-bench --all-tiers measures every operation on every "
+                   "tier\n");
 }
 
 fsmoe_status search_svg(const search_result *r, const char *title, const char *path,
