@@ -171,7 +171,6 @@ fsmoe_status search_layouts(const fsmoe_model *m, const fsmoe_cluster *c,
                         cand.state = SEARCH_UNPLANNED;
                         snprintf(cand.why, sizeof cand.why, "%.300s", perr.msg);
                     } else {
-                        cand.predicted_s = p.predicted.iteration_s;
                         cand.forward_s = p.predicted.forward_s;
                         cand.backward_s = p.predicted.backward_s;
                         cand.tail_s = p.predicted.tail_s;

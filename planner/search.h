@@ -50,7 +50,7 @@ typedef struct {
     double mem[FSMOE_MEM_CATS], mem_total; /* bytes per GPU */
     double mem_saving[2]; /* the total with full recomputation; with ZeRO stage 3 as well */
     double iteration_s; /* the plan's simulated iteration (fsmoe-plan simulate's) */
-    double predicted_s, forward_s, backward_s, tail_s; /* the plan's closed forms */
+    double forward_s, backward_s, tail_s; /* the plan's phases (a pipeline's: one stage's) */
     char why[320];
 } search_candidate;
 
