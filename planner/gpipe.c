@@ -244,10 +244,9 @@ fsmoe_status gpipe_stage_times(sim *s, const sim_model *sm, sim_schedule k, doub
     st = nograd_copy(sm, &ng, err);
     if (st == FSMOE_OK)
         st = sim_schedule_time(s, &ng, k, NULL, &without, err);
-    double fwd = 0;
-    for (int i = 0; st == FSMOE_OK && i < s->n_tasks; i++)
-        if (s->tasks[i].phase == SIM_PHASE_FWD && s->tasks[i].end_s > fwd)
-            fwd = s->tasks[i].end_s;
+    double fwd = 0, bwd_end = 0;
+    if (st == FSMOE_OK)
+        sim_phase_ends(s, &fwd, &bwd_end);
     nograd_free(&ng);
     if (st != FSMOE_OK)
         return st;

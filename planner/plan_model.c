@@ -841,23 +841,6 @@ static fsmoe_status plan_model_pp(const fsmoe_model *m, const fsmoe_cluster *c,
     return FSMOE_OK;
 }
 
-/* The phases of the simulation in s: forward (the last forward task's end), backward (to the
- * last backward task's end) and the tail after it. */
-static void sim_phases(const sim *s, double *fwd, double *bwd, double *tail)
-{
-    double f = 0, b = 0;
-    for (int i = 0; i < s->n_tasks; i++) {
-        const sim_task *t = &s->tasks[i];
-        if (t->phase == SIM_PHASE_FWD && t->end_s > f)
-            f = t->end_s;
-        if (t->phase == SIM_PHASE_BWD && t->end_s > b)
-            b = t->end_s;
-    }
-    *fwd = f;
-    *bwd = b > f ? b - f : 0;
-    *tail = s->makespan_s > (b > f ? b : f) ? s->makespan_s - (b > f ? b : f) : 0;
-}
-
 /* Activation recomputation (the model's training.recompute): the closed forms behind the
  * decisions do not run the forward again, the simulator does (sim_schedules.h recompute), so
  * the plan's predicted times are the simulator's, for the plan and each baseline; a baseline
@@ -877,7 +860,9 @@ static fsmoe_status predicted_with_recompute(const fsmoe_model *m, const fsmoe_c
     if (st == FSMOE_OK)
         st = sim_schedule_time(&s, &sm, SIM_SCHED_PLAN, NULL, &t_plan, err);
     if (st == FSMOE_OK) {
-        sim_phases(&s, &pr->forward_s, &pr->backward_s, &pr->tail_s);
+        double f, b;
+        sim_phase_ends(&s, &f, &b);
+        pr->forward_s = f, pr->backward_s = b - f, pr->tail_s = t_plan - b;
         sm.recompute = FSMOE_RECOMPUTE_NONE;
         st = sim_schedule_time(&s, &sm, SIM_SCHED_PLAN, NULL, &t_none, err);
         sm.recompute = out->memory.recompute;

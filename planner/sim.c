@@ -579,3 +579,17 @@ fsmoe_status sim_run(sim *s, fsmoe_error *err)
 nomem:
     return fsmoe_fail(err, FSMOE_ERR_NOMEM, "simulator: out of memory (%d tasks)", s->n_tasks);
 }
+
+void sim_phase_ends(const sim *s, double *fwd_end, double *bwd_end)
+{
+    double f = 0.0, b = 0.0;
+    for (int i = 0; i < s->n_tasks; i++) {
+        const sim_task *t = &s->tasks[i];
+        if (t->phase == SIM_PHASE_FWD && t->end_s > f)
+            f = t->end_s;
+        if (t->phase == SIM_PHASE_BWD && t->end_s > b)
+            b = t->end_s;
+    }
+    *fwd_end = f;
+    *bwd_end = b > f ? b : f;
+}

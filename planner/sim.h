@@ -142,6 +142,10 @@ void sim_add_dep(sim *s, int task, int pred); /* task starts after pred ends; -1
  * FSMOE_ERR_NOMEM, FSMOE_ERR_INTERNAL for a dependency cycle (names a stuck task). */
 fsmoe_status sim_run(sim *s, fsmoe_error *err);
 
+/* After sim_run: where the forward ends (the last forward task's end) and the backward (the last
+ * backward task's end, at least the forward's); the tail is the makespan after it. */
+void sim_phase_ends(const sim *s, double *fwd_end, double *bwd_end);
+
 /* A one-line description of task i, e.g. "bwd L3 c2 alltoall" (into buf, returns buf). */
 const char *sim_task_label(const sim *s, int i, char *buf, int len);
 

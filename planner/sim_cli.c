@@ -40,14 +40,8 @@ static int input_fail(const fsmoe_error *err)
 
 static void print_report(const sim *s, const sim_model *m, const char *sched)
 {
-    double fwd_end = 0.0, bwd_end = 0.0;
-    for (int i = 0; i < s->n_tasks; i++) {
-        const sim_task *t = &s->tasks[i];
-        if (t->phase == SIM_PHASE_FWD && t->end_s > fwd_end)
-            fwd_end = t->end_s;
-        if (t->phase == SIM_PHASE_BWD && t->end_s > bwd_end)
-            bwd_end = t->end_s;
-    }
+    double fwd_end, bwd_end;
+    sim_phase_ends(s, &fwd_end, &bwd_end);
     printf("schedule      %s\n", sched);
     printf("iteration     %.4f ms  (forward %.4f ms, backward %.4f ms, after backward %.4f ms)\n",
            s->makespan_s * 1e3, fwd_end * 1e3, (bwd_end - fwd_end) * 1e3,
