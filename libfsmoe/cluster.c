@@ -345,8 +345,9 @@ static fsmoe_status load_doc(fsmoe_yaml *y, fsmoe_cluster *c, fsmoe_error *err)
     c->r2_threshold = 0.99;
     if ((st = fsmoe_yaml_double(&root, "r2_threshold", FSMOE_OPTIONAL, 0.0, 1.0, &c->r2_threshold,
                                 err)) ||
-        (st = fsmoe_yaml_double(&root, "device_memory_bytes", FSMOE_OPTIONAL, 1048576.0,
-                                FSMOE_MAX_DEVICE_MEMORY, &c->device_memory_bytes, err)))
+        (st = fsmoe_yaml_double(&root, "device_memory_bytes", FSMOE_OPTIONAL,
+                                FSMOE_MIN_DEVICE_MEMORY, FSMOE_MAX_DEVICE_MEMORY,
+                                &c->device_memory_bytes, err)))
         return st;
     if (fsmoe_yaml_has(&root, "notes")) {
         fsmoe_ynode nn;

@@ -62,7 +62,9 @@ typedef struct {
     char source[512];
     char device[64];
     /* memory of one device (one rank), bytes: what a layout must fit in (fsmoe-plan --search);
-     * 0 when the profile does not say (`device_memory_bytes`, optional, 1 MiB to 1 PiB) */
+     * 0 when the profile does not say (`device_memory_bytes`, optional, between the limits
+     * below: 1 MiB and 1 PiB; fsmoe-bench writes no key for a size outside them) */
+#define FSMOE_MIN_DEVICE_MEMORY 1048576.0
 #define FSMOE_MAX_DEVICE_MEMORY 1125899906842624.0
     double device_memory_bytes;
     int nodes;

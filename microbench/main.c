@@ -341,7 +341,7 @@ int main(int argc, char **argv)
         double dev_mem = b.device_memory_bytes;
         if (b.host_memory && s.machine_ranks > 1)
             dev_mem /= s.machine_ranks;
-        if (dev_mem < 1048576.0 || dev_mem > FSMOE_MAX_DEVICE_MEMORY)
+        if (dev_mem < FSMOE_MIN_DEVICE_MEMORY || dev_mem > FSMOE_MAX_DEVICE_MEMORY)
             dev_mem = 0.0; /* outside what a profile holds: unknown */
         profile_meta meta = {name, source, b.device, topo.nodes, topo.gpus_per_node,
                              o.r2_threshold, notes, dev_mem};

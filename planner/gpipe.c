@@ -146,6 +146,21 @@ fsmoe_status gpipe_stage(const fsmoe_model *m, const fsmoe_parallel *par, int mi
     return FSMOE_OK;
 }
 
+void gpipe_memory(const fsmoe_model *m, const fsmoe_parallel *par, int micro, int one_f_one_b,
+                  fsmoe_memory *out)
+{
+    fsmoe_model mm = *m, stage;
+    fsmoe_parallel mpar = *par, spar;
+    fsmoe_error err = {0};
+    if (par->pp > 1 && gpipe_stage(m, par, micro, &stage, &spar, &err) == FSMOE_OK) {
+        mm.layers = stage.layers, mpar = spar;
+        mm.B = stage.B * gpipe_in_flight(par->pp, micro, one_f_one_b);
+    }
+    fsmoe_mem_shape ms;
+    fsmoe_model_mem_shape(&mm, &mpar, &ms);
+    fsmoe_memory_estimate(&ms, out);
+}
+
 int gpipe_default_micro(long B, int pp)
 {
     int best = 1;

@@ -71,6 +71,12 @@ static inline int gpipe_in_flight(int pp, int micro, int one_f_one_b)
     return one_f_one_b && pp < micro ? pp : micro;
 }
 
+/* The memory model (memory.h) per GPU of resolved model m on layout par with `micro`
+ * micro-batches: one stage's blocks with the micro-batches it holds at once (gpipe_in_flight);
+ * with pp = 1 the whole model. A layout gpipe_stage refuses is taken whole as well. */
+void gpipe_memory(const fsmoe_model *m, const fsmoe_parallel *par, int micro, int one_f_one_b,
+                  fsmoe_memory *out);
+
 /* The default micro-batch count: the largest divisor of B that is at most 4·pp (GPipe's
  * guidance of m ≥ 4·pp keeps the bubble under a fifth when B allows it). */
 int gpipe_default_micro(long B, int pp);

@@ -818,12 +818,8 @@ static fsmoe_status plan_model_pp(const fsmoe_model *m, const fsmoe_cluster *c,
     out->pipeline.grad_s = g0.grad_s;
     out->pipeline.p2p_bytes = bytes, out->pipeline.p2p_s = p2p;
     /* memory: one stage's blocks and the micro-batches in flight (gpipe.h) */
-    fsmoe_model mm = sm;
-    mm.B = sm.B * gpipe_in_flight(par->pp, micro, opt->one_f_one_b);
-    fsmoe_mem_shape ms;
     fsmoe_memory mem;
-    fsmoe_model_mem_shape(&mm, &spar, &ms);
-    fsmoe_memory_estimate(&ms, &mem);
+    gpipe_memory(m, par, micro, opt->one_f_one_b, &mem);
     for (int cat = 0; cat < FSMOE_MEM_CATS; cat++)
         out->memory.bytes[cat] = mem.bytes[cat];
     out->memory.total = mem.total;

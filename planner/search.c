@@ -60,17 +60,9 @@ static int broken_rule(const fsmoe_model *m, const fsmoe_parallel *par, long glo
 static void layout_memory(const fsmoe_model *m, const fsmoe_parallel *par, int one_f_one_b,
                           int recompute, int zero_stage, fsmoe_memory *out)
 {
-    fsmoe_model mm = *m, stage;
-    fsmoe_parallel mpar = *par, spar;
-    fsmoe_error err = {0};
-    int micro = gpipe_default_micro(m->B, par->pp);
-    if (par->pp > 1 && gpipe_stage(m, par, micro, &stage, &spar, &err) == FSMOE_OK)
-        mm.layers = stage.layers, mpar = spar,
-        mm.B = stage.B * gpipe_in_flight(par->pp, micro, one_f_one_b);
+    fsmoe_model mm = *m;
     mm.recompute = recompute, mm.zero_stage = zero_stage;
-    fsmoe_mem_shape ms;
-    fsmoe_model_mem_shape(&mm, &mpar, &ms);
-    fsmoe_memory_estimate(&ms, out);
+    gpipe_memory(&mm, par, gpipe_default_micro(m->B, par->pp), one_f_one_b, out);
 }
 
 /* A candidate's memory per GPU (its layout and pipeline schedule), and what full

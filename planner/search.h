@@ -58,7 +58,7 @@ typedef struct {
     search_candidate *c; /* the valid layouts, in enumeration order */
     int n, cap;
     int n_invalid;       /* layouts that broke a rule */
-    int invalid_by_rule[5]; /* heads, vocabulary, global batch, layout, (unused) */
+    int invalid_by_rule[5]; /* heads, vocabulary, global batch, layout, pipeline stages */
     int *rank;           /* indices into c of the ranked candidates, fastest first */
     int n_ranked;
     long global_batch;
