@@ -2,6 +2,7 @@
  * GSL (fit.h). */
 #include "fit.h"
 
+#include <gsl/gsl_cdf.h>
 #include <gsl/gsl_errno.h>
 #include <gsl/gsl_fit.h>
 #include <gsl/gsl_multifit.h>
@@ -121,4 +122,18 @@ fsmoe_status fit_robust_rel_residuals(const double *x, const double *y, int n, d
         rel[i] = y[i] != 0.0 ? r / fabs(y[i]) : (r == 0.0 ? 0.0 : INFINITY);
     }
     return FSMOE_OK;
+}
+
+double fit_slope_rel_halfwidth(const double *x, const double *y, int n, double conf)
+{
+    gsl_set_error_handler_off();
+    if (n < 3 || !(conf > 0.0 && conf < 1.0))
+        return INFINITY;
+    double c0, c1, cov00, cov01, cov11, sumsq;
+    if (gsl_fit_linear(x, 1, y, 1, (size_t)n, &c0, &c1, &cov00, &cov01, &cov11, &sumsq) !=
+            GSL_SUCCESS ||
+        !(c1 > 0.0) || !(cov11 >= 0.0))
+        return INFINITY;
+    double t = gsl_cdf_tdist_Pinv(0.5 + 0.5 * conf, (double)(n - 2));
+    return t * sqrt(cov11) / c1;
 }

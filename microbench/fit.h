@@ -32,6 +32,12 @@ fsmoe_status fit_line(const double *x, const double *y, int n, fit_result *out,
  * (gsl_multifit_robust, bisquare weights). It only judges points (fsmoe-bench re-measures those
  * far off); the profile's α, β and r² stay fit_line's over every point. Where the robust
  * solver fails or has too few points (< 4) the line is fit_line's. */
+/* How well n points fix the least-squares slope: the half-width of its two-sided `conf`
+ * interval (Student's t with n − 2 degrees of freedom times the slope's standard error, from
+ * the scatter about the free line), relative to the slope. INFINITY where it cannot be told
+ * (n < 3, a slope ≤ 0, a solver failure). */
+double fit_slope_rel_halfwidth(const double *x, const double *y, int n, double conf);
+
 fsmoe_status fit_robust_rel_residuals(const double *x, const double *y, int n, double *rel,
                                       fsmoe_error *err);
 

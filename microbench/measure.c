@@ -362,40 +362,46 @@ int measure_refine_decide(const measure_rule *rule, measure_refine *r, fsmoe_err
     }
     if (fresh)
         return fresh; /* no size is judged while some median stands on fewer runs */
-    /* Rule 1 (outliers) over the valid rows, packed. */
-    double *x = NULL, *y = NULL, *rel = NULL;
-    if (rule->outlier > 0.0 && valid >= 4) {
-        x = malloc((size_t)valid * sizeof *x);
-        y = malloc((size_t)valid * sizeof *y);
-        rel = malloc((size_t)valid * sizeof *rel);
+    /* The valid rows, packed: rule 1 judges them, rule 2 asks how well they fix the slope. */
+    double *x = malloc((size_t)(valid ? valid : 1) * sizeof *x);
+    double *y = malloc((size_t)(valid ? valid : 1) * sizeof *y);
+    double *rel = malloc((size_t)(valid ? valid : 1) * sizeof *rel);
+    int packed = x && y && rel; /* without memory the points stay as measured */
+    if (packed) {
         int k = 0;
-        if (x && y && rel) { /* without memory the points stay as measured */
-            for (int i = 0; i < r->n; i++)
-                if (r->runs[i] >= 0) {
-                    x[k] = r->x[i];
-                    y[k] = r->y[i];
-                    k++;
-                }
-            /* A failure (e.g. every size equal) leaves nothing to judge. */
-            if (fit_robust_rel_residuals(x, y, valid, rel, err) == FSMOE_OK) {
-                k = 0;
-                for (int i = 0; i < r->n; i++) {
-                    if (r->runs[i] < 0)
-                        continue;
-                    r->rel[i] = rel[k++];
-                    if (!r->remeasured[i] && fabs(r->rel[i]) > rule->outlier)
-                        r->want[i] = MEASURE_AGAIN;
-                }
+        for (int i = 0; i < r->n; i++)
+            if (r->runs[i] >= 0) {
+                x[k] = r->x[i];
+                y[k] = r->y[i];
+                k++;
             }
+    }
+    /* Rule 1 (outliers). A failure (e.g. every size equal) leaves nothing to judge. */
+    if (packed && rule->outlier > 0.0 && valid >= 4 &&
+        fit_robust_rel_residuals(x, y, valid, rel, err) == FSMOE_OK) {
+        int k = 0;
+        for (int i = 0; i < r->n; i++) {
+            if (r->runs[i] < 0)
+                continue;
+            r->rel[i] = rel[k++];
+            if (!r->remeasured[i] && fabs(r->rel[i]) > rule->outlier)
+                r->want[i] = MEASURE_AGAIN;
         }
     }
+    /* Rule 2 (confidence) on the others, while the slope is not yet known to +-precision. */
+    r->slope_rel = packed ? fit_slope_rel_halfwidth(x, y, valid, MEASURE_CONFIDENCE) : INFINITY;
+    fit_result f;
+    fsmoe_error ignored = {0};
+    r->r2 = packed && valid >= 2 && fit_line(x, y, valid, &f, NULL, &ignored) == FSMOE_OK ? f.r2
+                                                                                         : 0.0;
     free(x);
     free(y);
     free(rel);
-    /* Rule 2 (confidence) on the others. */
+    int slope_known = rule->precision > 0.0 && r->slope_rel <= rule->precision &&
+                      r->r2 >= rule->r2_threshold;
     for (int i = 0; i < r->n; i++) {
         if (r->runs[i] >= 0 && r->want[i] == MEASURE_DONE && r->runs[i] < rule->max_runs &&
-            rule->precision > 0.0 && !(r->ci[i] <= rule->precision))
+            rule->precision > 0.0 && !slope_known && !(r->ci[i] <= rule->precision))
             r->want[i] = MEASURE_MORE;
         count += r->want[i] != MEASURE_DONE;
     }

@@ -104,13 +104,19 @@ fsmoe_status measure_combine_rows(const measure_cfg *cfg, const double *mine, do
  *     dropped and min_runs fresh ones taken, at most once per size. The new median replaces
  *     the old one whatever it turns out to be: nothing is dropped from the fit, and a size
  *     that is off the line for a real reason stays off;
- *  2. confidence: a size gets more runs (up to max_runs) while the distribution-free
- *     MEASURE_CONFIDENCE interval of its median (order statistics, measure_median_ci_rank)
- *     is wider than ±precision of the median on some rank. The median, not the minimum, is
+ *  2. confidence: while the line through the medians does not yet fix its slope (β, what the
+ *     profile is for) to ±precision at MEASURE_CONFIDENCE (fit_slope_rel_halfwidth), or fits
+ *     them with an r² below r2_threshold (the profile's own quality flag), a size
+ *     gets more runs (up to max_runs) while the distribution-free MEASURE_CONFIDENCE
+ *     interval of its median (order statistics, measure_median_ci_rank) is wider than
+ *     ±precision of the median on some rank. Once the line is good, runs stop: the
+ *     unspent budget goes to the sections after (rule 3), where the noisy ones need it —
+ *     on a shared host an inter-node line fixes β to ±0.5 % in its first passes, while a
+ *     memory-bound copy needs every run it can get. The median, not the minimum, is
  *     kept: the minimum rewards a lucky run and drifts down with the number of runs, so the
  *     sizes measured more often would be biased;
  *  3. budget: the passes after the first min_runs may take extra_time times the first
- *     passes. Each run is costed from the medians (calibrated on the first passes, whose
+ *     passes, plus what the sections before left unspent. Each run is costed from the medians (calibrated on the first passes, whose
  *     wall time includes barriers, sleeping rounds and checks); the budget goes to the sizes
  *     farthest off the line first, then to those with the widest intervals. A fresh set,
  *     once started, is completed, and nothing is judged while one is under way.
@@ -122,6 +128,7 @@ typedef struct {
     double precision; /* relative half-width of the median's interval (0: stop at min_runs) */
     double outlier;   /* relative residual that gets a size re-measured (0: never) */
     double extra_time;
+    double r2_threshold; /* rule 2 goes on below it (0: the slope alone decides) */
 } measure_rule;
 
 /* The largest k (1-based) such that [v_(k), v_(n+1-k)] of n sorted runs holds the median of
@@ -146,6 +153,8 @@ typedef struct {
     double *y;        /* combined medians (measure_refine_next) */
     double *ci;       /* every rank's widest relative interval (measure_refine_next) */
     double *rel;      /* relative residuals from the robust line, where rule 1 looked */
+    double slope_rel; /* how well the medians fix the slope (rule 2; INFINITY: not known) */
+    double r2;        /* the least-squares r² of the medians (rule 2; 0: not fitted) */
     int *want;        /* MEASURE_* per row */
     double start_s, budget_s; /* set by the caller: when the first passes ended, and the
                                * time the further passes may take */

@@ -165,6 +165,9 @@ void report_refine(report *r, const measure_refine *rf, const measure_rule *rule
         else if (precise < valid)
             fprintf(r->out, " (too few runs for an interval)");
     }
+    double slope = fit_slope_rel_halfwidth(x, y, valid, MEASURE_CONFIDENCE);
+    if (isfinite(slope))
+        fprintf(r->out, "; slope within +-%.2g %%", 100.0 * slope);
     if (rf->passes)
         fprintf(r->out, "; %d extra pass%s", rf->passes, rf->passes == 1 ? "" : "es");
     fputc('\n', r->out);

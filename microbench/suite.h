@@ -32,6 +32,8 @@ typedef struct {
      * emulated nodes of one host count as one machine) runs per core, rounded up; > 1 means
      * groups are measured in rounds (measure.h). */
     int machine_ranks, machine_cores, oversubscription;
+    /* Refining time the sections so far left unspent (measure.h rule 3), for the next. */
+    double extra_carry_s;
 } bench_suite;
 
 /* Which ranks share a machine's cores (collective over s->mcfg.world). */

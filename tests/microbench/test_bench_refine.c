@@ -130,11 +130,14 @@ static void test_robust_residuals(void **state)
     assert_true(worst > 0.01);
 }
 
-static void rows_line(measure_refine *r, int runs)
+/* Rows on a line, every other one `wobble` (relative) above it and the rest below: at 4.5 %
+ * the line's slope is known to +-3.6 % at 90 % (more than rule 2's 3 %) and no row is more than
+ * 7.3 % off the robust line (the tests' outlier rule takes 8 %). */
+static void rows_line(measure_refine *r, int runs, double wobble)
 {
     for (int i = 0; i < r->n; i++) {
         r->x[i] = (i + 1) * 1048576.0;
-        r->y[i] = 2e-4 + 5e-10 * r->x[i];
+        r->y[i] = (2e-4 + 5e-10 * r->x[i]) * (1.0 + (i % 2 ? wobble : -wobble));
         r->ci[i] = 0.01;
         r->runs[i] = runs;
     }
@@ -143,17 +146,18 @@ static void rows_line(measure_refine *r, int runs)
 static void test_decide(void **state)
 {
     (void)state;
-    measure_rule rule = {5, 15, 0.03, 0.05, 0.5};
+    measure_rule rule = {5, 15, 0.03, 0.08, 0.5, 0.0};
     measure_refine r;
     assert_int_equal(measure_refine_init(&r, 24, 15, NULL), FSMOE_OK);
-    rows_line(&r, 5);
+    rows_line(&r, 5, 0.045);
     r.runs[3] = -1; /* nothing measured there: never judged */
     r.y[3] = 1.0;
     assert_int_equal(measure_refine_decide(&rule, &r, NULL), 0);
-    r.y[7] *= 1.2; /* 20 % high: measured again */
+    assert_true(r.slope_rel > 0.03 && r.slope_rel < 0.05);
+    r.y[7] *= 1.2; /* 20 % high (row 7 is 4.5 % above the line already): measured again */
     assert_int_equal(measure_refine_decide(&rule, &r, NULL), 1);
     assert_int_equal(r.want[7], MEASURE_AGAIN);
-    assert_true(fabs(r.rel[7] - 0.2 / 1.2) < 1e-3);
+    assert_true(r.rel[7] > 0.17 && r.rel[7] < 0.23);
     /* While a fresh set is under way nothing else is judged (its median stands on 2 runs). */
     r.ci[10] = 0.08;
     r.runs[12] = 2;
@@ -173,11 +177,44 @@ static void test_decide(void **state)
     for (int i = 0; i < 24; i++)
         assert_int_equal(r.want[i], MEASURE_DONE);
     /* --outlier 0 and --precision 0: exactly min_runs, nothing judged. */
-    measure_rule none = {5, 15, 0.0, 0.0, 0.5};
+    measure_rule none = {5, 15, 0.0, 0.0, 0.5, 0.0};
     r.remeasured[7] = 0;
     r.ci[10] = 0.5;
     r.runs[10] = 5;
     assert_int_equal(measure_refine_decide(&none, &r, NULL), 0);
+    measure_refine_free(&r);
+}
+
+/* Rule 2 asks for runs only while the line is not good: a wide interval on a line whose slope
+ * the medians already fix, with an r² at the threshold, gets none (the budget goes to the next
+ * sections). */
+static void test_decide_slope_known(void **state)
+{
+    (void)state;
+    measure_rule rule = {5, 15, 0.03, 0.08, 0.5, 0.0};
+    measure_refine r;
+    assert_int_equal(measure_refine_init(&r, 24, 15, NULL), FSMOE_OK);
+    rows_line(&r, 5, 0.0);
+    r.ci[10] = 0.08;
+    assert_int_equal(measure_refine_decide(&rule, &r, NULL), 0);
+    assert_true(r.slope_rel < 1e-9);
+    rows_line(&r, 5, 0.01); /* +-1 %: the slope within +-0.8 % */
+    r.ci[10] = 0.08;
+    assert_int_equal(measure_refine_decide(&rule, &r, NULL), 0);
+    assert_true(r.slope_rel > 0.005 && r.slope_rel < 0.01);
+    assert_true(r.r2 > 0.999 && r.r2 < 0.9999);
+    /* ... but below the profile's r² threshold the line is not good yet. */
+    measure_rule strict = rule;
+    strict.r2_threshold = 0.9999;
+    assert_int_equal(measure_refine_decide(&strict, &r, NULL), 1);
+    assert_int_equal(r.want[10], MEASURE_MORE);
+    rows_line(&r, 5, 0.045); /* the slope unknown: the wide interval gets a run */
+    r.ci[10] = 0.08;
+    assert_int_equal(measure_refine_decide(&rule, &r, NULL), 1);
+    assert_int_equal(r.want[10], MEASURE_MORE);
+    /* Too few points for an interval: not known. */
+    double x[2] = {1.0, 2.0}, y[2] = {1.0, 2.0};
+    assert_true(isinf(fit_slope_rel_halfwidth(x, y, 2, 0.9)));
     measure_refine_free(&r);
 }
 
@@ -237,7 +274,7 @@ static void test_loop_quiet(void **state)
     (void)state;
     /* 0.2 % noise, no glitches: every median is known at once, nothing is re-measured. */
     synth s = {0.002, 0.0, 0.0, -1};
-    measure_rule rule = {5, 15, 0.03, 0.05, 0.5};
+    measure_rule rule = {5, 15, 0.03, 0.05, 0.5, 0.0};
     measure_refine r;
     assert_int_equal(synth_loop(&s, &rule, 1e9, &r), 24 * 5);
     for (int i = 0; i < 24; i++) {
@@ -257,7 +294,7 @@ static void test_loop_noisy(void **state)
      * every final median lands within 3 % of the truth. Sizes with a glitch among their first
      * five runs get more (up to 15), so the total lies between 24 x 5 and 24 x 15. */
     synth s = {0.01, 0.1, 0.25, 12};
-    measure_rule rule = {5, 15, 0.03, 0.05, 0.5};
+    measure_rule rule = {5, 15, 0.03, 0.05, 0.5, 0.0};
     measure_refine r;
     int total = synth_loop(&s, &rule, 1e9, &r);
     assert_true(total > 24 * 5 && total < 24 * 15);
@@ -276,7 +313,7 @@ static void test_loop_no_budget(void **state)
     /* No time for more: exactly the first five runs, and the burst stays in row 12 (reported,
      * not hidden). */
     synth s = {0.01, 0.1, 0.25, 12};
-    measure_rule rule = {5, 15, 0.03, 0.05, 0.0};
+    measure_rule rule = {5, 15, 0.03, 0.05, 0.0, 0.0};
     measure_refine r;
     assert_int_equal(synth_loop(&s, &rule, 0.0, &r), 24 * 5);
     for (int i = 0; i < 24; i++)
@@ -291,8 +328,9 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ci_rank),          cmocka_unit_test(test_ci_coverage),
         cmocka_unit_test(test_ci_rel),           cmocka_unit_test(test_robust_residuals),
-        cmocka_unit_test(test_decide),           cmocka_unit_test(test_loop_quiet),
-        cmocka_unit_test(test_loop_noisy),       cmocka_unit_test(test_loop_no_budget),
+        cmocka_unit_test(test_decide),           cmocka_unit_test(test_decide_slope_known),
+        cmocka_unit_test(test_loop_quiet),       cmocka_unit_test(test_loop_noisy),
+        cmocka_unit_test(test_loop_no_budget),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     MPI_Finalize();
