@@ -163,21 +163,110 @@ FSMOE_HD void k_wpe_grad_col(long l, real *dwpe, const real *dout, long B, long 
     }
 }
 
+/* ---- reductions of one row in a fixed order of K_LANES partial sums ----
+ * Element j goes to partial j % K_LANES; the partials are combined pairwise at the end. A
+ * sequential sum (s += x[j]) is one chain of dependent additions that the compiler may not
+ * reorder (floating-point addition does not associate), so it neither vectorises nor
+ * pipelines; with fixed lanes it does both, and the result is the same on every build and
+ * device (fp32: it differs from the sequential order in the last bits, as any other order
+ * would). Used by the softmaxes, LayerNorm and cross-entropy. */
+#define K_LANES 8
+
+FSMOE_HD real k_lanes_combine(real *acc)
+{
+    for (int w = K_LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++)
+            acc[l] += acc[l + w];
+    return acc[0];
+}
+
+/* Σ_j x[j] */
+FSMOE_HD real k_sum(const real *x, long n)
+{
+    real acc[K_LANES] = {0};
+    long j = 0;
+    for (; j + K_LANES <= n; j += K_LANES)
+        for (int l = 0; l < K_LANES; l++)
+            acc[l] += x[j + l];
+    for (int l = 0; l < K_LANES && j + l < n; l++)
+        acc[l] += x[j + l];
+    return k_lanes_combine(acc);
+}
+
+/* Σ_j (x[j] − c)² */
+FSMOE_HD real k_sum_sq_dev(const real *x, real c, long n)
+{
+    real acc[K_LANES] = {0};
+    long j = 0;
+    for (; j + K_LANES <= n; j += K_LANES)
+        for (int l = 0; l < K_LANES; l++) {
+            real d = x[j + l] - c;
+            acc[l] += d * d;
+        }
+    for (int l = 0; l < K_LANES && j + l < n; l++) {
+        real d = x[j + l] - c;
+        acc[l] += d * d;
+    }
+    return k_lanes_combine(acc);
+}
+
+/* Σ_j exp(x[j] − c) */
+FSMOE_HD real k_sum_exp_dev(const real *x, real c, long n)
+{
+    real acc[K_LANES] = {0};
+    long j = 0;
+    for (; j + K_LANES <= n; j += K_LANES)
+        for (int l = 0; l < K_LANES; l++)
+            acc[l] += RT_EXP(x[j + l] - c);
+    for (int l = 0; l < K_LANES && j + l < n; l++)
+        acc[l] += RT_EXP(x[j + l] - c);
+    return k_lanes_combine(acc);
+}
+
+/* Σ_j a[j]·b[j] */
+FSMOE_HD real k_dot(const real *a, const real *b, long n)
+{
+    real acc[K_LANES] = {0};
+    long j = 0;
+    for (; j + K_LANES <= n; j += K_LANES)
+        for (int l = 0; l < K_LANES; l++)
+            acc[l] += a[j + l] * b[j + l];
+    for (int l = 0; l < K_LANES && j + l < n; l++)
+        acc[l] += a[j + l] * b[j + l];
+    return k_lanes_combine(acc);
+}
+
+/* max_j x[j]·scale (n ≥ 1). A NaN is passed over unless it is x[0], as in the sequential loop
+ * it replaces; every caller then exponentiates each x[j] − max, so the NaN reaches its result
+ * either way. */
+FSMOE_HD real k_max_scaled(const real *x, real scale, long n)
+{
+    real acc[K_LANES];
+    for (int l = 0; l < K_LANES; l++)
+        acc[l] = x[0] * scale;
+    long j = 0;
+    for (; j + K_LANES <= n; j += K_LANES)
+        for (int l = 0; l < K_LANES; l++) {
+            real v = x[j + l] * scale;
+            acc[l] = v > acc[l] ? v : acc[l];
+        }
+    for (int l = 0; l < K_LANES && j + l < n; l++) {
+        real v = x[j + l] * scale;
+        acc[l] = v > acc[l] ? v : acc[l];
+    }
+    for (int w = K_LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++)
+            acc[l] = acc[l + w] > acc[l] ? acc[l + w] : acc[l];
+    return acc[0];
+}
+
 /* ---- LayerNorm over the last dimension ---- */
 FSMOE_HD void k_layernorm_row_fwd(long n, real *out, real *mean, real *rstd, const real *x,
                                   const real *w, const real *b, long M)
 {
     const real *xr = x + n * M;
-    real mu = 0;
-    for (long m = 0; m < M; m++)
-        mu += xr[m];
-    mu /= (real)M;
-    real var = 0;
-    for (long m = 0; m < M; m++) {
-        real d = xr[m] - mu;
-        var += d * d;
-    }
-    var /= (real)M;
+    real mu = k_sum(xr, M) / (real)M;
+    real var = k_sum_sq_dev(xr, mu, M) / (real)M;
     real rs = (real)1 / RT_SQRT(var + RT_LN_EPS);
     for (long m = 0; m < M; m++)
         out[n * M + m] = (xr[m] - mu) * rs * w[m] + b[m];
@@ -191,14 +280,20 @@ FSMOE_HD void k_layernorm_row_bwd(long n, real *dx, const real *dout, const real
 {
     const real *dy = dout + n * M, *xr = x + n * M;
     real mu = mean[n], rs = rstd[n];
-    real s1 = 0, s2 = 0;
-    for (long m = 0; m < M; m++) {
-        real g = dy[m] * w[m];
-        s1 += g;
-        s2 += g * (xr[m] - mu) * rs;
+    real a1[K_LANES] = {0}, a2[K_LANES] = {0};
+    long j = 0;
+    for (; j + K_LANES <= M; j += K_LANES)
+        for (int l = 0; l < K_LANES; l++) {
+            real g = dy[j + l] * w[j + l];
+            a1[l] += g;
+            a2[l] += g * (xr[j + l] - mu) * rs;
+        }
+    for (int l = 0; l < K_LANES && j + l < M; l++) {
+        real g = dy[j + l] * w[j + l];
+        a1[l] += g;
+        a2[l] += g * (xr[j + l] - mu) * rs;
     }
-    s1 /= (real)M;
-    s2 /= (real)M;
+    real s1 = k_lanes_combine(a1) / (real)M, s2 = k_lanes_combine(a2) / (real)M;
     for (long m = 0; m < M; m++) {
         real xh = (xr[m] - mu) * rs;
         dx[n * M + m] += (dy[m] * w[m] - s1 - xh * s2) * rs;
@@ -278,15 +373,10 @@ FSMOE_HD void k_attn_softmax_row_fwd(long r, real *att, const real *scores, long
     long t = r % L;
     const real *s = scores + r * L;
     real *a = att + r * L;
-    real mx = s[0] * scale;
-    for (long j = 1; j <= t; j++)
-        if (s[j] * scale > mx)
-            mx = s[j] * scale;
-    real z = 0;
-    for (long j = 0; j <= t; j++) {
+    real mx = k_max_scaled(s, scale, t + 1);
+    for (long j = 0; j <= t; j++)
         a[j] = RT_EXP(s[j] * scale - mx);
-        z += a[j];
-    }
+    real z = k_sum(a, t + 1);
     for (long j = 0; j <= t; j++)
         a[j] /= z;
     for (long j = t + 1; j < L; j++)
@@ -300,9 +390,7 @@ FSMOE_HD void k_attn_softmax_row_bwd(long r, real *dscores, const real *datt, co
     long t = r % L;
     const real *a = att + r * L, *da = datt + r * L;
     real *ds = dscores + r * L;
-    real dot = 0;
-    for (long j = 0; j <= t; j++)
-        dot += a[j] * da[j];
+    real dot = k_dot(a, da, t + 1);
     for (long j = 0; j <= t; j++)
         ds[j] = a[j] * (da[j] - dot) * scale;
     for (long j = t + 1; j < L; j++)
@@ -314,14 +402,8 @@ FSMOE_HD real k_crossent_row(long n, real *dlogits, const real *logits, const in
                              long V, real scale)
 {
     const real *z = logits + n * V;
-    real mx = z[0];
-    for (long j = 1; j < V; j++)
-        if (z[j] > mx)
-            mx = z[j];
-    real s = 0;
-    for (long j = 0; j < V; j++)
-        s += RT_EXP(z[j] - mx);
-    real lse = mx + RT_LOG(s);
+    real mx = k_max_scaled(z, (real)1, V);
+    real lse = mx + RT_LOG(k_sum_exp_dev(z, mx, V));
     int y = targets[n];
     if (dlogits) {
         for (long j = 0; j < V; j++)
@@ -344,13 +426,8 @@ FSMOE_HD void k_crossent_stats_row(long n, real *stats, const real *logits, cons
                                    long Vl, long v0)
 {
     const real *z = logits + n * Vl;
-    real mx = z[0];
-    for (long j = 1; j < Vl; j++)
-        if (z[j] > mx)
-            mx = z[j];
-    real s = 0;
-    for (long j = 0; j < Vl; j++)
-        s += RT_EXP(z[j] - mx);
+    real mx = k_max_scaled(z, (real)1, Vl);
+    real s = k_sum_exp_dev(z, mx, Vl);
     long y = (long)targets[n] - v0;
     stats[3 * n] = mx;
     stats[3 * n + 1] = s;
@@ -407,12 +484,6 @@ FSMOE_HD void k_gather_row(long i, real *dst, const real *src, const int *idx, l
         dst[i * M + m] = s >= 0 ? src[(long)s * M + m] : (real)0;
 }
 
-FSMOE_HD real k_row_dot(const real *a, const real *b, long M)
-{
-    real s = 0;
-    for (long m = 0; m < M; m++)
-        s += a[m] * b[m];
-    return s;
-}
+FSMOE_HD real k_row_dot(const real *a, const real *b, long M) { return k_dot(a, b, M); }
 
 #endif

@@ -525,6 +525,43 @@ static void check_crossent_split(rt_backend *be, int P)
     free(targets);
 }
 
+/* The row reductions of kernels.h (fixed lanes) against sums in long double, for lengths below,
+ * at and across the lane count, with values of mixed sign and magnitude: within a few rounding
+ * errors of the row's absolute sum; the maximum exact (it is a selection); a NaN reaches the
+ * sums; and the lanes' order is the same on every call (the same bits twice). */
+static void test_row_reductions(void **s)
+{
+    (void)s;
+    const long lens[] = {1, 2, 7, 8, 9, 15, 16, 17, 63, 64, 65, 1000};
+    real x[1000], y[1000];
+    for (int i = 0; i < 1000; i++) {
+        x[i] = (real)(sin(0.37 * i + 0.1) * (1 + (i % 13)));
+        y[i] = (real)(cos(0.71 * i) * 0.5);
+    }
+    const double eps = REAL_IS_DOUBLE ? 1e-15 : 1e-6;
+    for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+        long n = lens[k];
+        long double sum = 0, abs_sum = 0, dot = 0, abs_dot = 0, dev = 0, ex = 0, mx = x[0] * 0.5L;
+        double c = 0.25;
+        for (long j = 0; j < n; j++) {
+            sum += x[j], abs_sum += fabsl((long double)x[j]);
+            dot += (long double)x[j] * y[j], abs_dot += fabsl((long double)x[j] * y[j]);
+            dev += ((long double)x[j] - c) * ((long double)x[j] - c);
+            ex += expl((long double)x[j] - c);
+            mx = x[j] * 0.5L > mx ? x[j] * 0.5L : mx;
+        }
+        assert_true(fabsl(k_sum(x, n) - sum) <= 4 * eps * abs_sum);
+        assert_true(fabsl(k_dot(x, y, n) - dot) <= 4 * eps * abs_dot);
+        assert_true(fabsl(k_sum_sq_dev(x, (real)c, n) - dev) <= 4 * eps * dev);
+        assert_true(fabsl(k_sum_exp_dev(x, (real)c, n) - ex) <= 8 * eps * ex);
+        assert_true(k_max_scaled(x, (real)0.5, n) == (real)mx);
+        assert_true(k_sum(x, n) == k_sum(x, n));
+    }
+    x[11] = NAN;
+    assert_true(isnan(k_sum(x, 64)));
+    assert_true(isnan(k_sum_exp_dev(x, k_max_scaled(x, 1, 64), 64)));
+}
+
 static void test_crossent_vocab_split(void **s)
 {
     (void)s;
@@ -663,6 +700,7 @@ int main(void)
         cmocka_unit_test(test_skip_empty_slots_gpt),
         cmocka_unit_test(test_skip_empty_slots_swiglu),
 #endif
+        cmocka_unit_test(test_row_reductions),
         cmocka_unit_test(test_crossent_vocab_split),
         cmocka_unit_test(test_embed_vocab_split),
         cmocka_unit_test(test_gather_single),
