@@ -360,7 +360,8 @@ static void test_bytes_and_lina(void **state)
  * configuration of FSMoE Table 4 (both testbeds) and of Parm's Table III (its 8-GPU server and
  * Testbed B). Every schedule is compared, including those the plan is not built from (MoNTA's
  * strategies, Lina's micro-ops, DeepSpeed-MoE): the plan picks per layer the fastest simulated
- * of what a plan can express (sweep.c), and nothing else may beat it. */
+ * of what a plan can express (sweep.c), and nothing else may beat it. Nor may Tutel beat
+ * FSMoE-No-IIO at its own degrees. */
 static int check_never_slower(sweep_grid g, const fsmoe_cluster *c, const char *path, int n_want)
 {
     sweep_result r;
@@ -380,6 +381,12 @@ static int check_never_slower(sweep_grid g, const fsmoe_cluster *c, const char *
                 print_error("%s %s config %d: plan %.9g s, %s %.9g s\n", sweep_grid_name(g),
                             c->name, r.index[j], t, sim_schedule_name((sim_schedule)k),
                             r.t[j][k]);
+        /* FSMoE-No-IIO at its own optimum has Tutel's degree to choose (and a gradient
+         * partition besides): never slower than Tutel */
+        double ni = r.t[j][SIM_SCHED_FSMOE_NO_IIO], tu = r.t[j][SIM_SCHED_TUTEL];
+        if (ni > tu * (1.0 + 1e-9) && bad++ < 10)
+            print_error("%s %s config %d: fsmoe-no-iio %.9g s, tutel %.9g s\n",
+                        sweep_grid_name(g), c->name, r.index[j], ni, tu);
     }
     int n = r.n;
     sweep_result_free(&r);
