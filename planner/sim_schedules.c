@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "baselines.h"
 #include "locate.h"
 #include "moe_seq.h"
 #include "monta_a2a.h"
@@ -906,6 +907,43 @@ void sim_model_free(sim_model *m)
     }
 }
 
+fsmoe_status sim_noiio_degrees(sim *s, sim_model *m, fsmoe_error *err)
+{
+    fsmoe_status st = m->tutel_r > 0 ? FSMOE_OK : sim_tutel_degree(s, m, &m->tutel_r, err);
+    if (st != FSMOE_OK)
+        return st;
+    int n = m->n_layers;
+    int *own = malloc(2 * (size_t)(n > 0 ? n : 1) * sizeof *own);
+    if (!own)
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "simulate: out of memory");
+    for (int i = 0; i < n; i++) {
+        sim_layer *L = &m->layers[i];
+        double t_gar = fsmoe_line_time(&m->lines.ar_dp, L->gar_moe_bytes);
+        own[2 * i] = baseline_one_stream_best_r(&L->wl.fwd, 0.0, NULL);
+        own[2 * i + 1] =
+            baseline_one_stream_best_r(&L->wl.bwd, L->gar_moe_bytes > 0.0 ? t_gar : 0.0, NULL);
+    }
+    /* bit 0: the forward at Tutel's degree, bit 1: the backward */
+    int best = 0;
+    double best_t = INFINITY;
+    for (int c = 0; c < 4 && st == FSMOE_OK; c++) {
+        for (int i = 0; i < n; i++) {
+            m->layers[i].noiio_r_f = c & 1 ? m->tutel_r : own[2 * i];
+            m->layers[i].noiio_r_b = c & 2 ? m->tutel_r : own[2 * i + 1];
+        }
+        double t;
+        st = sim_schedule_time(s, m, SIM_SCHED_FSMOE_NO_IIO, NULL, &t, err);
+        if (st == FSMOE_OK && t < best_t)
+            best_t = t, best = c;
+    }
+    for (int i = 0; i < n; i++) {
+        m->layers[i].noiio_r_f = best & 1 ? m->tutel_r : own[2 * i];
+        m->layers[i].noiio_r_b = best & 2 ? m->tutel_r : own[2 * i + 1];
+    }
+    free(own);
+    return st;
+}
+
 /* m->fsmoe_own: `model` at p's shape and layout planned as FSMoE publishes it (the ESP pipeline
  * in every layer, its degrees and gradient partition), as the simulator's model. */
 static fsmoe_status fsmoe_own_model(const fsmoe_plan *p, const fsmoe_model *model,
@@ -926,6 +964,12 @@ static fsmoe_status fsmoe_own_model(const fsmoe_plan *p, const fsmoe_model *mode
     if (st == FSMOE_OK)
         st = sim_model_from_plan(&q, &mm, c, cluster_path, m->fsmoe_own, err);
     fsmoe_plan_free(&q);
+    if (st == FSMOE_OK) { /* FSMoE-No-IIO plays this model at its own degrees */
+        sim s;
+        sim_init(&s);
+        st = sim_noiio_degrees(&s, m->fsmoe_own, err);
+        sim_free(&s);
+    }
     return st;
 }
 

@@ -182,6 +182,15 @@ fsmoe_status sim_schedule_time(sim *s, const sim_model *m, sim_schedule k,
  * iteration (ties: the smaller r). */
 fsmoe_status sim_tutel_degree(sim *s, const sim_model *m, int *r_out, fsmoe_error *err);
 
+/* FSMoE-No-IIO's degrees in every layer of m (noiio_r_f, noiio_r_b): per phase, each layer's
+ * one-stream optimum (baselines.h baseline_one_stream_best_r, with the AllReduce time the plan
+ * puts inside its MoE backward) or Tutel's degree in every layer, whichever of the four
+ * combinations the simulator finds fastest. The closed form prices one stream's pipeline a
+ * little differently from the simulator; alone it left No-IIO slower than Tutel on 516 of
+ * FSMoE Table 4's layers of Testbed A, which no schedule at its own optimum is. Sets
+ * m->tutel_r when unset. */
+fsmoe_status sim_noiio_degrees(sim *s, sim_model *m, fsmoe_error *err);
+
 /* Backward of one attention block's output projection (dX and dW of wo: 2 GEMMs of
  * B·L × M × M/N_MP): the prefix's early gradients (prefix_early_grad_bytes) are ready after it. */
 double sim_out_proj_bwd_s(const sim_model *m);

@@ -88,31 +88,12 @@ static void choose_schedule(sim_model *m, sim_layer *L, pipeline_method method,
     }
 }
 
-/* FSMoE-No-IIO's degrees: the one-stream optimum of each phase (baselines.h), with the
- * AllReduce time the plan puts inside the MoE backward, or Tutel's degree in either phase where
- * the simulator finds that faster. The closed form prices one stream's pipeline a little
- * differently from the simulator, and on its own it left No-IIO slower than Tutel in the
- * simulation on 516 of Table 4's 1458 layers of Testbed A, which no schedule at its own
- * optimum is (it has Tutel's degree to choose, and a gradient partition besides). Sets
- * m->tutel_r when unset. */
-static fsmoe_status noiio_degrees(sim_model *m, sim_layer *L, fsmoe_error *err)
+/* FSMoE-No-IIO's degrees (sim_noiio_degrees). */
+static fsmoe_status noiio_degrees(sim_model *m, fsmoe_error *err)
 {
-    double t_gar = fsmoe_line_time(&m->lines.ar_dp, L->gar_moe_bytes);
-    int rf = baseline_one_stream_best_r(&L->wl.fwd, 0.0, NULL);
-    int rb = baseline_one_stream_best_r(&L->wl.bwd, L->gar_moe_bytes > 0.0 ? t_gar : 0.0, NULL);
     sim s;
     sim_init(&s);
-    fsmoe_status st = m->tutel_r > 0 ? FSMOE_OK : sim_tutel_degree(&s, m, &m->tutel_r, err);
-    int cand[4][2] = {{rf, rb}, {m->tutel_r, m->tutel_r}, {rf, m->tutel_r}, {m->tutel_r, rb}};
-    double best_t = INFINITY;
-    for (int j = 0; j < 4 && st == FSMOE_OK; j++) {
-        L->noiio_r_f = cand[j][0], L->noiio_r_b = cand[j][1];
-        double t;
-        st = sim_schedule_time(&s, m, SIM_SCHED_FSMOE_NO_IIO, NULL, &t, err);
-        if (st == FSMOE_OK && t < best_t)
-            best_t = t, rf = cand[j][0], rb = cand[j][1];
-    }
-    L->noiio_r_f = rf, L->noiio_r_b = rb;
+    fsmoe_status st = sim_noiio_degrees(&s, m, err);
     sim_free(&s);
     return st;
 }
@@ -224,7 +205,7 @@ static fsmoe_status config_table4(char testbed, const fsmoe_cluster *c, const ch
                           m->fsmoe_prefix_early_bytes;
     L->monta_chunks_o2 = tp.monta.n_o2 > 0 ? tp.monta.n_o2 : 1;
     L->monta_chunks_o3 = tp.monta.n_o3 > 0 ? tp.monta.n_o3 : 1;
-    if ((st = noiio_degrees(m, L, err)) != FSMOE_OK)
+    if ((st = noiio_degrees(m, err)) != FSMOE_OK)
         return st;
     if (method != PIPELINE_PAPER && (st = pick_by_sim(m, L, err)) != FSMOE_OK)
         return st;
@@ -298,7 +279,7 @@ static fsmoe_status config_parm(const fsmoe_cluster *c, const char *path, int i,
     /* Parm's runs exclude attention and the gradient AllReduce (Parm §VI-A) */
     L->n_attn = L->n_ffn = 0;
     monta_chunks(s, par, &m->lines, &L->monta_chunks_o2, &L->monta_chunks_o3);
-    if ((st = noiio_degrees(m, L, err)) != FSMOE_OK)
+    if ((st = noiio_degrees(m, err)) != FSMOE_OK)
         return st;
     if (method != PIPELINE_PAPER && (st = pick_by_sim(m, L, err)) != FSMOE_OK)
         return st;
