@@ -388,7 +388,8 @@ int measure_refine_decide(const measure_rule *rule, measure_refine *r, fsmoe_err
                 r->want[i] = MEASURE_AGAIN;
         }
     }
-    /* Rule 2 (confidence) on the others, while the slope is not yet known to +-precision. */
+    /* Rule 2 (confidence) on the others, while the line is not good yet: its slope not known
+     * to +-precision, or its r² below the threshold. */
     r->slope_rel = packed ? fit_slope_rel_halfwidth(x, y, valid, MEASURE_CONFIDENCE) : INFINITY;
     fit_result f;
     fsmoe_error ignored = {0};
@@ -397,11 +398,11 @@ int measure_refine_decide(const measure_rule *rule, measure_refine *r, fsmoe_err
     free(x);
     free(y);
     free(rel);
-    int slope_known = rule->precision > 0.0 && r->slope_rel <= rule->precision &&
-                      r->r2 >= rule->r2_threshold;
+    int line_good = rule->precision > 0.0 && r->slope_rel <= rule->precision &&
+                    r->r2 >= rule->r2_threshold;
     for (int i = 0; i < r->n; i++) {
         if (r->runs[i] >= 0 && r->want[i] == MEASURE_DONE && r->runs[i] < rule->max_runs &&
-            rule->precision > 0.0 && !slope_known && !(r->ci[i] <= rule->precision))
+            rule->precision > 0.0 && !line_good && !(r->ci[i] <= rule->precision))
             r->want[i] = MEASURE_MORE;
         count += r->want[i] != MEASURE_DONE;
     }

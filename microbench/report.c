@@ -45,11 +45,13 @@ void report_banner(report *r, const bench_options *o, const comm_topology *t, co
             o->gemm_max, o->gemm_step, o->warmup, o->iters, (int)o->average, o->check);
     if (o->extra_time > 0.0 && (o->outlier > 0.0 || (o->precision > 0.0 && o->max_iters > o->iters)))
         fprintf(r->out,
-                "# then, within %.3g x the time of those runs: sizes > %.3g %% off the robust "
-                "line measured again (once), up to %d runs for a median within +-%.3g %% at "
-                "%.0f %% confidence\n",
-                o->extra_time, 100.0 * o->outlier, o->max_iters, 100.0 * o->precision,
-                100.0 * MEASURE_CONFIDENCE);
+                "# then, within %.3g x the time of those runs (plus what earlier sections left): "
+                "sizes > %.3g %% off the robust line measured again (once); until the line's "
+                "slope is known to +-%.3g %% at %.0f %% confidence and its r2 reaches %.3g, up "
+                "to %d runs for a median within +-%.3g %%\n",
+                o->extra_time, 100.0 * o->outlier, 100.0 * o->precision,
+                100.0 * MEASURE_CONFIDENCE, o->r2_threshold, o->max_iters,
+                100.0 * o->precision);
     fflush(r->out);
 }
 
