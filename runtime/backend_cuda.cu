@@ -248,7 +248,7 @@ __global__ void g_row_dot(long n, real *out, const real *a, const int *ia, const
     IDX;
     if (i < n) {
         long ra = ia ? ia[i] : i, rb = ib ? ib[i] : i;
-        out[i] = (ra < 0 || rb < 0) ? (real)0 : k_row_dot(a + ra * M, b + rb * M, M);
+        out[i] = (ra < 0 || rb < 0) ? (real)0 : k_dot(a + ra * M, b + rb * M, M);
     }
 }
 

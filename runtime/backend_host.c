@@ -994,7 +994,7 @@ static void row_dot_range(const void *c, long lo, long hi)
     for (long i = lo; i < hi; i++) {
         long ra = q->ia ? q->ia[i] : i, rb = q->ib ? q->ib[i] : i;
         q->out[i] = (ra < 0 || rb < 0) ? (real)0
-                                        : k_row_dot(q->a + ra * q->M, q->b + rb * q->M, q->M);
+                                        : k_dot(q->a + ra * q->M, q->b + rb * q->M, q->M);
     }
 }
 

@@ -476,7 +476,7 @@ FSMOE_HD void k_adamw(long i, real *p, real *g, real *m, real *v, real gs, real 
     p[i] -= lr * (mh / (RT_SQRT(vh) + eps) + wd * p[i]);
 }
 
-/* ---- rows: gather and weighted scatter-add (the Tutel order), row dot products ---- */
+/* ---- rows: gather and weighted scatter-add (the Tutel order; row dot products are k_dot) ---- */
 FSMOE_HD void k_gather_row(long i, real *dst, const real *src, const int *idx, long M)
 {
     int s = idx[i];
@@ -484,6 +484,5 @@ FSMOE_HD void k_gather_row(long i, real *dst, const real *src, const int *idx, l
         dst[i * M + m] = s >= 0 ? src[(long)s * M + m] : (real)0;
 }
 
-FSMOE_HD real k_row_dot(const real *a, const real *b, long M) { return k_dot(a, b, M); }
 
 #endif
