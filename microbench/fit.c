@@ -24,6 +24,8 @@ fsmoe_status fit_line(const double *x, const double *y, int n, fit_result *out,
     int rc = gsl_fit_linear(x, 1, y, 1, (size_t)n, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
     if (rc != GSL_SUCCESS)
         return fsmoe_fail(err, FSMOE_ERR_SOLVER, "gsl_fit_linear: %s", gsl_strerror(rc));
+    /* the free fit's slope, before any bound: how well the points fix it */
+    double slope_rel_se = n >= 3 && c1 > 0.0 && cov11 >= 0.0 ? sqrt(cov11) / c1 : INFINITY;
     fit_bound bound = FIT_FREE;
     if (c0 < 0.0) {
         double c, cov;
@@ -62,6 +64,7 @@ fsmoe_status fit_line(const double *x, const double *y, int n, fit_result *out,
     out->max_rel_residual = max_rel;
     out->n = n;
     out->bound = bound;
+    out->slope_rel_se = slope_rel_se;
     return FSMOE_OK;
 }
 
@@ -124,16 +127,9 @@ fsmoe_status fit_robust_rel_residuals(const double *x, const double *y, int n, d
     return FSMOE_OK;
 }
 
-double fit_slope_rel_halfwidth(const double *x, const double *y, int n, double conf)
+double fit_slope_rel_halfwidth(const fit_result *f, double conf)
 {
-    gsl_set_error_handler_off();
-    if (n < 3 || !(conf > 0.0 && conf < 1.0))
+    if (!isfinite(f->slope_rel_se) || f->n < 3 || !(conf > 0.0 && conf < 1.0))
         return INFINITY;
-    double c0, c1, cov00, cov01, cov11, sumsq;
-    if (gsl_fit_linear(x, 1, y, 1, (size_t)n, &c0, &c1, &cov00, &cov01, &cov11, &sumsq) !=
-            GSL_SUCCESS ||
-        !(c1 > 0.0) || !(cov11 >= 0.0))
-        return INFINITY;
-    double t = gsl_cdf_tdist_Pinv(0.5 + 0.5 * conf, (double)(n - 2));
-    return t * sqrt(cov11) / c1;
+    return gsl_cdf_tdist_Pinv(0.5 + 0.5 * conf, (double)(f->n - 2)) * f->slope_rel_se;
 }

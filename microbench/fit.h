@@ -20,6 +20,9 @@ typedef struct {
     double max_rel_residual; /* max |t − fit| / t */
     int n;
     fit_bound bound;
+    /* the free least-squares slope's standard error (from the scatter about the free line)
+     * over that slope; INFINITY where it cannot be told (n < 3, a slope ≤ 0) */
+    double slope_rel_se;
 } fit_result;
 
 /* x: sizes (bytes or MACs), y: seconds, n ≥ 2 points with at least two distinct x.
@@ -27,17 +30,16 @@ typedef struct {
 fsmoe_status fit_line(const double *x, const double *y, int n, fit_result *out,
                       double *residuals, fsmoe_error *err);
 
+/* How well a fit's points fix its slope: the half-width of the slope's two-sided `conf`
+ * interval (Student's t with n − 2 degrees of freedom times slope_rel_se), relative to the
+ * slope. INFINITY where it cannot be told. */
+double fit_slope_rel_halfwidth(const fit_result *f, double conf);
+
 /* The relative residual of every point from a line that a few bad points cannot pull:
  * rel[i] = (y_i − (a + b·x_i)) / y_i, signed, with a, b from GSL's robust regression
  * (gsl_multifit_robust, bisquare weights). It only judges points (fsmoe-bench re-measures those
  * far off); the profile's α, β and r² stay fit_line's over every point. Where the robust
  * solver fails or has too few points (< 4) the line is fit_line's. */
-/* How well n points fix the least-squares slope: the half-width of its two-sided `conf`
- * interval (Student's t with n − 2 degrees of freedom times the slope's standard error, from
- * the scatter about the free line), relative to the slope. INFINITY where it cannot be told
- * (n < 3, a slope ≤ 0, a solver failure). */
-double fit_slope_rel_halfwidth(const double *x, const double *y, int n, double conf);
-
 fsmoe_status fit_robust_rel_residuals(const double *x, const double *y, int n, double *rel,
                                       fsmoe_error *err);
 

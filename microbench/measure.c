@@ -390,11 +390,11 @@ int measure_refine_decide(const measure_rule *rule, measure_refine *r, fsmoe_err
     }
     /* Rule 2 (confidence) on the others, while the line is not good yet: its slope not known
      * to +-precision, or its r² below the threshold. */
-    r->slope_rel = packed ? fit_slope_rel_halfwidth(x, y, valid, MEASURE_CONFIDENCE) : INFINITY;
     fit_result f;
     fsmoe_error ignored = {0};
-    r->r2 = packed && valid >= 2 && fit_line(x, y, valid, &f, NULL, &ignored) == FSMOE_OK ? f.r2
-                                                                                         : 0.0;
+    int fitted = packed && valid >= 2 && fit_line(x, y, valid, &f, NULL, &ignored) == FSMOE_OK;
+    r->slope_rel = fitted ? fit_slope_rel_halfwidth(&f, MEASURE_CONFIDENCE) : INFINITY;
+    r->r2 = fitted ? f.r2 : 0.0;
     free(x);
     free(y);
     free(rel);

@@ -106,20 +106,21 @@ fsmoe_status measure_combine_rows(const measure_cfg *cfg, const double *mine, do
  *     that is off the line for a real reason stays off;
  *  2. confidence: while the line through the medians does not yet fix its slope (β, what the
  *     profile is for) to ±precision at MEASURE_CONFIDENCE (fit_slope_rel_halfwidth), or fits
- *     them with an r² below r2_threshold (the profile's own quality flag), a size
- *     gets more runs (up to max_runs) while the distribution-free MEASURE_CONFIDENCE
- *     interval of its median (order statistics, measure_median_ci_rank) is wider than
- *     ±precision of the median on some rank. Once the line is good, runs stop: the
- *     unspent budget goes to the sections after (rule 3), where the noisy ones need it —
- *     on a shared host an inter-node line fixes β to ±0.5 % in its first passes, while a
- *     memory-bound copy needs every run it can get. The median, not the minimum, is
- *     kept: the minimum rewards a lucky run and drifts down with the number of runs, so the
- *     sizes measured more often would be biased;
+ *     them with an r² below r2_threshold (the profile's own quality flag), a size gets more
+ *     runs (up to max_runs) while the distribution-free MEASURE_CONFIDENCE interval of its
+ *     median (order statistics, measure_median_ci_rank) is wider than ±precision of the
+ *     median on some rank. Once the line is good, runs stop: the unspent budget goes to the
+ *     sections after (rule 3), where the noisy ones need it — on a shared host the link-bound
+ *     inter-node lines settle in their first passes more often than the memory-bound
+ *     node-local ones and the copy. The median, not the minimum, is kept: the minimum rewards
+ *     a lucky run and drifts down with the number of runs, so the sizes measured more often
+ *     would be biased;
  *  3. budget: the passes after the first min_runs may take extra_time times the first
- *     passes, plus what the sections before left unspent. Each run is costed from the medians (calibrated on the first passes, whose
- *     wall time includes barriers, sleeping rounds and checks); the budget goes to the sizes
- *     farthest off the line first, then to those with the widest intervals. A fresh set,
- *     once started, is completed, and nothing is judged while one is under way.
+ *     passes, plus what the sections before left unspent. Each run is costed from the medians
+ *     (calibrated on the first passes, whose wall time includes barriers, sleeping rounds and
+ *     checks); the budget goes to the sizes farthest off the line first, then to those with
+ *     the widest intervals. A fresh set, once started, is completed, and nothing is judged
+ *     while one is under way.
  * Every decision is agreed on by all ranks (allreduce), so they run the same passes. */
 #define MEASURE_CONFIDENCE 0.90
 

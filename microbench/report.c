@@ -167,14 +167,14 @@ void report_refine(report *r, const measure_refine *rf, const measure_rule *rule
         else if (precise < valid)
             fprintf(r->out, " (too few runs for an interval)");
     }
-    double slope = fit_slope_rel_halfwidth(x, y, valid, MEASURE_CONFIDENCE);
+    fit_result f;
+    int fitted = valid >= 2 && fit_line(x, y, valid, &f, res, NULL) == FSMOE_OK;
+    double slope = fitted ? fit_slope_rel_halfwidth(&f, MEASURE_CONFIDENCE) : INFINITY;
     if (isfinite(slope))
         fprintf(r->out, "; slope within +-%.2g %%", 100.0 * slope);
     if (rf->passes)
         fprintf(r->out, "; %d extra pass%s", rf->passes, rf->passes == 1 ? "" : "es");
     fputc('\n', r->out);
-    fit_result f;
-    int fitted = valid >= 2 && fit_line(x, y, valid, &f, res, NULL) == FSMOE_OK;
     if (again) {
         fprintf(r->out, "# measured again (> %.3g %% off the robust line):", 100.0 * rule->outlier);
         for (int k = 0, shown = 0; k < valid; k++) {

@@ -787,10 +787,10 @@ fail:
  * A run is the expert's two projections as its FFN issues them: (T x M)(M x H), then
  * (T x H)(H x M). The row is one of them: half the run, at the MACs of one (T·M·H). The line
  * is then the mean of the two, which is what the planner charges per expert GEMM (up and down
- * have the same MACs). On one core the down projection (inner dimension H) runs 13-16 % slower
- * per MAC than the up one (inner dimension M): fitted as separate rows at the same n, that
- * spread alone held the line's r² near 0.975, and the outlier rule took every row for an
- * outlier. */
+ * have the same MACs). On the 2-core development VM, one core ran the down projection (inner
+ * dimension H) 13-16 % slower per MAC than the up one (inner dimension M): fitted as separate
+ * rows at the same n, that spread alone held the line's r² near 0.975, and the outlier rule
+ * took every row for an outlier. */
 
 typedef struct {
     comm_backend *b;

@@ -907,6 +907,16 @@ void sim_model_free(sim_model *m)
     }
 }
 
+/* Combination c of sim_noiio_degrees into every layer: bit 0 the forward at Tutel's degree,
+ * bit 1 the backward; own[2i], own[2i + 1] layer i's one-stream optima. */
+static void noiio_set(sim_model *m, const int *own, int c)
+{
+    for (int i = 0; i < m->n_layers; i++) {
+        m->layers[i].noiio_r_f = c & 1 ? m->tutel_r : own[2 * i];
+        m->layers[i].noiio_r_b = c & 2 ? m->tutel_r : own[2 * i + 1];
+    }
+}
+
 fsmoe_status sim_noiio_degrees(sim *s, sim_model *m, fsmoe_error *err)
 {
     fsmoe_status st = m->tutel_r > 0 ? FSMOE_OK : sim_tutel_degree(s, m, &m->tutel_r, err);
@@ -923,23 +933,16 @@ fsmoe_status sim_noiio_degrees(sim *s, sim_model *m, fsmoe_error *err)
         own[2 * i + 1] =
             baseline_one_stream_best_r(&L->wl.bwd, L->gar_moe_bytes > 0.0 ? t_gar : 0.0, NULL);
     }
-    /* bit 0: the forward at Tutel's degree, bit 1: the backward */
     int best = 0;
     double best_t = INFINITY;
     for (int c = 0; c < 4 && st == FSMOE_OK; c++) {
-        for (int i = 0; i < n; i++) {
-            m->layers[i].noiio_r_f = c & 1 ? m->tutel_r : own[2 * i];
-            m->layers[i].noiio_r_b = c & 2 ? m->tutel_r : own[2 * i + 1];
-        }
+        noiio_set(m, own, c);
         double t;
         st = sim_schedule_time(s, m, SIM_SCHED_FSMOE_NO_IIO, NULL, &t, err);
         if (st == FSMOE_OK && t < best_t)
             best_t = t, best = c;
     }
-    for (int i = 0; i < n; i++) {
-        m->layers[i].noiio_r_f = best & 1 ? m->tutel_r : own[2 * i];
-        m->layers[i].noiio_r_b = best & 2 ? m->tutel_r : own[2 * i + 1];
-    }
+    noiio_set(m, own, best);
     free(own);
     return st;
 }

@@ -110,9 +110,10 @@ static fsmoe_status pick_by_sim(sim_model *m, sim_layer *L, fsmoe_error *err)
 {
     sim s;
     sim_init(&s);
-    int tutel_r = 1;
-    fsmoe_status st = sim_tutel_degree(&s, m, &tutel_r, err);
-    m->tutel_r = tutel_r; /* Tutel's degree does not depend on the plan's layer: kept for the sweep */
+    /* Tutel's degree does not depend on the plan's layer: found once (noiio_degrees), kept for
+     * the sweep */
+    fsmoe_status st = m->tutel_r > 0 ? FSMOE_OK : sim_tutel_degree(&s, m, &m->tutel_r, err);
+    int tutel_r = m->tutel_r;
     typedef struct {
         fsmoe_schedule k;
         int r_f, r_b;

@@ -484,5 +484,4 @@ FSMOE_HD void k_gather_row(long i, real *dst, const real *src, const int *idx, l
         dst[i * M + m] = s >= 0 ? src[(long)s * M + m] : (real)0;
 }
 
-
 #endif
