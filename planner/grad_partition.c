@@ -300,7 +300,7 @@ static double h_of(const g2ctx *c, int k, double x)
 
 double grad_prefix_window_bytes(const grad_problem *p, double ready)
 {
-    if (!(ready > 0.0))
+    if (!(ready > 0.0) || p->tail_only)
         return 0.0;
     double P = p->prefix_bwd_s > 0.0 ? p->prefix_bwd_s : 0.0;
     if (grad_ar_time(&p->ar, ready) <= P)
@@ -319,7 +319,7 @@ static double prefix_early(const grad_problem *p)
 double grad_prefix_early_window_bytes(const grad_problem *p, double ready)
 {
     double e = prefix_early(p);
-    if (!(e > 0.0))
+    if (!(e > 0.0) || p->tail_only)
         return 0.0;
     double P = p->prefix_bwd_s > 0.0 ? p->prefix_bwd_s : 0.0;
     double first = grad_prefix_window_bytes(p, ready);
@@ -709,7 +709,7 @@ static fsmoe_status g2ctx_init(g2ctx *c, const grad_problem *p, int with_moe_win
         double dense = L->dense_bwd_s > 0.0 ? L->dense_bwd_s : 0.0;
         double t_olp = dense + (with_moe_windows ? c->fns[c->fn_of[i]].olp_moe : 0.0);
         double send = 0.0;
-        if (carry > 0.0) { /* Eq. 3: n_first = g(min(t_ar(available), t_olp)) */
+        if (carry > 0.0 && !p->tail_only) { /* Eq. 3: n_first = g(min(t_ar(available), t_olp)) */
             double t = grad_ar_time(&p->ar, carry);
             send = grad_ar_inverse(&p->ar, t < t_olp ? t : t_olp);
             if (send > carry || t <= t_olp)
@@ -719,7 +719,8 @@ static fsmoe_status g2ctx_init(g2ctx *c, const grad_problem *p, int with_moe_win
         c->first[k] = send;
         c->dense[k] = dense;
         c->grad[k] = L->grad_bytes > 0.0 ? L->grad_bytes : 0.0;
-        c->cap[k] = carry - send;   /* what step 2 may still send up to here (Eq. 4's carry) */
+        /* what step 2 may still send up to here (Eq. 4's carry); nothing when tail_only */
+        c->cap[k] = p->tail_only ? 0.0 : carry - send;
         carry = carry - send + c->grad[k];
     }
     c->carry_end = carry;

@@ -83,6 +83,10 @@ typedef struct {
     pipeline_method method;      /* how each MoE layer's r is chosen for a given t_gar */
     grad_step2_method step2;
     int grid_steps;              /* grid of the step-2 dynamic programme (0 = default 128) */
+    int tail_only;               /* 1: no window at all (steps 1 and 2, the prefix's): every
+                                  * gradient is all-reduced after the backward, as Tutel does;
+                                  * the variant the planner also simulates where overlap costs
+                                  * more than it hides (plan_model.h) */
 } grad_problem;
 
 typedef struct {

@@ -435,10 +435,13 @@ static fsmoe_status plan_model_one(const fsmoe_model *m, const fsmoe_cluster *c,
         /* Parm's Algorithm 1 (on the lines its schedules run with `dispatch: 2dh`, else flat),
          * instead of the ESP pipeline */
         const int hp = ALG_LO(FSMOE_SCHED_S1);
+        const fsmoe_schedule want =
+            opt && opt->parm_schedule != FSMOE_SCHED_ESP_PIPELINE ? opt->parm_schedule
+                                                                   : parm[hp].schedule;
         pausemp_problem tf, tb;
-        if (parm[hp].schedule != FSMOE_SCHED_ESP_PIPELINE &&
-            parm_pausemp_problems(&shape, par, ws[hp], &wls[hp], parm[hp].schedule, &tf, &tb)) {
-            ks[n_ks++] = parm[hp].schedule;
+        if (want != FSMOE_SCHED_ESP_PIPELINE &&
+            parm_pausemp_problems(&shape, par, ws[hp], &wls[hp], want, &tf, &tb)) {
+            ks[n_ks++] = want;
             esp_off = 1;
             n_alt = 0; /* no ESP pipeline on any lines */
         }
@@ -507,6 +510,7 @@ static fsmoe_status plan_model_one(const fsmoe_model *m, const fsmoe_cluster *c,
         .method = pm,
         .step2 = GRAD_STEP2_BEST,
         .grid_steps = 0,
+        .tail_only = opt && opt->gradients_after_backward,
     };
     grad_result gr;
     st = grad_partition_solve(&gp, gout, &gr, err);
@@ -514,6 +518,7 @@ static fsmoe_status plan_model_one(const fsmoe_model *m, const fsmoe_cluster *c,
         goto fail;
     grad_problem gp_base = gp;
     gp_base.layers = gin_base;
+    gp_base.tail_only = 0; /* the baselines overlap as they do */
     baselines_input bi = {
         .grad = &gp_base,
         .moe_fwd = fwd_probs,
@@ -624,16 +629,18 @@ static fsmoe_status plan_model_one(const fsmoe_model *m, const fsmoe_cluster *c,
         .pipemoe_lina_s = br.pipemoe_lina_s + ex_tutel,
     };
     /* Our plan chooses r per phase from a superset of Tutel's choices, under chains that never
-     * exceed Tutel's, and its partition never leaves more exposed than Tutel-Improved's: if that
-     * does not hold, a formula above is wrong. Only where the flat ESP pipeline is a candidate:
-     * with `dispatch: 2dh` on a hierarchical EP group the plan may lose to the flat baseline. */
+     * exceed Tutel's, and its partition never leaves more exposed than Tutel-Improved's (with
+     * no window: than Tutel's, which has none either): if that does not hold, a formula above
+     * is wrong. Only where the flat ESP pipeline is a candidate: with `dispatch: 2dh` on a
+     * hierarchical EP group the plan may lose to the flat baseline. */
     double chains_s = forward + gr.backward_s + gr.tail_s; /* the extras' order may differ */
+    const double bound_s = gp.tail_only ? br.tutel_s : br.tutel_improved_s;
     if ((method == PLAN_METHOD_AUTO || method == PLAN_METHOD_FSMOE) && h0 == 0 &&
-        chains_s > br.tutel_improved_s * (1.0 + 1e-9)) {
+        chains_s > bound_s * (1.0 + 1e-9)) {
         st = fsmoe_fail(err, FSMOE_ERR_INTERNAL,
-                        "plan: predicted FSMoE iteration %.9g s exceeds Tutel-Improved's %.9g s "
-                        "(an invariant of the cost model is broken)",
-                        chains_s, br.tutel_improved_s);
+                        "plan: predicted FSMoE iteration %.9g s exceeds %s's %.9g s (an "
+                        "invariant of the cost model is broken)",
+                        chains_s, gp.tail_only ? "Tutel" : "Tutel-Improved", bound_s);
         goto fail;
     }
 
@@ -701,23 +708,43 @@ static fsmoe_status simulated_s(sim *s, const fsmoe_plan *p, const fsmoe_model *
  * closed forms behind auto's per-layer choices still assume that overlapped work costs the
  * longer of the two, so overlap is worth less than they say: auto's plan is compared, by the
  * simulator that does apply the factors, with the plans of the methods that overlap less
- * (parm: S1/S2 unchunked; monta; fsmoe: the ESP pipeline), and the fastest is kept (ties:
- * auto's), with a note. Deterministic, so regenerate reproduces it. */
+ * (parm: S1/S2 unchunked, as its Algorithm 1 chooses and S1 or S2 in every layer; monta;
+ * fsmoe: the ESP pipeline), each with its gradient windows and with none, and the fastest is
+ * kept (ties: the earlier, auto's first), with a note. So the plan simulates no slower than
+ * Tutel, Parm's S1 and S2 and MoNTA's layer on the profile (tests/test_plan_model.c).
+ * Deterministic, so regenerate reproduces it. */
 static fsmoe_status pick_by_simulation(const fsmoe_model *m, const fsmoe_cluster *c,
                                        const char *cluster_path, const fsmoe_parallel *par,
                                        fsmoe_plan *out, fsmoe_error *err)
 {
-    static const plan_method others[] = {PLAN_METHOD_PARM, PLAN_METHOD_MONTA, PLAN_METHOD_FSMOE};
+    /* each method's plan with its gradient windows, then with every gradient after the
+     * backward (a window's AllReduce beside the backward's GEMMs slows both: under the
+     * factors it can cost more than it hides) */
+    static const struct {
+        plan_method method;
+        fsmoe_schedule parm;
+    } others[] = {{PLAN_METHOD_AUTO, FSMOE_SCHED_ESP_PIPELINE},
+                  {PLAN_METHOD_PARM, FSMOE_SCHED_ESP_PIPELINE},
+                  {PLAN_METHOD_PARM, FSMOE_SCHED_S1},
+                  {PLAN_METHOD_PARM, FSMOE_SCHED_S2},
+                  {PLAN_METHOD_MONTA, FSMOE_SCHED_ESP_PIPELINE},
+                  {PLAN_METHOD_FSMOE, FSMOE_SCHED_ESP_PIPELINE}};
+    const int n_others = (int)(sizeof others / sizeof others[0]);
     sim s;
     sim_init(&s);
     double t_auto = 0.0, best;
     fsmoe_status st = simulated_s(&s, out, m, c, cluster_path, &t_auto, err);
     best = t_auto;
     plan_method chosen = PLAN_METHOD_AUTO;
-    for (size_t i = 0; i < sizeof others / sizeof others[0] && st == FSMOE_OK; i++) {
+    fsmoe_schedule chosen_parm = FSMOE_SCHED_ESP_PIPELINE;
+    int chosen_tail = 0;
+    for (int i = 1; i < 2 * n_others && st == FSMOE_OK; i++) {
         fsmoe_plan q;
         memset(&q, 0, sizeof q);
-        plan_options o = {.method = others[i]};
+        const int tail = i % 2; /* ties keep the earlier: auto's variants first */
+        plan_options o = {.method = others[i / 2].method,
+                          .gradients_after_backward = tail,
+                          .parm_schedule = others[i / 2].parm};
         double t = 0.0;
         /* a method that cannot plan this layout is no candidate (auto could) */
         fsmoe_error qerr = {0};
@@ -731,24 +758,35 @@ static fsmoe_status pick_by_simulation(const fsmoe_model *m, const fsmoe_cluster
             *out = q;
             q = tmp;
             best = t;
-            chosen = others[i];
+            chosen = o.method;
+            chosen_parm = o.parm_schedule;
+            chosen_tail = tail;
         }
         fsmoe_plan_free(&q);
     }
     sim_free(&s);
     if (st != FSMOE_OK)
         return st;
-    char line[320];
-    if (chosen == PLAN_METHOD_AUTO)
+    char line[400];
+    if (chosen == PLAN_METHOD_AUTO && !chosen_tail)
         snprintf(line, sizeof line,
                  "interference: auto's per-layer choice simulates %.4g ms per iteration, no "
-                 "faster plan among the methods parm, monta and fsmoe", 1e3 * t_auto);
+                 "faster plan among the methods parm, monta and fsmoe, with their gradient "
+                 "windows or without", 1e3 * t_auto);
     else
         snprintf(line, sizeof line,
-                 "interference: this is method %s's plan, simulated %.4g ms per iteration "
-                 "against %.4g ms for auto's per-layer choice (whose closed forms take "
-                 "overlapped work at the longer of the two)",
-                 plan_method_name(chosen), 1e3 * best, 1e3 * t_auto);
+                 "interference: this is method %s's plan%s%s%s, simulated %.4g ms per "
+                 "iteration against %.4g ms for auto's per-layer choice with its windows (whose "
+                 "closed forms take overlapped work at the longer of the two)",
+                 plan_method_name(chosen),
+                 chosen_parm != FSMOE_SCHED_ESP_PIPELINE ? " with " : "",
+                 chosen_parm != FSMOE_SCHED_ESP_PIPELINE ? fsmoe_schedule_name(chosen_parm) : "",
+                 chosen_tail ? (chosen_parm != FSMOE_SCHED_ESP_PIPELINE
+                                    ? " in every layer and every gradient all-reduced after "
+                                      "the backward"
+                                    : " with every gradient all-reduced after the backward")
+                             : (chosen_parm != FSMOE_SCHED_ESP_PIPELINE ? " in every layer" : ""),
+                 1e3 * best, 1e3 * t_auto);
     fsmoe_note_add(out->notes, sizeof out->notes, line);
     return FSMOE_OK;
 }

@@ -29,6 +29,10 @@ typedef struct {
     plan_method method;
     int micro_batches; /* pp > 1: micro-batches per DP rank's batch (0: gpipe.h's default) */
     int one_f_one_b;   /* pp > 1: 1F1B instead of GPipe (gpipe.h) */
+    int gradients_after_backward; /* 1: no gradient window (grad_partition.h tail_only): every
+                                   * Gradient-AllReduce after the backward, as Tutel's */
+    fsmoe_schedule parm_schedule; /* method parm: S1 or S2 in every layer (where its problems
+                                   * exist); ESP_PIPELINE (0): Parm's Algorithm 1 chooses */
 } plan_options;
 
 /* The model's `dispatch` (model.h): how the layers' Dispatch/Combine AllToAll runs. NCCL: flat

@@ -348,6 +348,47 @@ static void test_brute_force(void **state)
     assert_true(step1_misses >= 1);
 }
 
+/* tail_only: no window anywhere — every layer at t_gar = 0, everything (the prefix's early
+ * gradients too) all-reduced in one AllReduce after the backward, which is what the no-overlap
+ * baseline exposes. */
+static void test_tail_only(void **state)
+{
+    (void)state;
+    rng_state = 4242;
+    for (int trial = 0; trial < 60; trial++) {
+        instance in;
+        random_instance(&in, 1 + trial % 8, trial % 2);
+        in.p.tail_only = 1;
+        if (trial % 3 == 0) {
+            in.p.prefix_early_bytes = in.p.prefix_grad_bytes * 0.3;
+            in.p.prefix_early_s = in.p.prefix_bwd_s * 0.2;
+        }
+        grad_layer_out out[16];
+        grad_result r;
+        assert_int_equal(grad_partition_solve(&in.p, out, &r, NULL), FSMOE_OK);
+        double total = in.p.prefix_grad_bytes, moe0 = 0.0;
+        for (int i = 0; i < in.p.n_layers; i++) {
+            assert_true(out[i].window_bytes == 0.0 && out[i].step2_bytes == 0.0);
+            assert_true(out[i].t_gar_s == 0.0);
+            total += in.layers[i].grad_bytes;
+            moe0 += F_at(&in.layers[i].moe_bwd, 0.0);
+        }
+        assert_true(r.prefix_window_bytes == 0.0 && r.prefix_early_window_bytes == 0.0);
+        assert_float_equal(r.tail_bytes, total, 1e-6 * total + 1e-9);
+        double t_tail = total > 0.0 ? in.p.ar.alpha_s + in.p.ar.beta_s * total : 0.0;
+        assert_float_equal(r.tail_s, t_tail, 1e-9 * t_tail + 1e-15);
+        assert_float_equal(r.objective_s, moe0 + t_tail, 1e-9 * (moe0 + t_tail));
+        grad_baseline_result none;
+        grad_baseline_eval(&in.p, GRAD_BASE_NONE, 0, &none);
+        assert_float_equal(none.exposed_s, t_tail, 1e-9 * t_tail + 1e-15);
+        /* and with windows the partition never exposes more */
+        in.p.tail_only = 0;
+        grad_result rw;
+        assert_int_equal(grad_partition_solve(&in.p, out, &rw, NULL), FSMOE_OK);
+        assert_true(rw.objective_s <= r.objective_s * (1.0 + 1e-9));
+    }
+}
+
 /* Identical inputs give identical outputs (NLopt seeded from the inputs). */
 static void test_deterministic(void **state)
 {
@@ -374,6 +415,7 @@ int main(void)
         cmocka_unit_test(test_random_invariants),
         cmocka_unit_test(test_brute_force),
         cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_tail_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
