@@ -62,7 +62,10 @@ emu=(scripts/emucluster.sh --nodes 2 --ranks-per-node 2 --rate "$rate" --)
 plan=$out/$name@emulated-2x2-$rate.yaml
 model_name=$(basename "$model" .yaml)
 if [ -z "$profile" ]; then
-    profile=$out/emulated-2x2-$rate.yaml
+    # the layout's own groups (fsmoe-bench --dp --mp --ep --esp): every (operation, tier) its
+    # schedules run is measured, none derived (SAA on one node's pair, for dp 2 · mp 2 · ep 2,
+    # derived from its AllToAll and AllGather back to back, ran 2.9-3.2x that in training)
+    profile=$out/emulated-2x2-$rate-dp$dp-mp$mp-ep$ep-esp$esp.yaml
     # the GEMMs at the shapes this model runs (experts M:H/esp, dense slices M:H/mp): a CPU's
     # GEMM rate depends on the shape, and the profile keeps one line per shape; and the
     # hierarchical AllToAll measured (the plan@2dh row, and auto's choice, use its line)
@@ -70,9 +73,9 @@ if [ -z "$profile" ]; then
     H=$(awk '$1 == "ffn_hidden:" {print $2; exit}' "$model")
     shapes=$(printf '%s\n' "$M:$H" "$M:$((H / esp))" "$M:$((H / mp))" | sort -u | paste -sd,)
     "${emu[@]}" "$build/microbench/fsmoe-bench" -o "$profile" --gemm-shapes "$shapes" \
-        --ops +alltoall_2dh --group-rounds 1 \
-        > "$out/bench-$rate.log" 2>&1 ||
-        { tail -20 "$out/bench-$rate.log"; echo "bench-schedules: fsmoe-bench failed" >&2; exit 1; }
+        --ops +alltoall_2dh --group-rounds 1 --dp "$dp" --mp "$mp" --ep "$ep" --esp "$esp" \
+        > "${profile%.yaml}.log" 2>&1 ||
+        { tail -20 "${profile%.yaml}.log"; echo "bench-schedules: fsmoe-bench failed" >&2; exit 1; }
 fi
 "$build/planner/fsmoe-plan" --model "$model" --cluster "$profile" --world 4 --gpus-per-node 2 \
     --dp "$dp" --mp "$mp" --esp "$esp" --ep "$ep" -o "$plan" --quiet

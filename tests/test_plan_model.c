@@ -1240,6 +1240,9 @@ static void test_plan_sync_latency(void **state)
                     workload_layer_init(&sh, &lay, &w0, &l0);
                     workload_layer_init(&sh, &lay, &w, &l1);
                     assert_true(fabs(l1.gate_fwd_s - l0.gate_fwd_s - sync[k]) <= 1e-9 * sync[k]);
+                    /* the optimizer's norm sums: the ranks reach them together, none */
+                    assert_true(fabs(workload_optimizer_s(&w, 1e8) -
+                                     workload_optimizer_s(&w0, 1e8)) <= 1e-12);
                 }
                 int n = chunks_of(&p);
                 if (k > 0 && n > prev)
