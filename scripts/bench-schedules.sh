@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The schedules side by side on the emulated cluster (design.md §10.1: speed-ups measured, not
 # only predicted): profile 2 nodes x 2 ranks with fsmoe-bench, plan MODEL for that profile
-# on a layout (--layout DP,MP,EP,ESP; default 4,1,4,1: the plan's layers pipeline the AllToAll
-# and partition the gradients; 2,2,2,2 is FSMoE's and Parm's common layout, mp = esp = ranks per
-# node, ep = dp = nodes, where the plan picks Parm's S1 against the ESP pipeline's duplicated
-# tokens), then train it with fsmoe-run once per schedule that runs on the layout, one after
+# on a layout (--layout DP,MP,EP,ESP; default 4,1,4,1: no tensor parallelism, where the plan
+# chooses the ESP pipeline's degree and the gradient partition; 2,2,2,2 is FSMoE's and Parm's
+# common layout, mp = esp = ranks per node, ep = dp = nodes, where the plan picks Parm's S1 or
+# S2 against the ESP pipeline's duplicated tokens), then train it with fsmoe-run once per schedule that runs on the layout, one after
 # the other in the same conditions, each with --report. Prints a table (measured median
 # step, predicted step, measured speed-up of the plan over each schedule, the report's
 # conformance) and draws measured vs predicted per schedule as an SVG bar chart.
