@@ -96,6 +96,16 @@ typedef struct {
     double carried_bytes;              /* not yet sent when it finishes */
 } fsmoe_layer_plan;
 
+/* How the Gradient-AllReduce runs (design.md §5). PARTITION: FSMoE's windows, as the layers'
+ * gradients fields and prefix_window_bytes say, the rest after the backward. LINA: Lina's
+ * micro-ops (each generalised layer's gradients, when ready, cut into micro-ops of
+ * FSMOE_LINA_MICRO_OP_BYTES on a stream of their own, each started only while no AllToAll runs
+ * or is queued); the partition's fields then hold no window. */
+typedef enum { FSMOE_GRADS_PARTITION = 0, FSMOE_GRADS_LINA } fsmoe_grad_schedule;
+const char *fsmoe_grad_schedule_name(fsmoe_grad_schedule g); /* "partition", "lina" */
+/* Lina's micro-op size (Lina §4: 30 MB; MB = 1e6 bytes as in design.md §7). */
+#define FSMOE_LINA_MICRO_OP_BYTES 30e6
+
 typedef struct {
     char flag[24];   /* without the leading "--" */
     char value[64];
@@ -135,6 +145,7 @@ typedef struct {
     double gradient_tail_bytes;
     double prefix_grad_bytes; /* gradients of the ops before the first MoE layer (always tail) */
     double prefix_window_bytes; /* gradients all-reduced during the backward of those ops */
+    fsmoe_grad_schedule gradients; /* `gradient_schedule` (optional, partition when absent) */
     fsmoe_predicted predicted;
     /* the memory model's prediction per GPU (memory.h) with the model's ZeRO stage and
      * recomputation; present = 0 in a plan written without it (the section is optional) */

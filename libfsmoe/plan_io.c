@@ -23,6 +23,7 @@
  *             dense {fwd_s, bwd_s}, overlap {dense_s, moe_s},
  *             gradients {bytes, in_window_bytes, step2_bytes, carried_bytes}
  *   gradient_tail_bytes, prefix_grad_bytes, prefix_window_bytes
+ *   gradient_schedule (partition | lina; optional, partition when absent, written only as lina)
  *   predicted: {iteration_s, forward_s, backward_s, tail_s,
  *               baselines {deepspeed, tutel, tutel_improved, pipemoe_lina}}
  *   memory: {zero_stage, recompute, weights, gradients, optimizer, activations, workspace,
@@ -55,6 +56,11 @@ const char *fsmoe_schedule_name(fsmoe_schedule s)
     case FSMOE_SCHED_MONTA: return "monta";
     }
     return "?";
+}
+
+const char *fsmoe_grad_schedule_name(fsmoe_grad_schedule g)
+{
+    return g == FSMOE_GRADS_LINA ? "lina" : "partition";
 }
 
 const char *fsmoe_rank_order_name(fsmoe_rank_order o)
@@ -287,6 +293,8 @@ fsmoe_status fsmoe_plan_emit(const fsmoe_plan *p, void *FILE_stream, fsmoe_error
     fsmoe_yw_double(&w, 0, "gradient_tail_bytes", p->gradient_tail_bytes);
     fsmoe_yw_double(&w, 0, "prefix_grad_bytes", p->prefix_grad_bytes);
     fsmoe_yw_double(&w, 0, "prefix_window_bytes", p->prefix_window_bytes);
+    if (p->gradients != FSMOE_GRADS_PARTITION)
+        fsmoe_yw_str(&w, 0, "gradient_schedule", fsmoe_grad_schedule_name(p->gradients));
 
     const fsmoe_predicted *pr = &p->predicted;
     fsmoe_yw_block(&w, 0, "predicted");
@@ -383,6 +391,8 @@ static const fsmoe_yaml_enum plan_capacity_table[] = {
     {"factor", FSMOE_CAPACITY_FACTOR}, {"dropless", FSMOE_CAPACITY_DROPLESS}, {NULL, 0}};
 static const fsmoe_yaml_enum plan_split_table[] = {
     {"alltoallv", FSMOE_SPLIT_ALLTOALLV}, {"padded", FSMOE_SPLIT_PADDED}, {NULL, 0}};
+static const fsmoe_yaml_enum plan_grads_table[] = {
+    {"partition", FSMOE_GRADS_PARTITION}, {"lina", FSMOE_GRADS_LINA}, {NULL, 0}};
 static const fsmoe_yaml_enum plan_q_table[] = {{"Q1", 1}, {"Q2", 2}, {"Q3", 3}, {"Q4", 4},
                                                {"Q5", 5}, {"Q6", 6}, {"Q7", 7}, {NULL, 0}};
 
@@ -908,13 +918,42 @@ fsmoe_status fsmoe_plan_parse(const char *name, const char *text, size_t len, fs
     return plan_load_doc(&y, name, out, err);
 }
 
+/* gradient_schedule: optional (partition); lina holds no window (plan.h) */
+static fsmoe_status plan_read_grads(const fsmoe_ynode *root, fsmoe_plan *p, fsmoe_error *err)
+{
+    int g = FSMOE_GRADS_PARTITION;
+    p->gradients = FSMOE_GRADS_PARTITION;
+    if (!fsmoe_yaml_has(root, "gradient_schedule"))
+        return FSMOE_OK;
+    fsmoe_status st = fsmoe_yaml_enum_get(root, "gradient_schedule", FSMOE_REQUIRED,
+                                          plan_grads_table, &g, err);
+    if (st)
+        return st;
+    p->gradients = (fsmoe_grad_schedule)g;
+    if (p->gradients != FSMOE_GRADS_LINA)
+        return FSMOE_OK;
+    int windowed = p->prefix_window_bytes > 0.0;
+    for (int i = 0; i < p->n_layers; i++)
+        windowed |= p->layers[i].window_bytes + p->layers[i].step2_bytes > 0.0;
+    if (windowed) {
+        fsmoe_ynode n;
+        fsmoe_yaml_get(root, "gradient_schedule", FSMOE_REQUIRED, &n, NULL);
+        return fsmoe_yaml_fail(&n, err, FSMOE_ERR_VALUE,
+                               "lina with gradient windows in the partition's fields (expected "
+                               "in_window_bytes, step2_bytes and prefix_window_bytes 0: Lina's "
+                               "micro-ops replace the windows)");
+    }
+    return FSMOE_OK;
+}
+
 static fsmoe_status plan_load_doc(fsmoe_yaml *y, const char *path, fsmoe_plan *out,
                                   fsmoe_error *err)
 {
     static const char *const top_keys[] = {"fsmoe_plan", "provenance", "model", "cluster",
                                            "parallel", "alltoall", "layers", "gradient_tail_bytes",
                                            "prefix_grad_bytes", "prefix_window_bytes",
-                                           "predicted", "memory", "pipeline", "notes", NULL};
+                                           "gradient_schedule", "predicted", "memory",
+                                           "pipeline", "notes", NULL};
     fsmoe_ynode root, layers, item;
     fsmoe_status st;
     if ((st = fsmoe_yaml_root(y, &root, err)) ||
@@ -965,7 +1004,7 @@ static fsmoe_status plan_load_doc(fsmoe_yaml *y, const char *path, fsmoe_plan *o
                                 &out->prefix_grad_bytes, err)) ||
         (st = fsmoe_yaml_double(&root, "prefix_window_bytes", FSMOE_REQUIRED, 0, PLAN_BIG,
                                 &out->prefix_window_bytes, err)) ||
-        (st = plan_read_predicted(&root, out, err)) || (st = plan_read_memory(&root, out, err)) ||
+        (st = plan_read_grads(&root, out, err)) || (st = plan_read_predicted(&root, out, err)) || (st = plan_read_memory(&root, out, err)) ||
         (st = plan_read_pipeline(&root, out, err)) || (st = plan_read_notes(&root, out, err)))
         goto fail;
     fsmoe_yaml_close(y);

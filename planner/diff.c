@@ -215,6 +215,8 @@ int diff_plans(const fsmoe_plan *a, const fsmoe_plan *b, const diff_options *opt
     diff_bytes(&c, "gradient_tail_bytes", a->gradient_tail_bytes, b->gradient_tail_bytes);
     diff_bytes(&c, "prefix_grad_bytes", a->prefix_grad_bytes, b->prefix_grad_bytes);
     diff_bytes(&c, "prefix_window_bytes", a->prefix_window_bytes, b->prefix_window_bytes);
+    diff_str(&c, "gradient_schedule", fsmoe_grad_schedule_name(a->gradients),
+             fsmoe_grad_schedule_name(b->gradients), 1);
     const fsmoe_predicted *pa = &a->predicted, *pb = &b->predicted;
     diff_time(&c, "predicted.iteration_s", pa->iteration_s, pb->iteration_s);
     diff_time(&c, "predicted.forward_s", pa->forward_s, pb->forward_s);

@@ -284,10 +284,16 @@ void explain_plan(const fsmoe_plan *p, const char *source, FILE *out)
     explain_bytes(p->gradient_tail_bytes, buf[0], sizeof buf[0]);
     explain_bytes(p->prefix_grad_bytes, buf[1], sizeof buf[1]);
     explain_bytes(p->prefix_window_bytes, buf[2], sizeof buf[2]);
-    fprintf(out,
-            "gradient tail (all-reduced after the backward pass) %s; gradients of the blocks "
-            "before the first MoE layer %s; all-reduced during their backward %s\n",
-            buf[0], buf[1], buf[2]);
+    if (p->gradients == FSMOE_GRADS_LINA)
+        fprintf(out,
+                "gradients: Lina's micro-ops of %.3g MB, each started while no AllToAll runs or "
+                "is queued (no window); gradients of the blocks before the first MoE layer %s\n",
+                FSMOE_LINA_MICRO_OP_BYTES / 1e6, buf[1]);
+    else
+        fprintf(out,
+                "gradient tail (all-reduced after the backward pass) %s; gradients of the blocks "
+                "before the first MoE layer %s; all-reduced during their backward %s\n",
+                buf[0], buf[1], buf[2]);
     fprintf(out, "\n  %-16s %12s   %s\n", "baseline", "iteration", "speed-up of this plan");
     explain_baseline("deepspeed", pr->deepspeed_s, pr->iteration_s, out);
     explain_baseline("tutel", pr->tutel_s, pr->iteration_s, out);

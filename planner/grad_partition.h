@@ -32,10 +32,11 @@
 #include "cost.h"
 #include "parm_schedule.h"
 #include "pipeline_degree.h"
+#include "plan.h"
 #include "status.h"
 
-/* Lina's default micro-op size (Lina §4: 30 MB; MB = 1e6 bytes as in design.md §7). */
-#define GRAD_LINA_MICRO_OP_BYTES 30e6
+/* Lina's default micro-op size (plan.h) */
+#define GRAD_LINA_MICRO_OP_BYTES FSMOE_LINA_MICRO_OP_BYTES
 
 /* A MoE layer may run one of several schedules (plan.h fsmoe_schedule): FSMoE's ESP pipeline
  * (moe_bwd) and up to GRAD_MAX_ALT alternatives — PauseMP problems, or (alt_esp[j] set) one

@@ -511,8 +511,9 @@ static fsmoe_status plan_model_one(const fsmoe_model *m, const fsmoe_cluster *c,
         .method = pm,
         .step2 = GRAD_STEP2_BEST,
         .grid_steps = 0,
-        .tail_only = opt && opt->gradients_after_backward,
+        .tail_only = opt && (opt->gradients_after_backward || opt->gradients_lina),
     };
+    const int lina_grads = opt && opt->gradients_lina;
     grad_result gr;
     st = grad_partition_solve(&gp, gout, &gr, err);
     if (st != FSMOE_OK)
@@ -530,6 +531,14 @@ static fsmoe_status plan_model_one(const fsmoe_model *m, const fsmoe_cluster *c,
     };
     baselines_result br;
     baselines_predict(&bi, &br);
+    /* Lina's micro-ops on this plan's layers: what they leave exposed after the backward and
+     * the delay their overruns add to it (grad_partition.h grad_baseline_eval) */
+    grad_baseline_result lina = {0};
+    if (lina_grads) {
+        grad_problem q = gp;
+        q.tail_only = 0;
+        grad_baseline_eval(&q, GRAD_BASE_LINA, GRAD_LINA_MICRO_OP_BYTES, &lina);
+    }
 
     double forward = prefix_fwd;
     for (long j = 0; j < n; j++) {
@@ -619,11 +628,13 @@ static fsmoe_status plan_model_one(const fsmoe_model *m, const fsmoe_cluster *c,
     double ex_s = ex.fwd_s + ex.bwd_s + ex.tail_s;
     double ex_ds = extra_s(&wl, &w, n_blocks, n, SIM_SCHED_DEEPSPEED, &shape);
     double ex_tutel = extra_s(&wl, &w, n_blocks, n, SIM_SCHED_TUTEL, &shape);
+    const double grad_tail_s = lina_grads ? lina.exposed_s : gr.tail_s;
+    const double backward_s = gr.backward_s + (lina_grads ? lina.delay_s : 0.0);
     fsmoe_predicted pr = {
         .forward_s = forward + ex.fwd_s,
-        .backward_s = gr.backward_s + ex.bwd_s,
-        .tail_s = gr.tail_s + ex.tail_s,
-        .iteration_s = forward + gr.backward_s + gr.tail_s + ex_s,
+        .backward_s = backward_s + ex.bwd_s,
+        .tail_s = grad_tail_s + ex.tail_s,
+        .iteration_s = forward + backward_s + grad_tail_s + ex_s,
         .deepspeed_s = br.deepspeed_s + ex_ds,
         .tutel_s = br.tutel_s + ex_tutel,
         .tutel_improved_s = br.tutel_improved_s + ex_tutel,
@@ -634,14 +645,18 @@ static fsmoe_status plan_model_one(const fsmoe_model *m, const fsmoe_cluster *c,
      * no window: than Tutel's, which has none either): if that does not hold, a formula above
      * is wrong. Only where the flat ESP pipeline is a candidate: with `dispatch: 2dh` on a
      * hierarchical EP group the plan may lose to the flat baseline. */
-    double chains_s = forward + gr.backward_s + gr.tail_s; /* the extras' order may differ */
-    const double bound_s = gp.tail_only ? br.tutel_s : br.tutel_improved_s;
+    double chains_s = forward + backward_s + grad_tail_s; /* the extras' order may differ */
+    const double bound_s = lina_grads     ? br.pipemoe_lina_s
+                           : gp.tail_only ? br.tutel_s
+                                          : br.tutel_improved_s;
     if ((method == PLAN_METHOD_AUTO || method == PLAN_METHOD_FSMOE) && h0 == 0 &&
         chains_s > bound_s * (1.0 + 1e-9)) {
         st = fsmoe_fail(err, FSMOE_ERR_INTERNAL,
                         "plan: predicted FSMoE iteration %.9g s exceeds %s's %.9g s (an "
                         "invariant of the cost model is broken)",
-                        chains_s, gp.tail_only ? "Tutel" : "Tutel-Improved", bound_s);
+                        chains_s,
+                        lina_grads ? "PipeMoE+Lina" : gp.tail_only ? "Tutel" : "Tutel-Improved",
+                        bound_s);
         goto fail;
     }
 
@@ -669,6 +684,15 @@ static fsmoe_status plan_model_one(const fsmoe_model *m, const fsmoe_cluster *c,
     out->gradient_tail_bytes = gr.tail_bytes;
     out->prefix_grad_bytes = prefix_grad;
     out->prefix_window_bytes = gr.prefix_window_bytes;
+    out->gradients = lina_grads ? FSMOE_GRADS_LINA : FSMOE_GRADS_PARTITION;
+    if (lina_grads) {
+        char line[240];
+        snprintf(line, sizeof line,
+                 "gradients: Lina's micro-ops of %.3g MB, each started while no AllToAll runs "
+                 "(%ld of them; the partition's fields hold no window)",
+                 GRAD_LINA_MICRO_OP_BYTES / 1e6, lina.micro_ops);
+        fsmoe_note_add(notes, sizeof notes, line);
+    }
     out->predicted = pr;
     fsmoe_mem_shape ms;
     fsmoe_memory mem;
@@ -707,10 +731,12 @@ static fsmoe_status simulated_s(sim *s, const fsmoe_plan *p, const fsmoe_model *
 
 /* How many pieces plan p issues per iteration beyond one per operation: every pipeline chunk
  * (r_f + r_b per layer), MoNTA's AllToAll chunks, and one per gradient window (a layer's, the
- * prefix's). */
+ * prefix's) or, with Lina's micro-ops, one per generalised layer and the prefix (at least). */
 static int plan_pieces(const fsmoe_plan *p)
 {
     int n = p->prefix_window_bytes > 0.0;
+    if (p->gradients == FSMOE_GRADS_LINA)
+        n += p->n_layers + 1;
     for (int i = 0; i < p->n_layers; i++) {
         const fsmoe_layer_plan *L = &p->layers[i];
         n += L->fwd.r + L->bwd.r;
@@ -726,7 +752,8 @@ static int plan_pieces(const fsmoe_plan *p)
  * longer of the two, so overlap is worth less than they say: auto's plan is compared, by the
  * simulator that does apply the factors, with the plans of the methods that overlap less
  * (parm: S1/S2 unchunked, as its Algorithm 1 chooses and S1 or S2 in every layer; monta;
- * fsmoe: the ESP pipeline), each with its gradient windows and with none. The plan is the
+ * fsmoe: the ESP pipeline), each with its gradient windows, with none and with Lina's
+ * micro-ops instead (the one gradient schedule of the baselines a partition cannot say). The plan is the
  * candidate with the fewest pieces (plan_pieces) among those within PLAN_SIMPLER_MARGIN of the
  * fastest (ties: the faster, then the earlier, auto's first), with a note. So the plan
  * simulates within that margin of Tutel, Parm's S1 and S2 and MoNTA's layer on the profile
@@ -744,21 +771,23 @@ static fsmoe_status pick_by_simulation(const fsmoe_model *m, const fsmoe_cluster
                   {PLAN_METHOD_PARM, FSMOE_SCHED_S2},
                   {PLAN_METHOD_MONTA, FSMOE_SCHED_ESP_PIPELINE},
                   {PLAN_METHOD_FSMOE, FSMOE_SCHED_ESP_PIPELINE}};
-    enum { N_CAND = 2 * (int)(sizeof others / sizeof others[0]) };
+    enum { N_GRADS = 3, N_CAND = N_GRADS * (int)(sizeof others / sizeof others[0]) };
     double t[N_CAND];
     int pieces[N_CAND];
     sim s;
     sim_init(&s);
     fsmoe_status st = FSMOE_OK;
-    /* candidate i: others[i / 2], with its windows (even i) or none; 0 is *out */
+    /* candidate i: others[i / N_GRADS], with its windows (i % N_GRADS = 0), none (1) or Lina's
+     * micro-ops (2); 0 is *out */
     for (int i = 0; i < N_CAND && st == FSMOE_OK; i++) {
         t[i] = INFINITY;
         pieces[i] = 0;
         fsmoe_plan q;
         memset(&q, 0, sizeof q);
-        plan_options o = {.method = others[i / 2].method,
-                          .gradients_after_backward = i % 2,
-                          .parm_schedule = others[i / 2].parm};
+        plan_options o = {.method = others[i / N_GRADS].method,
+                          .gradients_after_backward = i % N_GRADS == 1,
+                          .gradients_lina = i % N_GRADS == 2,
+                          .parm_schedule = others[i / N_GRADS].parm};
         /* a method that cannot plan this layout is no candidate (auto could) */
         fsmoe_error qerr = {0};
         const fsmoe_plan *p = out;
@@ -784,14 +813,14 @@ static fsmoe_status pick_by_simulation(const fsmoe_model *m, const fsmoe_cluster
             (chosen < 0 || pieces[i] < pieces[chosen] ||
              (pieces[i] == pieces[chosen] && t[i] < t[chosen] * (1.0 - 1e-9))))
             chosen = i;
-    const plan_method method = others[chosen / 2].method;
-    const fsmoe_schedule parm = others[chosen / 2].parm;
-    const int tail = chosen % 2;
+    const plan_method method = others[chosen / N_GRADS].method;
+    const fsmoe_schedule parm = others[chosen / N_GRADS].parm;
+    const int grads = chosen % N_GRADS;
     if (chosen > 0) {
         fsmoe_plan q;
         memset(&q, 0, sizeof q);
-        plan_options o = {.method = method, .gradients_after_backward = tail,
-                          .parm_schedule = parm};
+        plan_options o = {.method = method, .gradients_after_backward = grads == 1,
+                          .gradients_lina = grads == 2, .parm_schedule = parm};
         st = plan_model_one(m, c, cluster_path, par, &o, &q, err);
         if (st != FSMOE_OK) {
             fsmoe_plan_free(&q);
@@ -800,19 +829,19 @@ static fsmoe_status pick_by_simulation(const fsmoe_model *m, const fsmoe_cluster
         fsmoe_plan_free(out);
         *out = q;
     }
+    static const char *const grads_what[N_GRADS] = {
+        "", "every gradient all-reduced after the backward", "Lina's gradient micro-ops"};
+    const int forced = parm != FSMOE_SCHED_ESP_PIPELINE;
     char what[200], line[640];
-    snprintf(what, sizeof what, "method %s's plan%s%s%s", plan_method_name(method),
-             parm != FSMOE_SCHED_ESP_PIPELINE ? " with " : "",
-             parm != FSMOE_SCHED_ESP_PIPELINE ? fsmoe_schedule_name(parm) : "",
-             tail ? (parm != FSMOE_SCHED_ESP_PIPELINE
-                         ? " in every layer and every gradient all-reduced after the backward"
-                         : " with every gradient all-reduced after the backward")
-                  : (parm != FSMOE_SCHED_ESP_PIPELINE ? " in every layer" : ""));
+    snprintf(what, sizeof what, "method %s's plan%s%s%s%s%s", plan_method_name(method),
+             forced ? " with " : "", forced ? fsmoe_schedule_name(parm) : "",
+             forced ? " in every layer" : "", grads ? (forced ? " and " : " with ") : "",
+             grads_what[grads]);
     if (chosen == 0 && fastest == 0)
         snprintf(line, sizeof line,
                  "interference: auto's per-layer choice simulates %.4g ms per iteration, no "
                  "faster plan among the methods parm, monta and fsmoe, with their gradient "
-                 "windows or without", 1e3 * t[0]);
+                 "windows, without or with Lina's micro-ops", 1e3 * t[0]);
     else if (chosen == fastest)
         snprintf(line, sizeof line,
                  "interference: this is %s, simulated %.4g ms per iteration against %.4g ms for "

@@ -31,6 +31,8 @@ typedef struct {
     int one_f_one_b;   /* pp > 1: 1F1B instead of GPipe (gpipe.h) */
     int gradients_after_backward; /* 1: no gradient window (grad_partition.h tail_only): every
                                    * Gradient-AllReduce after the backward, as Tutel's */
+    int gradients_lina;           /* 1: no window, Lina's micro-ops instead (plan.h
+                                   * FSMOE_GRADS_LINA) */
     fsmoe_schedule parm_schedule; /* method parm: S1 or S2 in every layer (where its problems
                                    * exist); ESP_PIPELINE (0): Parm's Algorithm 1 chooses */
 } plan_options;

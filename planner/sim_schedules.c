@@ -595,7 +595,7 @@ fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_bui
     switch (k) {
     case SIM_SCHED_TUTEL_IMPROVED: g.grad = GRAD_DENSE_ONLY; break;
     case SIM_SCHED_PIPEMOE_LINA: g.grad = GRAD_LINA; break;
-    case SIM_SCHED_PLAN:
+    case SIM_SCHED_PLAN: g.grad = m->plan_lina ? GRAD_LINA : GRAD_PLAN; break;
     case SIM_SCHED_FSMOE:
     case SIM_SCHED_FSMOE_NO_IIO: g.grad = GRAD_PLAN; break;
     default: g.grad = GRAD_NONE; break;
@@ -1079,6 +1079,7 @@ fsmoe_status sim_model_of_plan(const fsmoe_plan *p, const fsmoe_model *model,
     m->prefix_grad_bytes = p->prefix_grad_bytes;
     m->fsmoe_tail_bytes = p->gradient_tail_bytes;
     m->fsmoe_prefix_window_bytes = p->prefix_window_bytes;
+    m->plan_lina = p->gradients == FSMOE_GRADS_LINA;
     const fsmoe_line *ar = &m->lines.ar_dp;
     for (int i = 0; i < p->n_layers; i++) {
         sim_layer *L = &m->layers[i];

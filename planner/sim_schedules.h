@@ -128,6 +128,8 @@ typedef struct sim_model {
     double fsmoe_prefix_early_bytes;  /* the plan's AllReduce of early prefix gradients, from the
                                        * moment they are ready (≤ prefix_early_grad_bytes) */
     double fsmoe_tail_bytes;  /* the plan's AllReduce after backward (incl. the prefix) */
+    int plan_lina;            /* the plan's gradient_schedule is lina (plan.h): `plan` runs
+                               * Lina's micro-ops, as pipemoe-lina, instead of the partition */
     int tutel_r;              /* Tutel's degree; 0 = sim_build chooses (best of 1,2,4,8) */
     /* The whole model's ends, set by sim_model_of_plan (0 where the model is MoE layers alone,
      * as the sweeps' configured layers): the embedding, LM head and loss (workload_layer

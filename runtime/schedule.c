@@ -139,7 +139,7 @@ static fsmoe_status read_graph(rt_schedule *rs, const sim_model *m, int esp, fsm
         if (a2a && !chunked && !rs->etp[l] && !rs->s2[l] && !rs->monta[l])
             rs->pause_mp[l] = 1;
     }
-    rs->lina = rs->kind == SIM_SCHED_PIPEMOE_LINA;
+    rs->lina = rs->kind == SIM_SCHED_PIPEMOE_LINA || (rs->kind == SIM_SCHED_PLAN && m->plan_lina);
     switch (sim_schedule_forced_order((sim_schedule)rs->kind)) {
     case WORKLOAD_ORDER_GSHARD: rs->order = RT_ORDER_GSHARD; break;
     case WORKLOAD_ORDER_TUTEL: rs->order = RT_ORDER_TUTEL; break;

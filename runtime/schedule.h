@@ -19,7 +19,8 @@
  * expert tensor parallelism (where mp = esp). A graph holding work fsmoe-run does not execute
  * yet — MoNTA's layer on other layouts — is refused by name. Lina's micro-ops run on their
  * own stream in the graph's order, each started only while the communication stream is idle
- * (no AllToAll running or queued: Lina's priority; backend.h stream_wait_idle). The AllToAll's
+ * (no AllToAll running or queued: Lina's priority; backend.h stream_wait_idle), for
+ * pipemoe-lina and for a plan whose gradient_schedule is lina. The AllToAll's
  * algorithm is the plan's per layer (a2a.algorithm: nccl, the flat AllToAll, or 2dh, the
  * hierarchical one of libfsmoe/a2a_2dh.h) for the plan's schedule, the flat one for baselines. */
 #ifndef RT_SCHEDULE_H

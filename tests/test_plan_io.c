@@ -222,6 +222,8 @@ static void assert_plans_equal(const fsmoe_plan *a, const fsmoe_plan *b)
     }
     assert_true(a->gradient_tail_bytes == b->gradient_tail_bytes);
     assert_true(a->prefix_grad_bytes == b->prefix_grad_bytes);
+    assert_true(a->prefix_window_bytes == b->prefix_window_bytes);
+    assert_int_equal(a->gradients, b->gradients);
     assert_memory_equal(&a->predicted, &b->predicted, sizeof a->predicted);
     assert_int_equal(a->memory.present, b->memory.present);
     if (a->memory.present) {
@@ -289,6 +291,54 @@ static void test_round_trip_none(void **state)
 {
     (void)state;
     round_trip(0, 3);
+}
+
+/* gradient_schedule: written only as lina (a partition plan's file is as before), read back;
+ * lina with a window in the partition's fields, or another name, is refused at its line. */
+static void test_gradient_schedule(void **state)
+{
+    (void)state;
+    fsmoe_plan p, q;
+    fsmoe_error err = {0};
+    char a[600];
+    path_in_dir(a, sizeof a, "grads.yaml");
+    make_plan(&p, 1.2, 3);
+    assert_int_equal(fsmoe_plan_write(&p, a, &err), FSMOE_OK);
+    char *text = slurp(a);
+    assert_null(strstr(text, "gradient_schedule"));
+    free(text);
+    for (int i = 0; i < p.n_layers; i++)
+        p.layers[i].window_bytes = p.layers[i].step2_bytes = 0.0;
+    p.prefix_window_bytes = 0.0;
+    p.gradients = FSMOE_GRADS_LINA;
+    assert_int_equal(fsmoe_plan_write(&p, a, &err), FSMOE_OK);
+    text = slurp(a);
+    assert_non_null(strstr(text, "\ngradient_schedule: lina\n"));
+    if (fsmoe_plan_load(a, &q, &err) != FSMOE_OK)
+        fail_msg("load: %s", err.msg);
+    assert_plans_equal(&p, &q);
+    fsmoe_plan_free(&q);
+    /* a window beside Lina's micro-ops */
+    char *bad = malloc(strlen(text) + 64);
+    assert_non_null(bad);
+    const char *w = strstr(text, "in_window_bytes: 0");
+    assert_non_null(w);
+    size_t head = (size_t)(w - text) + strlen("in_window_bytes: ");
+    snprintf(bad, strlen(text) + 64, "%.*s5%s", (int)head, text, w + strlen("in_window_bytes: 0"));
+    assert_int_equal(fsmoe_plan_parse("bad.yaml", bad, strlen(bad), &q, &err),
+                     FSMOE_ERR_VALUE);
+    assert_non_null(strstr(err.msg, "bad.yaml:"));
+    assert_non_null(strstr(err.msg, "gradient_schedule: lina with gradient windows"));
+    /* another name */
+    const char *g = strstr(text, "gradient_schedule: lina");
+    head = (size_t)(g - text) + strlen("gradient_schedule: ");
+    snprintf(bad, strlen(text) + 64, "%.*sfast%s", (int)head, text, g + strlen("gradient_schedule: lina"));
+    assert_int_equal(fsmoe_plan_parse("bad.yaml", bad, strlen(bad), &q, &err),
+                     FSMOE_ERR_SCHEMA);
+    assert_non_null(strstr(err.msg, "partition"));
+    free(bad);
+    free(text);
+    fsmoe_plan_free(&p);
 }
 
 static void test_emit_stdout_equals_file(void **state)
@@ -811,6 +861,7 @@ int main(void)
         cmocka_unit_test(test_plain_scalars),
         cmocka_unit_test(test_round_trip_f),
         cmocka_unit_test(test_round_trip_none),
+        cmocka_unit_test(test_gradient_schedule),
         cmocka_unit_test(test_emit_stdout_equals_file),
         cmocka_unit_test(test_bad_plans),
         cmocka_unit_test(test_load_provenance_old),

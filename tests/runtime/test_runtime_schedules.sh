@@ -111,6 +111,12 @@ check() {
 extra=()
 check "$tmp/plan.yaml" "$tmp/ref" dp4ep2 plan deepspeed tutel tutel-improved pipemoe-lina \
     fsmoe fsmoe-no-iio
+# the same plan with Lina's gradient micro-ops instead of its windows (gradient_schedule: lina,
+# libfsmoe/plan.h): its own schedule runs them, in several tasks, and trains like one rank
+sed -e 's/in_window_bytes: [0-9.e+-]*/in_window_bytes: 0/; s/step2_bytes: [0-9.e+-]*/step2_bytes: 0/' \
+    -e 's/^prefix_window_bytes: .*/prefix_window_bytes: 0\ngradient_schedule: lina/' \
+    "$tmp/plan.yaml" > "$tmp/plan-lina.yaml"
+check "$tmp/plan-lina.yaml" "$tmp/ref" dp4ep2-lina plan
 
 # tensor parallelism and expert slices: mp 2 · ep 2 · esp 2 (dp 2); the ESP pipeline's
 # schedules run (AllGather/ReduceScatter per chunk on their own stream, the MP AllReduce of every
