@@ -16,8 +16,8 @@ done
 tmp=$(mktemp -d /tmp/fsmoe-stability.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 met=0
-echo "| run | wall s | fits < 0.99 | lowest r² | target |"
-echo "|---|---|---|---|---|"
+echo "| run | wall s | fits < 0.99 | lowest r² | target | fits below (op tier r²) |"
+echo "|---|---|---|---|---|---|"
 for i in $(seq 1 "$runs"); do
     tests/microbench/bench_default.sh "$bench" "$check" "$tmp/run$i.yaml" > "$tmp/run$i.txt" 2>&1
     rc=$?
@@ -37,6 +37,9 @@ for i in $(seq 1 "$runs"); do
     r2=$(grep -E "^ *r2: " "$tmp/run$i.yaml" | awk '{ v = $2 + 0; if (m == "" || v < m) m = v } END { print m }')
     ok=no
     if awk -v s="$secs" -v l="$low" 'BEGIN { exit !(s < 60 && l == 0) }'; then ok=yes; met=$((met + 1)); fi
-    echo "| $i | $secs | $low | ${r2:-?} | $ok |"
+    # which fits: the profile flags each with a "# LOW R2: OP on TIER at N ranks fits with r2 X"
+    which=$(sed -nE 's/^ *# LOW R2: ([a-z0-9_]+) on ([a-z]+) .* r2 ([0-9.]+) <.*/\1 \2 \3/p' \
+        "$tmp/run$i.yaml" | paste -sd, - | sed 's/,/, /g')
+    echo "| $i | $secs | $low | ${r2:-?} | $ok | ${which:--} |"
 done
 echo "profile-stability: $met of $runs runs met < 60 s with every fit r² >= 0.99 on $(hostname)"
