@@ -681,7 +681,8 @@ static fsmoe_status plan_model_one(const fsmoe_model *m, const fsmoe_cluster *c,
     out->split = FSMOE_SPLIT_ALLTOALLV;
     out->expert = m->expert;
     out->bytes_per_element = m->bytes_per_element;
-    out->gradient_tail_bytes = gr.tail_bytes;
+    /* after the backward: what the partition carries there, or what Lina's micro-ops leave */
+    out->gradient_tail_bytes = lina_grads ? lina.tail_bytes : gr.tail_bytes;
     out->prefix_grad_bytes = prefix_grad;
     out->prefix_window_bytes = gr.prefix_window_bytes;
     out->gradients = lina_grads ? FSMOE_GRADS_LINA : FSMOE_GRADS_PARTITION;

@@ -1167,6 +1167,7 @@ static void test_plan_lina_gradients(void **state)
         }
         assert_non_null(strstr(p.notes, "gradients: Lina's micro-ops"));
         assert_true(p.predicted.tail_s <= q.predicted.tail_s * (1.0 + 1e-12));
+        assert_true(p.gradient_tail_bytes <= q.gradient_tail_bytes * (1.0 + 1e-12));
         if (uniform) {
             sim_model sm;
             sim s;
