@@ -511,9 +511,9 @@ static fsmoe_status plan_model_one(const fsmoe_model *m, const fsmoe_cluster *c,
         .method = pm,
         .step2 = GRAD_STEP2_BEST,
         .grid_steps = 0,
-        .tail_only = opt && (opt->gradients_after_backward || opt->gradients_lina),
+        .tail_only = opt && opt->gradients != PLAN_GRADS_WINDOWS,
     };
-    const int lina_grads = opt && opt->gradients_lina;
+    const int lina_grads = opt && opt->gradients == PLAN_GRADS_LINA;
     grad_result gr;
     st = grad_partition_solve(&gp, gout, &gr, err);
     if (st != FSMOE_OK)
@@ -730,10 +730,7 @@ static fsmoe_status simulated_s(sim *s, const fsmoe_plan *p, const fsmoe_model *
     return st;
 }
 
-/* How many pieces plan p issues per iteration beyond one per operation: every pipeline chunk
- * (r_f + r_b per layer), MoNTA's AllToAll chunks, and one per gradient window (a layer's, the
- * prefix's) or, with Lina's micro-ops, one per generalised layer and the prefix (at least). */
-static int plan_pieces(const fsmoe_plan *p)
+int plan_pieces(const fsmoe_plan *p)
 {
     int n = p->prefix_window_bytes > 0.0;
     if (p->gradients == FSMOE_GRADS_LINA)
@@ -754,9 +751,10 @@ static int plan_pieces(const fsmoe_plan *p)
  * simulator that does apply the factors, with the plans of the methods that overlap less
  * (parm: S1/S2 unchunked, as its Algorithm 1 chooses and S1 or S2 in every layer; monta;
  * fsmoe: the ESP pipeline), each with its gradient windows, with none and with Lina's
- * micro-ops instead (the one gradient schedule of the baselines a partition cannot say). The plan is the
- * candidate with the fewest pieces (plan_pieces) among those within PLAN_SIMPLER_MARGIN of the
- * fastest (ties: the faster, then the earlier, auto's first), with a note. So the plan
+ * micro-ops instead (the one gradient schedule of the baselines a partition cannot say). The
+ * plan is the candidate with the fewest pieces (plan_pieces) among those within
+ * PLAN_SIMPLER_MARGIN of the fastest (ties: the faster, then the earlier, auto's first), with a
+ * note. So the plan
  * simulates within that margin of Tutel, Parm's S1 and S2 and MoNTA's layer on the profile
  * (tests/test_plan_model.c). Deterministic, so regenerate reproduces it. */
 static fsmoe_status pick_by_simulation(const fsmoe_model *m, const fsmoe_cluster *c,
@@ -772,39 +770,37 @@ static fsmoe_status pick_by_simulation(const fsmoe_model *m, const fsmoe_cluster
                   {PLAN_METHOD_PARM, FSMOE_SCHED_S2},
                   {PLAN_METHOD_MONTA, FSMOE_SCHED_ESP_PIPELINE},
                   {PLAN_METHOD_FSMOE, FSMOE_SCHED_ESP_PIPELINE}};
-    enum { N_GRADS = 3, N_CAND = N_GRADS * (int)(sizeof others / sizeof others[0]) };
+    enum {
+        N_GRADS = PLAN_GRADS_COUNT,
+        N_CAND = N_GRADS * (int)(sizeof others / sizeof others[0])
+    };
+    /* candidate i: others[i / N_GRADS] with gradients i % N_GRADS; 0 is *out (auto, windows);
+     * one that cannot be planned keeps an infinite time */
+    fsmoe_plan *cand = calloc(N_CAND, sizeof *cand);
     double t[N_CAND];
     int pieces[N_CAND];
+    if (!cand)
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "plan: out of memory");
+    for (int i = 0; i < N_CAND; i++)
+        t[i] = INFINITY, pieces[i] = 0;
     sim s;
     sim_init(&s);
     fsmoe_status st = FSMOE_OK;
-    /* candidate i: others[i / N_GRADS], with its windows (i % N_GRADS = 0), none (1) or Lina's
-     * micro-ops (2); 0 is *out */
     for (int i = 0; i < N_CAND && st == FSMOE_OK; i++) {
-        t[i] = INFINITY;
-        pieces[i] = 0;
-        fsmoe_plan q;
-        memset(&q, 0, sizeof q);
         plan_options o = {.method = others[i / N_GRADS].method,
-                          .gradients_after_backward = i % N_GRADS == 1,
-                          .gradients_lina = i % N_GRADS == 2,
+                          .gradients = (plan_grads)(i % N_GRADS),
                           .parm_schedule = others[i / N_GRADS].parm};
         /* a method that cannot plan this layout is no candidate (auto could) */
         fsmoe_error qerr = {0};
-        const fsmoe_plan *p = out;
-        if (i > 0 && plan_model_one(m, c, cluster_path, par, &o, &q, &qerr) != FSMOE_OK) {
-            fsmoe_plan_free(&q);
+        const fsmoe_plan *p = i == 0 ? out : &cand[i];
+        if (i > 0 && plan_model_one(m, c, cluster_path, par, &o, &cand[i], &qerr) != FSMOE_OK) {
+            fsmoe_plan_free(&cand[i]);
             continue;
         }
-        if (i > 0)
-            p = &q;
         st = simulated_s(&s, p, m, c, cluster_path, &t[i], err);
         pieces[i] = plan_pieces(p);
-        fsmoe_plan_free(&q);
     }
     sim_free(&s);
-    if (st != FSMOE_OK)
-        return st;
     int fastest = 0, chosen = -1;
     for (int i = 1; i < N_CAND; i++)
         if (t[i] < t[fastest] * (1.0 - 1e-9))
@@ -814,22 +810,19 @@ static fsmoe_status pick_by_simulation(const fsmoe_model *m, const fsmoe_cluster
             (chosen < 0 || pieces[i] < pieces[chosen] ||
              (pieces[i] == pieces[chosen] && t[i] < t[chosen] * (1.0 - 1e-9))))
             chosen = i;
+    if (st == FSMOE_OK && chosen > 0) {
+        fsmoe_plan_free(out);
+        *out = cand[chosen];
+        memset(&cand[chosen], 0, sizeof cand[chosen]);
+    }
+    for (int i = 1; i < N_CAND; i++)
+        fsmoe_plan_free(&cand[i]);
+    free(cand);
+    if (st != FSMOE_OK)
+        return st;
     const plan_method method = others[chosen / N_GRADS].method;
     const fsmoe_schedule parm = others[chosen / N_GRADS].parm;
     const int grads = chosen % N_GRADS;
-    if (chosen > 0) {
-        fsmoe_plan q;
-        memset(&q, 0, sizeof q);
-        plan_options o = {.method = method, .gradients_after_backward = grads == 1,
-                          .gradients_lina = grads == 2, .parm_schedule = parm};
-        st = plan_model_one(m, c, cluster_path, par, &o, &q, err);
-        if (st != FSMOE_OK) {
-            fsmoe_plan_free(&q);
-            return st;
-        }
-        fsmoe_plan_free(out);
-        *out = q;
-    }
     static const char *const grads_what[N_GRADS] = {
         "", "every gradient all-reduced after the backward", "Lina's gradient micro-ops"};
     const int forced = parm != FSMOE_SCHED_ESP_PIPELINE;

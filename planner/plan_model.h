@@ -25,14 +25,21 @@ typedef enum {
 const char *plan_method_name(plan_method m); /* "auto", "fsmoe", "fsmoe-paper", "parm", "monta" */
 int plan_method_from_name(const char *s);    /* -1 when unknown */
 
+/* How a plan's Gradient-AllReduce runs: FSMoE's partition with its windows; no window, every
+ * gradient after the backward as Tutel's (grad_partition.h tail_only); or no window and Lina's
+ * micro-ops instead (plan.h FSMOE_GRADS_LINA). */
+typedef enum {
+    PLAN_GRADS_WINDOWS = 0,
+    PLAN_GRADS_AFTER_BACKWARD,
+    PLAN_GRADS_LINA,
+    PLAN_GRADS_COUNT
+} plan_grads;
+
 typedef struct {
     plan_method method;
     int micro_batches; /* pp > 1: micro-batches per DP rank's batch (0: gpipe.h's default) */
     int one_f_one_b;   /* pp > 1: 1F1B instead of GPipe (gpipe.h) */
-    int gradients_after_backward; /* 1: no gradient window (grad_partition.h tail_only): every
-                                   * Gradient-AllReduce after the backward, as Tutel's */
-    int gradients_lina;           /* 1: no window, Lina's micro-ops instead (plan.h
-                                   * FSMOE_GRADS_LINA) */
+    plan_grads gradients;
     fsmoe_schedule parm_schedule; /* method parm: S1 or S2 in every layer (where its problems
                                    * exist); ESP_PIPELINE (0): Parm's Algorithm 1 chooses */
 } plan_options;
@@ -96,6 +103,12 @@ void plan_monta_problems(const workload_shape *s, const fsmoe_parallel *par,
  * simulator put 0.1-0.3 % ahead of their unchunked, windowless variants measured 3-10 %
  * behind them. */
 #define PLAN_SIMPLER_MARGIN 0.02
+
+/* What that rule counts: the pieces plan p issues per iteration beyond one per operation —
+ * every pipeline chunk (r_f + r_b per layer), MoNTA's AllToAll chunks, and one per gradient
+ * window (a layer's, the prefix's) or, with Lina's micro-ops, one per generalised layer and
+ * the prefix (at least). */
+int plan_pieces(const fsmoe_plan *p);
 
 /* Plans `m` (whose E is already resolved against par->ep) under the layout `par` (already
  * validated). Fills everything in *out except the provenance fields. */

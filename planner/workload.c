@@ -373,8 +373,8 @@ void workload_layer_init(const workload_shape *s, const fsmoe_parallel *par,
      * capacity prefix and the load totals, then over EP the token counts — small, back to
      * back: the first pays the ranks' arrival skew after the gate's computation (sync_s), the
      * others their latency alone. */
-    double gate_coll = (par->dp > 1 ? 3.0 * (w->ar_dp.alpha_s - w->sync_s) : 0.0) +
-                       (par->ep > 1 ? w->a2a_ep.alpha_s - w->sync_s : 0.0);
+    double gate_coll = (par->dp > 1 ? 3.0 * alpha_aligned(w, &w->ar_dp) : 0.0) +
+                       (par->ep > 1 ? alpha_aligned(w, &w->a2a_ep) : 0.0);
     if (par->dp > 1 || par->ep > 1)
         gate_coll += w->sync_s;
     out->gate_fwd_s = g->alpha_s + gate_macs * g->beta_s +

@@ -4,10 +4,11 @@
 # on a layout (--layout DP,MP,EP,ESP; default 4,1,4,1: no tensor parallelism, where the plan
 # chooses the ESP pipeline's degree and the gradient partition; 2,2,2,2 is FSMoE's and Parm's
 # common layout, mp = esp = ranks per node, ep = dp = nodes, where the plan picks Parm's S1 or
-# S2 against the ESP pipeline's duplicated tokens), then train it with fsmoe-run once per schedule that runs on the layout, one after
-# the other in the same conditions, each with --report. Prints a table (measured median
-# step, predicted step, measured speed-up of the plan over each schedule, the report's
-# conformance) and draws measured vs predicted per schedule as an SVG bar chart.
+# S2 against the ESP pipeline's duplicated tokens), then train it with fsmoe-run once per
+# schedule that runs on the layout, one after the other in the same conditions, each with
+# --report. Prints a table (measured median step, predicted step, measured speed-up of the
+# plan over each schedule, the report's conformance) and draws measured vs predicted per
+# schedule as an SVG bar chart.
 # A measurement: it exits non-zero only when a run fails (or 77 without namespaces).
 # --profile FILE uses a profile of the same emulated cluster (the main job's) instead of
 # measuring one; a profile that is to predict these runs is measured with every group at once

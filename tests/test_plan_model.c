@@ -942,23 +942,8 @@ static double sim_plan_s(const fsmoe_plan *p, const fsmoe_model *m, const fsmoe_
     return t;
 }
 
-/* Pipeline chunks and gradient windows the plan issues (the planner's rule under
- * interference keeps the candidate with the fewest within PLAN_SIMPLER_MARGIN of the fastest),
- * counted here from the plan file's fields. */
-static int pieces_of_plan(const fsmoe_plan *p)
-{
-    int n = p->prefix_window_bytes > 0.0;
-    for (int i = 0; i < p->n_layers; i++) {
-        const fsmoe_layer_plan *L = &p->layers[i];
-        n += L->fwd.r + L->bwd.r + (L->window_bytes + L->step2_bytes > 0.0);
-        if ((L->a2a == FSMOE_A2A_O2 || L->a2a == FSMOE_A2A_O3) && L->a2a_chunks > 1)
-            n += L->a2a_chunks - 1;
-    }
-    return n;
-}
-
-/* The same for the baselines a plan can say (no window): Tutel at its degree (with Lina's
- * micro-ops: one more per generalised layer and the prefix, as the planner counts them),
+/* Pieces (plan_model.h plan_pieces) of the baselines a plan can say (no window): Tutel at its
+ * degree (with Lina's micro-ops: one more per generalised layer and the prefix),
  * Parm's S1/S2 and MoNTA's O1 unchunked; -1 for the others. */
 static int pieces_of_baseline(const sim_model *sm, sim_schedule b)
 {
@@ -986,7 +971,7 @@ static void no_schedule_faster_but(const layout_case *k, double margin)
     assert_int_equal(sim_tutel_degree(&s, &sm, &sm.tutel_r, &err), FSMOE_OK);
     double t = 0.0;
     assert_int_equal(sim_schedule_time(&s, &sm, SIM_SCHED_PLAN, NULL, &t, &err), FSMOE_OK);
-    const int pieces = pieces_of_plan(k->p);
+    const int pieces = plan_pieces(k->p);
     for (int b = 0; b < SIM_SCHED_PLAN; b++) {
         double tb = 0.0;
         if (!sim_schedule_applies(&sm, (sim_schedule)b, NULL))
@@ -1127,7 +1112,7 @@ static void test_plan_never_slower_emulated(void **state)
     assert_true(without_windows >= 1);
 }
 
-/* A plan with Lina's gradient micro-ops (plan_options.gradients_lina): no window in the
+/* A plan with Lina's gradient micro-ops (plan_options.gradients): no window in the
  * partition's fields, the file says lina, and where its layers run the ESP pipeline at one
  * degree the simulator plays it exactly as PipeMoE+Lina at that degree; its closed form
  * exposes no more than the plan that all-reduces everything after the backward. */
@@ -1151,8 +1136,8 @@ static void test_plan_lina_gradients(void **state)
         fsmoe_plan p, q;
         memset(&p, 0, sizeof p);
         memset(&q, 0, sizeof q);
-        plan_options o = {.method = PLAN_METHOD_FSMOE, .gradients_lina = 1};
-        plan_options ot = {.method = PLAN_METHOD_FSMOE, .gradients_after_backward = 1};
+        plan_options o = {.method = PLAN_METHOD_FSMOE, .gradients = PLAN_GRADS_LINA};
+        plan_options ot = {.method = PLAN_METHOD_FSMOE, .gradients = PLAN_GRADS_AFTER_BACKWARD};
         if (plan_model(&mm, &c, cpath, &lay, &o, &p, &err) != FSMOE_OK ||
             plan_model(&mm, &c, cpath, &lay, &ot, &q, &err) != FSMOE_OK)
             fail_msg("%s: %s", models[mi], err.msg);
