@@ -99,7 +99,12 @@ static fsmoe_status nccl_upload(comm_backend *b, void *dst, const void *host, si
                                 fsmoe_error *err)
 {
     (void)b;
+    /* cudaMemcpy from pageable memory may return before its DMA has landed, and it runs on the
+     * legacy default stream, which this backend's non-blocking streams do not wait for: on an
+     * H100 a copy queued right after an upload of poison was overwritten by the poison
+     * (fsmoe-bench's check counted 78112 wrong values). Finish it before any stream runs. */
     CUDA_CHECK(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice), err);
+    CUDA_CHECK(cudaDeviceSynchronize(), err);
     return FSMOE_OK;
 }
 
@@ -107,6 +112,8 @@ static fsmoe_status nccl_download(comm_backend *b, void *host, const void *src, 
                                   fsmoe_error *err)
 {
     (void)b;
+    /* The legacy default stream does not wait for the non-blocking streams: wait for them. */
+    CUDA_CHECK(cudaDeviceSynchronize(), err);
     CUDA_CHECK(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost), err);
     return FSMOE_OK;
 }
