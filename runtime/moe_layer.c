@@ -71,18 +71,20 @@ static fsmoe_status xmap_alloc(rt_xmap *x, rt_backend *be, int P, int S, int Pm,
                                long nA, long nB, long EC)
 {
     int R = RT_MOE_MAX_CHUNKS;
-    if (Pm > 1) { /* S2: own rows per chunk ≤ Pm·EC in all (padded to the largest member's) */
-        long nS = Pm * EC;
-        x->Rm = calloc((size_t)R, sizeof(long));
-        x->offS = calloc((size_t)R + 1, sizeof(long));
-        x->offAll = calloc((size_t)R + 1, sizeof(long));
-        x->h_cnt = calloc((size_t)(R * (Pm + 1)), sizeof(long));
+    if (Pm > 1) { /* S2: own rows per unit ≤ Pm·EC in all (padded to the largest member's); at
+                   * most P units (SAA phases) per chunk */
+        long nS = Pm * EC, U = (long)R * P;
+        x->Rm = calloc((size_t)U, sizeof(long));
+        x->offS = calloc((size_t)U + 1, sizeof(long));
+        x->offAll = calloc((size_t)U + 1, sizeof(long));
+        x->h_cnt = calloc((size_t)(U * (Pm + 1)), sizeof(long));
+        x->ph_cnt = calloc((size_t)(U * 2 * P), sizeof(int));
         x->h_sl = calloc((size_t)((Pm + 1) * nS + 1), sizeof(long));
         x->h_sidx = calloc((size_t)((Pm + 1) * nS + 1), sizeof(int));
         x->sidx = rt_alloc(be, RT_MEM_BUFFERS, (size_t)(nS + 1) * sizeof(int));
         x->aidx = rt_alloc(be, RT_MEM_BUFFERS, (size_t)(Pm * nS + 1) * sizeof(int));
-        if (!x->Rm || !x->offS || !x->offAll || !x->h_cnt || !x->h_sl || !x->h_sidx ||
-            !x->sidx || !x->aidx)
+        if (!x->Rm || !x->offS || !x->offAll || !x->h_cnt || !x->ph_cnt || !x->h_sl ||
+            !x->h_sidx || !x->sidx || !x->aidx)
             return FSMOE_ERR_NOMEM;
     }
     if (S > 1) { /* own rows ≤ S·nB in all chunks (each ≤ the largest member's), stacked S× */
@@ -121,6 +123,7 @@ static void xmap_free(rt_xmap *x, rt_backend *be)
     free(x->r0), free(x->r1);
     free(x->R), free(x->offO), free(x->offG), free(x->g0), free(x->g1), free(x->h_eidx);
     free(x->Rm), free(x->offS), free(x->offAll), free(x->h_cnt), free(x->h_sl), free(x->h_sidx);
+    free(x->ph_cnt);
     if (x->sidx)
         rt_free(be, x->sidx);
     if (x->aidx)
@@ -243,7 +246,8 @@ fsmoe_status moe_alloc(rt_moe *m, rt_backend *be, const rt_moe *share)
         if ((st = xmap_alloc(&m->xm[ph], be, P, S, Pm, m->E_local, ECS, ER, EC)) != FSMOE_OK)
             return st;
     m->ev_start = be->event_create(be);
-    if (!m->ev_start)
+    m->ev_phase = be->event_create(be);
+    if (!m->ev_start || !m->ev_phase)
         return FSMOE_ERR_NOMEM;
     for (int i = 0; i < 5 * RT_MOE_MAX_CHUNKS; i++)
         if (!(m->ev[i] = be->event_create(be)))
@@ -278,10 +282,12 @@ void moe_free(rt_moe *m, rt_backend *be)
     m->K = NULL, m->Tall = NULL, m->load_v = NULL, m->slot0 = m->own_cnt = NULL;
     if (m->ev_start)
         be->event_destroy(be, m->ev_start);
+    if (m->ev_phase)
+        be->event_destroy(be, m->ev_phase);
     for (int i = 0; i < 5 * RT_MOE_MAX_CHUNKS; i++)
         if (m->ev[i])
             be->event_destroy(be, m->ev[i]);
-    m->ev_start = NULL;
+    m->ev_start = m->ev_phase = NULL;
 }
 
 /* K[s][e] for every member s of the EP group; Crep for this step; with ESP, every member's
@@ -439,42 +445,60 @@ static void esp_build(rt_moe *m, rt_backend *be, rt_xmap *x, int r)
         be->copy(be, NULL, x->gidx, G, (size_t)nG * sizeof(int), RT_H2D);
 }
 
-/* S2's MP AllGather per chunk (moe_layer.h): the local slot rows this member's Combine of
- * chunk j fills (its idxA rows sent to slice 0 of each expert: every row once), padded to the
+/* S2's SAA: whether the Combine runs in phases (moe_layer.h), and the phases' peers. */
+static int saa_phased(const rt_moe *m)
+{
+    return m->s2 && m->s2 != RT_S2_DS_GATHER && m->mpg.size > 1;
+}
+static int saa_phases(const rt_moe *m) { return group_size(m) / esp_size(m); }
+static int saa_from(const rt_moe *m, int k) /* the EP member whose slices' rows arrive in k */
+{
+    int Pe = saa_phases(m);
+    return (xgroup(m)->rank / esp_size(m) - k + Pe) % Pe;
+}
+
+/* S2's and MoNTA's MP AllGathers (moe_layer.h): per unit (a chunk, or under S2's SAA a phase
+ * of it) the local slot rows this member's Combine fills (its idxA rows sent to slice 0 of
+ * each expert: every row once; in phase k those sent to EP member saa_from(k)), padded to the
  * MP group's largest count; every member's lists, this member's own block -1 (its rows are in
  * place). The lists are exchanged over MP on the host. */
 static void mp_build(rt_moe *m, rt_backend *be, rt_xmap *x, int r)
 {
     /* per slice, each row goes to every slice of its expert: slice 0's copy names it */
     int P = group_size(m), S = per_slice(m) ? esp_size(m) : 1, Pm = m->mpg.size, me = m->mpg.rank;
-    long *cnt = x->h_cnt, *all = x->h_cnt + r, *sl = x->h_sl;
+    int U = saa_phased(m) ? saa_phases(m) : 1, nu = r * U;
+    long *cnt = x->h_cnt, *all = x->h_cnt + nu, *sl = x->h_sl;
     fsmoe_error err = {0};
-    for (int j = 0; j < r; j++) {
+    x->units = U;
+    for (int u = 0; u < nu; u++) {
+        int j = u / U, from = U > 1 ? saa_from(m, u % U) : -1;
         long n = 0;
         for (int p = 0; p < P; p += S)
-            n += x->send_rows[j * P + p];
-        cnt[j] = n;
+            if (from < 0 || p / S == from)
+                n += x->send_rows[j * P + p];
+        cnt[u] = n;
     }
-    fsmoe_status st = dist_allgather_longs(m->dist, RT_MP, cnt, all, r,
+    fsmoe_status st = dist_allgather_longs(m->dist, RT_MP, cnt, all, nu,
                                            "MoE S2 row-count exchange (mp)", &err);
     long nS = 0;
-    for (int j = 0; j < r && st == FSMOE_OK; j++) {
+    for (int u = 0; u < nu && st == FSMOE_OK; u++) {
+        int j = u / U, from = U > 1 ? saa_from(m, u % U) : -1;
         long R = 0;
         for (int i = 0; i < Pm; i++)
-            R = all[i * r + j] > R ? all[i * r + j] : R;
-        x->Rm[j] = R;
-        x->offS[j] = nS;
+            R = all[i * nu + u] > R ? all[i * nu + u] : R;
+        x->Rm[u] = R;
+        x->offS[u] = nS;
         long o = x->offA[j], n0 = nS;
         for (int p = 0; p < P; p++) {
-            for (long k = 0; k < x->send_rows[j * P + p]; k++)
-                if (p % S == 0)
+            if (p % S == 0 && (from < 0 || p / S == from))
+                for (long k = 0; k < x->send_rows[j * P + p]; k++)
                     sl[nS++] = x->h_idx[o + k];
             o += x->send_rows[j * P + p];
         }
         while (nS < n0 + R)
             sl[nS++] = -1;
     }
-    x->offS[r] = nS;
+    x->offS[nu] = nS;
     long *sall = sl + nS;
     if (st == FSMOE_OK)
         st = dist_allgather_longs(m->dist, RT_MP, sl, sall, (int)nS,
@@ -487,17 +511,26 @@ static void mp_build(rt_moe *m, rt_backend *be, rt_xmap *x, int r)
     long na = 0;
     for (long k = 0; k < nS; k++)
         hs[k] = (int)sl[k];
-    for (int j = 0; j < r; j++) {
-        x->offAll[j] = na;
+    for (int u = 0; u < nu; u++) {
+        x->offAll[u] = na;
         for (int i = 0; i < Pm; i++)
-            for (long k = x->offS[j]; k < x->offS[j + 1]; k++)
+            for (long k = x->offS[u]; k < x->offS[u + 1]; k++)
                 ha[na++] = i == me ? -1 : (int)sall[(long)i * nS + k];
     }
-    x->offAll[r] = na;
+    x->offAll[nu] = na;
     if (nS)
         be->copy(be, NULL, x->sidx, hs, (size_t)nS * sizeof(int), RT_H2D);
     if (na)
         be->copy(be, NULL, x->aidx, ha, (size_t)na * sizeof(int), RT_H2D);
+    if (saa_phased(m)) /* the phases' Combine counts: to EP member q+k's slices, from q−k's */
+        for (int u = 0; u < nu; u++) {
+            int j = u / U, k = u % U, to = (xgroup(m)->rank / S + k) % U, from = saa_from(m, k);
+            int *snd = x->ph_cnt + (long)u * 2 * P, *rcv = snd + P;
+            for (int p = 0; p < P; p++) {
+                snd[p] = p / S == to ? x->recv_rows[j * P + p] : 0;
+                rcv[p] = p / S == from ? x->send_rows[j * P + p] : 0;
+            }
+        }
 }
 
 /* 2DH (moe_layer.h all_rows): every member's rows to every member per chunk, from the counts
@@ -713,13 +746,44 @@ static void esp_rs_ag(rt_moe *m, rt_backend *be, const rt_xmap *x, int j, int ba
     be->scatter_add_rows(be, m->intra, own, m->ag_recv, x->eidx + x->offO[j], NULL, R, M);
 }
 
-/* S2: chunk j's rows of out (local slots) from every MP member (its Combine filled this
+/* S2: unit u's rows of out (local slots) from every MP member (its Combine filled this
  * member's own rows; the others are still 0), on the intra stream. */
-static void mp_gather_chunk(rt_moe *m, rt_backend *be, const rt_xmap *x, int j, real *out,
-                            const char *what)
+static void mp_gather_unit(rt_moe *m, rt_backend *be, const rt_xmap *x, int u, real *out,
+                           const char *what)
 {
-    gather_over(m, be, &m->mpg, out, x->sidx + x->offS[j], x->Rm[j], out,
-                x->aidx + x->offAll[j], m->mp_send, m->mp_recv, what, NULL, 0, -1);
+    gather_over(m, be, &m->mpg, out, x->sidx + x->offS[u], x->Rm[u], out,
+                x->aidx + x->offAll[u], m->mp_send, m->mp_recv, what, NULL, 0, -1);
+}
+
+/* S2's SAA of chunk j (moe_layer.h): the Combine (replica rows of src back to the local slots
+ * of dst) in phases; after each, on the intra stream, the MP AllGather of the slots it filled,
+ * beside the next phase's exchange. Each phase's counts name its peers only (ph_cnt), and its
+ * blocks are contiguous in both layouts (an EP member's slices are consecutive members). */
+static void saa_chunk(rt_moe *m, rt_backend *be, const rt_xmap *x, int j, const real *src,
+                      real *dst, const char *c_what, const char *m_what)
+{
+    int P = group_size(m), S = esp_size(m), U = x->units, q = xgroup(m)->rank / S;
+    long M = m->M;
+    const int *A = x->idxA + x->offA[j], *ra = x->send_rows + j * P, *rb = x->recv_rows + j * P;
+    be->gather_rows(be, m->comm, m->send_stage, src, x->idxB + x->offB[j],
+                    x->offB[j + 1] - x->offB[j], M);
+    for (int k = 0; k < U; k++) {
+        int to = (q + k) % U, from = saa_from(m, k);
+        const int *cnt = x->ph_cnt + ((long)j * U + k) * 2 * P;
+        long so = 0, ro = 0, n = 0; /* rows before to's block (sent), from's (received) */
+        for (int p = 0; p < to * S; p++)
+            so += rb[p];
+        for (int p = 0; p < from * S; p++)
+            ro += ra[p];
+        for (int p = from * S; p < (from + 1) * S; p++)
+            n += ra[p];
+        be->alltoallv_rows(be, m->comm, xgroup(m), m->recv_stage + ro * M,
+                           m->send_stage + so * M, cnt, cnt + P, M, c_what);
+        be->scatter_add_rows(be, m->comm, dst, m->recv_stage + ro * M, A + ro, NULL, n, M);
+        be->event_record(be, m->ev_phase, m->comm);
+        be->stream_wait(be, m->intra, m->ev_phase);
+        mp_gather_unit(m, be, x, j * U + k, dst, m_what);
+    }
 }
 
 /* MoNTA: the layer's whole ESP ReduceScatter (every chunk's rows at once: esp_build's whole
@@ -855,16 +919,21 @@ static void run_chunks(rt_moe *m, rt_backend *be, int backward, const real *in, 
             long h = rt_trace_begin(m->trace, m->comm, RT_TRACE_COMM,
                                     xkind(m, saa_task ? FSMOE_TASK_SAA : FSMOE_TASK_A2A), backward,
                                     m->index, j - 1);
-            exchange_chunk(m, be, x, j - 1, 0, ye, out, c_what, !saa_task); /* SAA: flat */
-            if (!saa_task)
+            if (saa_task) { /* phases, each one's MP AllGather beside the next's exchange */
+                saa_chunk(m, be, x, j - 1, ye, out, c_what, m_what);
+                rt_trace_end(m->trace, m->intra, h);
+                be->event_record(be, ev_r[j - 1], m->intra);
+                be->event_record(be, ev_c[j - 1], m->comm);
+            } else {
+                exchange_chunk(m, be, x, j - 1, 0, ye, out, c_what, 1);
                 rt_trace_end(m->trace, m->comm, h);
-            be->event_record(be, ev_c[j - 1], m->comm);
-            if (saa) { /* S2: this chunk's MP AllGather beside the next chunk's Combine */
+                be->event_record(be, ev_c[j - 1], m->comm);
+            }
+            if (saa && !saa_task) { /* gather_tokens: the MP AllGather after the Combine */
                 be->stream_wait(be, m->intra, ev_c[j - 1]);
-                if (!saa_task)
-                    h = rt_trace_begin(m->trace, m->intra, RT_TRACE_INTRA, FSMOE_TASK_AG,
-                                       backward, m->index, j - 1);
-                mp_gather_chunk(m, be, x, j - 1, out, m_what);
+                h = rt_trace_begin(m->trace, m->intra, RT_TRACE_INTRA, FSMOE_TASK_AG, backward,
+                                   m->index, j - 1);
+                mp_gather_unit(m, be, x, j - 1, out, m_what);
                 rt_trace_end(m->trace, m->intra, h);
                 be->event_record(be, ev_r[j - 1], m->intra);
             }
@@ -954,7 +1023,7 @@ static void run_monta(rt_moe *m, rt_backend *be, int backward, const real *in, r
         be->stream_wait(be, m->intra, ev_c[j]);
         h = rt_trace_begin(m->trace, m->intra, RT_TRACE_INTRA, FSMOE_TASK_AG, backward, m->index,
                            j);
-        gather_over(m, be, &m->mpg, out, x->sidx + x->offS[j], x->Rm[j], out,
+        gather_over(m, be, &m->mpg, out, x->sidx + x->offS[j], x->Rm[j], out, /* units: 1 */
                     x->aidx + x->offAll[j], m->mp_send, m->mp_recv, "MoE MoNTA AllGather (mp)",
                     &h, backward, copy ? j : -1);
         rt_trace_end(m->trace, m->intra, h);

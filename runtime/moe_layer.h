@@ -43,11 +43,14 @@
  *
  * S2 (Parm, design.md §6). The gate and the order run on the MP group's duplicated tokens;
  * member i then takes slots [i·F_e/mp, (i+1)·F_e/mp) of each expert's F_e filled slots and
- * exchanges only those, over EP&ESP to every slice as under PauseMP. Each chunk's Combine is
- * followed on the intra stream by an MP AllGather of the slots it filled, so the AllGather of
- * chunk j overlaps the Combine of chunk j+1: together the graph's SAA task of the chunk. Every
- * member ends with all slots; the I-Order, the order's backward and the gate's run on the
- * whole as on one rank. The backward does the same on the gradients.
+ * exchanges only those, over EP&ESP to every slice as under PauseMP. Each chunk's Combine and
+ * the MP AllGather of the slots it fills are the graph's SAA task, run as Parm's SAA and as
+ * fsmoe-bench measures it (microbench/op_saa.c): in phases, one per EP member. In phase k
+ * member q (EP index) returns the rows of EP member q+k's slices and receives those of
+ * q−k's (every slice of one expert arrives in the same phase, so the slots it fills are
+ * complete), and the MP AllGather of those slots runs on the intra stream while phase k+1
+ * moves. Every member ends with all slots; the I-Order, the order's backward and the gate's
+ * run on the whole as on one rank. The backward does the same on the gradients.
  *
  * MoNTA (O1-O3, design.md §7), with the MP group the ESP group (mp = esp). As under S2 each
  * member exchanges its slice of the slots, over EP; per chunk an ESP AllGather brings the MP
@@ -123,10 +126,15 @@ typedef struct {
      * member's stacked row ranges (r, S, E_local) */
     long *R, *offO, *offG, *g0, *g1, RW; /* RW: MoNTA's whole-layer rows per member */
     int *h_eidx, *eidx, *gidx;
-    /* S2: per chunk Rm[j] rows per MP member (padded), this member's (sidx) and every member's
-     * (aidx) local slot rows; host staging */
+    /* S2 and MoNTA: the MP AllGathers of the Combine's slots, `units` per chunk (1, or under
+     * S2's SAA one per phase: unit j·units + k): per unit Rm rows per MP member (padded), this
+     * member's (sidx) and every member's (aidx) local slot rows; host staging */
+    int units;
     long *Rm, *offS, *offAll, *h_cnt, *h_sl;
     int *h_sidx, *sidx, *aidx;
+    /* S2's SAA: per chunk and phase, the phase's Combine row counts to (send) and from (recv)
+     * each exchange member, 0 outside the phase's peers: ((r, phases, 2, P), send then recv) */
+    int *ph_cnt;
 } rt_xmap;
 
 /* What the gate did with the tokens, summed over training forwards (the routing lines fsmoe-run
@@ -175,6 +183,7 @@ typedef struct {
     rt_stream *comp, *comm;   /* the model's streams */
     rt_stream *intra;         /* ESP AllGather / ReduceScatter (NULL: comm) */
     rt_event *ev_start, *ev[5 * RT_MOE_MAX_CHUNKS];
+    rt_event *ev_phase;       /* S2's SAA: a phase's Combine rows are in place (re-recorded) */
     long *K;                  /* (P, E) rows every member holds for every expert */
     /* What a layer's forward keeps for its backward is the layer's own: the expert input
      * rows (Xe, with ESP also Xg), the combined expert outputs (Yc), the activations (eacts),
