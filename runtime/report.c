@@ -249,9 +249,9 @@ fsmoe_status rt_report_write(FILE *f, const rt_trace *tr, const rt_schedule *rs,
     size_t nr = (size_t)t.n * (size_t)t.steps + 1;
     if (!(ratios = malloc(nr * sizeof *ratios)))
         goto nomem;
-    fprintf(f, "# report: schedule %s, %d measured steps against its graph (%d tasks) on "
-               "cluster profile %s\n",
-            rs->name, t.steps, g->n_tasks, rs->cluster_path);
+    fprintf(f, "# report: schedule %s, %d measured steps against its graph (%d tasks, digest "
+               "%016llx) on cluster profile %s\n",
+            rs->name, t.steps, g->n_tasks, rt_schedule_digest(rs), rs->cluster_path);
     fprintf(f, "# conformance: %d task ids of alltoall/allgather/reducescatter/saa/expert/"
                "mp-allreduce/esp-allreduce/grad-allreduce planned, %d "
                "mismatched; Gradient-AllReduce %.3f MB planned, %.3f MB executed per step "

@@ -16,6 +16,44 @@
 #include "plan.h"
 #include "sim_schedules.h"
 
+static unsigned long long fnv(unsigned long long h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ULL;
+    return h;
+}
+
+unsigned long long rt_schedule_digest(const rt_schedule *rs)
+{
+    unsigned long long h = 14695981039346656037ULL;
+    const sim *g = &rs->graph;
+    /* a stream by the order of its first task: builders create and name them apart ("inter"
+     * in the plan's, "comm" in the baselines') for the same stream */
+    int *first = calloc((size_t)g->n_streams + 1, sizeof(int)), n_seen = 0;
+    for (int i = 0; i < g->n_tasks; i++) {
+        const sim_task *t = &g->tasks[i];
+        int st = -1;
+        if (first && t->stream >= 0 && t->stream < g->n_streams)
+            st = first[t->stream] ? first[t->stream] - 1 : (first[t->stream] = ++n_seen) - 1;
+        int v[10] = {t->resource, st,     t->priority, (int)t->flags, t->anchor,
+                     (int)t->kind, t->phase, t->layer,  t->chunk,      t->n_deps};
+        double d[3] = {t->alpha_s, t->work_s, t->bytes};
+        h = fnv(h, v, sizeof v);
+        h = fnv(h, d, sizeof d);
+        if (g->dep_ids && t->n_deps > 0)
+            h = fnv(h, g->dep_ids + t->dep_first, (size_t)t->n_deps * sizeof(int));
+    }
+    free(first);
+    const int *per_layer[7] = {rs->r_fwd, rs->r_bwd, rs->pause_mp, rs->etp,
+                               rs->s2,    rs->monta, rs->a2a_2dh};
+    for (int k = 0; k < 7; k++)
+        if (per_layer[k])
+            h = fnv(h, per_layer[k], (size_t)rs->n_layers * sizeof(int));
+    int v[3] = {rs->n_layers, rs->lina, rs->order};
+    return fnv(h, v, sizeof v);
+}
+
 void rt_schedule_free(rt_schedule *rs)
 {
     free(rs->r_fwd), free(rs->r_bwd), free(rs->pause_mp), free(rs->etp), free(rs->s2);

@@ -58,6 +58,13 @@ typedef struct {
 fsmoe_status rt_schedule_make(rt_schedule *rs, const char *plan_path, const char *model_path,
                               const char *cluster_path, const char *name, fsmoe_error *err);
 void rt_schedule_free(rt_schedule *rs);
+/* A 64-bit digest (FNV-1a) of everything the executor runs from the schedule: every task of the
+ * graph (kind, phase, layer, chunk, resource, stream — by the order of its first task —,
+ * priority, flags, anchor, its α, work and bytes, its predecessors) and what the layers are run
+ * as (degrees, S1/S2/MoNTA/expert tensor parallelism, the AllToAll's algorithm, Lina, the token
+ * order). Two schedules with one digest run the same work (`--report` prints it), so their
+ * measured difference is the machine's. */
+unsigned long long rt_schedule_digest(const rt_schedule *rs);
 /* FSMOE_ERR_USAGE naming --schedule and the known names unless `name` is one. */
 fsmoe_status rt_schedule_check_name(const char *name, fsmoe_error *err);
 

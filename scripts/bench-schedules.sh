@@ -7,8 +7,10 @@
 # S2 against the ESP pipeline's duplicated tokens), then train it with fsmoe-run once per
 # schedule that runs on the layout, one after the other in the same conditions, each with
 # --report. Prints a table (measured median step, predicted step, measured speed-up of the
-# plan over each schedule, the report's conformance) and draws measured vs predicted per
-# schedule as an SVG bar chart.
+# plan over each schedule, the report's conformance, whether the schedule runs the plan's own
+# graph: the report's digest) and draws measured vs predicted per schedule as an SVG bar
+# chart. A schedule that runs the plan's graph measures the machine's spread between two runs
+# of the same work, and is not counted as one the plan is compared with.
 # A measurement: it exits non-zero only when a run fails (or 77 without namespaces).
 # --profile FILE uses a profile of the same emulated cluster (the main job's) instead of
 # measuring one; a profile that is to predict these runs is measured with every group at once
@@ -126,25 +128,40 @@ for ((round = 1; round <= repeat; round++)); do
         # the report's step line: measured median, predicted
         read -r meas pred < <(awk '$1 == "step" && NF >= 4 && $2 ~ /^[0-9.]+$/ {print $2, $3}' "$log")
         conf=$(sed -n 's/^# conformance: \([0-9]*\) task ids.* planned, \([0-9]*\) mismatched.*/\1 ids, \2 mismatched/p' "$log")
-        printf '%s\t%s\t%s\t%s\n' "$s" "$meas" "$pred" "$conf" >> "$runs"
+        digest=$(sed -n 's/^# report: .*, digest \([0-9a-f]*\)).*/\1/p' "$log")
+        printf '%s\t%s\t%s\t%s\t%s\n' "$s" "$meas" "$pred" "$conf" "${digest:-?}" >> "$runs"
     done
 done
 : > "$rows"
 for s in "${schedules[@]}"; do
-    awk -F'\t' -v s="$s" '$1 == s { m[++n] = $2; pred = $3; conf = $4 }
+    awk -F'\t' -v s="$s" '$1 == s { m[++n] = $2; pred = $3; conf = $4; dig = $5 }
         END {
             for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (m[j] < m[i]) { t = m[i]; m[i] = m[j]; m[j] = t }
             med = n % 2 ? m[(n + 1) / 2] : (m[n / 2] + m[n / 2 + 1]) / 2
-            printf "%s\t%s\t%s\t%s\t%s\t%s\n", s, med, pred, conf, m[1], m[n]
+            printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s, med, pred, conf, m[1], m[n], dig
         }' "$runs" >> "$rows"
 done
 plan_ms=$(awk -F'\t' '$1 == "plan" {print $2}' "$rows")
 echo "$model_name (dp $dp, mp $mp, ep $ep, esp $esp) on the emulated 2 x 2 cluster at $rate per link, $repeat x $steps steps per schedule after $warmup warm-up steps (this machine)"
-echo "| schedule | measured ms/step | runs min-max | predicted ms/step | measured/predicted | plan speed-up (measured) | predicted speed-up | conformance |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| schedule | measured ms/step | runs min-max | predicted ms/step | measured/predicted | plan speed-up (measured) | predicted speed-up | conformance | graph |"
+echo "|---|---|---|---|---|---|---|---|---|"
 plan_pred=$(awk -F'\t' '$1 == "plan" {print $3}' "$rows")
-awk -F'\t' -v pm="$plan_ms" -v pp="$plan_pred" '{
-    printf "| %s | %.1f | %.0f-%.0f | %.1f | %.2f | %.2fx | %.2fx | %s |\n", $1, $2, $5, $6, $3, $2 / $3, $2 / pm, $3 / pp, $4 }' "$rows"
+plan_dig=$(awk -F'\t' '$1 == "plan" {print $7}' "$rows")
+awk -F'\t' -v pm="$plan_ms" -v pp="$plan_pred" -v pd="$plan_dig" '{
+    g = $1 == "plan" ? $7 : $7 == pd ? "the plan'"'"'s" : "another"
+    printf "| %s | %.1f | %.0f-%.0f | %.1f | %.2f | %.2fx | %.2fx | %s | %s |\n", $1, $2, $5, $6, $3, $2 / $3, $2 / pm, $3 / pp, $4, g }' "$rows"
+# the schedules fsmoe-run runs as the plan's own graph (one digest: the same work) measure
+# how far two runs of one schedule lie apart on this machine; the others are what the plan is
+# compared with
+awk -F'\t' -v pm="$plan_ms" -v pd="$plan_dig" '$1 != "plan" {
+        r = $2 / pm
+        if ($7 == pd) { ns++; if (ns == 1 || r < slo) slo = r; if (ns == 1 || r > shi) shi = r; same = same " " $1 }
+        else { no++; if (no == 1 || r < olo) { olo = r; os = $1 } }
+    }
+    END {
+        if (no) printf "the plan against the %d schedules with another graph: the fastest of them at %.2fx the plan'"'"'s step (%s)\n", no, olo, os
+        if (ns) printf "the same graph as the plan (the machine'"'"'s spread, not a schedule'"'"'s):%s at %.2f-%.2fx the plan'"'"'s step\n", same, slo, shi
+    }' "$rows"
 # the bar chart: per schedule, measured and predicted ms per step
 svg=$out/$name-schedules.svg
 awk -F'\t' -v title="$model_name (dp $dp, mp $mp, ep $ep, esp $esp), emulated 2 x 2 at $rate: ms per step" '

@@ -136,6 +136,18 @@ check "$tmp/plan-mp.yaml" "$tmp/ref-mp" mp2esp2 plan parm-s1 parm-s2 monta-o1 mo
     monta-o3 deepspeed fsmoe tutel tutel-improved pipemoe-lina fsmoe-no-iio
 grep -Eq '^  (allgather|reducescatter|mp-allreduce) +[0-9.]+ +[0-9.]+ ' "$tmp/mp2esp2-fsmoe.out" ||
     fail "mp2esp2: the report has no measured AllGather/ReduceScatter/MP AllReduce line"
+# the graph digest (schedule.h rt_schedule_digest): schedules that run other work differ, and
+# the same schedule of the same plan gives the same digest in another run
+digest() { sed -n 's/^# report: .*, digest \([0-9a-f]\{16\}\)) on .*/\1/p' "$1"; }
+for s in parm-s1 parm-s2 monta-o1 deepspeed tutel fsmoe; do
+    d=$(digest "$tmp/mp2esp2-$s.out")
+    [ -n "$d" ] || fail "mp2esp2 $s: the report names no graph digest"
+    echo "$d"
+done | sort | uniq -d | grep -q . && fail "mp2esp2: two schedules that run other work share a digest"
+"${mpi[@]}" -np 4 "$run" "${common[@]}" --steps 2 --batch 4 --plan "$tmp/plan-mp.yaml" \
+    --schedule parm-s2 --report > "$tmp/again.out" 2>&1 || fail "mp2esp2 parm-s2 again: the run failed"
+[ "$(digest "$tmp/again.out")" = "$(digest "$tmp/mp2esp2-parm-s2.out")" ] ||
+    fail "mp2esp2 parm-s2: another run gave another digest"
 # --trace on 4 ranks: one file, one process per rank, each with its tasks
 if "${mpi[@]}" -np 4 "$run" "${common[@]}" --steps 2 --batch 4 --plan "$tmp/plan-mp.yaml" \
     --schedule fsmoe --trace "$tmp/trace.json" > "$tmp/trace.out" 2>&1; then
