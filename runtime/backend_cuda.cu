@@ -110,19 +110,60 @@ __global__ void g_wpe_grad(long L, real *dwpe, const real *dout, long B, long M)
     if (i < L)
         k_wpe_grad_col(i, dwpe, dout, B, L, M);
 }
+/* ---- rows: K_LANES threads per row, one per lane of kernels.h's reductions ----
+ * A row's lanes sit on adjacent threads of one warp (THREADS is a multiple of K_LANES); each
+ * computes its lane's partial (k_lane_*), the shuffles combine the partials in
+ * k_lanes_combine's order, and each thread then writes the row's elements of its lane. Before,
+ * one thread ran a whole row: 4096 rows of 768 floats used 16 blocks and read each row apart
+ * from its neighbours' (on an H100 the element-wise tasks ran 24x the copy bandwidth's time).
+ * Every thread of a warp reaches the shuffles; those past the last row compute nothing they
+ * write. */
+#define ROW_LANE                                                                               \
+    long n = ((long)blockIdx.x * blockDim.x + threadIdx.x) / K_LANES;                          \
+    int l = (int)(threadIdx.x % K_LANES), ok = n < N
+#define LAUNCH_ROWS(be, s, N, kernel, ...) LAUNCH(be, s, (N) * K_LANES, kernel, __VA_ARGS__)
+static_assert(THREADS % 32 == 0 && 32 % K_LANES == 0, "a row's lanes in one warp");
+
+__device__ real lanes_sum(real v)
+{
+    for (int w = K_LANES / 2; w > 0; w /= 2)
+        v += __shfl_down_sync(0xffffffffu, v, w, K_LANES);
+    return __shfl_sync(0xffffffffu, v, 0, K_LANES);
+}
+__device__ real lanes_max(real v)
+{
+    for (int w = K_LANES / 2; w > 0; w /= 2) {
+        real o = __shfl_down_sync(0xffffffffu, v, w, K_LANES);
+        v = o > v ? o : v;
+    }
+    return __shfl_sync(0xffffffffu, v, 0, K_LANES);
+}
+
 __global__ void g_ln_fwd(long N, real *out, real *mean, real *rstd, const real *x, const real *w,
                          const real *b, long M)
 {
-    IDX;
-    if (i < N)
-        k_layernorm_row_fwd(i, out, mean, rstd, x, w, b, M);
+    ROW_LANE;
+    const real *xr = x + (ok ? n : 0) * M;
+    real mu = lanes_sum(ok ? k_lane_sum(xr, M, l) : (real)0) / (real)M;
+    real var = lanes_sum(ok ? k_lane_sum_sq_dev(xr, mu, M, l) : (real)0) / (real)M;
+    real rs = (real)1 / RT_SQRT(var + RT_LN_EPS);
+    if (!ok)
+        return;
+    k_layernorm_out(out + n * M, xr, w, b, mu, rs, M, l, K_LANES);
+    if (l == 0)
+        mean[n] = mu, rstd[n] = rs;
 }
 __global__ void g_ln_bwd_rows(long N, real *dx, const real *dout, const real *x, const real *mean,
                               const real *rstd, const real *w, long M)
 {
-    IDX;
-    if (i < N)
-        k_layernorm_row_bwd(i, dx, dout, x, mean, rstd, w, M);
+    ROW_LANE;
+    long r = ok ? n : 0;
+    real mu = mean[r], rs = rstd[r], a1 = 0, a2 = 0;
+    if (ok)
+        k_layernorm_bwd_lane(&a1, &a2, dout + r * M, x + r * M, w, mu, rs, M, l);
+    real s1 = lanes_sum(a1) / (real)M, s2 = lanes_sum(a2) / (real)M;
+    if (ok)
+        k_layernorm_dx(dx + r * M, dout + r * M, x + r * M, w, mu, rs, s1, s2, M, l, K_LANES);
 }
 __global__ void g_ln_bwd_cols(long M, real *dw, real *db, const real *dout, const real *x,
                               const real *mean, const real *rstd, long N)
@@ -157,41 +198,80 @@ __global__ void g_act_bwd(long n, int kind, real *da, real *dg, const real *dh, 
     if (i < n)
         k_act_bwd(kind, i, da, dg, dh, a, g);
 }
-__global__ void g_softmax_fwd(long rows, real *att, const real *scores, long L, real scale)
+/* causal softmax rows: row r holds query t = r % L */
+__global__ void g_softmax_fwd(long N, real *att, const real *scores, long L, real scale)
 {
-    IDX;
-    if (i < rows)
-        k_attn_softmax_row_fwd(i, att, scores, L, scale);
+    ROW_LANE;
+    long r = ok ? n : 0, t = r % L;
+    const real *sc = scores + r * L;
+    real *a = att + r * L;
+    real mx = lanes_max(ok ? k_lane_max_scaled(sc, scale, t + 1, l) : (real)0);
+    if (ok)
+        k_softmax_exp(a, sc, scale, mx, t, l, K_LANES);
+    real z = lanes_sum(ok ? k_lane_sum(a, t + 1, l) : (real)0); /* this lane's own writes */
+    if (ok)
+        k_softmax_div(a, z, t, L, l, K_LANES);
 }
-__global__ void g_softmax_bwd(long rows, real *ds, const real *da, const real *att, long L,
+__global__ void g_softmax_bwd(long N, real *ds, const real *da, const real *att, long L,
                               real scale)
 {
-    IDX;
-    if (i < rows)
-        k_attn_softmax_row_bwd(i, ds, da, att, L, scale);
+    ROW_LANE;
+    long r = ok ? n : 0, t = r % L;
+    real dot = lanes_sum(ok ? k_lane_dot(att + r * L, da + r * L, t + 1, l) : (real)0);
+    if (ok)
+        k_softmax_grad(ds + r * L, att + r * L, da + r * L, dot, scale, t, L, l, K_LANES);
+}
+/* Row r's maximum and Σ exp(z − max) over its V logits, on every lane. */
+__device__ void crossent_lanes(const real *z, long V, int l, int ok, real *mx, real *se)
+{
+    *mx = lanes_max(ok ? k_lane_max_scaled(z, (real)1, V, l) : (real)0);
+    *se = lanes_sum(ok ? k_lane_sum_exp_dev(z, *mx, V, l) : (real)0);
 }
 __global__ void g_crossent(long N, real *losses, real *dlogits, const real *logits,
                            const int *targets, long V, real scale)
 {
-    IDX;
-    if (i < N)
-        losses[i] = k_crossent_row(i, dlogits, logits, targets, V, scale);
+    ROW_LANE;
+    long r = ok ? n : 0;
+    const real *z = logits + r * V;
+    real mx, se;
+    crossent_lanes(z, V, l, ok, &mx, &se);
+    if (!ok)
+        return;
+    real lse = mx + RT_LOG(se);
+    int y = targets[r];
+    if (dlogits)
+        k_crossent_grad(dlogits + r * V, z, lse, y, scale, V, l, K_LANES);
+    if (l == 0)
+        losses[r] = lse - z[y];
 }
 __global__ void g_crossent_stats(long N, real *stats, const real *logits, const int *targets,
                                  long Vl, long v0)
 {
-    IDX;
-    if (i < N)
-        k_crossent_stats_row(i, stats, logits, targets, Vl, v0);
+    ROW_LANE;
+    long r = ok ? n : 0;
+    const real *z = logits + r * Vl;
+    real mx, se;
+    crossent_lanes(z, Vl, l, ok, &mx, &se);
+    if (!ok || l != 0)
+        return;
+    long y = (long)targets[r] - v0;
+    stats[3 * r] = mx;
+    stats[3 * r + 1] = se;
+    stats[3 * r + 2] = y >= 0 && y < Vl ? z[y] : (real)0;
 }
 __global__ void g_crossent_finish(long N, real *losses, real *dlogits, const real *logits,
                                   const int *targets, const real *stats, int P, long Vl, long v0,
                                   real scale)
 {
-    IDX;
-    if (i < N)
-        losses[i] = k_crossent_finish_row(i, dlogits, logits, targets, stats, P, N, Vl, v0,
-                                          scale);
+    ROW_LANE;
+    if (!ok)
+        return; /* no shuffles below */
+    real zt, lse = k_crossent_merge(n, stats, P, N, &zt);
+    if (dlogits)
+        k_crossent_grad(dlogits + n * Vl, logits + n * Vl, lse, (long)targets[n] - v0, scale, Vl,
+                        l, K_LANES);
+    if (l == 0)
+        losses[n] = lse - zt;
 }
 __global__ void g_adamw(long n, real *p, real *g, real *m, real *v, real gs, real lr, real b1,
                         real b2, real eps, real wd, real bc1, real bc2)
@@ -226,11 +306,14 @@ __global__ void g_sumsq(long n, const real *x, double *acc)
         s += (double)x[i] * (double)x[i];
     atomicAdd(acc, s);
 }
+/* one thread per element (k_gather_row's copy, element by element) */
 __global__ void g_gather(long n, real *dst, const real *src, const int *idx, long M)
 {
     IDX;
-    if (i < n)
-        k_gather_row(i, dst, src, idx, M);
+    if (i < n) {
+        int r = idx[i / M];
+        dst[i] = r >= 0 ? src[(long)r * M + i % M] : (real)0;
+    }
 }
 __global__ void g_scatter_add(long n, real *dst, const real *src, const int *idx, const real *w,
                               long M)
@@ -242,14 +325,15 @@ __global__ void g_scatter_add(long n, real *dst, const real *src, const int *idx
             atomicAdd(&dst[(long)idx[r] * M + m], (w ? w[r] : (real)1) * src[i]);
     }
 }
-__global__ void g_row_dot(long n, real *out, const real *a, const int *ia, const real *b,
+__global__ void g_row_dot(long N, real *out, const real *a, const int *ia, const real *b,
                           const int *ib, long M)
 {
-    IDX;
-    if (i < n) {
-        long ra = ia ? ia[i] : i, rb = ib ? ib[i] : i;
-        out[i] = (ra < 0 || rb < 0) ? (real)0 : k_dot(a + ra * M, b + rb * M, M);
-    }
+    ROW_LANE;
+    long ra = ok ? (ia ? ia[n] : n) : -1, rb = ok ? (ib ? ib[n] : n) : -1;
+    int live = ra >= 0 && rb >= 0;
+    real d = lanes_sum(live ? k_lane_dot(a + ra * M, b + rb * M, M, l) : (real)0);
+    if (ok && l == 0)
+        out[n] = live ? d : (real)0;
 }
 
 /* ---- the table ---- */
@@ -360,13 +444,13 @@ static void c_embed_bwd(rt_backend *be, rt_stream *s, real *dwte, real *dwpe, co
 static void c_layernorm_fwd(rt_backend *be, rt_stream *s, real *out, real *mean, real *rstd,
                             const real *x, const real *w, const real *b, long N, long M)
 {
-    LAUNCH(be, s, N, g_ln_fwd, N, out, mean, rstd, x, w, b, M);
+    LAUNCH_ROWS(be, s, N, g_ln_fwd, N, out, mean, rstd, x, w, b, M);
 }
 static void c_layernorm_bwd(rt_backend *be, rt_stream *s, real *dx, real *dw, real *db,
                             const real *dout, const real *x, const real *mean, const real *rstd,
                             const real *w, long N, long M)
 {
-    LAUNCH(be, s, N, g_ln_bwd_rows, N, dx, dout, x, mean, rstd, w, M);
+    LAUNCH_ROWS(be, s, N, g_ln_bwd_rows, N, dx, dout, x, mean, rstd, w, M);
     LAUNCH(be, s, M, g_ln_bwd_cols, M, dw, db, dout, x, mean, rstd, N);
 }
 static void c_bias_add(rt_backend *be, rt_stream *s, real *out, const real *bias, long N, long M)
@@ -390,29 +474,29 @@ static void c_act_bwd(rt_backend *be, rt_stream *s, int kind, real *da, real *dg
 static void c_attn_softmax_fwd(rt_backend *be, rt_stream *s, real *att, const real *scores,
                                long rows, long L, real scale)
 {
-    LAUNCH(be, s, rows, g_softmax_fwd, rows, att, scores, L, scale);
+    LAUNCH_ROWS(be, s, rows, g_softmax_fwd, rows, att, scores, L, scale);
 }
 static void c_attn_softmax_bwd(rt_backend *be, rt_stream *s, real *ds, const real *da,
                                const real *att, long rows, long L, real scale)
 {
-    LAUNCH(be, s, rows, g_softmax_bwd, rows, ds, da, att, L, scale);
+    LAUNCH_ROWS(be, s, rows, g_softmax_bwd, rows, ds, da, att, L, scale);
 }
 static void c_crossent(rt_backend *be, rt_stream *s, real *losses, real *dlogits,
                        const real *logits, const int *targets, long N, long V, real scale)
 {
-    LAUNCH(be, s, N, g_crossent, N, losses, dlogits, logits, targets, V, scale);
+    LAUNCH_ROWS(be, s, N, g_crossent, N, losses, dlogits, logits, targets, V, scale);
 }
 static void c_crossent_stats(rt_backend *be, rt_stream *s, real *stats, const real *logits,
                              const int *targets, long N, long Vl, long v0)
 {
-    LAUNCH(be, s, N, g_crossent_stats, N, stats, logits, targets, Vl, v0);
+    LAUNCH_ROWS(be, s, N, g_crossent_stats, N, stats, logits, targets, Vl, v0);
 }
 static void c_crossent_finish(rt_backend *be, rt_stream *s, real *losses, real *dlogits,
                               const real *logits, const int *targets, const real *stats, int P,
                               long N, long Vl, long v0, real scale)
 {
-    LAUNCH(be, s, N, g_crossent_finish, N, losses, dlogits, logits, targets, stats, P, Vl, v0,
-           scale);
+    LAUNCH_ROWS(be, s, N, g_crossent_finish, N, losses, dlogits, logits, targets, stats, P, Vl,
+                v0, scale);
 }
 static void c_adamw(rt_backend *be, rt_stream *s, real *p, real *g, real *m, real *v, long n,
                     real gs, real lr, real b1, real b2, real eps, real wd, real bc1, real bc2)
@@ -446,7 +530,7 @@ static double c_sumsq(rt_backend *be, rt_stream *s, const real *x, long n)
 static void c_gather_rows(rt_backend *be, rt_stream *s, real *dst, const real *src,
                           const int *idx, long n, long M)
 {
-    LAUNCH(be, s, n, g_gather, n, dst, src, idx, M);
+    LAUNCH(be, s, n * M, g_gather, n * M, dst, src, idx, M);
 }
 static void c_scatter_add_rows(rt_backend *be, rt_stream *s, real *dst, const real *src,
                                const int *idx, const real *w, long n, long M)
@@ -456,7 +540,7 @@ static void c_scatter_add_rows(rt_backend *be, rt_stream *s, real *dst, const re
 static void c_row_dot(rt_backend *be, rt_stream *s, real *out, const real *a, const int *ia,
                       const real *b, const int *ib, long n, long M)
 {
-    LAUNCH(be, s, n, g_row_dot, n, out, a, ia, b, ib, M);
+    LAUNCH_ROWS(be, s, n, g_row_dot, n, out, a, ia, b, ib, M);
 }
 #if defined(FSMOE_HAVE_NCCL)
 /* The NCCL communicator of group g for stream s, made on first use (see the top). */

@@ -260,7 +260,83 @@ FSMOE_HD real k_max_scaled(const real *x, real scale, long n)
     return acc[0];
 }
 
-/* ---- LayerNorm over the last dimension ---- */
+/* Lane l's partial of each reduction above: its elements j ≡ l (mod K_LANES) in order, from
+ * the same start (0, or x[0]·scale for the maximum). Combining the K_LANES partials as
+ * k_lanes_combine (or the maximum's halving) does gives the reduction: the CUDA backend runs a
+ * row's lanes on K_LANES threads and combines them with shuffles in that order. */
+FSMOE_HD real k_lane_sum(const real *x, long n, int l)
+{
+    real a = 0;
+    for (long j = l; j < n; j += K_LANES)
+        a += x[j];
+    return a;
+}
+FSMOE_HD real k_lane_sum_sq_dev(const real *x, real c, long n, int l)
+{
+    real a = 0;
+    for (long j = l; j < n; j += K_LANES) {
+        real d = x[j] - c;
+        a += d * d;
+    }
+    return a;
+}
+FSMOE_HD real k_lane_sum_exp_dev(const real *x, real c, long n, int l)
+{
+    real a = 0;
+    for (long j = l; j < n; j += K_LANES)
+        a += RT_EXP(x[j] - c);
+    return a;
+}
+FSMOE_HD real k_lane_dot(const real *a, const real *b, long n, int l)
+{
+    real s = 0;
+    for (long j = l; j < n; j += K_LANES)
+        s += a[j] * b[j];
+    return s;
+}
+FSMOE_HD real k_lane_max_scaled(const real *x, real scale, long n, int l)
+{
+    real a = x[0] * scale;
+    for (long j = l; j < n; j += K_LANES) {
+        real v = x[j] * scale;
+        a = v > a ? v : a;
+    }
+    return a;
+}
+
+/* ---- LayerNorm over the last dimension ----
+ * The element loops of a row take the elements m0, m0 + step, ... (the host: 0, 1; the CUDA
+ * backend: each of a row's K_LANES threads its lane). */
+FSMOE_HD void k_layernorm_out(real *out, const real *xr, const real *w, const real *b, real mu,
+                              real rs, long M, long m0, long step)
+{
+    for (long m = m0; m < M; m += step)
+        out[m] = (xr[m] - mu) * rs * w[m] + b[m];
+}
+
+/* dx += the input gradient, given s1 = mean(dy·w) and s2 = mean(dy·w·x̂). */
+FSMOE_HD void k_layernorm_dx(real *dx, const real *dy, const real *xr, const real *w, real mu,
+                             real rs, real s1, real s2, long M, long m0, long step)
+{
+    for (long m = m0; m < M; m += step) {
+        real xh = (xr[m] - mu) * rs;
+        dx[m] += (dy[m] * w[m] - s1 - xh * s2) * rs;
+    }
+}
+
+/* Lane l's partials of Σ dy·w (*a1) and Σ dy·w·x̂ (*a2). */
+FSMOE_HD void k_layernorm_bwd_lane(real *a1, real *a2, const real *dy, const real *xr,
+                                   const real *w, real mu, real rs, long M, int l)
+{
+    real s1 = 0, s2 = 0;
+    for (long j = l; j < M; j += K_LANES) {
+        real g = dy[j] * w[j];
+        s1 += g;
+        s2 += g * (xr[j] - mu) * rs;
+    }
+    *a1 = s1, *a2 = s2;
+}
+
 FSMOE_HD void k_layernorm_row_fwd(long n, real *out, real *mean, real *rstd, const real *x,
                                   const real *w, const real *b, long M)
 {
@@ -268,8 +344,7 @@ FSMOE_HD void k_layernorm_row_fwd(long n, real *out, real *mean, real *rstd, con
     real mu = k_sum(xr, M) / (real)M;
     real var = k_sum_sq_dev(xr, mu, M) / (real)M;
     real rs = (real)1 / RT_SQRT(var + RT_LN_EPS);
-    for (long m = 0; m < M; m++)
-        out[n * M + m] = (xr[m] - mu) * rs * w[m] + b[m];
+    k_layernorm_out(out + n * M, xr, w, b, mu, rs, M, 0, 1);
     mean[n] = mu;
     rstd[n] = rs;
 }
@@ -294,10 +369,7 @@ FSMOE_HD void k_layernorm_row_bwd(long n, real *dx, const real *dout, const real
         a2[l] += g * (xr[j + l] - mu) * rs;
     }
     real s1 = k_lanes_combine(a1) / (real)M, s2 = k_lanes_combine(a2) / (real)M;
-    for (long m = 0; m < M; m++) {
-        real xh = (xr[m] - mu) * rs;
-        dx[n * M + m] += (dy[m] * w[m] - s1 - xh * s2) * rs;
-    }
+    k_layernorm_dx(dx + n * M, dy, xr, w, mu, rs, s1, s2, M, 0, 1);
 }
 
 /* Column m of the LayerNorm weight and bias gradients (accumulated). */
@@ -368,19 +440,36 @@ FSMOE_HD void k_bias_grad_cols(long m0, long m1, real *db, real *acc, const real
 }
 
 /* ---- causal softmax of attention scores; row r of a (BH·L, L) matrix, query t = r % L ---- */
+/* Element loops of a row (elements j0, j0 + step, ...; see LayerNorm): a = exp(s·scale − mx)
+ * over the row's first t + 1 entries; then a /= z there and 0 after. */
+FSMOE_HD void k_softmax_exp(real *a, const real *s, real scale, real mx, long t, long j0,
+                            long step)
+{
+    for (long j = j0; j <= t; j += step)
+        a[j] = RT_EXP(s[j] * scale - mx);
+}
+FSMOE_HD void k_softmax_div(real *a, real z, long t, long L, long j0, long step)
+{
+    for (long j = j0; j < L; j += step)
+        a[j] = j <= t ? a[j] / z : (real)0;
+}
+/* ds = a·(da − dot)·scale over the first t + 1 entries, 0 after. */
+FSMOE_HD void k_softmax_grad(real *ds, const real *a, const real *da, real dot, real scale,
+                             long t, long L, long j0, long step)
+{
+    for (long j = j0; j < L; j += step)
+        ds[j] = j <= t ? a[j] * (da[j] - dot) * scale : (real)0;
+}
+
 FSMOE_HD void k_attn_softmax_row_fwd(long r, real *att, const real *scores, long L, real scale)
 {
     long t = r % L;
     const real *s = scores + r * L;
     real *a = att + r * L;
     real mx = k_max_scaled(s, scale, t + 1);
-    for (long j = 0; j <= t; j++)
-        a[j] = RT_EXP(s[j] * scale - mx);
+    k_softmax_exp(a, s, scale, mx, t, 0, 1);
     real z = k_sum(a, t + 1);
-    for (long j = 0; j <= t; j++)
-        a[j] /= z;
-    for (long j = t + 1; j < L; j++)
-        a[j] = 0;
+    k_softmax_div(a, z, t, L, 0, 1);
 }
 
 /* dscores (overwritten) from datt; includes the scale. */
@@ -391,13 +480,18 @@ FSMOE_HD void k_attn_softmax_row_bwd(long r, real *dscores, const real *datt, co
     const real *a = att + r * L, *da = datt + r * L;
     real *ds = dscores + r * L;
     real dot = k_dot(a, da, t + 1);
-    for (long j = 0; j <= t; j++)
-        ds[j] = a[j] * (da[j] - dot) * scale;
-    for (long j = t + 1; j < L; j++)
-        ds[j] = 0;
+    k_softmax_grad(ds, a, da, dot, scale, t, L, 0, 1);
 }
 
 /* ---- cross-entropy of one row; returns the loss and writes (softmax - onehot)·scale ---- */
+/* dz = (exp(z − lse) − [j = y])·scale, elements j0, j0 + step, ... of the row (see LayerNorm). */
+FSMOE_HD void k_crossent_grad(real *dz, const real *z, real lse, long y, real scale, long V,
+                              long j0, long step)
+{
+    for (long j = j0; j < V; j += step)
+        dz[j] = (RT_EXP(z[j] - lse) - (j == y ? (real)1 : (real)0)) * scale;
+}
+
 FSMOE_HD real k_crossent_row(long n, real *dlogits, const real *logits, const int *targets,
                              long V, real scale)
 {
@@ -405,10 +499,8 @@ FSMOE_HD real k_crossent_row(long n, real *dlogits, const real *logits, const in
     real mx = k_max_scaled(z, (real)1, V);
     real lse = mx + RT_LOG(k_sum_exp_dev(z, mx, V));
     int y = targets[n];
-    if (dlogits) {
-        for (long j = 0; j < V; j++)
-            dlogits[n * V + j] = (RT_EXP(z[j] - lse) - (j == y ? (real)1 : (real)0)) * scale;
-    }
+    if (dlogits)
+        k_crossent_grad(dlogits + n * V, z, lse, y, scale, V, 0, 1);
     return lse - z[y];
 }
 
@@ -437,9 +529,8 @@ FSMOE_HD void k_crossent_stats_row(long n, real *stats, const real *logits, cons
 /* Row n's loss from every member's statistics, stats (P, N, 3) member-major:
  * m* = max_p m_p, lse = m* + log Σ_p s_p·exp(m_p − m*), loss = lse − Σ_p t_p (exactly one
  * member holds the target). dlogits (the local columns; NULL: none) = (softmax − onehot)·scale. */
-FSMOE_HD real k_crossent_finish_row(long n, real *dlogits, const real *logits, const int *targets,
-                                    const real *stats, int P, long N, long Vl, long v0,
-                                    real scale)
+/* Row n's log-sum-exp and target logit from every member's statistics (below). */
+FSMOE_HD real k_crossent_merge(long n, const real *stats, int P, long N, real *zt_out)
 {
     real mx = stats[3 * n];
     for (int p = 1; p < P; p++)
@@ -451,13 +542,18 @@ FSMOE_HD real k_crossent_finish_row(long n, real *dlogits, const real *logits, c
         s += st[1] * RT_EXP(st[0] - mx);
         zt += st[2];
     }
-    real lse = mx + RT_LOG(s);
-    if (dlogits) {
-        const real *z = logits + n * Vl;
-        long y = (long)targets[n] - v0;
-        for (long j = 0; j < Vl; j++)
-            dlogits[n * Vl + j] = (RT_EXP(z[j] - lse) - (j == y ? (real)1 : (real)0)) * scale;
-    }
+    *zt_out = zt;
+    return mx + RT_LOG(s);
+}
+
+FSMOE_HD real k_crossent_finish_row(long n, real *dlogits, const real *logits, const int *targets,
+                                    const real *stats, int P, long N, long Vl, long v0,
+                                    real scale)
+{
+    real zt, lse = k_crossent_merge(n, stats, P, N, &zt);
+    if (dlogits)
+        k_crossent_grad(dlogits + n * Vl, logits + n * Vl, lse, (long)targets[n] - v0, scale,
+                        Vl, 0, 1);
     return lse - zt;
 }
 

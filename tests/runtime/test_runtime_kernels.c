@@ -562,6 +562,62 @@ static void test_row_reductions(void **s)
     assert_true(isnan(k_sum_exp_dev(x, k_max_scaled(x, 1, 64), 64)));
 }
 
+/* The CUDA backend's reductions (a row's K_LANES lanes on as many threads, each summing its
+ * lane with k_lane_*, combined in k_lanes_combine's order, backend_cuda.cu) give the host's
+ * k_sum, k_sum_sq_dev, k_sum_exp_dev, k_dot and k_max_scaled to the bit: the same elements
+ * per lane, added in the same order, combined alike. The combine is done here as the shuffles
+ * do it (lane l adds lane l + w, w = K_LANES/2, ..., 1). Also LayerNorm's backward partials
+ * against its row function. */
+static real lanes_combine_as_shuffles(real *acc, int is_max)
+{
+    for (int w = K_LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++)
+            acc[l] = is_max ? (acc[l + w] > acc[l] ? acc[l + w] : acc[l]) : acc[l] + acc[l + w];
+    return acc[0];
+}
+
+static void test_row_lanes(void **s)
+{
+    (void)s;
+    const long lens[] = {1, 2, 7, 8, 9, 15, 16, 17, 63, 64, 65, 768, 1000};
+    real x[1000], y[1000];
+    for (int i = 0; i < 1000; i++) {
+        x[i] = (real)(sin(0.37 * i + 0.1) * (1 + (i % 13)));
+        y[i] = (real)(cos(0.71 * i) * 0.5);
+    }
+    for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+        long n = lens[k];
+        real a[5][K_LANES];
+        for (int l = 0; l < K_LANES; l++) {
+            a[0][l] = k_lane_sum(x, n, l);
+            a[1][l] = k_lane_dot(x, y, n, l);
+            a[2][l] = k_lane_sum_sq_dev(x, (real)0.25, n, l);
+            a[3][l] = k_lane_sum_exp_dev(x, (real)0.25, n, l);
+            a[4][l] = k_lane_max_scaled(x, (real)0.5, n, l);
+        }
+        assert_true(lanes_combine_as_shuffles(a[0], 0) == k_sum(x, n));
+        assert_true(lanes_combine_as_shuffles(a[1], 0) == k_dot(x, y, n));
+        assert_true(lanes_combine_as_shuffles(a[2], 0) == k_sum_sq_dev(x, (real)0.25, n));
+        assert_true(lanes_combine_as_shuffles(a[3], 0) == k_sum_exp_dev(x, (real)0.25, n));
+        assert_true(lanes_combine_as_shuffles(a[4], 1) == k_max_scaled(x, (real)0.5, n));
+    }
+    /* LayerNorm backward of one row: the lane partials and k_layernorm_dx, as the CUDA kernel
+     * composes them, against k_layernorm_row_bwd */
+    const long M = 37;
+    real w[37], mean[1] = {(real)0.3}, rstd[1] = {(real)1.7}, dx1[37] = {0}, dx2[37] = {0};
+    for (long m = 0; m < M; m++)
+        w[m] = (real)(1 + 0.1 * m);
+    k_layernorm_row_bwd(0, dx1, y, x, mean, rstd, w, M);
+    real p1[K_LANES], p2[K_LANES];
+    for (int l = 0; l < K_LANES; l++)
+        k_layernorm_bwd_lane(&p1[l], &p2[l], y, x, w, mean[0], rstd[0], M, l);
+    real s1 = lanes_combine_as_shuffles(p1, 0) / (real)M;
+    real s2 = lanes_combine_as_shuffles(p2, 0) / (real)M;
+    for (int l = 0; l < K_LANES; l++)
+        k_layernorm_dx(dx2, y, x, w, mean[0], rstd[0], s1, s2, M, l, K_LANES);
+    assert_memory_equal(dx1, dx2, sizeof dx1);
+}
+
 static void test_crossent_vocab_split(void **s)
 {
     (void)s;
@@ -701,6 +757,7 @@ int main(void)
         cmocka_unit_test(test_skip_empty_slots_swiglu),
 #endif
         cmocka_unit_test(test_row_reductions),
+        cmocka_unit_test(test_row_lanes),
         cmocka_unit_test(test_crossent_vocab_split),
         cmocka_unit_test(test_embed_vocab_split),
         cmocka_unit_test(test_gather_single),
