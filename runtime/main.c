@@ -600,6 +600,8 @@ int main(int argc, char **argv)
         }
         if (sched.order >= 0)
             cfg.order = (rt_order_kind)sched.order;
+        else
+            sched.order = (int)cfg.order; /* the model's, which runs (the digest names it) */
     }
     if (world % ep != 0 || cfg.E % ep != 0) {
         fsmoe_fail(&err, FSMOE_ERR_USAGE,

@@ -42,7 +42,7 @@ typedef struct {
     int *a2a_2dh;       /* per MoE layer: the hierarchical AllToAll (the plan's a2a.algorithm
                          * 2dh; baselines run the flat one) */
     int lina;           /* Lina's micro-ops start only while no AllToAll runs or is queued */
-    int order;         /* -1: the model's; else rt_order_kind */
+    int order;         /* -1: the model's (fsmoe-run then sets it to that); else rt_order_kind */
     rt_gar_task *gar;  /* in the graph's order */
     int n_gar;
     int elem_bytes;    /* the plan's bytes per element */
