@@ -377,6 +377,7 @@ FSMOE_HD void k_layernorm_col_grad(long m, real *dw, real *db, const real *dout,
                                    const real *mean, const real *rstd, long N, long M)
 {
     real sw = 0, sb = 0;
+    FSMOE_UNROLL_ROWS
     for (long n = 0; n < N; n++) {
         real dy = dout[n * M + m];
         sw += dy * (x[n * M + m] - mean[n]) * rstd[n];
@@ -420,6 +421,7 @@ FSMOE_HD void k_bias_add_row(long n, real *out, const real *bias, long M)
 FSMOE_HD void k_bias_grad_col(long m, real *db, const real *dout, long N, long M)
 {
     real s = 0;
+    FSMOE_UNROLL_ROWS
     for (long n = 0; n < N; n++)
         s += dout[n * M + m];
     db[m] += s;

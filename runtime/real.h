@@ -21,4 +21,13 @@ typedef float real;
 #define FSMOE_HD static inline
 #endif
 
+/* Before a loop that sums a column down the rows on one GPU thread: unrolled, the thread issues
+ * the next rows' loads before the previous additions finish (the additions keep their order);
+ * rolled, each of thousands of rows costs a memory latency. Nothing on the host. */
+#if defined(__CUDA_ARCH__)
+#define FSMOE_UNROLL_ROWS _Pragma("unroll 8")
+#else
+#define FSMOE_UNROLL_ROWS
+#endif
+
 #endif
