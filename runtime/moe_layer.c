@@ -72,19 +72,18 @@ static fsmoe_status xmap_alloc(rt_xmap *x, rt_backend *be, int P, int S, int Pm,
 {
     int R = RT_MOE_MAX_CHUNKS;
     if (Pm > 1) { /* S2: own rows per unit ≤ Pm·EC in all (padded to the largest member's); at
-                   * most P units (SAA phases) per chunk */
+                   * most P units (SAA phases) per chunk; ph_cnt grows in mp_build as needed */
         long nS = Pm * EC, U = (long)R * P;
         x->Rm = calloc((size_t)U, sizeof(long));
         x->offS = calloc((size_t)U + 1, sizeof(long));
         x->offAll = calloc((size_t)U + 1, sizeof(long));
         x->h_cnt = calloc((size_t)(U * (Pm + 1)), sizeof(long));
-        x->ph_cnt = calloc((size_t)(U * 2 * P), sizeof(int));
         x->h_sl = calloc((size_t)((Pm + 1) * nS + 1), sizeof(long));
         x->h_sidx = calloc((size_t)((Pm + 1) * nS + 1), sizeof(int));
         x->sidx = rt_alloc(be, RT_MEM_BUFFERS, (size_t)(nS + 1) * sizeof(int));
         x->aidx = rt_alloc(be, RT_MEM_BUFFERS, (size_t)(Pm * nS + 1) * sizeof(int));
-        if (!x->Rm || !x->offS || !x->offAll || !x->h_cnt || !x->ph_cnt || !x->h_sl ||
-            !x->h_sidx || !x->sidx || !x->aidx)
+        if (!x->Rm || !x->offS || !x->offAll || !x->h_cnt || !x->h_sl || !x->h_sidx ||
+            !x->sidx || !x->aidx)
             return FSMOE_ERR_NOMEM;
     }
     if (S > 1) { /* own rows ≤ S·nB in all chunks (each ≤ the largest member's), stacked S× */
@@ -451,7 +450,12 @@ static int saa_phased(const rt_moe *m)
     return m->s2 && m->s2 != RT_S2_DS_GATHER && m->mpg.size > 1;
 }
 static int saa_phases(const rt_moe *m) { return group_size(m) / esp_size(m); }
-static int saa_from(const rt_moe *m, int k) /* the EP member whose slices' rows arrive in k */
+/* The EP members whose slices' rows phase k sends to and receives from. */
+static int saa_to(const rt_moe *m, int k)
+{
+    return (xgroup(m)->rank / esp_size(m) + k) % saa_phases(m);
+}
+static int saa_from(const rt_moe *m, int k)
 {
     int Pe = saa_phases(m);
     return (xgroup(m)->rank / esp_size(m) - k + Pe) % Pe;
@@ -522,15 +526,28 @@ static void mp_build(rt_moe *m, rt_backend *be, rt_xmap *x, int r)
         be->copy(be, NULL, x->sidx, hs, (size_t)nS * sizeof(int), RT_H2D);
     if (na)
         be->copy(be, NULL, x->aidx, ha, (size_t)na * sizeof(int), RT_H2D);
-    if (saa_phased(m)) /* the phases' Combine counts: to EP member q+k's slices, from q−k's */
-        for (int u = 0; u < nu; u++) {
-            int j = u / U, k = u % U, to = (xgroup(m)->rank / S + k) % U, from = saa_from(m, k);
-            int *snd = x->ph_cnt + (long)u * 2 * P, *rcv = snd + P;
-            for (int p = 0; p < P; p++) {
-                snd[p] = p / S == to ? x->recv_rows[j * P + p] : 0;
-                rcv[p] = p / S == from ? x->send_rows[j * P + p] : 0;
-            }
+    if (!saa_phased(m))
+        return;
+    /* the phases' Combine counts: to EP member q+k's slices, from q−k's (r·U·2·P ints) */
+    long need = (long)nu * 2 * P;
+    if (need > x->n_ph_cnt) {
+        free(x->ph_cnt);
+        x->n_ph_cnt = 0;
+        if (!(x->ph_cnt = malloc((size_t)need * sizeof(int)))) {
+            rt_backend_fail(be, FSMOE_ERR_NOMEM, "MoE layer %d: out of memory for the SAA's "
+                            "phase counts", m->index);
+            return;
         }
+        x->n_ph_cnt = need;
+    }
+    for (int u = 0; u < nu; u++) {
+        int j = u / U, k = u % U, to = saa_to(m, k), from = saa_from(m, k);
+        int *snd = x->ph_cnt + (long)u * 2 * P, *rcv = snd + P;
+        for (int p = 0; p < P; p++) {
+            snd[p] = p / S == to ? x->recv_rows[j * P + p] : 0;
+            rcv[p] = p / S == from ? x->send_rows[j * P + p] : 0;
+        }
+    }
 }
 
 /* 2DH (moe_layer.h all_rows): every member's rows to every member per chunk, from the counts
@@ -762,13 +779,13 @@ static void mp_gather_unit(rt_moe *m, rt_backend *be, const rt_xmap *x, int u, r
 static void saa_chunk(rt_moe *m, rt_backend *be, const rt_xmap *x, int j, const real *src,
                       real *dst, const char *c_what, const char *m_what)
 {
-    int P = group_size(m), S = esp_size(m), U = x->units, q = xgroup(m)->rank / S;
+    int P = group_size(m), S = esp_size(m), U = x->units;
     long M = m->M;
     const int *A = x->idxA + x->offA[j], *ra = x->send_rows + j * P, *rb = x->recv_rows + j * P;
     be->gather_rows(be, m->comm, m->send_stage, src, x->idxB + x->offB[j],
                     x->offB[j + 1] - x->offB[j], M);
     for (int k = 0; k < U; k++) {
-        int to = (q + k) % U, from = saa_from(m, k);
+        int to = saa_to(m, k), from = saa_from(m, k);
         const int *cnt = x->ph_cnt + ((long)j * U + k) * 2 * P;
         long so = 0, ro = 0, n = 0; /* rows before to's block (sent), from's (received) */
         for (int p = 0; p < to * S; p++)

@@ -135,6 +135,7 @@ typedef struct {
     /* S2's SAA: per chunk and phase, the phase's Combine row counts to (send) and from (recv)
      * each exchange member, 0 outside the phase's peers: ((r, phases, 2, P), send then recv) */
     int *ph_cnt;
+    long n_ph_cnt;              /* entries ph_cnt holds */
 } rt_xmap;
 
 /* What the gate did with the tokens, summed over training forwards (the routing lines fsmoe-run
