@@ -252,12 +252,8 @@ __global__ void g_crossent_stats(long N, real *stats, const real *logits, const 
     const real *z = logits + r * Vl;
     real mx, se;
     crossent_lanes(z, Vl, l, ok, &mx, &se);
-    if (!ok || l != 0)
-        return;
-    long y = (long)targets[r] - v0;
-    stats[3 * r] = mx;
-    stats[3 * r + 1] = se;
-    stats[3 * r + 2] = y >= 0 && y < Vl ? z[y] : (real)0;
+    if (ok && l == 0)
+        k_crossent_stats_put(r, stats, z, mx, se, targets, Vl, v0);
 }
 __global__ void g_crossent_finish(long N, real *losses, real *dlogits, const real *logits,
                                   const int *targets, const real *stats, int P, long Vl, long v0,

@@ -516,16 +516,23 @@ FSMOE_HD real k_crossent_row(long n, real *dlogits, const real *logits, const in
 
 /* stats[3n..3n+2] = (max_j z[j], Σ_j exp(z[j] − max), z[target − v0] or 0 when the target lies
  * outside the slice) for row n of this member's (N, Vl) logits. */
+/* Stores row n's three statistics from its maximum and sum (the CUDA backend reduces them over
+ * a row's lanes, the host below). */
+FSMOE_HD void k_crossent_stats_put(long n, real *stats, const real *z, real mx, real s,
+                                   const int *targets, long Vl, long v0)
+{
+    long y = (long)targets[n] - v0;
+    stats[3 * n] = mx;
+    stats[3 * n + 1] = s;
+    stats[3 * n + 2] = y >= 0 && y < Vl ? z[y] : (real)0;
+}
+
 FSMOE_HD void k_crossent_stats_row(long n, real *stats, const real *logits, const int *targets,
                                    long Vl, long v0)
 {
     const real *z = logits + n * Vl;
     real mx = k_max_scaled(z, (real)1, Vl);
-    real s = k_sum_exp_dev(z, mx, Vl);
-    long y = (long)targets[n] - v0;
-    stats[3 * n] = mx;
-    stats[3 * n + 1] = s;
-    stats[3 * n + 2] = y >= 0 && y < Vl ? z[y] : (real)0;
+    k_crossent_stats_put(n, stats, z, mx, k_sum_exp_dev(z, mx, Vl), targets, Vl, v0);
 }
 
 /* Row n's loss from every member's statistics, stats (P, N, 3) member-major:

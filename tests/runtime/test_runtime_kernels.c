@@ -563,16 +563,17 @@ static void test_row_reductions(void **s)
 }
 
 /* The CUDA backend's reductions (a row's K_LANES lanes on as many threads, each summing its
- * lane with k_lane_*, combined in k_lanes_combine's order, backend_cuda.cu) give the host's
- * k_sum, k_sum_sq_dev, k_sum_exp_dev, k_dot and k_max_scaled to the bit: the same elements
- * per lane, added in the same order, combined alike. The combine is done here as the shuffles
- * do it (lane l adds lane l + w, w = K_LANES/2, ..., 1). Also LayerNorm's backward partials
- * against its row function. */
+ * lane with k_lane_*, combined by shuffles in which lane l takes lane l + w, w = K_LANES/2, ...,
+ * 1: k_lanes_combine's order, backend_cuda.cu) give the host's k_sum, k_sum_sq_dev,
+ * k_sum_exp_dev, k_dot and k_max_scaled to the bit: the same elements per lane, added in the
+ * same order, combined alike. Also LayerNorm's backward partials against its row function. */
 static real lanes_combine_as_shuffles(real *acc, int is_max)
 {
+    if (!is_max)
+        return k_lanes_combine(acc);
     for (int w = K_LANES / 2; w > 0; w /= 2)
         for (int l = 0; l < w; l++)
-            acc[l] = is_max ? (acc[l + w] > acc[l] ? acc[l + w] : acc[l]) : acc[l] + acc[l + w];
+            acc[l] = acc[l + w] > acc[l] ? acc[l + w] : acc[l];
     return acc[0];
 }
 
