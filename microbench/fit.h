@@ -9,6 +9,8 @@
 #ifndef BENCH_FIT_H
 #define BENCH_FIT_H
 
+#include <stddef.h>
+
 #include "status.h"
 
 typedef enum { FIT_FREE = 0, FIT_ALPHA_ZERO, FIT_BETA_ZERO } fit_bound;
@@ -42,5 +44,51 @@ double fit_slope_rel_halfwidth(const fit_result *f, double conf);
  * solver fails or has too few points (< 4) the line is fit_line's. */
 fsmoe_status fit_robust_rel_residuals(const double *x, const double *y, int n, double *rel,
                                       fsmoe_error *err);
+
+/* What a line's residuals say about its points, for a fit below the r² threshold: do they
+ * scatter about the line (noise: more runs or a quieter machine help) or follow a pattern that
+ * no line fits (the cost is not linear over the measured sizes: more runs will not help)?
+ * Two tests at level FIT_PATTERN_LEVEL:
+ *  - curvature: a quadratic term t = a + b·n + c·n² fitted by least squares; its t statistic
+ *    (Student, n − 3 degrees of freedom) and the share of the line's residual sum of squares
+ *    it removes. Significant and removing at least half: CONVEX (c > 0, the cost bends upward)
+ *    or CONCAVE;
+ *  - runs (Wald-Wolfowitz): the residuals' signs in size order; too few runs of equal signs
+ *    for a random order (exact distribution, one-sided): RUNS (steps or bumps, systematic but
+ *    not one bend);
+ *  - otherwise SCATTER. */
+#define FIT_PATTERN_LEVEL 0.01
+
+typedef enum {
+    FIT_PATTERN_NONE = 0, /* not judged (too few points) */
+    FIT_PATTERN_SCATTER,
+    FIT_PATTERN_CONVEX,
+    FIT_PATTERN_CONCAVE,
+    FIT_PATTERN_RUNS,
+} fit_pattern_kind;
+
+typedef struct {
+    fit_pattern_kind kind;
+    int runs, n_pos, n_neg; /* runs of equal residual signs in size order; the signs' counts */
+    double runs_p;          /* P(as few runs or fewer) for a random order of those signs */
+    double quad_share;      /* share of the line's residual sum of squares a quadratic removes */
+    double quad_p;          /* two-sided p of the quadratic coefficient (1 where not fitted) */
+    double quad_c;          /* the quadratic coefficient, seconds per unit² */
+} fit_pattern;
+
+/* The pattern of `line`'s residuals (fit_line's result over the same points, in any order). */
+fsmoe_status fit_residual_pattern(const double *x, const double *y, int n,
+                                  const fit_result *line, fit_pattern *out, fsmoe_error *err);
+
+/* The exact one-sided p of the runs test: P(R ≤ runs) for n_pos positive and n_neg negative
+ * signs in random order; 1 when either count is 0. */
+double fit_runs_p(int runs, int n_pos, int n_neg);
+
+/* The pattern's name as reports print it: "scatter", "convex", "concave", "runs", "-". */
+const char *fit_pattern_name(fit_pattern_kind k);
+
+/* One sentence on the pattern (what the tests found and what it means for the fit), for
+ * reports and the profile's comment. */
+void fit_pattern_describe(const fit_pattern *p, char *buf, size_t len);
 
 #endif

@@ -43,7 +43,7 @@ static int profile_points(const bench_results *res, int op, int tier, const benc
 fsmoe_status profile_write(const char *path, const profile_meta *m, const bench_results *res,
                            fsmoe_error *err)
 {
-    char(*comments)[FSMOE_TIER_COUNT][320] = calloc(FSMOE_OP_COUNT, sizeof *comments);
+    char(*comments)[FSMOE_TIER_COUNT][768] = calloc(FSMOE_OP_COUNT, sizeof *comments);
     fsmoe_cluster *c = calloc(1, sizeof *c);
     fsmoe_cluster_write_extra *x = calloc(1, sizeof *x);
     fsmoe_point *pts = malloc((size_t)(res->n_rows ? res->n_rows : 1) * sizeof *pts);
@@ -95,6 +95,12 @@ fsmoe_status profile_write(const char *path, const profile_meta *m, const bench_
                      f->fit.bound == FIT_ALPHA_ZERO  ? ", alpha bound at 0 (free fit < 0)"
                      : f->fit.bound == FIT_BETA_ZERO ? ", beta bound at 0 (free fit < 0)"
                                                      : "");
+            if (f->low_r2) { /* what the residuals show (fit.h) */
+                char what[384];
+                fit_pattern_describe(&f->pattern, what, sizeof what);
+                size_t used = strlen(line);
+                snprintf(line + used, sizeof comments[0][0] - used, "; residuals: %s", what);
+            }
             /* the narrower group sizes (fitted, others skipped), then the widest */
             int n = res->n_narrower[op][tier];
             for (int k = 0; k <= n; k++) {

@@ -303,14 +303,29 @@ int report_footer(report *r, const bench_results *res, double r2_threshold)
                          f->shape_h);
             else
                 snprintf(name, sizeof name, "%s", fsmoe_op_name(op));
+            char low[48] = "";
+            if (f->low_r2)
+                snprintf(low, sizeof low, "LOW-R2 (%s) ", fit_pattern_name(f->pattern.kind));
             fprintf(r->out, "# %-14s %-6s %5d %6d %12.2f %14.4e %12s %9.6f %s%s\n",
                     name, fsmoe_tier_name(tier), f->ranks, f->fit.n,
-                    f->fit.alpha * 1e6, f->fit.beta, inv, f->fit.r2,
-                    f->low_r2 ? "LOW-R2 " : "",
+                    f->fit.alpha * 1e6, f->fit.beta, inv, f->fit.r2, low,
                     f->fit.bound == FIT_ALPHA_ZERO ? "(alpha bound at 0)"
                     : f->fit.bound == FIT_BETA_ZERO ? "(beta bound at 0)" : "");
         }
     }
+    /* what the residuals of each fit below the threshold show */
+    for (int op = 0; op < FSMOE_OP_COUNT; op++)
+        for (int tier = 0; tier < FSMOE_TIER_COUNT; tier++)
+            for (int k = 0; k <= res->n_narrower[op][tier]; k++) {
+                const bench_fit *f = k < res->n_narrower[op][tier] ? &res->narrower[op][tier][k]
+                                                                    : &res->fits[op][tier];
+                if (!f->present || f->status || !f->low_r2)
+                    continue;
+                char what[384];
+                fit_pattern_describe(&f->pattern, what, sizeof what);
+                fprintf(r->out, "# residuals of %s on %s at %d ranks (r2 %.4f): %s\n",
+                        fsmoe_op_name(op), fsmoe_tier_name(tier), f->ranks, f->fit.r2, what);
+            }
     fflush(r->out);
     return wrong == 0;
 }
@@ -400,11 +415,16 @@ fsmoe_status report_json(const char *path, const bench_options *o, const comm_to
             }
             fprintf(f, "\"alpha_s\": %.9g, \"beta_s\": %.9g, \"r2\": %.9g, \"points\": %d, "
                        "\"rms_residual_s\": %.6g, \"max_rel_residual\": %.6g, "
-                       "\"low_r2\": %s, \"bound\": \"%s\"}",
+                       "\"low_r2\": %s, \"bound\": \"%s\", \"residuals\": {\"pattern\": "
+                       "\"%s\", \"runs\": %d, \"positive\": %d, \"negative\": %d, "
+                       "\"runs_p\": %.6g, \"quadratic_share\": %.6g, \"quadratic_p\": %.6g}}",
                     b->fit.alpha, b->fit.beta, b->fit.r2, b->fit.n, b->fit.rms_residual,
                     b->fit.max_rel_residual, b->low_r2 ? "true" : "false",
                     b->fit.bound == FIT_ALPHA_ZERO ? "alpha_zero"
-                    : b->fit.bound == FIT_BETA_ZERO ? "beta_zero" : "none");
+                    : b->fit.bound == FIT_BETA_ZERO ? "beta_zero" : "none",
+                    fit_pattern_name(b->pattern.kind), b->pattern.runs, b->pattern.n_pos,
+                    b->pattern.n_neg, b->pattern.runs_p, b->pattern.quad_share,
+                    b->pattern.quad_p);
         }
     fprintf(f, "\n  ],\n");
     report_json_interference(f, &res->interference);

@@ -64,6 +64,8 @@ static void fit_group(const bench_results *r, int op, int tier, fsmoe_cost_entry
         return;
     }
     f->low_r2 = f->fit.r2 < r2_threshold;
+    /* out of memory leaves the pattern unjudged (NONE) */
+    (void)fit_residual_pattern(x, y, n, &f->fit, &f->pattern, &e);
 }
 
 fsmoe_status results_fit(bench_results *r, double r2_threshold, fsmoe_error *err)

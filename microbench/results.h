@@ -30,6 +30,7 @@ typedef struct {
     int ranks;
     int shape_m, shape_h; /* gemm: the expert shape fitted (cluster.h); 0: none */
     int low_r2;
+    fit_pattern pattern; /* what the residuals show (fit.h) */
     fsmoe_status status; /* of the fit (e.g. a single size) */
     char msg[256];
 } bench_fit;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Profile stability: fsmoe-bench's default suite on the emulated 2 x 2 cluster, RUNS times in a
-# row (default 5), one line per run (wall seconds, fits below r² 0.99, the lowest r²) and whether
-# every run met the target (< 60 s, every fit ≥ 0.99). A measurement, not a test: it exits 0
+# row (default 5), one line per run (wall seconds, fits below r² 0.99, the lowest r², and for each
+# fit below what its residuals show: scatter, or a pattern no line fits) and whether every run
+# met the target (< 60 s, every fit ≥ 0.99). A measurement, not a test: it exits 0
 # whatever the figures (non-zero only when a run fails outright), so CI logs carry the figures
 # of each fresh machine. Needs a built tree (BUILD, default build).
 # usage: scripts/profile-stability.sh [RUNS] [BUILD]
@@ -15,8 +16,8 @@ for f in "$bench" "$check"; do
 done
 tmp=$(mktemp -d /tmp/fsmoe-stability.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT INT TERM
-met=0
-echo "| run | wall s | fits < 0.99 | lowest r² | target | fits below (op tier r²) |"
+met=0 systematic=0 scatter=0
+echo "| run | wall s | fits < 0.99 | lowest r² | target | fits below (op tier r² (residuals)) |"
 echo "|---|---|---|---|---|---|"
 for i in $(seq 1 "$runs"); do
     tests/microbench/bench_default.sh "$bench" "$check" "$tmp/run$i.yaml" > "$tmp/run$i.txt" 2>&1
@@ -37,9 +38,13 @@ for i in $(seq 1 "$runs"); do
     r2=$(grep -E "^ *r2: " "$tmp/run$i.yaml" | awk '{ v = $2 + 0; if (m == "" || v < m) m = v } END { print m }')
     ok=no
     if awk -v s="$secs" -v l="$low" 'BEGIN { exit !(s < 60 && l == 0) }'; then ok=yes; met=$((met + 1)); fi
-    # which fits: the profile flags each with a "# LOW R2: OP on TIER at N ranks fits with r2 X"
-    which=$(sed -nE 's/^ *# LOW R2: ([a-z0-9_]+) on ([a-z]+) .* r2 ([0-9.]+) <.*/\1 \2 \3/p' \
-        "$tmp/run$i.yaml" | paste -sd, - | sed 's/,/, /g')
+    # which fits, and what their residuals show (fsmoe-bench's fitted table: "LOW-R2 (PATTERN)",
+    # scatter = noise, convex/concave/runs = a cost no line fits over the sizes)
+    which=$(sed -nE 's/^# ([a-z0-9_]+( [0-9]+:[0-9]+)?) +([a-z]+) +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.e+-]+ +[0-9.]+ [A-Za-z/]+ +([0-9.]+) LOW-R2 \(([a-z-]+)\).*/\1 \3 \4 (\5)/p' \
+        "$tmp/run$i.txt" | paste -sd, - | sed 's/,/, /g')
     echo "| $i | $secs | $low | ${r2:-?} | $ok | ${which:--} |"
+    systematic=$((systematic + $(grep -oE '\((convex|concave|runs)\)' <<<"$which" | wc -l)))
+    scatter=$((scatter + $(grep -oE '\(scatter\)' <<<"$which" | wc -l)))
 done
 echo "profile-stability: $met of $runs runs met < 60 s with every fit r² >= 0.99 on $(hostname)"
+echo "profile-stability: of the fits below 0.99, $systematic had systematic residuals (convex, concave, runs: no line fits those sizes) and $scatter scattered (noise)"

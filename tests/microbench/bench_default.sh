@@ -19,7 +19,7 @@ start=$(date +%s.%N)
     > "$tmp/out.txt" 2>&1
 rc=$?
 end=$(date +%s.%N)
-grep -E "^# (fsmoe-bench|Fitted|op |alltoall|allgather|reducescatter|allreduce|saa|gemm|copy|Out of|Measured)" "$tmp/out.txt"
+grep -E "^# (fsmoe-bench|Fitted|op |alltoall|allgather|reducescatter|allreduce|saa|gemm|copy|residuals|Out of|Measured)" "$tmp/out.txt"
 [ $rc -eq 0 ] || { tail -20 "$tmp/out.txt"; echo "FAIL: exit $rc"; exit 1; }
 secs=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
 low=$(grep -c "LOW-R2" "$tmp/out.txt")

@@ -126,12 +126,109 @@ static void test_degenerate(void **state)
     assert_non_null(strstr(err.msg, "same size"));
 }
 
+/* The runs test's exact p against every arrangement of the signs, counted. */
+static void test_runs_p_brute_force(void **state)
+{
+    (void)state;
+    const int n = 12, pos[] = {1, 3, 5, 6, 9, 11};
+    for (size_t c = 0; c < sizeof pos / sizeof *pos; c++) {
+        long count[14] = {0}, total = 0;
+        for (unsigned m = 0; m < (1u << n); m++) {
+            if (__builtin_popcount(m) != pos[c])
+                continue;
+            int runs = 1;
+            for (int i = 1; i < n; i++)
+                runs += ((m >> i) & 1u) != ((m >> (i - 1)) & 1u);
+            count[runs]++;
+            total++;
+        }
+        long cum = 0;
+        for (int r = 1; r <= n + 1; r++) {
+            cum += count[r];
+            double want = (double)cum / (double)total;
+            assert_true(fabs(fit_runs_p(r, pos[c], n - pos[c]) - want) < 1e-12);
+        }
+    }
+    assert_true(fit_runs_p(1, 0, 7) == 1.0);
+    assert_true(fit_runs_p(1, 7, 0) == 1.0);
+}
+
+/* 24 sizes of 1..24 MiB on y = 1e-4 + 2e-10·n (+ extra), with 1 % Gaussian noise. */
+static fit_pattern pattern_of(double (*extra)(int i, double x), fit_result *f)
+{
+    double x[24], y[24];
+    rng_state = 7;
+    for (int i = 0; i < 24; i++) {
+        x[i] = (i + 1) * 1048576.0;
+        double clean = 1e-4 + 2e-10 * x[i];
+        y[i] = clean * (1.0 + 0.01 * rng_normal()) + extra(i, x[i]);
+    }
+    fit_pattern p;
+    assert_int_equal(fit_line(x, y, 24, f, NULL, NULL), FSMOE_OK);
+    assert_int_equal(fit_residual_pattern(x, y, 24, f, &p, NULL), FSMOE_OK);
+    return p;
+}
+
+static double none(int i, double x) { (void)i, (void)x; return 0.0; }
+/* 1 ms more (less) at the largest size, growing with n² (y there is about 5.1 ms) */
+static const double top = 24.0 * 1048576.0;
+static double bend_up(int i, double x) { (void)i; return 1e-3 * (x / top) * (x / top); }
+static double bend_down(int i, double x) { (void)i; return -1e-3 * (x / top) * (x / top); }
+/* blocks of six sizes alternately 8 % above and below: steps, no single bend */
+static double steps(int i, double x) { return ((i / 6) % 2 ? 0.08 : -0.08) * 2e-10 * x; }
+
+static void test_pattern_kinds(void **state)
+{
+    (void)state;
+    fit_result f;
+    fit_pattern p = pattern_of(none, &f);
+    double r2_noise = f.r2;
+    assert_int_equal(p.kind, FIT_PATTERN_SCATTER);
+    assert_true(p.runs_p >= FIT_PATTERN_LEVEL);
+    assert_int_equal(p.n_pos + p.n_neg, 24);
+
+    p = pattern_of(bend_up, &f);
+    assert_true(f.r2 < r2_noise); /* the bend lowers r² below what the noise leaves */
+    assert_int_equal(p.kind, FIT_PATTERN_CONVEX);
+    assert_true(p.quad_share > 0.8 && p.quad_p < 1e-6 && p.quad_c > 0.0);
+    assert_true(fabs(p.quad_c * top * top / 1e-3 - 1.0) < 0.1);
+
+    p = pattern_of(bend_down, &f);
+    assert_int_equal(p.kind, FIT_PATTERN_CONCAVE);
+    assert_true(p.quad_c < 0.0);
+
+    p = pattern_of(steps, &f);
+    assert_int_equal(p.kind, FIT_PATTERN_RUNS);
+    assert_true(p.runs <= 6 && p.runs_p < FIT_PATTERN_LEVEL && p.quad_share < 0.5);
+
+    char buf[384];
+    fit_pattern_describe(&p, buf, sizeof buf);
+    assert_non_null(strstr(buf, "more runs will not raise r2"));
+    p = pattern_of(none, &f);
+    fit_pattern_describe(&p, buf, sizeof buf);
+    assert_non_null(strstr(buf, "noise"));
+}
+
+static void test_pattern_few_points(void **state)
+{
+    (void)state;
+    double x[3] = {1, 2, 3}, y[3] = {1, 3, 2};
+    fit_result f;
+    fit_pattern p;
+    assert_int_equal(fit_line(x, y, 3, &f, NULL, NULL), FSMOE_OK);
+    assert_int_equal(fit_residual_pattern(x, y, 3, &f, &p, NULL), FSMOE_OK);
+    assert_int_equal(p.kind, FIT_PATTERN_NONE);
+    assert_string_equal(fit_pattern_name(p.kind), "-");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exact_line),      cmocka_unit_test(test_noisy_line),
         cmocka_unit_test(test_noise_lowers_r2), cmocka_unit_test(test_alpha_bound),
         cmocka_unit_test(test_beta_bound),      cmocka_unit_test(test_degenerate),
+        cmocka_unit_test(test_runs_p_brute_force), cmocka_unit_test(test_pattern_kinds),
+        cmocka_unit_test(test_pattern_few_points),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
