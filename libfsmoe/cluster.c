@@ -32,9 +32,10 @@ static const char *const top_keys[] = {"fsmoe_cluster", "name",         "source"
                                        "device_memory_bytes",
                                        "nodes",         "gpus_per_node", "r2_threshold",
                                        "notes",         "ops",          "interference",
-                                       NULL};
+                                       "host",          NULL};
 static const char *const interference_keys[] = {"comm_slowdown", "compute_slowdown",
                                                 "sync_latency_s", "measured", NULL};
+static const char *const host_keys[] = {"ranks", "cores", "ranks_at_once", NULL};
 static const char *const entry_keys[] = {"op",    "tier",    "ranks",  "alpha_s",
                                          "beta_s_per_byte", "beta_s_per_mac", "r2",
                                          "derived", "points", "shape", NULL};
@@ -371,6 +372,26 @@ static fsmoe_status load_doc(fsmoe_yaml *y, fsmoe_cluster *c, fsmoe_error *err)
                                     sizeof c->interference.measured, err)))
             return st;
         c->interference.present = 1;
+    }
+    if (fsmoe_yaml_has(&root, "host")) {
+        fsmoe_ynode hn, rn;
+        if ((st = fsmoe_yaml_mapping(&root, "host", FSMOE_REQUIRED, &hn, err)) ||
+            (st = fsmoe_yaml_check_keys(&hn, host_keys, err)) ||
+            (st = fsmoe_yaml_int(&hn, "ranks", FSMOE_REQUIRED, 1, FSMOE_MAX_HOST_RANKS,
+                                 &c->host.ranks, err)) ||
+            (st = fsmoe_yaml_int(&hn, "cores", FSMOE_REQUIRED, 1, FSMOE_MAX_HOST_RANKS,
+                                 &c->host.cores, err)) ||
+            (st = fsmoe_yaml_int(&hn, "ranks_at_once", FSMOE_REQUIRED, 1, c->host.ranks,
+                                 &c->host.ranks_at_once, err)))
+            return st;
+        if ((st = fsmoe_yaml_get(&hn, "ranks", FSMOE_REQUIRED, &rn, err)))
+            return st;
+        if (c->host.ranks > c->nodes * c->gpus_per_node)
+            return fsmoe_yaml_fail(&rn, err, FSMOE_ERR_VALUE,
+                                   "host.ranks %d is more than the cluster's %d ranks "
+                                   "(nodes·gpus_per_node)",
+                                   c->host.ranks, c->nodes * c->gpus_per_node);
+        c->host.present = 1;
     }
     if ((st = fsmoe_yaml_sequence(&root, "ops", FSMOE_REQUIRED, &ops, err)))
         return st;

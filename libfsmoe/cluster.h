@@ -89,6 +89,19 @@ typedef struct {
         double sync_s;
         char measured[256];
     } interference;
+    /* Ranks that share one host's cores (the profile's optional `host:` mapping; absent: a
+     * device, or at least a core, per rank): `ranks` ranks of the cluster run on one host of
+     * `cores` cores (an emulated cluster: its nodes are namespaces of one machine), and its
+     * computation lines (gemm, copy) were measured with `ranks_at_once` of them computing at
+     * once. A rank computes only part of a training step and waits on collectives the rest,
+     * so a computing rank shares the cores with fewer than all of them: the simulator scales
+     * compute by the share of a core it gets against the share the lines were measured with
+     * (sim.h, host sharing). fsmoe-bench writes it where ranks outnumber a host's cores. */
+#define FSMOE_MAX_HOST_RANKS 4096
+    struct {
+        int present;
+        int ranks, cores, ranks_at_once;
+    } host;
     /* The widest group measured per (op, tier): the entry with the most ranks (the only one in
      * a profile with one size per op and tier). */
     fsmoe_cost_entry ops[FSMOE_OP_COUNT][FSMOE_TIER_COUNT];

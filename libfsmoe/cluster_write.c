@@ -97,6 +97,14 @@ fsmoe_status fsmoe_cluster_write(const char *path, const fsmoe_cluster *c,
         if (c->interference.measured[0])
             fsmoe_yw_str(&w, 2, "measured", c->interference.measured);
     }
+    if (c->host.present) {
+        fsmoe_yw_comment(&w, "ranks sharing one host's cores; ranks_at_once: how many computed at "
+                             "once while gemm and copy were measured");
+        fsmoe_yw_block(&w, 0, "host");
+        fsmoe_yw_long(&w, 2, "ranks", c->host.ranks);
+        fsmoe_yw_long(&w, 2, "cores", c->host.cores);
+        fsmoe_yw_long(&w, 2, "ranks_at_once", c->host.ranks_at_once);
+    }
     fsmoe_yw_block(&w, 0, "ops");
     int entries = 0;
     for (int op = 0; op < FSMOE_OP_COUNT; op++)

@@ -332,7 +332,7 @@ int main(int argc, char **argv)
                  comm_dtype_name(o.dtype), o.warmup, o.iters, (int)o.average,
                  topo.detected ? "nodes from MPI_Comm_split_type" : "nodes from --gpus-per-node",
                  s.machine_ranks, s.machine_cores,
-                 s.oversubscription > 1 || o.group_rounds > 1
+                 o.group_rounds > 1 || (o.group_rounds == 0 && s.oversubscription > 1)
                      ? "rounds, the others asleep"
                      : "one round",
                  o.rotate_bytes >> 20, o.huge_pages ? ", huge pages" : "",
@@ -344,7 +344,8 @@ int main(int argc, char **argv)
         if (dev_mem < FSMOE_MIN_DEVICE_MEMORY || dev_mem > FSMOE_MAX_DEVICE_MEMORY)
             dev_mem = 0.0; /* outside what a profile holds: unknown */
         profile_meta meta = {name, source, b.device, topo.nodes, topo.gpus_per_node,
-                             o.r2_threshold, notes, dev_mem};
+                             o.r2_threshold, notes, dev_mem, s.machine_ranks, s.machine_cores,
+                             s.local_at_once};
         fsmoe_error e = {0};
         bench_signals_hold(1);
         if (o.output) {

@@ -62,6 +62,12 @@ fsmoe_status profile_write(const char *path, const profile_meta *m, const bench_
     c->gpus_per_node = m->gpus_per_node;
     c->r2_threshold = m->r2_threshold;
     x->notes = m->notes;
+    if (m->host_ranks > m->host_cores && m->host_cores > 0 && m->host_at_once > 0) {
+        c->host.present = 1;
+        c->host.ranks = m->host_ranks;
+        c->host.cores = m->host_cores;
+        c->host.ranks_at_once = m->host_at_once;
+    }
     const bench_interference *in = &res->interference;
     if (bench_intf_usable(in)) {
         c->interference.present = 1;

@@ -21,6 +21,10 @@ typedef struct {
     double r2_threshold;
     const char *notes;   /* may be NULL */
     double device_memory_bytes; /* per rank; 0: unknown (no key written) */
+    /* ranks on one host, its cores, how many computed at once in the local sections: the
+     * profile's host mapping (cluster.h), written where ranks outnumber cores and a local
+     * section ran (host_at_once > 0) */
+    int host_ranks, host_cores, host_at_once;
 } profile_meta;
 
 fsmoe_status profile_write(const char *path, const profile_meta *m, const bench_results *res,

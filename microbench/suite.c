@@ -347,6 +347,15 @@ static fsmoe_status suite_rounds(bench_suite *s, MPI_Comm group, measure_cfg *cf
     return FSMOE_OK;
 }
 
+/* After suite_rounds for MPI_COMM_SELF: how many of this machine's ranks compute at once. */
+static void suite_local_at_once(bench_suite *s, const measure_cfg *m)
+{
+    int rounds = m->rounds > 1 ? m->rounds : 1;
+    int at_once = (s->machine_ranks + rounds - 1) / rounds;
+    if (at_once > s->local_at_once)
+        s->local_at_once = at_once;
+}
+
 /* ---- output checks: poison before, a host view after ---- */
 
 fsmoe_status suite_poison_buf(comm_backend *b, void *p, void *h, size_t bytes,
@@ -862,6 +871,7 @@ static fsmoe_status suite_gemm(bench_suite *s, fsmoe_error *err)
     char note[160], detail[320];
     if ((st = suite_rounds(s, MPI_COMM_SELF, &m, note, sizeof note, err)))
         return st;
+    suite_local_at_once(s, &m);
     snprintf(detail, sizeof detail,
              "every rank: (T x M)(M x H) then (T x H)(H x M) in each run, T*M swept; a row is "
              "one GEMM (half a run)%s",
@@ -993,6 +1003,7 @@ static fsmoe_status suite_copy(bench_suite *s, void *dsrc, void *ddst, void *hsr
     char note[160], detail[256];
     if ((st = suite_rounds(s, MPI_COMM_SELF, &m, note, sizeof note, err)))
         return st;
+    suite_local_at_once(s, &m);
     snprintf(detail, sizeof detail, "device to device, every rank%s",
              m.rounds > 1 ? note : note[0] ? note : ", all at once");
     report_section(s->rep, "copy", "local", 1, s->topo->size, detail);

@@ -32,6 +32,9 @@ typedef struct {
      * emulated nodes of one host count as one machine) runs per core, rounded up; > 1 means
      * groups are measured in rounds (measure.h). */
     int machine_ranks, machine_cores, oversubscription;
+    /* Ranks of this machine that computed at once in the local sections (gemm, copy): the
+     * profile's host.ranks_at_once (cluster.h); 0 until one ran. */
+    int local_at_once;
     /* Refining time the sections so far left unspent (measure.h rule 3), for the next. */
     double extra_carry_s;
 } bench_suite;

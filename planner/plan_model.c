@@ -250,6 +250,16 @@ static fsmoe_status plan_model_one(const fsmoe_model *m, const fsmoe_cluster *c,
             fsmoe_note_add(notes, sizeof notes, line);
         }
     }
+    if (c->host.present && c->host.ranks > c->host.cores) {
+        char line[400];
+        snprintf(line, sizeof line,
+                 "host sharing: %d ranks on %d cores (the profile's host); fsmoe-plan simulate "
+                 "and fsmoe-run's predictions scale compute by the share of a core a computing "
+                 "rank gets against the %d computing at once its lines were measured with; the "
+                 "per-layer closed forms do not",
+                 c->host.ranks, c->host.cores, c->host.ranks_at_once);
+        fsmoe_note_add(notes, sizeof notes, line);
+    }
     int hier[2] = {0, 0}; /* [0]: EP, [1]: EP&ESP hierarchical (and 2dh costed on it) */
     if (dispatch != PLAN_DISPATCH_NCCL) {
         char ep[96], epesp[96], line[512];

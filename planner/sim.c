@@ -15,6 +15,7 @@ void sim_init(sim *s)
 {
     memset(s, 0, sizeof *s);
     s->comm_slowdown = s->compute_slowdown = 1.0;
+    s->host_speed = s->host_busy = 1.0;
 }
 
 void sim_clear(sim *s)
@@ -27,6 +28,9 @@ void sim_clear(sim *s)
     s->n_active = s->n_critical = 0;
     s->makespan_s = s->critical_s = 0.0;
     s->comm_slowdown = s->compute_slowdown = 1.0;
+    s->host_ranks = s->host_cores = s->host_at_once = 0;
+    s->host_speed = s->host_busy = 1.0;
+    s->host_repeats = 0;
     s->build_status = FSMOE_OK;
     s->build_msg[0] = '\0';
 }
@@ -102,8 +106,38 @@ void sim_set_interference(sim *s, double comm_slowdown, double compute_slowdown)
     s->compute_slowdown = compute_slowdown > 1.0 ? compute_slowdown : 1.0;
 }
 
+void sim_set_host_sharing(sim *s, int ranks, int cores, int at_once)
+{
+    int on = cores >= 1 && ranks > cores && at_once >= 1 && at_once <= ranks;
+    s->host_ranks = on ? ranks : 0;
+    s->host_cores = on ? cores : 0;
+    s->host_at_once = on ? at_once : 0;
+}
+
+double sim_host_share(int ranks, int cores, double u)
+{
+    if (ranks <= 1 || cores < 1)
+        return 1.0;
+    u = u < 0.0 ? 0.0 : u > 1.0 ? 1.0 : u;
+    int n = ranks - 1;
+    double share = 0.0;
+    for (int k = 0; k <= n; k++) {
+        /* C(n, k) u^k (1 − u)^(n − k), in logs for large n; exact at u = 0 and 1 */
+        double p;
+        if (u == 0.0 || u == 1.0)
+            p = (u == 0.0 ? k == 0 : k == n) ? 1.0 : 0.0;
+        else
+            p = exp(lgamma(n + 1.0) - lgamma(k + 1.0) - lgamma(n - k + 1.0) + k * log(u) +
+                    (n - k) * log1p(-u));
+        double c = (double)cores / (1.0 + k);
+        share += p * (c < 1.0 ? c : 1.0);
+    }
+    return share;
+}
+
 /* How many times slower than its resource's full rate task k's work progresses now: the fair
- * share of a link, times the interference factor when the other side is busy. */
+ * share of a link, times the interference factor when the other side is busy; compute over
+ * host sharing's speed. */
 static double slowdown(const sim *s, const sim_task *k, int compute_busy, int transfer_busy)
 {
     const sim_resource *r = &s->res[k->resource];
@@ -112,6 +146,8 @@ static double slowdown(const sim *s, const sim_task *k, int compute_busy, int tr
         f *= s->comm_slowdown;
     else if (r->compute && transfer_busy)
         f *= s->compute_slowdown;
+    if (r->compute)
+        f /= s->host_speed;
     return f;
 }
 
@@ -454,7 +490,7 @@ static fsmoe_status critical_path(sim *s, fsmoe_error *err)
     return FSMOE_OK;
 }
 
-fsmoe_status sim_run(sim *s, fsmoe_error *err)
+static fsmoe_status sim_run_once(sim *s, fsmoe_error *err)
 {
     fsmoe_status st = validate(s, err);
     if (st != FSMOE_OK)
@@ -578,6 +614,41 @@ fsmoe_status sim_run(sim *s, fsmoe_error *err)
     return critical_path(s, err);
 nomem:
     return fsmoe_fail(err, FSMOE_ERR_NOMEM, "simulator: out of memory (%d tasks)", s->n_tasks);
+}
+
+/* The busiest compute resource's busy fraction of the last run (0 without one). */
+static double compute_busy_fraction(const sim *s)
+{
+    double u = 0.0;
+    for (int ri = 0; ri < s->n_res; ri++)
+        if (s->res[ri].compute && s->makespan_s > 0.0 && s->res[ri].busy_s / s->makespan_s > u)
+            u = s->res[ri].busy_s / s->makespan_s;
+    return u;
+}
+
+fsmoe_status sim_run(sim *s, fsmoe_error *err)
+{
+    s->host_speed = 1.0;
+    s->host_repeats = 0;
+    fsmoe_status st = sim_run_once(s, err);
+    s->host_busy = compute_busy_fraction(s);
+    if (st || !s->host_ranks)
+        return st;
+    /* host sharing's fixed point (sim.h): speed = share(u(speed)) / share(measured) */
+    double measured = (double)s->host_cores / s->host_at_once;
+    if (measured > 1.0)
+        measured = 1.0;
+    for (int rep = 1; rep <= 50; rep++) {
+        double speed = sim_host_share(s->host_ranks, s->host_cores, s->host_busy) / measured;
+        if (fabs(speed - s->host_speed) <= 1e-4 * s->host_speed)
+            break;
+        s->host_speed = speed;
+        s->host_repeats = rep;
+        if ((st = sim_run_once(s, err)))
+            return st;
+        s->host_busy = compute_busy_fraction(s);
+    }
+    return FSMOE_OK;
 }
 
 void sim_phase_ends(const sim *s, double *fwd_end, double *bwd_end)

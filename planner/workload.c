@@ -189,6 +189,9 @@ fsmoe_status workload_lines_init(const fsmoe_cluster *c, const char *cluster_pat
      * free copy (have_copy = 0 tells the caller). */
     out->comm_slowdown = c->interference.present ? c->interference.comm_slowdown : 1.0;
     out->compute_slowdown = c->interference.present ? c->interference.compute_slowdown : 1.0;
+    out->host_ranks = c->host.present ? c->host.ranks : 0;
+    out->host_cores = c->host.present ? c->host.cores : 0;
+    out->host_at_once = c->host.present ? c->host.ranks_at_once : 0;
     out->have_copy = c->ops[FSMOE_OP_COPY][FSMOE_TIER_LOCAL].present;
     if (out->have_copy) {
         st = fsmoe_cost_line(c, cluster_path, FSMOE_OP_COPY, FSMOE_TIER_LOCAL, &out->copy,

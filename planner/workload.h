@@ -58,6 +58,9 @@ typedef struct {
      * collective beside a GEMM by comm_slowdown and a GEMM beside a collective by
      * compute_slowdown. The planner's closed forms do not use them yet. */
     double comm_slowdown, compute_slowdown;
+    /* The profile's host sharing (cluster.h host; 0, 0, 0 without it): the simulator scales
+     * compute by the share of a core a computing rank gets (sim.h). */
+    int host_ranks, host_cores, host_at_once;
     /* The profile's sync latency (cluster.h; 0 without it): already added to the α of every
      * collective line above whose group has more than one member. */
     double sync_s;

@@ -280,6 +280,20 @@ static const bad_row bad_rows[] = {
      "  sync_latency_s: -0.001\n",
      FSMOE_ERR_VALUE, ":9:19: interference.sync_latency_s: -0.001 is out of range (expected a "
      "number in [0, 1])"},
+    /* host: ranks sharing a host's cores, at most the cluster's; ranks_at_once at most ranks */
+    {CLUSTER, "gpus_per_node: 4\n", "gpus_per_node: 4\nhost: 2\n", FSMOE_ERR_SCHEMA,
+     ":6:7: host: expected a mapping"},
+    {CLUSTER, "gpus_per_node: 4\n", "gpus_per_node: 4\nhost:\n  ranks: 4\n  cores: 2\n",
+     FSMOE_ERR_SCHEMA, ":7:3: host.ranks_at_once: missing required key"},
+    {CLUSTER, "gpus_per_node: 4\n",
+     "gpus_per_node: 4\nhost:\n  ranks: 4\n  cores: 2\n  ranks_at_once: 5\n", FSMOE_ERR_VALUE,
+     ":9:18: host.ranks_at_once: 5 is out of range (expected an integer in [1, 4])"},
+    {CLUSTER, "gpus_per_node: 4\n",
+     "gpus_per_node: 4\nhost:\n  ranks: 16\n  cores: 2\n  ranks_at_once: 2\n", FSMOE_ERR_VALUE,
+     ":7:10: host.ranks: host.ranks 16 is more than the cluster's 8 ranks (nodes·gpus_per_node)"},
+    {CLUSTER, "gpus_per_node: 4\n",
+     "gpus_per_node: 4\nhost:\n  ranks: 4\n  cores: 2\n  at_once: 2\n", FSMOE_ERR_SCHEMA,
+     ":9:3: host.at_once: unknown key (expected one of: ranks, cores, ranks_at_once)"},
     {CLUSTER, NULL, "fsmoe_cluster: 1\nname: c\nsource: s\nnodes: 1\ngpus_per_node: 1\n",
      FSMOE_ERR_SCHEMA, ":1:1: ops: missing required key (expected `ops:` at the top level)"},
     {CLUSTER, NULL, "fsmoe_cluster: 1\nname: c\nsource: s\nnodes: 1\ngpus_per_node: 1\nops: []\n",
@@ -931,6 +945,8 @@ static void test_cluster_write_round_trip(void **state)
             a.interference.sync_s = 0.00275;
             snprintf(a.interference.measured, sizeof a.interference.measured, "by hand");
             a.device_memory_bytes = 85899345920.0;
+            a.host.present = 1; /* and host sharing */
+            a.host.ranks = 4, a.host.cores = 2, a.host.ranks_at_once = 3;
         }
         fsmoe_cluster_write_extra x = {.notes = "round trip"};
         x.comment[FSMOE_OP_COPY][FSMOE_TIER_INTER] = "a comment in place of an absent entry";
@@ -950,6 +966,9 @@ static void test_cluster_write_round_trip(void **state)
             assert_rel(b.interference.sync_s, 0.00275, 1e-12);
             assert_string_equal(b.interference.measured, "by hand");
         }
+        assert_int_equal(b.host.present, k == 1);
+        if (k == 1)
+            assert_true(b.host.ranks == 4 && b.host.cores == 2 && b.host.ranks_at_once == 3);
         for (int op = 0; op < FSMOE_OP_COUNT; op++)
             for (int t = 0; t < FSMOE_TIER_COUNT; t++) {
                 const fsmoe_cost_entry *ea = &a.ops[op][t], *eb = &b.ops[op][t];

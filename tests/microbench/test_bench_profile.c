@@ -65,8 +65,9 @@ static void test_round_trip(void **state)
     }
     assert_int_equal(results_fit(&res, 0.99, NULL), FSMOE_OK);
 
+    /* 4 ranks on one host of 2 cores, its GEMMs measured with 2 at once: the host mapping */
     profile_meta meta = {"mine", "test_bench_profile (synthetic)", "cpu (test)", 2, 2, 0.99,
-                         "synthetic rows", 34359738368.0};
+                         "synthetic rows", 34359738368.0, 4, 2, 2};
     fsmoe_error err = {0};
     assert_int_equal(profile_write(path, &meta, &res, &err), FSMOE_OK);
 
@@ -79,6 +80,8 @@ static void test_round_trip(void **state)
     assert_int_equal(c.gpus_per_node, 2);
     assert_true(near(c.r2_threshold, 0.99, 1e-12));
     assert_true(c.device_memory_bytes == 34359738368.0); /* 32 GiB, exactly */
+    assert_true(c.host.present && c.host.ranks == 4 && c.host.cores == 2 &&
+                c.host.ranks_at_once == 2);
 
     const fsmoe_cost_entry *e = &c.ops[FSMOE_OP_ALLTOALL][FSMOE_TIER_INTER];
     assert_true(e->present);
@@ -166,7 +169,7 @@ static void test_nothing_to_write(void **state)
     assert_int_equal(results_add(&res, &row, NULL), FSMOE_OK);
     assert_int_equal(results_fit(&res, 0.99, NULL), FSMOE_OK);
     assert_int_not_equal(res.fits[FSMOE_OP_ALLTOALL][FSMOE_TIER_INTRA].status, FSMOE_OK);
-    profile_meta meta = {"x", "test", "cpu", 1, 2, 0.99, NULL, 0};
+    profile_meta meta = {"x", "test", "cpu", 1, 2, 0.99, NULL, 0, 0, 0, 0};
     fsmoe_error err = {0};
     assert_int_equal(profile_write("/tmp/fsmoe-bench-never.yaml", &meta, &res, &err),
                      FSMOE_ERR_VALUE);
@@ -191,8 +194,9 @@ static void test_two_group_sizes(void **state)
     assert_int_equal(results_fit(&res, 0.99, NULL), FSMOE_OK);
     assert_int_equal(res.fits[FSMOE_OP_ALLGATHER][FSMOE_TIER_INTRA].ranks, 4);
     assert_int_equal(res.n_narrower[FSMOE_OP_ALLGATHER][FSMOE_TIER_INTRA], 1);
+    /* as many cores as ranks: no host mapping */
     profile_meta meta = {"sizes", "test_bench_profile (synthetic)", "cpu (test)", 1, 4, 0.99,
-                         NULL, 0};
+                         NULL, 0, 4, 4, 4};
     fsmoe_error err = {0};
     assert_int_equal(profile_write(path, &meta, &res, &err), FSMOE_OK);
     fsmoe_cluster c;
@@ -206,6 +210,7 @@ static void test_two_group_sizes(void **state)
     assert_true(near(e[1]->alpha_s, 5e-5, 1e-5) && near(e[1]->beta_s, 3e-10, 1e-5));
     assert_int_equal(e[0]->n_points, 12);
     assert_int_equal(e[1]->n_points, 12);
+    assert_false(c.host.present);
     fsmoe_cluster_free(&c);
     results_free(&res);
     remove(path);
@@ -236,7 +241,7 @@ static void test_interference(void **state)
     char path[256];
     snprintf(path, sizeof path, "%s/intf.yaml", dir);
     profile_meta meta = {"intf", "test_bench_profile (synthetic)", "cpu (test)", 2, 2, 0.99, NULL,
-                         0};
+                         0, 0, 0, 0};
     fsmoe_error err = {0};
     for (int k = 0; k < 4; k++) { /* correct, wrong values, not measured, correct without sync */
         bench_results res;
