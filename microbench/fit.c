@@ -71,6 +71,19 @@ fsmoe_status fit_line(const double *x, const double *y, int n, fit_result *out,
     return FSMOE_OK;
 }
 
+/* Frees what a GSL fit allocated (NULL where it was not). */
+static void fit_gsl_free(gsl_matrix *X, gsl_matrix *cov, gsl_vector *Y, gsl_vector *c)
+{
+    if (X)
+        gsl_matrix_free(X);
+    if (cov)
+        gsl_matrix_free(cov);
+    if (Y)
+        gsl_vector_free(Y);
+    if (c)
+        gsl_vector_free(c);
+}
+
 fsmoe_status fit_robust_rel_residuals(const double *x, const double *y, int n, double *rel,
                                       fsmoe_error *err)
 {
@@ -112,14 +125,7 @@ fsmoe_status fit_robust_rel_residuals(const double *x, const double *y, int n, d
         }
         if (w)
             gsl_multifit_robust_free(w);
-        if (X)
-            gsl_matrix_free(X);
-        if (cov)
-            gsl_matrix_free(cov);
-        if (Y)
-            gsl_vector_free(Y);
-        if (c)
-            gsl_vector_free(c);
+        fit_gsl_free(X, cov, Y, c);
         if (st)
             return st;
     }
@@ -247,14 +253,7 @@ fsmoe_status fit_residual_pattern(const double *x, const double *y, int n,
         out->kind = FIT_PATTERN_SCATTER;
 done:
     free(v);
-    if (X)
-        gsl_matrix_free(X);
-    if (cov)
-        gsl_matrix_free(cov);
-    if (Y)
-        gsl_vector_free(Y);
-    if (c)
-        gsl_vector_free(c);
+    fit_gsl_free(X, cov, Y, c);
     if (w)
         gsl_multifit_linear_free(w);
     return st;
