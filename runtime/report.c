@@ -252,6 +252,12 @@ fsmoe_status rt_report_write(FILE *f, const rt_trace *tr, const rt_schedule *rs,
     fprintf(f, "# report: schedule %s, %d measured steps against its graph (%d tasks, digest "
                "%016llx) on cluster profile %s\n",
             rs->name, t.steps, g->n_tasks, rt_schedule_digest(rs), rs->cluster_path);
+    if (g->host_ranks) /* the prediction's host sharing (planner/sim.h) */
+        fprintf(f, "# host sharing (the profile's): %d ranks on %d cores, lines measured with %d "
+                   "computing at once; the graph computes %.1f %% of the step, so compute is "
+                   "predicted at %.3fx its lines\n",
+                g->host_ranks, g->host_cores, g->host_at_once, 100.0 * g->host_busy,
+                g->host_speed);
     fprintf(f, "# conformance: %d task ids of alltoall/allgather/reducescatter/saa/expert/"
                "mp-allreduce/esp-allreduce/grad-allreduce planned, %d "
                "mismatched; Gradient-AllReduce %.3f MB planned, %.3f MB executed per step "
