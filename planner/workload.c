@@ -163,11 +163,12 @@ fsmoe_status workload_lines_init(const fsmoe_cluster *c, const char *cluster_pat
      * layout's own groups has no SAA line: fsmoe-bench measures SAA only beside an MP
      * AllGather). */
     fsmoe_status st = FSMOE_OK;
-    if (fsmoe_group_size(par, FSMOE_GROUP_EP_ESP) > 1 && fsmoe_group_size(par, FSMOE_GROUP_MP) <= 1 &&
+    const int n_x = fsmoe_group_size(par, FSMOE_GROUP_EP_ESP);
+    if (n_x > 1 && fsmoe_group_size(par, FSMOE_GROUP_MP) <= 1 &&
         !fsmoe_cluster_entries(c, FSMOE_OP_SAA, fsmoe_group_tier(par, FSMOE_GROUP_EP_ESP), NULL,
                                0)) {
         out->saa = out->a2a_ep_esp; /* its sync latency included */
-    } else if (fsmoe_group_size(par, FSMOE_GROUP_EP_ESP) > 1) {
+    } else if (n_x > 1) {
         st = fsmoe_cost_line_at(c, cluster_path, FSMOE_OP_SAA,
                                 fsmoe_group_tier(par, FSMOE_GROUP_EP_ESP),
                                 fsmoe_group_size(par, FSMOE_GROUP_EP_ESP), &out->saa, out->notes,
