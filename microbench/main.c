@@ -343,9 +343,11 @@ int main(int argc, char **argv)
             dev_mem /= s.machine_ranks;
         if (dev_mem < FSMOE_MIN_DEVICE_MEMORY || dev_mem > FSMOE_MAX_DEVICE_MEMORY)
             dev_mem = 0.0; /* outside what a profile holds: unknown */
+        /* host sharing only where the ranks compute on the host's cores (a GPU computes on
+         * its own however many ranks share the CPUs) */
         profile_meta meta = {name, source, b.device, topo.nodes, topo.gpus_per_node,
-                             o.r2_threshold, notes, dev_mem, s.machine_ranks, s.machine_cores,
-                             s.local_at_once};
+                             o.r2_threshold, notes, dev_mem, b.host_memory ? s.machine_ranks : 0,
+                             s.machine_cores, b.host_memory ? s.local_at_once : 0};
         fsmoe_error e = {0};
         bench_signals_hold(1);
         if (o.output) {
