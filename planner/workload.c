@@ -159,14 +159,11 @@ fsmoe_status workload_lines_init(const fsmoe_cluster *c, const char *cluster_pat
     }
     /* SAA = EP&ESP AllToAll run together with the MP AllGather; measured on the EP&ESP tier.
      * When EP&ESP has a single member there is no AllToAll and SAA degenerates to the MP
-     * AllGather alone; when MP has one, to the AllToAll alone (a profile measured on such a
-     * layout's own groups has no SAA line: fsmoe-bench measures SAA only beside an MP
-     * AllGather). */
+     * AllGather alone; when MP has one, there is no AllGather and it is the AllToAll alone
+     * (fsmoe-bench measures SAA only beside an MP AllGather). */
     fsmoe_status st = FSMOE_OK;
     const int n_x = fsmoe_group_size(par, FSMOE_GROUP_EP_ESP);
-    if (n_x > 1 && fsmoe_group_size(par, FSMOE_GROUP_MP) <= 1 &&
-        !fsmoe_cluster_entries(c, FSMOE_OP_SAA, fsmoe_group_tier(par, FSMOE_GROUP_EP_ESP), NULL,
-                               0)) {
+    if (n_x > 1 && fsmoe_group_size(par, FSMOE_GROUP_MP) <= 1) {
         out->saa = out->a2a_ep_esp; /* its sync latency included */
     } else if (n_x > 1) {
         st = fsmoe_cost_line_at(c, cluster_path, FSMOE_OP_SAA,
