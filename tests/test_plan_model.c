@@ -1047,6 +1047,19 @@ static void load_emulated(fsmoe_cluster *c, char *cpath, size_t len)
         fail_msg("%s", err.msg);
 }
 
+/* Plans m on the layout with the auto method into p, or fails the test with the planner's
+ * message after `what`. */
+static void plan_auto_or_fail(const fsmoe_model *m, const fsmoe_cluster *c, const char *cpath,
+                              const fsmoe_parallel *lay, fsmoe_plan *p, const char *what)
+{
+    fsmoe_error err = {0};
+    plan_options o = {.method = PLAN_METHOD_AUTO};
+    memset(p, 0, sizeof *p);
+    if (plan_model(m, c, cpath, lay, &o, p, &err) != FSMOE_OK)
+        fail_msg("%s dp %d mp %d ep %d esp %d: %s", what, lay->dp, lay->mp, lay->ep, lay->esp,
+                 err.msg);
+}
+
 /* models/<name>.yaml */
 static void load_model_named(const char *name, fsmoe_model *m)
 {
@@ -1095,11 +1108,7 @@ static void test_plan_never_slower_emulated(void **state)
                     mm.E % lay.ep != 0 || mm.heads % lay.mp != 0)
                     continue;
                 fsmoe_plan p;
-                memset(&p, 0, sizeof p);
-                plan_options o = {.method = PLAN_METHOD_AUTO};
-                if (plan_model(&mm, &c, cpath, &lay, &o, &p, &err) != FSMOE_OK)
-                    fail_msg("%s dp %d mp %d ep %d esp %d: %s", models[mi], lay.dp, lay.mp, lay.ep,
-                             lay.esp, err.msg);
+                plan_auto_or_fail(&mm, &c, cpath, &lay, &p, models[mi]);
                 const layout_case k = {models[mi], cpath, &mm, &c, &lay, &p};
                 no_schedule_faster_but(&k, PLAN_SIMPLER_MARGIN);
                 int windows = p.prefix_window_bytes > 0.0;
@@ -1127,7 +1136,6 @@ static void test_plan_host_sharing(void **state)
     (void)state;
     char cpath[1024];
     fsmoe_cluster c;
-    fsmoe_error err = {0};
     load_emulated(&c, cpath, sizeof cpath);
     fsmoe_model m;
     load_model_named("comm-moe", &m);
@@ -1139,10 +1147,7 @@ static void test_plan_host_sharing(void **state)
         c.host.present = at_once[k] > 0;
         c.host.ranks = 4, c.host.cores = 2, c.host.ranks_at_once = at_once[k];
         fsmoe_plan p;
-        memset(&p, 0, sizeof p);
-        plan_options o = {.method = PLAN_METHOD_AUTO};
-        if (plan_model(&m, &c, cpath, &lay, &o, &p, &err) != FSMOE_OK)
-            fail_msg("%s", err.msg);
+        plan_auto_or_fail(&m, &c, cpath, &lay, &p, "comm-moe");
         t[k] = sim_plan_s(&p, &m, &c, cpath);
         assert_int_equal(strstr(p.notes, "host sharing: 4 ranks on 2 cores") != NULL, k > 0);
         fsmoe_plan_free(&p);
@@ -1161,7 +1166,6 @@ static void test_plan_saa_without_mp(void **state)
     (void)state;
     char cpath[1024];
     fsmoe_cluster c;
-    fsmoe_error err = {0};
     load_emulated(&c, cpath, sizeof cpath);
     for (int t = 0; t < FSMOE_TIER_COUNT; t++) {
         assert_int_equal(c.n_narrower[FSMOE_OP_SAA][t] + c.n_narrower[FSMOE_OP_ALLGATHER][t], 0);
@@ -1172,10 +1176,7 @@ static void test_plan_saa_without_mp(void **state)
     fsmoe_parallel no_mp = {.world = 4, .gpus_per_node = 2, .dp = 4, .mp = 1, .ep = 4, .esp = 1,
                             .pp = 1};
     fsmoe_plan p;
-    memset(&p, 0, sizeof p);
-    plan_options o = {.method = PLAN_METHOD_AUTO};
-    if (plan_model(&m, &c, cpath, &no_mp, &o, &p, &err) != FSMOE_OK)
-        fail_msg("%s", err.msg);
+    plan_auto_or_fail(&m, &c, cpath, &no_mp, &p, "comm-moe");
     assert_true(p.predicted.iteration_s > 0.0);
     fsmoe_plan_free(&p);
     fsmoe_cluster_free(&c);
