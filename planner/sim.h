@@ -28,9 +28,7 @@
  *     min(1, C/m) when its lines were measured. Compute work progresses that ratio faster
  *     (host_speed). u depends on the speed and the speed on u: sim_run repeats the iteration
  *     from speed 1 until the speed settles (the map is increasing and bounded, so the repeats
- *     climb to its fixed point). On the emulated 2 x 2 cluster (4 ranks on 2 cores, lines
- *     measured with all 4 at once) the measured compute of 11 schedules of comm-moe ran at
- *     0.69-0.79 of the unshared prediction, and this model gives 0.70-0.79 for 10 of them.
+ *     move monotonically to its fixed point, up or down). The measurements behind the model: README, host sharing.
  *   - SIM_TASK_DEFER (Lina's allreduce micro-ops): the task is launched only while no task of a
  *     strictly smaller priority value is ready, queued or running on its resource. Once
  *     launched it is not preempted (it then shares the link).
