@@ -1,7 +1,8 @@
 /* Implements: the host backend's choice of instruction set. backend_host.c is compiled once per
  * set (runtime/meson.build): `baseline` (the compiler's default target) and, on x86-64,
  * `x86_64_v3` (AVX2 and FMA: 8-wide vectors for the element-wise loops, a fused multiply-add
- * for their polynomials). The first one the CPU runs is taken, unless FSMOE_HOST_ISA names one
+ * for their polynomials) and `x86_64_v4` (AVX-512F/BW/CD/DQ/VL: 32 vector registers, masked
+ * loop tails). The first one the CPU runs is taken, unless FSMOE_HOST_ISA names one
  * (tests run both; a user can rule out a set). The choice is part of the backend's name, which
  * fsmoe-run prints at start-up. */
 #include "backend_host.h"
@@ -12,6 +13,9 @@
 fsmoe_status rt_backend_host_create_baseline(int threads, rt_backend **out, fsmoe_error *err);
 #if defined(RT_HOST_HAVE_X86_64_V3)
 fsmoe_status rt_backend_host_create_x86_64_v3(int threads, rt_backend **out, fsmoe_error *err);
+#endif
+#if defined(RT_HOST_HAVE_X86_64_V4)
+fsmoe_status rt_backend_host_create_x86_64_v4(int threads, rt_backend **out, fsmoe_error *err);
 #endif
 
 typedef fsmoe_status (*host_create_fn)(int threads, rt_backend **out, fsmoe_error *err);
@@ -34,8 +38,22 @@ static int runs_x86_64_v3(void)
 }
 #endif
 
+#if defined(RT_HOST_HAVE_X86_64_V4)
+/* x86-64-v4 is v3 plus these (gcc's cpu check includes the OS saving the AVX-512 state) */
+static int runs_x86_64_v4(void)
+{
+    __builtin_cpu_init();
+    return runs_x86_64_v3() && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512cd") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+}
+#endif
+
 /* best first */
 static const host_isa host_isas[] = {
+#if defined(RT_HOST_HAVE_X86_64_V4)
+    {"x86-64-v4", "host x86-64-v4", rt_backend_host_create_x86_64_v4, runs_x86_64_v4},
+#endif
 #if defined(RT_HOST_HAVE_X86_64_V3)
     {"x86-64-v3", "host x86-64-v3", rt_backend_host_create_x86_64_v3, runs_x86_64_v3},
 #endif

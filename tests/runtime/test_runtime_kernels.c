@@ -197,7 +197,7 @@ static void test_host_isa(void **s)
     float *ref = calloc(3 * n, 4), *got = calloc(3 * n, 4);
     run_isa_kernels("baseline", ref, n);
     int others = 0;
-    const char *isas[] = {"x86-64-v3"};
+    const char *isas[] = {"x86-64-v4", "x86-64-v3"};
     for (size_t k = 0; k < sizeof isas / sizeof isas[0]; k++) {
         if (!rt_backend_host_isa_runs(isas[k]))
             continue;
