@@ -45,6 +45,22 @@ enum {
 };
 extern const char *const rt_prof_names[RT_PROF_CATS];
 
+/* The kernel profile's GEMMs by shape: C (m × n) = op(A) (m × k) · op(B) (k × n), ta / tb
+ * whether A / B are read transposed, batch problems per call. Calls whose m, n and k have the
+ * same binary order of magnitude ([2^i, 2^(i+1))), transposes and batch are one entry, with
+ * each dimension's range [lo, hi] (the expert GEMMs' rows change with the routing from step
+ * to step); calls, the seconds they ran, their multiply-accumulates. m[0] = 0 marks the entry
+ * that sums the shapes beyond the backend's table. */
+typedef struct {
+    int ta, tb;
+    long m[2], n[2], k[2];
+    long batch;
+    long calls;
+    double s;
+    double macs;
+} rt_prof_gemm;
+#define RT_PROF_GEMM_SHAPES 96 /* shapes a backend tells apart; the rest are summed */
+
 /* Memory categories of the backend's allocations: the memory model's (libfsmoe/memory.h, names
  * in fsmoe_mem_names), so that fsmoe-run's table and the prediction line up. What a tensor is
  * for, not where it lives. */
@@ -200,6 +216,10 @@ struct rt_backend {
      * from zero. */
     void (*profile_enable)(rt_backend *be, int on);
     void (*profile_read)(rt_backend *be, double *s, double *gemm_macs);
+    /* The GEMMs since the last call by shape (at most RT_PROF_GEMM_SHAPES + 1 entries in out,
+     * in the order first seen; out NULL discards them); returns how many, and starts again
+     * from zero. With every stream synchronised. NULL where the backend has none. */
+    int (*profile_gemm_shapes)(rt_backend *be, rt_prof_gemm *out);
 };
 
 #define RT_MARKS_MAX 65536

@@ -62,6 +62,9 @@ typedef struct {
     atomic_int prof;                         /* --profile: kernels are timed */
     atomic_llong prof_ns[RT_PROF_CATS];      /* their nanoseconds, summed over the streams */
     atomic_llong prof_macs;                  /* the GEMMs' multiply-accumulates */
+    pthread_mutex_t prof_mu;                 /* guards the shapes (GEMMs run on any stream) */
+    rt_prof_gemm prof_shapes[RT_PROF_GEMM_SHAPES + 1]; /* the last sums those beyond */
+    int n_prof_shapes;
 } host_impl;
 
 static host_impl *H(rt_backend *be) { return be->impl; }
@@ -127,6 +130,65 @@ static void h_async(rt_backend *be, rt_stream *s, int cat, stream_job_fn fn, con
     }
     if (st != FSMOE_OK)
         rt_backend_fail(be, st, "%s", e.msg);
+}
+
+static int ilog2l(long v)
+{
+    int b = 0;
+    while (v > 1)
+        v >>= 1, b++;
+    return b;
+}
+
+static void widen(long *range, long v)
+{
+    range[0] = v < range[0] ? v : range[0];
+    range[1] = v > range[1] ? v : range[1];
+}
+
+/* One GEMM call of `seconds` into the shape table (the profile is on; backend.h rt_prof_gemm
+ * says which calls share an entry). */
+static void prof_gemm_shape(host_impl *h, int ta, int tb, long m, long n, long k, long batch,
+                            double seconds)
+{
+    int lm = ilog2l(m), ln = ilog2l(n), lk = ilog2l(k);
+    pthread_mutex_lock(&h->prof_mu);
+    rt_prof_gemm *e = NULL;
+    for (int i = 0; i < h->n_prof_shapes && !e; i++) {
+        rt_prof_gemm *c = &h->prof_shapes[i];
+        if (c->ta == ta && c->tb == tb && c->batch == batch && ilog2l(c->m[0]) == lm &&
+            ilog2l(c->n[0]) == ln && ilog2l(c->k[0]) == lk)
+            e = c;
+    }
+    if (!e && h->n_prof_shapes < RT_PROF_GEMM_SHAPES) {
+        e = &h->prof_shapes[h->n_prof_shapes++];
+        *e = (rt_prof_gemm){ta, tb, {m, m}, {n, n}, {k, k}, batch, 0, 0.0, 0.0};
+    }
+    if (!e)
+        e = &h->prof_shapes[RT_PROF_GEMM_SHAPES]; /* m[0] = 0: the others */
+    else
+        widen(e->m, m), widen(e->n, n), widen(e->k, k);
+    e->calls++;
+    e->s += seconds;
+    e->macs += (double)m * (double)n * (double)k * (double)batch;
+    pthread_mutex_unlock(&h->prof_mu);
+}
+
+static int h_profile_gemm_shapes(rt_backend *be, rt_prof_gemm *out)
+{
+    host_impl *h = H(be);
+    pthread_mutex_lock(&h->prof_mu);
+    int n = 0;
+    for (int i = 0; i < h->n_prof_shapes; i++)
+        if (out)
+            out[n++] = h->prof_shapes[i];
+    rt_prof_gemm *other = &h->prof_shapes[RT_PROF_GEMM_SHAPES];
+    if (other->calls > 0 && out)
+        out[n++] = *other;
+    h->n_prof_shapes = 0;
+    memset(other, 0, sizeof *other);
+    pthread_mutex_unlock(&h->prof_mu);
+    return n;
 }
 
 static void h_profile_enable(rt_backend *be, int on) { atomic_store(&H(be)->prof, on != 0); }
@@ -352,6 +414,7 @@ static void gemm_now(host_pool *pool, int ta, int tb, long m, long n, long k, re
 }
 
 typedef struct {
+    host_impl *h;
     host_pool *pool;
     int ta;
     int tb;
@@ -372,11 +435,20 @@ typedef struct {
     long batch;
 } gemm_args;
 
+/* the profile's timing header must still fit in front of it (else h_async runs it untimed) */
+_Static_assert(offsetof(prof_job_args, arg) + sizeof(gemm_args) <= STREAM_JOB_ARG_MAX,
+               "gemm_args too large for a profiled stream job");
+
 static fsmoe_status gemm_job(void *arg, fsmoe_error *err)
 {
     (void)err;
     gemm_args *q_ = arg;
+    int prof = atomic_load_explicit(&q_->h->prof, memory_order_relaxed);
+    long long t0 = prof ? prof_clock_ns() : 0;
     gemm_now(q_->pool, q_->ta, q_->tb, q_->m, q_->n, q_->k, q_->alpha, q_->A, q_->lda, q_->sA, q_->B, q_->ldb, q_->sB, q_->beta, q_->C, q_->ldc, q_->sC, q_->batch);
+    if (prof)
+        prof_gemm_shape(q_->h, q_->ta, q_->tb, q_->m, q_->n, q_->k, q_->batch,
+                        1e-9 * (double)(prof_clock_ns() - t0));
     return FSMOE_OK;
 }
 
@@ -384,8 +456,8 @@ static void h_gemm(rt_backend *be, rt_stream *s, int ta, int tb, long m, long n,
                    real alpha, const real *A, long lda, long sA, const real *B, long ldb, long sB,
                    real beta, real *C, long ldc, long sC, long batch)
 {
-    gemm_args q_ = {H(be)->pool, ta, tb, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc,
-                    sC, batch};
+    gemm_args q_ = {H(be), H(be)->pool, ta, tb, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C,
+                    ldc, sC, batch};
     if (atomic_load_explicit(&H(be)->prof, memory_order_relaxed))
         atomic_fetch_add_explicit(&H(be)->prof_macs, (long long)(m * n * k * batch),
                                   memory_order_relaxed);
@@ -1306,6 +1378,7 @@ static void h_destroy(rt_backend *be)
         free(h->marks);
         stream_events_free(&h->ev);
         pthread_mutex_destroy(&h->mu);
+        pthread_mutex_destroy(&h->prof_mu);
         free(h);
     }
     free(be);
@@ -1338,6 +1411,7 @@ fsmoe_status HOST_CAT(rt_backend_host_create_, RT_HOST_ISA)(int threads, rt_back
     be->impl = h;
     be->destroy = h_destroy;
     pthread_mutex_init(&h->mu, NULL);
+    pthread_mutex_init(&h->prof_mu, NULL);
     int spin_us = 0;
     fsmoe_status st = host_spin_us(&spin_us, err);
     if (st == FSMOE_OK)
@@ -1372,6 +1446,7 @@ fsmoe_status HOST_CAT(rt_backend_host_create_, RT_HOST_ISA)(int threads, rt_back
     be->marks_read = h_marks_read;
     be->profile_enable = h_profile_enable;
     be->profile_read = h_profile_read;
+    be->profile_gemm_shapes = h_profile_gemm_shapes;
     be->gemm = h_gemm;
     be->embed_fwd = h_embed_fwd;
     be->embed_bwd = h_embed_bwd;

@@ -487,6 +487,61 @@ static void profile_print(FILE *f, const double *sum, double macs, double t_all,
                 1e-9 * macs / sum[RT_PROF_GEMM]);
 }
 
+static int by_time_desc(const void *a, const void *b)
+{
+    double x = ((const rt_prof_gemm *)a)->s, y = ((const rt_prof_gemm *)b)->s;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* "615" or "596-615" */
+static const char *dim_range(char *buf, size_t size, const long *r)
+{
+    if (r[0] == r[1])
+        snprintf(buf, size, "%ld", r[0]);
+    else
+        snprintf(buf, size, "%ld-%ld", r[0], r[1]);
+    return buf;
+}
+
+/* --profile's GEMM shapes: the ones that took the most time per step, each with its rate (a
+ * shape well below the others' rate is one the BLAS runs poorly: small, thin or strided), the
+ * rest summed in one row. */
+#define PROFILE_GEMM_ROWS 12
+static void profile_gemm_print(FILE *f, rt_prof_gemm *sh, int n_sh, long n)
+{
+    double total = 0.0;
+    for (int i = 0; i < n_sh; i++)
+        total += sh[i].s;
+    if (n_sh == 0 || total <= 0.0)
+        return;
+    qsort(sh, (size_t)n_sh, sizeof *sh, by_time_desc);
+    fprintf(f, "# GEMM shapes by time: C (m x n) = op(A) (m x k) op(B) (k x n), op t = "
+               "transposed, batch = problems per call; a range: calls of one binary order "
+               "of magnitude\n");
+    fprintf(f, "| %-2s | %9s | %9s | %9s | %5s | %10s | %8s | %6s | %7s |\n", "op", "m", "n", "k",
+            "batch", "calls/step", "ms/step", "share", "GMAC/s");
+    rt_prof_gemm rest = {0};
+    int n_rest = 0;
+    for (int i = 0; i < n_sh; i++) {
+        const rt_prof_gemm *e = &sh[i];
+        if (i >= PROFILE_GEMM_ROWS || e->m[0] == 0) {
+            rest.calls += e->calls, rest.s += e->s, rest.macs += e->macs;
+            n_rest++;
+            continue;
+        }
+        char bm[32], bn[32], bk[32];
+        fprintf(f, "| %c%c | %9s | %9s | %9s | %5ld | %10.1f | %8.3f | %5.1f%% | %7.2f |\n",
+                e->ta ? 't' : 'n', e->tb ? 't' : 'n', dim_range(bm, sizeof bm, e->m),
+                dim_range(bn, sizeof bn, e->n), dim_range(bk, sizeof bk, e->k), e->batch,
+                (double)e->calls / (double)n, 1e3 * e->s / (double)n, 100.0 * e->s / total,
+                e->s > 0 ? 1e-9 * e->macs / e->s : 0.0);
+    }
+    if (n_rest > 0)
+        fprintf(f, "| %-46s | %10.1f | %8.3f | %5.1f%% | %7.2f |\n", "the other shapes",
+                (double)rest.calls / (double)n, 1e3 * rest.s / (double)n, 100.0 * rest.s / total,
+                rest.s > 0 ? 1e-9 * rest.macs / rest.s : 0.0);
+}
+
 static fsmoe_status routing_report(const rt_model *md, FILE *f, fsmoe_error *err)
 {
     int header = 0;
@@ -746,6 +801,8 @@ int main(int argc, char **argv)
             be->stream_sync(be, tr.model.grad);
             be->stream_sync(be, tr.model.intra);
             be->profile_read(be, prof_step, &macs);
+            if (tr.step <= 1 && be->profile_gemm_shapes) /* the warm-up step's shapes */
+                be->profile_gemm_shapes(be, NULL);
             for (int c = 0; c < RT_PROF_CATS && tr.step > 1; c++)
                 prof_sum[c] += prof_step[c];
             macs_sum += tr.step > 1 ? macs : 0.0;
@@ -809,7 +866,13 @@ int main(int argc, char **argv)
         printf("# mean step %.2f ms, %.1f tok/s over %ld steps\n", 1e3 * t_all / (double)n_timed,
                (double)tokens_per_step * (double)n_timed / t_all, n_timed);
     if (opt.profile && n_timed > 0)
+    {
         profile_print(stdout, prof_sum, macs_sum, t_all, n_timed, be->name);
+        if (be->profile_gemm_shapes) {
+            rt_prof_gemm shapes[RT_PROF_GEMM_SHAPES + 1];
+            profile_gemm_print(stdout, shapes, be->profile_gemm_shapes(be, shapes), n_timed);
+        }
+    }
     if (n_steps > 0)
         memory_line(stdout, &be->mem, step_allocs, n_steps, step_faults, n_steady);
     if ((st = routing_report(&tr.model, stdout, &err)) != FSMOE_OK)

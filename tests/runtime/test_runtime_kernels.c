@@ -305,8 +305,10 @@ static void test_layernorm_col_grads(void **s)
 }
 
 /* --profile's accounting: each kernel's time lands in its own category, on the default stream
- * and on a worker stream alike; the GEMMs' multiply-accumulates are exactly Σ m·n·k·batch;
- * nothing is counted while the profile is off, and a read starts again from zero. */
+ * and on a worker stream alike; the GEMMs' multiply-accumulates are exactly Σ m·n·k·batch, and
+ * so are those of each shape entry (calls of one binary order of magnitude per dimension
+ * together, the table's overflow summed); nothing is counted while the profile is off, and a
+ * read starts again from zero. */
 static void test_profile_categories(void **s)
 {
     (void)s;
@@ -336,6 +338,14 @@ static void test_profile_categories(void **s)
         be->profile_read(be, sec, &macs);
         assert_true(macs == 256.0 * 128 * 64 + 3.0 * 32 * 16 * 8);
         assert_true(sec[RT_PROF_GEMM] > 0.0);
+        rt_prof_gemm sh[RT_PROF_GEMM_SHAPES + 1];
+        assert_int_equal(be->profile_gemm_shapes(be, sh), 2); /* in the order first seen */
+        assert_true(sh[0].ta == 0 && sh[0].tb == 1 && sh[0].m[0] == 256 && sh[0].m[1] == 256 &&
+                    sh[0].n[0] == 128 && sh[0].k[1] == 64 && sh[0].batch == 1 &&
+                    sh[0].calls == 1 && sh[0].macs == 256.0 * 128 * 64 && sh[0].s > 0.0);
+        assert_true(sh[1].tb == 0 && sh[1].m[0] == 32 && sh[1].batch == 3 && sh[1].calls == 1 &&
+                    sh[1].macs == 3.0 * 32 * 16 * 8);
+        assert_int_equal(be->profile_gemm_shapes(be, sh), 0); /* read: from zero again */
         for (int k = 0; k < RT_PROF_CATS; k++)
             if (k != RT_PROF_GEMM)
                 assert_true(sec[k] == 0.0);
@@ -352,6 +362,34 @@ static void test_profile_categories(void **s)
                     sec[RT_PROF_OPTIMIZER] > 0.0 && sec[RT_PROF_ATTENTION] == 0.0 &&
                     sec[RT_PROF_COMM] == 0.0);
     }
+    /* one entry per binary order of magnitude of m, n and k, with each one's range; the
+     * table's overflow sums the rest in an entry with m[0] = 0 */
+    rt_prof_gemm sh[RT_PROF_GEMM_SHAPES + 1];
+    const long ms[] = {40, 33, 63, 32, 64, 17};
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+        be->gemm(be, st, 1, 0, ms[i], 16, 20, 1, a, ms[i], 0, b, 16, 0, 0, c, 16, 0, 1);
+    be->stream_sync(be, st);
+    assert_int_equal(be->profile_gemm_shapes(be, sh), 3);
+    assert_true(sh[0].ta == 1 && sh[0].m[0] == 32 && sh[0].m[1] == 63 && sh[0].calls == 4 &&
+                sh[0].macs == (40.0 + 33 + 63 + 32) * 16 * 20);
+    assert_true(sh[1].m[0] == 64 && sh[1].m[1] == 64 && sh[1].calls == 1);
+    assert_true(sh[2].m[0] == 17 && sh[2].m[1] == 17 && sh[2].calls == 1);
+    double over = 0.0;
+    for (long bt = 1; bt <= RT_PROF_GEMM_SHAPES + 5; bt++) { /* each batch its own entry */
+        be->gemm(be, NULL, 0, 0, 2, 2, 2, 1, a, 2, 0, b, 2, 0, 0, c, 2, 0, bt);
+        over += bt > RT_PROF_GEMM_SHAPES ? 8.0 * (double)bt : 0.0;
+    }
+    assert_int_equal(be->profile_gemm_shapes(be, sh), RT_PROF_GEMM_SHAPES + 1);
+    assert_true(sh[RT_PROF_GEMM_SHAPES - 1].batch == RT_PROF_GEMM_SHAPES);
+    assert_true(sh[RT_PROF_GEMM_SHAPES].m[0] == 0 && sh[RT_PROF_GEMM_SHAPES].calls == 5 &&
+                sh[RT_PROF_GEMM_SHAPES].macs == over);
+    be->profile_gemm_shapes(be, NULL); /* discards */
+    be->gemm(be, NULL, 0, 0, 2, 2, 2, 1, a, 2, 0, b, 2, 0, 0, c, 2, 0, 1);
+    assert_int_equal(be->profile_gemm_shapes(be, sh), 1);
+    be->profile_enable(be, 0);
+    be->gemm(be, NULL, 0, 0, 2, 2, 2, 1, a, 2, 0, b, 2, 0, 0, c, 2, 0, 1);
+    assert_int_equal(be->profile_gemm_shapes(be, sh), 0); /* off: nothing counted */
+    be->profile_read(be, sec, &macs);
     be->stream_destroy(be, st);
     be->free(be, a), be->free(be, b), be->free(be, c);
     rt_backend_destroy(&be);
