@@ -89,6 +89,7 @@ struct rt_backend {
     fsmoe_error err; /* first asynchronous failure (status FSMOE_OK while none) */
     rt_mem_stats mem; /* what rt_alloc gave out (rt_alloc, rt_free) */
     void *mem_reg;    /* rt_alloc's record of its blocks (backend.c) */
+    int on_caller;    /* stream_create runs an on_caller stream on the issuing thread */
 
     void (*destroy)(rt_backend *be);
 
@@ -98,8 +99,12 @@ struct rt_backend {
     void (*copy)(rt_backend *be, rt_stream *s, void *dst, const void *src, size_t bytes, int kind);
     void (*zero)(rt_backend *be, rt_stream *s, void *p, size_t bytes);
 
-    /* streams and events. NULL is the default stream. */
-    rt_stream *(*stream_create)(rt_backend *be);
+    /* streams and events. NULL is the default stream. on_caller: nothing needs this stream's
+     * work to run while the issuing thread goes on (one rank: no collective to overlap with),
+     * so the backend may run it on the issuing thread, in issue order, like the default
+     * stream; it is still a stream of its own for events, marks and the trace. The host
+     * backend does (no worker thread, no hand-off per kernel); cuda ignores it. */
+    rt_stream *(*stream_create)(rt_backend *be, int on_caller);
     void (*stream_destroy)(rt_backend *be, rt_stream *s);
     rt_event *(*event_create)(rt_backend *be);
     void (*event_destroy)(rt_backend *be, rt_event *e);

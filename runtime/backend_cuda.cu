@@ -358,8 +358,9 @@ static void c_zero(rt_backend *be, rt_stream *s, void *p, size_t bytes)
     if (bytes)
         CUDA_OK(be, cudaMemsetAsync(p, 0, bytes, cs(s)));
 }
-static rt_stream *c_stream_create(rt_backend *be)
+static rt_stream *c_stream_create(rt_backend *be, int on_caller)
 {
+    (void)on_caller; /* a GPU stream never holds up the issuing thread */
     rt_stream *s = (rt_stream *)calloc(1, sizeof(rt_stream));
     if (s) {
         CUDA_OK(be, cudaStreamCreateWithFlags(&s->s, cudaStreamNonBlocking));

@@ -752,8 +752,10 @@ int main(int argc, char **argv)
         printf("resumed from %s/%s at step %ld\n", resume_dir, RT_CKPT_MANIFEST, tr.step);
     }
     char bdesc[512];
-    snprintf(bdesc, sizeof bdesc, "%s%s%s", be->name, plan_path ? ", plan " : "",
-             plan_path ? plan_path : "");
+    snprintf(bdesc, sizeof bdesc, "%s%s%s%s", be->name,
+             tr.model.streams_on_caller && be->on_caller ? ", streams on the caller (one rank)"
+                 : "",
+             plan_path ? ", plan " : "", plan_path ? plan_path : "");
     config_print(&cfg, stdout, bdesc, data_path, tr.model.params.total);
     if (plan_path)
         printf("| %-14s | schedule %s: %s; predicts %.2f ms/iteration on cluster %s ('pred' in "

@@ -115,11 +115,15 @@ fsmoe_status model_init_dist(rt_model *md, const rt_config *cfg, rt_backend *be,
     long P = md->mp.size, Vl = V / P, v0 = md->mp.rank * Vl;
     md->V_local = Vl, md->v0 = v0;
     /* serial: one stream for both, so compute and communication run in issue order on the same
-     * kind of worker as otherwise (only the overlap differs, not the threads) */
-    md->comp = be->stream_create(be);
-    md->comm = c->serial ? md->comp : be->stream_create(be);
-    md->grad = c->serial ? md->comp : be->stream_create(be);
-    md->intra = c->serial ? md->comp : be->stream_create(be);
+     * kind of worker as otherwise (only the overlap differs, not the threads). One rank has no
+     * collective to overlap with: its streams run on the caller (backend.h stream_create) and
+     * no kernel waits for a hand-off between threads (tiny-moe, one thread: about 10 % of the
+     * step) */
+    md->streams_on_caller = !dist || !dist->mpi;
+    md->comp = be->stream_create(be, md->streams_on_caller);
+    md->comm = c->serial ? md->comp : be->stream_create(be, md->streams_on_caller);
+    md->grad = c->serial ? md->comp : be->stream_create(be, md->streams_on_caller);
+    md->intra = c->serial ? md->comp : be->stream_create(be, md->streams_on_caller);
     if (!md->comp || !md->comm || !md->grad || !md->intra)
         goto nomem;
     double std = c->init_std, std_out = c->init_std / sqrt(2.0 * (double)nl); /* GPT-2 */

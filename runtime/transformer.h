@@ -43,6 +43,7 @@ typedef struct {
     rt_stream *comp, *comm;     /* the MoE layers' compute and communication streams */
     rt_stream *grad;            /* the Gradient-AllReduce's own stream (grad_sync.h) */
     rt_stream *intra;           /* the MoE layers' ESP AllGather / ReduceScatter stream */
+    int streams_on_caller;      /* one rank: the streams run on the caller (backend.h) */
     rt_grad_sync gsync;         /* where the gradients are all-reduced (default: at the end) */
     struct rt_trace *trace;     /* NULL: not traced (trace.h) */
     rt_params params;

@@ -145,7 +145,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "rank %d: %s\n", me, err.msg);
         wrong = 1;
     } else {
-        rt_stream *st = be->stream_create(be);
+        rt_stream *st = be->stream_create(be, 0);
         wrong += st == NULL;
         wrong += check_gathers(be, NULL, &g);
         if (st)

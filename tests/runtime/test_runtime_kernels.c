@@ -328,7 +328,7 @@ static void test_profile_categories(void **s)
         assert_true(sec[k] == 0.0); /* off: nothing counted */
     assert_true(macs == 0.0);
     be->profile_enable(be, 1);
-    rt_stream *st = be->stream_create(be);
+    rt_stream *st = be->stream_create(be, 0);
     assert_non_null(st);
     for (int rep = 0; rep < 2; rep++) {
         rt_stream *on = rep ? st : NULL;
@@ -745,7 +745,7 @@ static void test_gather_single(void **s)
     rt_backend *be = NULL;
     fsmoe_error err = {0};
     assert_int_equal(rt_backend_create("host", 1, &be, &err), FSMOE_OK);
-    rt_stream *st = be->stream_create(be);
+    rt_stream *st = be->stream_create(be, 0);
     assert_non_null(st);
     rt_group g = rt_group_single();
     const long n = 1000;
