@@ -490,6 +490,15 @@ static void profile_print(FILE *f, const double *sum, double macs, double t_all,
                 1e-9 * macs / sum[RT_PROF_GEMM]);
 }
 
+/* Every stream of the model has run what was issued to it. */
+static void sync_streams(rt_backend *be, const rt_model *md)
+{
+    be->stream_sync(be, md->comp);
+    be->stream_sync(be, md->comm);
+    be->stream_sync(be, md->grad);
+    be->stream_sync(be, md->intra);
+}
+
 static int by_time_desc(const void *a, const void *b)
 {
     double x = ((const rt_prof_gemm *)a)->s, y = ((const rt_prof_gemm *)b)->s;
@@ -800,11 +809,7 @@ int main(int argc, char **argv)
             n_steady++;
         }
         if (opt.profile) {
-            /* the step's kernels all ran: the totals are the step's */
-            be->stream_sync(be, tr.model.comp);
-            be->stream_sync(be, tr.model.comm);
-            be->stream_sync(be, tr.model.grad);
-            be->stream_sync(be, tr.model.intra);
+            sync_streams(be, &tr.model); /* the step's kernels all ran: the totals are the step's */
             be->profile_read(be, prof_step, &macs);
             if (tr.step <= 1 && be->profile_gemm_shapes) /* the warm-up step's shapes */
                 be->profile_gemm_shapes(be, NULL);
@@ -834,18 +839,27 @@ int main(int argc, char **argv)
             snprintf(pred, sizeof pred, " | pred %.1f ms", 1e3 * pinfo.iteration_s);
         printf("step %ld/%ld | loss %.4f | %.1f ms%s | %.1fk tok/s | lr %.2e | gnorm %.3f\n",
                tr.step, cfg.steps, ce, 1e3 * dt, pred, tps / 1e3, lr_at(&cfg, tr.step - 1), gnorm);
-        if (cfg.eval_every > 0 && (tr.step % cfg.eval_every == 0 || tr.step == last)) {
+        /* --profile counts the training steps' kernels only: not evaluation's nor a save's */
+        int evaluating = cfg.eval_every > 0 && (tr.step % cfg.eval_every == 0 || tr.step == last);
+        int saving = save_dir && ((cfg.save_every > 0 && tr.step % cfg.save_every == 0) ||
+                                  tr.step == last);
+        if (opt.profile && (evaluating || saving))
+            be->profile_enable(be, 0);
+        if (evaluating) {
             double val = 0;
             if ((st = trainer_eval(&tr, &val, &err)) != FSMOE_OK)
                 goto fail;
             printf("eval step %ld | val loss %.4f\n", tr.step, val);
         }
-        if (save_dir && ((cfg.save_every > 0 && tr.step % cfg.save_every == 0) ||
-                         tr.step == last)) {
+        if (saving) {
             rt_ckpt_rank ck = checkpoint_rank(&tr.model, &tr.opt, &layout);
             if ((st = save_checkpoint(save_dir, tr.step, &ck, &dist, world, rank, &err)) != FSMOE_OK)
                 goto fail;
             saved = tr.step;
+        }
+        if (opt.profile && (evaluating || saving)) {
+            sync_streams(be, &tr.model); /* nothing of theirs still queued */
+            be->profile_enable(be, 1);
         }
         fflush(stdout);
     }

@@ -70,6 +70,16 @@ awk -F'|' '/^# kernel profile/ { t = 1 }
               print "rows " rows " shapes " sum " ms, GEMM " gemm " ms, shares " share "%"; exit 1 } }' \
     "$tmp/prof.out" || fail "--profile: the GEMM shapes do not add up to the GEMM time"
 
+# evaluation and checkpoints between the steps stay out of the profile: the same training
+# steps' multiply-accumulates as without them (the same routing), and a table that adds up
+"$run" $common --profile --eval-every 2 --save "$tmp/ck" --save-every 3 > "$tmp/prof_eval.out" ||
+    fail "--profile run with evaluation and saves failed"
+macs() { sed -n 's/^# GEMM: \([0-9.e+-]*\) GMAC per step.*/\1/p' "$1"; }
+[ -n "$(macs "$tmp/prof.out")" ] && [ "$(macs "$tmp/prof.out")" = "$(macs "$tmp/prof_eval.out")" ] ||
+    fail "--profile counted evaluation or saves: $(macs "$tmp/prof.out") against $(macs "$tmp/prof_eval.out") GMAC per step"
+grep -q '^| kernels overlapped' "$tmp/prof_eval.out" &&
+    fail "--profile with evaluation and saves: the kernels add up to more than the steps"
+
 sed 's/forward: {r: 1,/forward: {r: 3,/; s/backward: {r: 1,/backward: {r: 5,/' \
     "$tmp/single.yaml" > "$tmp/chunked.yaml"
 grep -q 'forward: {r: 3,' "$tmp/chunked.yaml" || fail "could not raise r in the plan"
