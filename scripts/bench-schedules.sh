@@ -123,9 +123,25 @@ for ((round = 1; round <= repeat; round++)); do
         log=$out/$name-$s.log
         pl=$plan sched=$s
         case $s in plan@*) pl=${plan%.yaml}@${s#plan@}.yaml sched=plan ;; esac
-        "${emu[@]}" "$build/runtime/fsmoe-run" --model "$model" --plan "$pl" --schedule "$sched" \
-            "${resume[@]}" --steps "$total" --eval-every 0 --threads 1 --report > "$log" 2>&1 ||
-            { tail -20 "$log"; echo "bench-schedules: fsmoe-run --schedule $s failed" >&2; exit 1; }
+        # Open MPI 4's launcher now and then reports a rank that finished normally as "exiting
+        # improperly" (a race in its shutdown, open-mpi/ompi#7833; seen once here, after a
+        # complete report): that run is made again, once, and said; any other failure stops
+        for attempt in 1 2; do
+            if "${emu[@]}" "$build/runtime/fsmoe-run" --model "$model" --plan "$pl" \
+                --schedule "$sched" "${resume[@]}" --steps "$total" --eval-every 0 --threads 1 \
+                --report > "$log" 2>&1; then
+                break
+            fi
+            if [ "$attempt" = 1 ] && grep -q 'exiting improperly' "$log" &&
+                ! grep -q '^fsmoe-run: ' "$log"; then
+                echo "bench-schedules: --schedule $s: mpirun reported a rank exiting improperly" \
+                    "after the run (Open MPI's shutdown race); running it again" >&2
+                continue
+            fi
+            tail -20 "$log"
+            echo "bench-schedules: fsmoe-run --schedule $s failed" >&2
+            exit 1
+        done
         # the report's step line: measured median, predicted
         read -r meas pred < <(awk '$1 == "step" && NF >= 4 && $2 ~ /^[0-9.]+$/ {print $2, $3}' "$log")
         conf=$(sed -n 's/^# conformance: \([0-9]*\) task ids.* planned, \([0-9]*\) mismatched.*/\1 ids, \2 mismatched/p' "$log")
