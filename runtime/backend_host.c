@@ -64,6 +64,7 @@ typedef struct {
     atomic_llong prof_macs;                  /* the GEMMs' multiply-accumulates */
     pthread_mutex_t prof_mu;                 /* guards the shapes (GEMMs run on any stream) */
     rt_prof_gemm prof_shapes[RT_PROF_GEMM_SHAPES + 1]; /* the last sums those beyond */
+    int prof_mag[RT_PROF_GEMM_SHAPES][3]; /* each entry's binary magnitude of m, n, k */
     int n_prof_shapes;
 } host_impl;
 
@@ -151,16 +152,17 @@ static void widen(long *range, long v)
 static void prof_gemm_shape(host_impl *h, int ta, int tb, long m, long n, long k, long batch,
                             double seconds)
 {
-    int lm = ilog2l(m), ln = ilog2l(n), lk = ilog2l(k);
+    int mag[3] = {ilog2l(m), ilog2l(n), ilog2l(k)};
     pthread_mutex_lock(&h->prof_mu);
     rt_prof_gemm *e = NULL;
     for (int i = 0; i < h->n_prof_shapes && !e; i++) {
         rt_prof_gemm *c = &h->prof_shapes[i];
-        if (c->ta == ta && c->tb == tb && c->batch == batch && ilog2l(c->m[0]) == lm &&
-            ilog2l(c->n[0]) == ln && ilog2l(c->k[0]) == lk)
+        if (c->ta == ta && c->tb == tb && c->batch == batch &&
+            memcmp(h->prof_mag[i], mag, sizeof mag) == 0)
             e = c;
     }
     if (!e && h->n_prof_shapes < RT_PROF_GEMM_SHAPES) {
+        memcpy(h->prof_mag[h->n_prof_shapes], mag, sizeof mag);
         e = &h->prof_shapes[h->n_prof_shapes++];
         *e = (rt_prof_gemm){ta, tb, {m, m}, {n, n}, {k, k}, batch, 0, 0.0, 0.0};
     }
@@ -179,12 +181,13 @@ static int h_profile_gemm_shapes(rt_backend *be, rt_prof_gemm *out)
     host_impl *h = H(be);
     pthread_mutex_lock(&h->prof_mu);
     int n = 0;
-    for (int i = 0; i < h->n_prof_shapes; i++)
-        if (out)
-            out[n++] = h->prof_shapes[i];
     rt_prof_gemm *other = &h->prof_shapes[RT_PROF_GEMM_SHAPES];
-    if (other->calls > 0 && out)
-        out[n++] = *other;
+    if (out) {
+        n = h->n_prof_shapes;
+        memcpy(out, h->prof_shapes, (size_t)n * sizeof *out);
+        if (other->calls > 0)
+            out[n++] = *other;
+    }
     h->n_prof_shapes = 0;
     memset(other, 0, sizeof *other);
     pthread_mutex_unlock(&h->prof_mu);

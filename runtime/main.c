@@ -884,8 +884,7 @@ int main(int argc, char **argv)
     if (n_timed > 0)
         printf("# mean step %.2f ms, %.1f tok/s over %ld steps\n", 1e3 * t_all / (double)n_timed,
                (double)tokens_per_step * (double)n_timed / t_all, n_timed);
-    if (opt.profile && n_timed > 0)
-    {
+    if (opt.profile && n_timed > 0) {
         profile_print(stdout, prof_sum, macs_sum, t_all, n_timed, be->name);
         if (be->profile_gemm_shapes) {
             rt_prof_gemm shapes[RT_PROF_GEMM_SHAPES + 1];
