@@ -395,6 +395,59 @@ static void test_profile_categories(void **s)
     rt_backend_destroy(&be);
 }
 
+/* A stream made on_caller runs its work where it is issued: the product is in C when the call
+ * returns, before any synchronisation; it still records events that a worker stream waits
+ * for, and a worker stream's results reach it through an event. */
+static void test_stream_on_caller(void **s)
+{
+    (void)s;
+    rt_backend *be = NULL;
+    fsmoe_error err = {0};
+    assert_int_equal(rt_backend_create("host", 1, &be, &err), FSMOE_OK);
+    assert_true(be->on_caller);
+    const long n = 24;
+    real *a = be->alloc(be, sizeof(real) * n * n), *b = be->alloc(be, sizeof(real) * n * n);
+    real *c = be->alloc(be, sizeof(real) * n * n), *d = be->alloc(be, sizeof(real) * n * n);
+    real *want = malloc(sizeof(real) * n * n);
+    for (long i = 0; i < n * n; i++)
+        a[i] = (real)(i % 7) - 3, b[i] = (real)(i % 5) - 2;
+    for (long i = 0; i < n; i++) /* small integers: every order of summation gives these */
+        for (long j = 0; j < n; j++) {
+            real acc = 0;
+            for (long p = 0; p < n; p++)
+                acc += a[i * n + p] * b[p * n + j];
+            want[i * n + j] = acc;
+        }
+    rt_stream *caller = be->stream_create(be, 1), *worker = be->stream_create(be, 0);
+    rt_event *ev = be->event_create(be);
+    assert_non_null(caller);
+    assert_non_null(worker);
+    assert_non_null(ev);
+    be->gemm(be, caller, 0, 0, n, n, n, 1, a, n, 0, b, n, 0, 0, c, n, 0, 1);
+    assert_memory_equal(c, want, sizeof(real) * n * n); /* no sync */
+    be->event_record(be, ev, caller);
+    be->stream_wait(be, worker, ev);
+    be->gemm(be, worker, 0, 0, n, n, n, 1, c, n, 0, b, n, 0, 0, d, n, 0, 1); /* d = (a·b)·b */
+    be->event_record(be, ev, worker);
+    be->stream_wait(be, caller, ev); /* waits for the worker's product */
+    be->copy(be, caller, a, d, sizeof(real) * n * n, RT_D2D);
+    assert_memory_equal(a, d, sizeof(real) * n * n);
+    for (long i = 0; i < n; i++)
+        for (long j = 0; j < n; j++) {
+            real acc = 0;
+            for (long p = 0; p < n; p++)
+                acc += want[i * n + p] * b[p * n + j];
+            assert_true(a[i * n + j] == acc);
+        }
+    assert_int_equal(rt_backend_check(be, &err), FSMOE_OK);
+    be->event_destroy(be, ev);
+    be->stream_destroy(be, worker);
+    be->stream_destroy(be, caller);
+    be->free(be, a), be->free(be, b), be->free(be, c), be->free(be, d);
+    free(want);
+    rt_backend_destroy(&be);
+}
+
 /* Experts on C slots of which fill[e] are used, against the same call with every slot used. */
 static void check_skip(int kind)
 {
@@ -790,6 +843,7 @@ int main(void)
         cmocka_unit_test(test_gemm_threads),
         cmocka_unit_test(test_host_isa),
         cmocka_unit_test(test_profile_categories),
+        cmocka_unit_test(test_stream_on_caller),
         cmocka_unit_test(test_sumsq_threads),
         cmocka_unit_test(test_layernorm_col_grads),
         cmocka_unit_test(test_skip_empty_slots_gpt),
