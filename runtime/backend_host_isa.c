@@ -69,6 +69,22 @@ int rt_backend_host_isa_runs(const char *name)
     return 0;
 }
 
+const char *rt_backend_host_isa_name(int i)
+{
+    return i >= 0 && i < N_HOST_ISAS ? host_isas[i].name : NULL;
+}
+
+void rt_backend_host_isa_names(char *buf, size_t size, const char *sep)
+{
+    if (size == 0)
+        return;
+    buf[0] = '\0';
+    for (int i = 0; i < N_HOST_ISAS; i++) {
+        strncat(buf, i ? sep : "", size - strlen(buf) - 1);
+        strncat(buf, host_isas[i].name, size - strlen(buf) - 1);
+    }
+}
+
 fsmoe_status rt_backend_host_create(int threads, rt_backend **out, fsmoe_error *err)
 {
     *out = NULL;
@@ -88,11 +104,8 @@ fsmoe_status rt_backend_host_create(int threads, rt_backend **out, fsmoe_error *
             (*out)->name = a->backend;
         return st;
     }
-    char list[128] = "";
-    for (int i = 0; i < N_HOST_ISAS; i++) {
-        strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
-        strncat(list, host_isas[i].name, sizeof list - strlen(list) - 1);
-    }
+    char list[128];
+    rt_backend_host_isa_names(list, sizeof list, ", ");
     return fsmoe_fail(err, FSMOE_ERR_USAGE,
                       "FSMOE_HOST_ISA=%s: not an instruction set of this build (%s)", want, list);
 }

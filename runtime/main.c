@@ -33,6 +33,7 @@
 #include "mpi_coll.h"
 #include "topology.h"
 #include "atomic_file.h"
+#include "backend_host.h"
 #include "config.h"
 #include "input_file.h"
 #include "data.h"
@@ -81,6 +82,8 @@ static void usage(const char *reason)
 {
     if (reason)
         fprintf(stderr, "%s: %s\n", prog, reason);
+    char isas[128];
+    rt_backend_host_isa_names(isas, sizeof isas, "|");
     fprintf(reason ? stderr : stdout,
             "usage: fsmoe-run --model M [--plan P] [--data FILE] [--steps N] [--seed S]\n"
             "                 [--save DIR] [--save-every K] [--resume DIR] [--eval-every K]\n"
@@ -113,13 +116,13 @@ static void usage(const char *reason)
             "                their rate; host backend)\n"
             "limits:         --mem-limit SIZE (K/M/G; default the physical memory): a run that\n"
             "                needs more per rank is refused before it starts\n"
-            "environment:    FSMOE_HOST_ISA=baseline|x86-64-v3|x86-64-v4 (the host backend's\n"
-            "                instruction set; default the widest this CPU runs)\n"
+            "environment:    FSMOE_HOST_ISA=%s (the host backend's\n"
+            "                instruction set; default the best this CPU runs)\n"
             "SIGINT/SIGTERM stop the run after the step in progress (exit 128+signal; the last\n"
             "checkpoint stays); a second one stops it at once.\n"
             "Without --data it trains on the shipped corpus (%s);\n"
             "without --plan it runs unpipelined (r = 1) unless --chunks is given.\n",
-            FSMOE_DEFAULT_DATA);
+            isas, FSMOE_DEFAULT_DATA);
     exit(reason ? 2 : 0);
 }
 
