@@ -448,6 +448,8 @@ static fsmoe_status gemm_job(void *arg, fsmoe_error *err)
     if (prof) { /* the GEMM category's time and the shape's, from the same two clock reads */
         long long dt = prof_clock_ns() - t0;
         atomic_fetch_add_explicit(&q_->h->prof_ns[RT_PROF_GEMM], dt, memory_order_relaxed);
+        atomic_fetch_add_explicit(&q_->h->prof_macs, (long long)(q_->m * q_->n * q_->k * q_->batch),
+                                  memory_order_relaxed);
         prof_gemm_shape(q_->h, q_->ta, q_->tb, q_->m, q_->n, q_->k, q_->batch, 1e-9 * (double)dt);
     }
     return FSMOE_OK;
@@ -459,10 +461,7 @@ static void h_gemm(rt_backend *be, rt_stream *s, int ta, int tb, long m, long n,
 {
     gemm_args q_ = {H(be), H(be)->pool, ta, tb, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C,
                     ldc, sC, batch};
-    if (atomic_load_explicit(&H(be)->prof, memory_order_relaxed))
-        atomic_fetch_add_explicit(&H(be)->prof_macs, (long long)(m * n * k * batch),
-                                  memory_order_relaxed);
-    h_async(be, s, -1, gemm_job, &q_, sizeof q_); /* gemm_job times itself */
+    h_async(be, s, -1, gemm_job, &q_, sizeof q_); /* gemm_job profiles itself */
 }
 
 typedef struct {
