@@ -455,56 +455,101 @@ static int saa_to(const rt_moe *m, int k)
 {
     return (xgroup(m)->rank / esp_size(m) + k) % saa_phases(m);
 }
-static int saa_from(const rt_moe *m, int k)
+/* ... as exchange-group member q sees them (saa_from: this member's) */
+static int saa_from_q(const rt_moe *m, int q, int k)
 {
     int Pe = saa_phases(m);
-    return (xgroup(m)->rank / esp_size(m) - k + Pe) % Pe;
+    return (q / esp_size(m) - k + Pe) % Pe;
+}
+static int saa_from(const rt_moe *m, int k) { return saa_from_q(m, xgroup(m)->rank, k); }
+
+/* MP member mi's local slot rows of one unit (chunk j of r; under S2's SAA the phase whose rows
+ * come from EP member `from`, -1: every phase), as its Combine fills them: its idxA rows
+ * (xmap_build) sent to slice 0 of each expert (every row once), cut with its exchange-group
+ * rank q, from its first slot mi·F/mp of each expert's F filled slots (exchange_counts). Into
+ * out (NULL: counted only); returns the count. */
+static long member_unit_rows(const rt_moe *m, int q, int mi, int j, int r, int from, long *out)
+{
+    int P = group_size(m), S = per_slice(m) ? esp_size(m) : 1, Pm = m->mpg.size;
+    long El = m->E_local, C = m->route.C, n = 0;
+    for (int p = 0; p < P; p += S) {
+        if (from >= 0 && p / S != from)
+            continue;
+        for (long e = p * El; e < (p + 1) * El; e++) {
+            long lo, hi, off, re = real_expert(m, e), s0 = mi * m->route.load[re] / Pm;
+            chunk_part(m, P, e, q, j, r, &lo, &hi, &off);
+            for (long i = lo; i < hi; i++, n++)
+                if (out)
+                    out[n] = re * C + s0 + (i - off);
+        }
+    }
+    return n;
+}
+
+/* Whether every MP member's lists follow from what this member holds, with no exchange. Under
+ * S2 (and DeepSpeed's drop_tokens) the members route the same duplicated tokens alike (they
+ * split each expert's filled slots, which adds up only because their loads agree) and exchange
+ * over EP&ESP, whose counts K every member holds; where the MP group lies inside the EP&ESP
+ * group (mp divides ep·esp, consecutive ranks: layout.h), member i's rank there is this
+ * member's less its MP rank plus i. MoNTA exchanges over EP, which its MP members (the ESP
+ * group) do not share: its lists are exchanged. */
+static int mp_lists_local(const rt_moe *m)
+{
+    return per_slice(m) && m->epesp.size % m->mpg.size == 0;
 }
 
 /* S2's and MoNTA's MP AllGathers (moe_layer.h): per unit (a chunk, or under S2's SAA a phase
- * of it) the local slot rows this member's Combine fills (its idxA rows sent to slice 0 of
- * each expert: every row once; in phase k those sent to EP member saa_from(k)), padded to the
- * MP group's largest count; every member's lists, this member's own block -1 (its rows are in
- * place). The lists are exchanged over MP on the host. */
+ * of it) the local slot rows this member's Combine fills (member_unit_rows; in phase k those
+ * from EP member saa_from(k)), padded to the MP group's largest count; every member's lists,
+ * this member's own block -1 (its rows are in place). Computed here where mp_lists_local
+ * (four host collectives less per layer and step than exchanging them: the forward's and the
+ * backward's count and row exchanges, each a rendezvous of the MP group); else exchanged over
+ * MP on the host. */
 static void mp_build(rt_moe *m, rt_backend *be, rt_xmap *x, int r)
 {
-    /* per slice, each row goes to every slice of its expert: slice 0's copy names it */
-    int P = group_size(m), S = per_slice(m) ? esp_size(m) : 1, Pm = m->mpg.size, me = m->mpg.rank;
-    int U = saa_phased(m) ? saa_phases(m) : 1, nu = r * U;
+    int P = group_size(m), S = per_slice(m) ? esp_size(m) : 1, Pm = m->mpg.size;
+    int me = m->mpg.rank, local = mp_lists_local(m), U = saa_phased(m) ? saa_phases(m) : 1;
+    int nu = r * U;
+    int q0 = xgroup(m)->rank - me; /* MP member 0's exchange-group rank, where local */
     long *cnt = x->h_cnt, *all = x->h_cnt + nu, *sl = x->h_sl;
     fsmoe_error err = {0};
+    fsmoe_status st = FSMOE_OK;
     x->units = U;
     for (int u = 0; u < nu; u++) {
-        int j = u / U, from = U > 1 ? saa_from(m, u % U) : -1;
-        long n = 0;
-        for (int p = 0; p < P; p += S)
-            if (from < 0 || p / S == from)
-                n += x->send_rows[j * P + p];
-        cnt[u] = n;
+        int j = u / U, k = u % U;
+        cnt[u] = member_unit_rows(m, q0 + me, me, j, r, U > 1 ? saa_from(m, k) : -1, NULL);
+        for (int i = 0; local && i < Pm; i++)
+            all[i * nu + u] = member_unit_rows(m, q0 + i, i, j, r,
+                                               U > 1 ? saa_from_q(m, q0 + i, k) : -1, NULL);
     }
-    fsmoe_status st = dist_allgather_longs(m->dist, RT_MP, cnt, all, nu,
-                                           "MoE S2 row-count exchange (mp)", &err);
+    if (!local)
+        st = dist_allgather_longs(m->dist, RT_MP, cnt, all, nu, "MoE S2 row-count exchange (mp)",
+                                  &err);
     long nS = 0;
     for (int u = 0; u < nu && st == FSMOE_OK; u++) {
-        int j = u / U, from = U > 1 ? saa_from(m, u % U) : -1;
         long R = 0;
         for (int i = 0; i < Pm; i++)
             R = all[i * nu + u] > R ? all[i * nu + u] : R;
         x->Rm[u] = R;
         x->offS[u] = nS;
-        long o = x->offA[j], n0 = nS;
-        for (int p = 0; p < P; p++) {
-            if (p % S == 0 && (from < 0 || p / S == from))
-                for (long k = 0; k < x->send_rows[j * P + p]; k++)
-                    sl[nS++] = x->h_idx[o + k];
-            o += x->send_rows[j * P + p];
-        }
-        while (nS < n0 + R)
-            sl[nS++] = -1;
+        nS += R;
     }
     x->offS[nu] = nS;
+    /* the units' lists, each padded to Rm: this member's in sl, every member's after it */
     long *sall = sl + nS;
-    if (st == FSMOE_OK)
+    for (int i = local ? 0 : me; i < (local ? Pm : me + 1) && st == FSMOE_OK; i++) {
+        long *dst = i == me && !local ? sl : sall + (long)i * nS;
+        for (int u = 0; u < nu; u++) {
+            long n = member_unit_rows(m, q0 + i, i, u / U, r,
+                                      U > 1 ? saa_from_q(m, q0 + i, u % U) : -1,
+                                      dst + x->offS[u]);
+            for (long k = x->offS[u] + n; k < x->offS[u + 1]; k++)
+                dst[k] = -1;
+        }
+    }
+    if (local && st == FSMOE_OK)
+        memcpy(sl, sall + (long)me * nS, (size_t)nS * sizeof(long));
+    else if (st == FSMOE_OK)
         st = dist_allgather_longs(m->dist, RT_MP, sl, sall, (int)nS,
                                   "MoE S2 row exchange (mp)", &err);
     if (st != FSMOE_OK) {
