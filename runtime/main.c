@@ -349,6 +349,13 @@ static int die_input(const fsmoe_error *err)
     return err->status == FSMOE_ERR_IO ? 2 : fsmoe_exit_code(err->status);
 }
 
+/* --report's gather over the world (report.h rt_report_ranks). */
+static fsmoe_status report_allgather(void *ctx, const long *mine, long *all, int n,
+                                     fsmoe_error *err)
+{
+    return dist_allgather_longs(ctx, RT_WORLD, mine, all, n, "report collectives (world)", err);
+}
+
 /* --trace on many ranks: every rank's tasks in one file (one process per rank), written by
  * rank 0. Ranks on one host share its monotonic clock, so their tasks get one common zero (the
  * earliest task of any rank) and line up; when the ranks' zeros lie more than 10 s apart
@@ -913,8 +920,9 @@ int main(int argc, char **argv)
         /* every rank joins its own trace with the graph (only rank 0's stdout is kept); the
          * conformance of every rank is summed on all */
         rt_report_result res;
-        if ((st = rt_report_write(stdout, &trace, &sched, 1, step_times, n_step_times, &res,
-                                  &err)) != FSMOE_OK)
+        rt_report_ranks ranks = {world, report_allgather, &dist};
+        if ((st = rt_report_write(stdout, &trace, &sched, 1, step_times, n_step_times,
+                                  world > 1 ? &ranks : NULL, &res, &err)) != FSMOE_OK)
             goto fail;
         if (world > 1) {
             long *all = calloc((size_t)(3 * world), sizeof(long));

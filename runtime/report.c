@@ -1,6 +1,7 @@
 /* Implements: fsmoe-run --report (report.h). */
 #include "report.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 typedef struct {
     int phase, layer, chunk, kind;
     double pred, pred_bytes;
+    double pred_sync; /* the part of pred that is the profile's sync latency (collectives) */
     int pred_n;
     double *meas, *meas_bytes; /* per compared step */
     int *meas_n;
@@ -83,6 +85,14 @@ static double quantile(double *v, int n, double q)
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     int i = (int)ceil(q * n) - 1;
     return v[i < 0 ? 0 : i >= n ? n - 1 : i];
+}
+
+/* The kinds that are one collective of a group per task (the collectives' table). */
+static int collective_kind(int k)
+{
+    return k == FSMOE_TASK_A2A || k == FSMOE_TASK_GRAD_AR || k == FSMOE_TASK_AG ||
+           k == FSMOE_TASK_RS || k == FSMOE_TASK_AR_MP || k == FSMOE_TASK_AR_ESP ||
+           k == FSMOE_TASK_SAA;
 }
 
 static int conformance_kind(int k)
@@ -171,9 +181,114 @@ out:
 }
 static int sel_layer(const id_row *r, int l) { return r->layer == l; }
 
+void rt_report_split(const double *t, int W, double *alone, double *waiting)
+{
+    double lo = W > 0 ? t[0] : 0.0, sum = 0.0;
+    for (int w = 0; w < W; w++) {
+        lo = t[w] < lo ? t[w] : lo;
+        sum += t[w];
+    }
+    *alone = lo;
+    *waiting = W > 0 ? sum / W - lo : 0.0;
+}
+
+/* The collectives on all ranks (report.h): rows [0, n_graph) of t are the graph's ids, in its
+ * order on every rank; each rank's time in each collective id and step, in ns (-1: not run),
+ * gathered on every rank, and split by rt_report_split; per kind the means over the ranks
+ * summed over the ids, per step. */
+static fsmoe_status collectives_table(FILE *f, const id_table *t, int n_graph, double sync_s,
+                                      const rt_report_ranks *rk, fsmoe_error *err)
+{
+    const int W = rk->world, S = t->steps;
+    int n_ids = 0;
+    for (int i = 0; i < n_graph; i++)
+        n_ids += collective_kind(t->r[i].kind) && t->r[i].pred_n > 0;
+    long n = (long)n_ids * S, *cnt = calloc((size_t)W, sizeof(long));
+    long *mine = malloc((size_t)(n + 1) * sizeof(long)), *all = NULL;
+    fsmoe_status st = FSMOE_OK;
+    if (!cnt || !mine)
+        goto nomem;
+    /* every rank must gather as many: the same graph and as many compared steps */
+    if ((st = rk->allgather(rk->ctx, &n, cnt, 1, err)) != FSMOE_OK)
+        goto out;
+    for (int w = 0; w < W; w++)
+        if (cnt[w] != n) {
+            fprintf(f, "# collectives on all ranks: not compared (rank %d traced %ld collective "
+                       "tasks, rank 0 %ld: the ranks kept different steps)\n",
+                    w, cnt[w], cnt[0]);
+            goto out;
+        }
+    if (W > RT_REPORT_MAX_RANKS) {
+        fprintf(f, "# collectives on all ranks: not compared on %d ranks (at most %d)\n", W,
+                RT_REPORT_MAX_RANKS);
+        goto out;
+    }
+    if (n == 0 || n > INT_MAX / W)
+        goto out;
+    if (!(all = malloc((size_t)(W * n) * sizeof(long))))
+        goto nomem;
+    long c = 0;
+    for (int i = 0; i < n_graph; i++) {
+        const id_row *r = &t->r[i];
+        if (!collective_kind(r->kind) || r->pred_n < 1)
+            continue;
+        for (int s = 0; s < S; s++, c++)
+            mine[c] = r->meas_n[s] > 0 ? llround(r->meas[s] * 1e9) : -1;
+    }
+    if ((st = rk->allgather(rk->ctx, mine, all, (int)n, err)) != FSMOE_OK)
+        goto out;
+    double meas[FSMOE_TASK_COUNT] = {0}, wait[FSMOE_TASK_COUNT] = {0},
+           move[FSMOE_TASK_COUNT] = {0}, pred[FSMOE_TASK_COUNT] = {0},
+           sync[FSMOE_TASK_COUNT] = {0};
+    int tasks[FSMOE_TASK_COUNT] = {0}, incomplete = 0;
+    c = 0;
+    for (int i = 0; i < n_graph; i++) {
+        const id_row *r = &t->r[i];
+        if (!collective_kind(r->kind) || r->pred_n < 1)
+            continue;
+        pred[r->kind] += r->pred, sync[r->kind] += r->pred_sync, tasks[r->kind] += r->pred_n;
+        for (int s = 0; s < S; s++, c++) {
+            double v[RT_REPORT_MAX_RANKS], alone, waiting;
+            int ok = 1;
+            for (int w = 0; w < W && ok; w++)
+                ok = (v[w] = 1e-9 * (double)all[(long)w * n + c]) >= 0.0;
+            if (!ok) {
+                incomplete++;
+                continue;
+            }
+            rt_report_split(v, W, &alone, &waiting);
+            meas[r->kind] += (alone + waiting) / S;
+            move[r->kind] += alone / S;
+            wait[r->kind] += waiting / S;
+        }
+    }
+    fprintf(f, "# collectives on all %d ranks, ms per step: measured (the mean over the ranks) "
+               "= alone (the least time any rank spent in the task: the last to arrive waits "
+               "for no one) + waiting (the ranks' mean beyond it: for the last to arrive); "
+               "predicted, and the part of it that is the profile's sync latency (%.3f ms on "
+               "every collective)\n",
+            W, 1e3 * sync_s);
+    fprintf(f, "  %-16s %12s %12s %12s %12s %12s %7s\n", "collectives", "measured ms",
+            "alone ms", "waiting ms", "predicted ms", "of it sync", "tasks");
+    for (int k = 0; k < FSMOE_TASK_COUNT; k++)
+        if (tasks[k] > 0)
+            fprintf(f, "  %-16s %12.3f %12.3f %12.3f %12.3f %12.3f %7d\n",
+                    fsmoe_task_name((fsmoe_task_kind)k), 1e3 * meas[k], 1e3 * move[k],
+                    1e3 * wait[k], 1e3 * pred[k], 1e3 * sync[k], tasks[k]);
+    if (incomplete)
+        fprintf(f, "#   %d (task, step) pairs left out: some rank did not run them\n",
+                incomplete);
+    goto out;
+nomem:
+    st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "--report: out of memory");
+out:
+    free(cnt), free(mine), free(all);
+    return st;
+}
+
 fsmoe_status rt_report_write(FILE *f, const rt_trace *tr, const rt_schedule *rs, long skip,
-                             const double *step_s, int n_steps, rt_report_result *res,
-                             fsmoe_error *err)
+                             const double *step_s, int n_steps, const rt_report_ranks *ranks,
+                             rt_report_result *res, fsmoe_error *err)
 {
     memset(res, 0, sizeof *res);
     id_table t = {0};
@@ -204,7 +319,12 @@ fsmoe_status rt_report_write(FILE *f, const rt_trace *tr, const rt_schedule *rs,
         if (!r)
             goto nomem;
         r->pred += d, r->pred_bytes += k->bytes, r->pred_n++;
+        /* the sync latency is in the α of every collective line of a group of more than one
+         * rank; a group of one's line is zero */
+        if (collective_kind(k->kind) && rs->sync_s > 0.0 && k->alpha_s >= rs->sync_s)
+            r->pred_sync += rs->sync_s;
     }
+    const int n_graph = t.n;
     double scale = (double)rs->elem_bytes / (double)sizeof(real);
     for (long i = 0; i < tr->step_first; i++) {
         const rt_trace_event *e = &tr->ev[i];
@@ -319,6 +439,8 @@ fsmoe_status rt_report_write(FILE *f, const rt_trace *tr, const rt_schedule *rs,
                        "covered by its tasks)\n",
                     "in no task", 1e3 * (med - cov), "-", "-");
     }
+    if (ranks && ranks->world > 1)
+        st = collectives_table(f, &t, n_graph, rs->sync_s, ranks, err);
     goto out;
 nomem:
     st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "--report: out of memory");

@@ -17,7 +17,18 @@
  *
  * Tables: per task kind and per MoE layer, the mean measured and predicted time per step, their
  * ratio, and the median and 90th percentile of the per-task ratios; then the step, and the part
- * of it no traced task covers (work neither timed nor modelled). */
+ * of it no traced task covers (work neither timed nor modelled).
+ *
+ * Collectives on all ranks (more than one rank): a collective ends on its ranks at about the
+ * same time, when the last to arrive has moved its data, so of the time rank i spends in one
+ * collective task, the least any rank spent there is the collective alone (the last to arrive
+ * waits for no one) and the rest is waiting for the last rank. Durations only, so the ranks' clocks need not
+ * agree. Per collective kind, per step and as the mean over the ranks: measured = alone +
+ * waiting, against the predicted time and the part of it that is the profile's sync latency
+ * (the arrival skew the cost model adds to every collective's α: workload.h). The least is
+ * taken over all ranks, not the task's group: where groups of one kind run at different
+ * speeds, alone is the fastest group's, and where ranks move different amounts (an
+ * AllToAllv's rows follow the routing), the lightest rank's. */
 #ifndef RT_REPORT_H
 #define RT_REPORT_H
 
@@ -38,11 +49,28 @@ typedef struct {
                              * executor did not run, or ran under another label) */
 } rt_report_result;
 
+/* The most ranks the collectives' table compares (more: it says so and is left out). */
+#define RT_REPORT_MAX_RANKS 4096
+
+/* One collective task of one step on W ranks, rank w's time in it t[w] (s): *alone = the least
+ * (the last rank to arrive waits for no one), *waiting = the ranks' mean beyond it; the mean
+ * over the ranks is their sum. */
+void rt_report_split(const double *t, int W, double *alone, double *waiting);
+
+/* The ranks of a multi-rank run, for the collectives' table: allgather puts every rank's n
+ * longs into all (world·n, rank after rank), called by every rank at once. */
+typedef struct {
+    int world;
+    fsmoe_status (*allgather)(void *ctx, const long *mine, long *all, int n, fsmoe_error *err);
+    void *ctx;
+} rt_report_ranks;
+
 /* Writes the report of the trace's kept steps after the first `skip` to f (executed gradient
  * bytes counted in the plan's element size); step_s: the measured step times (n_steps of them,
- * for the step line; may be NULL). */
+ * for the step line; may be NULL); ranks: NULL or world 1 on one rank, else every rank calls
+ * this at once and the collectives' table follows. */
 fsmoe_status rt_report_write(FILE *f, const rt_trace *tr, const rt_schedule *rs, long skip,
-                             const double *step_s, int n_steps, rt_report_result *res,
-                             fsmoe_error *err);
+                             const double *step_s, int n_steps, const rt_report_ranks *ranks,
+                             rt_report_result *res, fsmoe_error *err);
 
 #endif

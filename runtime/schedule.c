@@ -239,6 +239,7 @@ fsmoe_status rt_schedule_make(rt_schedule *rs, const char *plan_path, const char
     if ((st = sim_model_from_plan(&plan, &model, &cl, rs->cluster_path, &m, err)) != FSMOE_OK)
         goto out;
     rs->elem_bytes = m.shape.bytes_per_element > 0 ? m.shape.bytes_per_element : 4;
+    rs->sync_s = m.lines.sync_s;
     if ((st = sim_schedule_time(&rs->graph, &m, (sim_schedule)rs->kind, NULL, &rs->iteration_s,
                                 err)) != FSMOE_OK)
         goto out;

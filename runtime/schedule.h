@@ -48,6 +48,8 @@ typedef struct {
     int elem_bytes;    /* the plan's bytes per element */
     sim graph;         /* the simulated iteration: per task start/end */
     double iteration_s;
+    double sync_s;     /* the profile's sync latency, in the α of every collective of a group of
+                        * more than one rank (planner/workload.h) */
     char cluster_path[1200];
     char cluster_name[64]; /* the profile's own name */
 } rt_schedule;

@@ -136,6 +136,17 @@ check "$tmp/plan-mp.yaml" "$tmp/ref-mp" mp2esp2 plan parm-s1 parm-s2 monta-o1 mo
     monta-o3 deepspeed fsmoe tutel tutel-improved pipemoe-lina fsmoe-no-iio
 grep -Eq '^  (allgather|reducescatter|mp-allreduce) +[0-9.]+ +[0-9.]+ ' "$tmp/mp2esp2-fsmoe.out" ||
     fail "mp2esp2: the report has no measured AllGather/ReduceScatter/MP AllReduce line"
+# the collectives on all 4 ranks (report.h): the ESP pipeline's AllToAll, AllGather,
+# ReduceScatter, the attention's MP AllReduce and the Gradient-AllReduce, each measured =
+# alone + waiting (to the printed rounding), with the graph's task count
+awk '/^# collectives on all 4 ranks/ { f = 1; next }
+     f && $1 == "collectives" { next }
+     f && /^  [a-z-]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9]+$/ {
+         k[$1] = 1; d = $2 - $3 - $4; if (d < -0.0015 || d > 0.0015 || $3 > $2) bad = bad " " $1 }
+     f && !/^  / { f = 0 }
+     END { exit !(k["alltoall"] && k["allgather"] && k["reducescatter"] && k["mp-allreduce"] &&
+                  k["grad-allreduce"] && bad == "") }' "$tmp/mp2esp2-fsmoe.out" ||
+    fail "mp2esp2 fsmoe: the report's collectives on all 4 ranks are missing or do not add up"
 # the graph digest (schedule.h rt_schedule_digest): schedules that run other work differ, and
 # the same schedule of the same plan gives the same digest in another run
 digest() { sed -n 's/^# report: .*, digest \([0-9a-f]\{16\}\)) on .*/\1/p' "$1"; }

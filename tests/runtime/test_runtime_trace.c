@@ -10,11 +10,13 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "report.h"
 #include "trace.h"
 #include "train.h"
 #include "../test_fs.h"
@@ -162,10 +164,40 @@ static void test_null_recorder(void **state)
     assert_int_equal(rt_trace_step(NULL, 0, &err), FSMOE_OK);
 }
 
+/* --report's collectives on all ranks (report.h rt_report_split), from the other side: ranks
+ * reach a collective at known times a[w] and it takes x once the last is there, so rank w
+ * spends (max a − a[w]) + x in it; the split must give back x alone and the ranks' mean wait.
+ * Random arrivals, several group sizes; one rank (nothing to wait for) and all at once. */
+static void test_report_split(void **state)
+{
+    (void)state;
+    unsigned long long seed = 12345;
+    for (int trial = 0; trial < 200; trial++) {
+        int W = 1 + trial % 9;
+        double a[9], t[9], last = 0.0, wait = 0.0, x = 1e-4 * (1 + trial % 7);
+        for (int w = 0; w < W; w++) {
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            a[w] = trial % 5 == 0 ? 0.25 : (double)(seed >> 11) / 9007199254740992.0 * 0.01;
+            last = a[w] > last ? a[w] : last;
+        }
+        for (int w = 0; w < W; w++) {
+            t[w] = last - a[w] + x;
+            wait += (last - a[w]) / W;
+        }
+        double alone = -1, waiting = -1;
+        rt_report_split(t, W, &alone, &waiting);
+        assert_true(fabs(alone - x) <= 1e-15);
+        assert_true(fabs(waiting - wait) <= 1e-15);
+        if (W == 1 || trial % 5 == 0)
+            assert_true(fabs(waiting) <= 1e-15);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trace_follows_degrees),
+        cmocka_unit_test(test_report_split),
         cmocka_unit_test(test_null_recorder),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
