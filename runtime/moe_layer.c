@@ -472,6 +472,15 @@ static long member_unit_rows(const rt_moe *m, int q, int mi, int j, int r, int f
 {
     int P = group_size(m), S = per_slice(m) ? esp_size(m) : 1, Pm = m->mpg.size;
     long El = m->E_local, C = m->route.C, n = 0;
+    if (!per_slice(m) && r == 1) { /* one chunk takes each expert's rows whole: its own slots */
+        for (long e = 0; e < m->E; e++) {
+            long F = m->route.load[e], s0 = mi * F / Pm, s1 = (mi + 1) * F / Pm;
+            for (long i = s0; i < s1; i++, n++)
+                if (out)
+                    out[n] = e * C + i;
+        }
+        return n;
+    }
     for (int p = 0; p < P; p += S) {
         if (from >= 0 && p / S != from)
             continue;
@@ -486,16 +495,17 @@ static long member_unit_rows(const rt_moe *m, int q, int mi, int j, int r, int f
     return n;
 }
 
-/* Whether every MP member's lists follow from what this member holds, with no exchange. Under
- * S2 (and DeepSpeed's drop_tokens) the members route the same duplicated tokens alike (they
- * split each expert's filled slots, which adds up only because their loads agree) and exchange
- * over EP&ESP, whose counts K every member holds; where the MP group lies inside the EP&ESP
- * group (mp divides ep·esp, consecutive ranks: layout.h), member i's rank there is this
- * member's less its MP rank plus i. MoNTA exchanges over EP, which its MP members (the ESP
- * group) do not share: its lists are exchanged. */
-static int mp_lists_local(const rt_moe *m)
+/* Whether every MP member's lists follow from what this member holds, with no exchange. The
+ * members route the same duplicated tokens alike (they split each expert's filled slots, which
+ * adds up only because their loads agree). Under S2 (and DeepSpeed's drop_tokens) they
+ * exchange over EP&ESP, whose counts K every member holds; where the MP group lies inside the
+ * EP&ESP group (mp divides ep·esp, consecutive ranks: layout.h), member i's rank there is this
+ * member's less its MP rank plus i. MoNTA's members (the ESP group) exchange over different EP
+ * groups, whose counts cut each other's chunks: in one chunk (r = 1) a member's unit is all of
+ * its own slots, expert after expert (member_unit_rows), else the lists are exchanged. */
+static int mp_lists_local(const rt_moe *m, int r)
 {
-    return per_slice(m) && m->epesp.size % m->mpg.size == 0;
+    return per_slice(m) ? m->epesp.size % m->mpg.size == 0 : r == 1;
 }
 
 /* S2's and MoNTA's MP AllGathers (moe_layer.h): per unit (a chunk, or under S2's SAA a phase
@@ -504,11 +514,11 @@ static int mp_lists_local(const rt_moe *m)
  * this member's own block -1 (its rows are in place). Computed here where mp_lists_local
  * (four host collectives less per layer and step than exchanging them: the forward's and the
  * backward's count and row exchanges, each a rendezvous of the MP group); else exchanged over
- * MP on the host. */
+ * MP on the host (MoNTA in chunks). */
 static void mp_build(rt_moe *m, rt_backend *be, rt_xmap *x, int r)
 {
     int P = group_size(m), S = per_slice(m) ? esp_size(m) : 1, Pm = m->mpg.size;
-    int me = m->mpg.rank, local = mp_lists_local(m), U = saa_phased(m) ? saa_phases(m) : 1;
+    int me = m->mpg.rank, local = mp_lists_local(m, r), U = saa_phased(m) ? saa_phases(m) : 1;
     int nu = r * U;
     int q0 = xgroup(m)->rank - me; /* MP member 0's exchange-group rank, where local */
     long *cnt = x->h_cnt, *all = x->h_cnt + nu, *sl = x->h_sl;
