@@ -745,9 +745,14 @@ int plan_pieces(const fsmoe_plan *p)
     int n = p->prefix_window_bytes > 0.0;
     if (p->gradients == FSMOE_GRADS_LINA)
         n += p->n_layers + 1;
+    /* S2's SAA: a combine in ep phases, each an exchange and an MP AllGather of its own
+     * (runtime/moe_layer.h), where S1 has one Combine and one AllGather */
+    const int saa_extra = p->parallel.mp > 1 && p->parallel.ep > 1 ? p->parallel.ep - 1 : 0;
     for (int i = 0; i < p->n_layers; i++) {
         const fsmoe_layer_plan *L = &p->layers[i];
         n += L->fwd.r + L->bwd.r;
+        if (L->schedule == FSMOE_SCHED_S2)
+            n += saa_extra * (L->fwd.r + L->bwd.r);
         if ((L->a2a == FSMOE_A2A_O2 || L->a2a == FSMOE_A2A_O3) && L->a2a_chunks > 1)
             n += L->a2a_chunks - 1;
         n += L->window_bytes + L->step2_bytes > 0.0;
