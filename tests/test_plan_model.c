@@ -1039,14 +1039,21 @@ static void test_plan_interference(void **state)
     assert_true(taken >= 1);
 }
 
-/* The measured profile of the emulated 2 x 2 cluster (tests/data), its path into cpath. */
-static void load_emulated(fsmoe_cluster *c, char *cpath, size_t len)
+/* A measured profile of the emulated 2 x 2 cluster (tests/data/<name>.yaml), its path into
+ * cpath. */
+static void load_data_profile(const char *name, fsmoe_cluster *c, char *cpath, size_t len)
 {
-    snprintf(cpath, len, "%s/tests/data/emulated-2x2-8gbit.yaml", root());
+    snprintf(cpath, len, "%s/tests/data/%s.yaml", root(), name);
     fsmoe_error err = {0};
     memset(c, 0, sizeof *c);
     if (fsmoe_cluster_load(cpath, c, &err) != FSMOE_OK)
         fail_msg("%s", err.msg);
+}
+
+/* The default suite's profile of the emulated 2 x 2 cluster. */
+static void load_emulated(fsmoe_cluster *c, char *cpath, size_t len)
+{
+    load_data_profile("emulated-2x2-8gbit", c, cpath, len);
 }
 
 /* Plans m on the layout with the auto method into p, or fails the test with the planner's
@@ -1208,13 +1215,9 @@ static void test_plan_s2_phases_are_pieces(void **state)
     assert_int_equal(plan_pieces(&one), 3);
 
     char cpath[1024];
-    snprintf(cpath, sizeof cpath, "%s/tests/data/emulated-2x2-8gbit-dp2-mp2-ep2-esp2.yaml",
-             root());
     fsmoe_error err = {0};
     fsmoe_cluster c;
-    memset(&c, 0, sizeof c);
-    if (fsmoe_cluster_load(cpath, &c, &err) != FSMOE_OK)
-        fail_msg("%s", err.msg);
+    load_data_profile("emulated-2x2-8gbit-dp2-mp2-ep2-esp2", &c, cpath, sizeof cpath);
     fsmoe_model m;
     load_model_named("comm-moe", &m);
     fsmoe_parallel lay = {.world = 4, .gpus_per_node = 2, .dp = 2, .mp = 2, .ep = 2, .esp = 2,
