@@ -918,6 +918,7 @@ int main(int argc, char **argv)
     }
     if (opt.report) {
         /* every rank joins its own trace with the graph (only rank 0's stdout is kept); the
+         * collectives' times of every rank are gathered for the report's last table, and the
          * conformance of every rank is summed on all */
         rt_report_result res;
         rt_report_ranks ranks = {world, report_allgather, &dist};

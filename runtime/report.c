@@ -237,8 +237,8 @@ static fsmoe_status collectives_table(FILE *f, const id_table *t, int n_graph, d
     }
     if ((st = rk->allgather(rk->ctx, mine, all, (int)n, err)) != FSMOE_OK)
         goto out;
-    double meas[FSMOE_TASK_COUNT] = {0}, wait[FSMOE_TASK_COUNT] = {0},
-           move[FSMOE_TASK_COUNT] = {0}, pred[FSMOE_TASK_COUNT] = {0},
+    double meas[FSMOE_TASK_COUNT] = {0}, by_alone[FSMOE_TASK_COUNT] = {0},
+           by_wait[FSMOE_TASK_COUNT] = {0}, pred[FSMOE_TASK_COUNT] = {0},
            sync[FSMOE_TASK_COUNT] = {0};
     int tasks[FSMOE_TASK_COUNT] = {0}, incomplete = 0;
     c = 0;
@@ -258,8 +258,8 @@ static fsmoe_status collectives_table(FILE *f, const id_table *t, int n_graph, d
             }
             rt_report_split(v, W, &alone, &waiting);
             meas[r->kind] += (alone + waiting) / S;
-            move[r->kind] += alone / S;
-            wait[r->kind] += waiting / S;
+            by_alone[r->kind] += alone / S;
+            by_wait[r->kind] += waiting / S;
         }
     }
     fprintf(f, "# collectives on all %d ranks, ms per step: measured (the mean over the ranks) "
@@ -273,8 +273,8 @@ static fsmoe_status collectives_table(FILE *f, const id_table *t, int n_graph, d
     for (int k = 0; k < FSMOE_TASK_COUNT; k++)
         if (tasks[k] > 0)
             fprintf(f, "  %-16s %12.3f %12.3f %12.3f %12.3f %12.3f %7d\n",
-                    fsmoe_task_name((fsmoe_task_kind)k), 1e3 * meas[k], 1e3 * move[k],
-                    1e3 * wait[k], 1e3 * pred[k], 1e3 * sync[k], tasks[k]);
+                    fsmoe_task_name((fsmoe_task_kind)k), 1e3 * meas[k], 1e3 * by_alone[k],
+                    1e3 * by_wait[k], 1e3 * pred[k], 1e3 * sync[k], tasks[k]);
     if (incomplete)
         fprintf(f, "#   %d (task, step) pairs left out: some rank did not run them\n",
                 incomplete);
