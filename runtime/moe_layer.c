@@ -520,7 +520,8 @@ static void mp_build(rt_moe *m, rt_backend *be, rt_xmap *x, int r)
     int P = group_size(m), S = per_slice(m) ? esp_size(m) : 1, Pm = m->mpg.size;
     int me = m->mpg.rank, local = mp_lists_local(m, r), U = saa_phased(m) ? saa_phases(m) : 1;
     int nu = r * U;
-    int q0 = xgroup(m)->rank - me; /* MP member 0's exchange-group rank, where local */
+    int q0 = xgroup(m)->rank - me; /* S2: MP member 0's EP&ESP rank (MoNTA: q0 + me is this
+                                    * member's EP rank, and its one-chunk lists need none) */
     long *cnt = x->h_cnt, *all = x->h_cnt + nu, *sl = x->h_sl;
     fsmoe_error err = {0};
     fsmoe_status st = FSMOE_OK;
