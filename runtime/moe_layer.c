@@ -528,7 +528,8 @@ static void mp_build(rt_moe *m, rt_backend *be, rt_xmap *x, int r)
     x->units = U;
     for (int u = 0; u < nu; u++) {
         int j = u / U, k = u % U;
-        cnt[u] = member_unit_rows(m, q0 + me, me, j, r, U > 1 ? saa_from(m, k) : -1, NULL);
+        if (!local) /* this member's count, exchanged below */
+            cnt[u] = member_unit_rows(m, q0 + me, me, j, r, U > 1 ? saa_from(m, k) : -1, NULL);
         for (int i = 0; local && i < Pm; i++)
             all[i * nu + u] = member_unit_rows(m, q0 + i, i, j, r,
                                                U > 1 ? saa_from_q(m, q0 + i, k) : -1, NULL);
