@@ -10,7 +10,9 @@ median over the runs.
 
 The GEMM-bound limit: the step's multiply-accumulates (fsmoe-run --profile counts them) at the
 rate of this host's GEMM line, which fsmoe-bench fits for the model's expert shape (M:H) when
-FSMOE_BENCH names it; the step can be no faster than its GEMMs.
+FSMOE_BENCH names it; the step can be no faster than its GEMMs. Below it, the FMA-peak bound:
+the same MACs at the cores' fp32 FMA peak (fma_peak.c, when FSMOE_FMA_PEAK names it), which no
+BLAS beats; with PyTorch's step it says how far below the GEMM line a 2x step would have to go.
 
 Usage: bench_vs_torch.py FSMOE_RUN MODEL_YAML [threads[,threads...]] [steps] [reps]
 Without PyTorch (Debian: python3-torch, run with /usr/bin/python3) it says so and reports
@@ -83,7 +85,19 @@ def gemm_limit(threads):
     return macs, 1e-9 / beta, f"fsmoe-bench's one-rank GEMM line for {M}:{H}"
 
 
-def print_limit(threads, ms):
+def fma_peak(threads):
+    """GMAC/s of `threads` cores' fp32 FMA peak (fma_peak.c), or None where it cannot say."""
+    exe_peak = os.environ.get("FSMOE_FMA_PEAK")
+    if not exe_peak:
+        return None, "FSMOE_FMA_PEAK not set"
+    r = subprocess.run([exe_peak, str(threads)], capture_output=True, text=True)
+    m = re.search(r"([0-9.]+) GMAC/s \(([^)]*)\)", r.stdout)
+    if r.returncode != 0 or not m:
+        return None, (r.stdout + r.stderr).strip()
+    return float(m.group(1)), m.group(2)
+
+
+def print_limit(threads, ms, theirs=None):
     macs, rate, src = gemm_limit(threads)
     if rate is None:
         print(f"# threads {threads}: GEMM-bound limit: {macs:.4g} GMAC per step; {src}")
@@ -92,6 +106,18 @@ def print_limit(threads, ms):
     print(f"# threads {threads}: GEMM-bound limit {1e3 * t:.2f} ms ({macs:.4g} GMAC per step at "
           f"{rate:.2f} GMAC/s, {src}, {threads} BLAS thread(s)); fsmoe-run {ms:.2f} ms = "
           f"{ms / 1e3 / t:.2f}x the limit")
+    peak, how = fma_peak(threads)
+    if peak is None:
+        print(f"# threads {threads}: FMA-peak bound: not measured ({how})")
+        return
+    tp = macs / peak
+    line = (f"# threads {threads}: FMA-peak bound {1e3 * tp:.2f} ms (the same MACs at "
+            f"{peak:.2f} GMAC/s, {threads} core(s)' fp32 FMA peak, {how}; the GEMM line is "
+            f"{100 * rate / peak:.0f} % of it); fsmoe-run = {ms / 1e3 / tp:.2f}x this bound")
+    if theirs is not None:
+        line += (f"; 2x PyTorch needs {theirs / 2:.2f} ms = {theirs / 2e3 / tp:.2f}x it, "
+                 f"{theirs / 2e3 / t:.2f}x the GEMM-bound limit")
+    print(line)
 
 
 try:
@@ -219,4 +245,4 @@ for threads, o, t, ours, theirs in rows:
     print(f"# threads {threads}: fsmoe-run runs (ms) " + " ".join(f"{1e3 * x:.1f}" for x in ours) +
           " | PyTorch runs (ms) " + " ".join(f"{1e3 * x:.1f}" for x in theirs))
 for threads, o, t, ours, theirs in rows:
-    print_limit(threads, 1e3 * o)
+    print_limit(threads, 1e3 * o, 1e3 * t)
