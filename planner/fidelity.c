@@ -168,8 +168,16 @@ static fsmoe_status fsmoe_fig7(fid *f)
             break;
         int P = ci.nodes * ci.gpus_per_node;
         for (int i = 0; i < (nodes == 6 ? 4 : 1); i++) {
-            /* i = 0: the P series (L = 1024); 1..3: the L series */
+            /* i = 0: the P series (L = 1024); 1..3: the L series, whose L = 1024 at P = 48 is
+             * the P series' last point (the paper prints the same figures in both panels):
+             * shown and counted once */
             long L = i == 0 ? 1024 : Ls[i - 1];
+            if (i > 0 && L == 1024) {
+                fprintf(f->out, "| P = %d, L = 1024 in the L series: the P series' row above | "
+                                "— | — | — | — |\n",
+                        P);
+                continue;
+            }
             double pds = i == 0 ? p_ds[nodes / 2 - 1] : l_ds[i - 1];
             double ptu = i == 0 ? p_tutel[nodes / 2 - 1] : l_tutel[i - 1];
             int n;
