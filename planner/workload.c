@@ -99,7 +99,9 @@ double workload_param_bytes(const workload_layer *wl, long blocks, long moe_laye
 double workload_order_s(const workload_layer *wl, workload_order o, int bwd, int combine)
 {
     if (o == WORKLOAD_ORDER_GSHARD)
-        return (bwd ? 2.0 : 1.0) * wl->order_einsum_s;
+        return (bwd ? 2.0 : 1.0) * wl->order_einsum_s +
+               (!bwd && !combine ? wl->order_dense_build_s : 0.0) +
+               (bwd && combine ? wl->order_dense_dw_s : 0.0);
     return combine ? wl->order_tutel_combine_s : wl->order_tutel_dispatch_s;
 }
 
@@ -394,6 +396,15 @@ void workload_layer_init(const workload_shape *s, const fsmoe_parallel *par,
     out->order_tutel_combine_s = workload_elementwise_s(w, 1, 1.0, r_bytes) +
                                  workload_elementwise_s(w, 0, 1.0, x);
     out->order_einsum_s = g->alpha_s + routed * tokens * M * g->beta_s;
+    /* runtime/order_gshard.c: per forward, the mask and the weights, S·R elements each, are
+     * cleared (a write), filled and copied host to device (a read and a write): 4 passes over
+     * 6 arrays; in the backward the weights' gradient comes back (a read and a write).
+     * DeepSpeed-MoE materialises the same (S, E, C) tensors on the device. */
+    if (s->gate != WORKLOAD_GATE_SOFTMOE) {
+        const double dense = tokens * routed * b;
+        out->order_dense_build_s = workload_elementwise_s(w, 4, 6.0, dense);
+        out->order_dense_dw_s = workload_elementwise_s(w, 1, 2.0, dense);
+    }
     out->elem_fwd_s = workload_elementwise_s(w, 3, 9.0, x);
     out->elem_bwd_s = workload_elementwise_s(w, 5, 15.0, x);
     double head_macs = tokens * M * Vl, logits = tokens * Vl * b;

@@ -119,6 +119,11 @@ typedef struct {
      *     data the other way;
      *   order_einsum_s: one of GShard's dispatch and combine einsums, R·S·M MACs on gemm_dense,
      *     forward (its backward twice: workload_order_s);
+     *   order_dense_build_s / order_dense_dw_s: the dense (S, R) routing matrices the einsums
+     *     multiply by, element-wise: built before the forward's dispatch (the dispatch mask and
+     *     the combine weights, each cleared, then filled and copied to the device), and the
+     *     combine weights' gradient copied back to the host in the combine's backward (zero
+     *     where the gate's routing is dense already: SoftMoE);
      *   elem_fwd_s / elem_bwd_s: one transformer block's layer norms, residual additions and
      *     gradient clearing outside its attention and FFN (forward: 2 additions and a layer
      *     norm; backward: 2 layer-norm backwards and a clear);
@@ -128,6 +133,7 @@ typedef struct {
      *     input gradient, the final norm's and the embedding's backward. */
     double gate_fwd_s, gate_bwd_s;
     double order_tutel_dispatch_s, order_tutel_combine_s, order_einsum_s;
+    double order_dense_build_s, order_dense_dw_s;
     double elem_fwd_s, elem_bwd_s;
     double head_fwd_s, head_bwd_s;
 } workload_layer;

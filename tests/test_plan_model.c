@@ -1345,8 +1345,10 @@ static void test_order_follows_schedule(void **state)
         assert_int_equal(sim_model_of_plan(&p, &m, &c, cpath, &sm, &err), FSMOE_OK);
         const workload_layer *wl = &sm.layers[0].wl;
         double n = sm.n_layers, tutel = wl->order_tutel_dispatch_s + wl->order_tutel_combine_s;
-        double einsums = 2.0 * wl->order_einsum_s;
+        /* the forward's two einsums, and before them the dense routing matrices' build */
+        double einsums = 2.0 * wl->order_einsum_s + wl->order_dense_build_s;
         assert_true(tutel > 0.0 && einsums > 0.0 && tutel != einsums);
+        assert_true(wl->order_dense_build_s > 0.0 && wl->order_dense_dw_s > 0.0);
         const struct {
             sim_schedule k;
             double order;

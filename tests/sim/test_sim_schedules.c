@@ -147,15 +147,26 @@ static void check_sequential_sum(const fsmoe_cluster *c, const char *path, int i
     /* deepspeed with N_ESP = N_MP > 1: expert tensor parallelism. The duplicated tokens go to
      * the AllToAll as they are (R·M·b), each rank computes its H/N_ESP slice of R tokens, the
      * row-parallel output (backward: input gradient) is all-reduced over ESP; GShard's dispatch
-     * and combine einsums (S·E·C·M = R·S·M MACs each, backward 2×) around them. */
+     * and combine einsums (S·E·C·M = R·S·M MACs each, backward 2×) around them, and the dense
+     * (S, R) routing matrices they multiply by (runtime/order_gshard.c): per forward two clears
+     * and two host-to-device copies of S·R elements, in the backward one copy back — on the
+     * profile's copy line (a copy of n bytes; a clear writes half as many bytes). */
     assert_true(esp > 1 && esp == mp);
     double S = B * Lq, R = w->k * f * S;
+    fsmoe_line cp;
+    fsmoe_error cerr = {0};
+    assert_int_equal(fsmoe_cost_line(c, path, FSMOE_OP_COPY, FSMOE_TIER_LOCAL, &cp, NULL, 0,
+                                     &cerr),
+                     FSMOE_OK);
+    double dense = S * R * b;
+    double build = 2 * (cp.alpha_s + cp.beta_s * dense / 2) + 2 * (cp.alpha_s + cp.beta_s * dense);
+    double dw = cp.alpha_s + cp.beta_s * dense;
     double ds_a2a = line(c, path, FSMOE_OP_ALLTOALL, FSMOE_TIER_INTER, R * M * b);
     double ds_ar = line(c, path, FSMOE_OP_ALLREDUCE, FSMOE_TIER_INTRA, R * M * b);
     double ds_x = R * M * H * ng / esp, ein = R * S * M;
-    double ds_f = 2 * (g.alpha_s + g.beta_s * ein) + 2 * ds_a2a + ds_ar + ng * g.alpha_s +
-                  g.beta_s * ds_x;
-    double ds_b = 2 * (2 * g.alpha_s + 2 * g.beta_s * ein) + 2 * ds_a2a + ds_ar +
+    double ds_f = build + 2 * (g.alpha_s + g.beta_s * ein) + 2 * ds_a2a + ds_ar +
+                  ng * g.alpha_s + g.beta_s * ds_x;
+    double ds_b = 2 * (2 * g.alpha_s + 2 * g.beta_s * ein) + dw + 2 * ds_a2a + ds_ar +
                   2 * ng * g.alpha_s + 2 * g.beta_s * ds_x;
     want = ds_f + at_f + at_b + ds_b + gar;
     t = run(&s, &m, SIM_SCHED_DEEPSPEED, NULL);
