@@ -151,7 +151,7 @@ static fsmoe_status fsmoe_fig7(fid *f)
 {
     static const double p_ds[3] = {2.25, 2.27, 2.72}, p_tutel[3] = {1.20, 1.16, 1.19};
     static const double l_ds[3] = {2.17, 2.72, 3.14}, l_tutel[3] = {1.17, 1.19, 1.17};
-    static const long Ls[3] = {512, 1024, 2048};
+    static const long Ls[3] = {512, 1024, 2048}, L_of_P_series = 1024;
     header(f, "FSMoE Fig. 7 — FSMoE's average speed-up on Testbed A, Table 4 layers");
     fsmoe_cluster c;
     char path[1024];
@@ -171,11 +171,11 @@ static fsmoe_status fsmoe_fig7(fid *f)
             /* i = 0: the P series (L = 1024); 1..3: the L series, whose L = 1024 at P = 48 is
              * the P series' last point (the paper prints the same figures in both panels):
              * shown and counted once */
-            long L = i == 0 ? 1024 : Ls[i - 1];
-            if (i > 0 && L == 1024) {
-                fprintf(f->out, "| P = %d, L = 1024 in the L series: the P series' row above | "
+            long L = i == 0 ? L_of_P_series : Ls[i - 1];
+            if (i > 0 && L == L_of_P_series) {
+                fprintf(f->out, "| P = %d, L = %ld in the L series: the P series' row above | "
                                 "— | — | — | — |\n",
-                        P);
+                        P, L);
                 continue;
             }
             double pds = i == 0 ? p_ds[nodes / 2 - 1] : l_ds[i - 1];

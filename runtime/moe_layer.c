@@ -495,6 +495,14 @@ static long member_unit_rows(const rt_moe *m, int q, int mi, int j, int r, int f
     return n;
 }
 
+/* Unit u (of r chunks x U phases) of MP member i, whose exchange-group rank is q0 + i: its
+ * chunk u / U and, under S2's SAA (U > 1), the phase's EP member as that member sees it. */
+static long member_unit(const rt_moe *m, int q0, int i, int u, int U, int r, long *out)
+{
+    return member_unit_rows(m, q0 + i, i, u / U, r, U > 1 ? saa_from_q(m, q0 + i, u % U) : -1,
+                            out);
+}
+
 /* Whether every MP member's lists follow from what this member holds, with no exchange. The
  * members route the same duplicated tokens alike (they split each expert's filled slots, which
  * adds up only because their loads agree). Under S2 (and DeepSpeed's drop_tokens) they
@@ -527,12 +535,10 @@ static void mp_build(rt_moe *m, rt_backend *be, rt_xmap *x, int r)
     fsmoe_status st = FSMOE_OK;
     x->units = U;
     for (int u = 0; u < nu; u++) {
-        int j = u / U, k = u % U;
         if (!local) /* this member's count, exchanged below */
-            cnt[u] = member_unit_rows(m, q0 + me, me, j, r, U > 1 ? saa_from(m, k) : -1, NULL);
+            cnt[u] = member_unit(m, q0, me, u, U, r, NULL);
         for (int i = 0; local && i < Pm; i++)
-            all[i * nu + u] = member_unit_rows(m, q0 + i, i, j, r,
-                                               U > 1 ? saa_from_q(m, q0 + i, k) : -1, NULL);
+            all[i * nu + u] = member_unit(m, q0, i, u, U, r, NULL);
     }
     if (!local)
         st = dist_allgather_longs(m->dist, RT_MP, cnt, all, nu, "MoE S2 row-count exchange (mp)",
@@ -552,9 +558,7 @@ static void mp_build(rt_moe *m, rt_backend *be, rt_xmap *x, int r)
     for (int i = local ? 0 : me; i < (local ? Pm : me + 1) && st == FSMOE_OK; i++) {
         long *dst = i == me && !local ? sl : sall + (long)i * nS;
         for (int u = 0; u < nu; u++) {
-            long n = member_unit_rows(m, q0 + i, i, u / U, r,
-                                      U > 1 ? saa_from_q(m, q0 + i, u % U) : -1,
-                                      dst + x->offS[u]);
+            long n = member_unit(m, q0, i, u, U, r, dst + x->offS[u]);
             for (long k = x->offS[u] + n; k < x->offS[u + 1]; k++)
                 dst[k] = -1;
         }

@@ -237,9 +237,8 @@ static fsmoe_status collectives_table(FILE *f, const id_table *t, int n_graph, d
     }
     if ((st = rk->allgather(rk->ctx, mine, all, (int)n, err)) != FSMOE_OK)
         goto out;
-    double meas[FSMOE_TASK_COUNT] = {0}, by_alone[FSMOE_TASK_COUNT] = {0},
-           by_wait[FSMOE_TASK_COUNT] = {0}, pred[FSMOE_TASK_COUNT] = {0},
-           sync[FSMOE_TASK_COUNT] = {0};
+    double by_alone[FSMOE_TASK_COUNT] = {0}, by_wait[FSMOE_TASK_COUNT] = {0},
+           pred[FSMOE_TASK_COUNT] = {0}, sync[FSMOE_TASK_COUNT] = {0};
     int tasks[FSMOE_TASK_COUNT] = {0}, incomplete = 0;
     c = 0;
     for (int i = 0; i < n_graph; i++) {
@@ -257,7 +256,6 @@ static fsmoe_status collectives_table(FILE *f, const id_table *t, int n_graph, d
                 continue;
             }
             rt_report_split(v, W, &alone, &waiting);
-            meas[r->kind] += (alone + waiting) / S;
             by_alone[r->kind] += alone / S;
             by_wait[r->kind] += waiting / S;
         }
@@ -273,8 +271,8 @@ static fsmoe_status collectives_table(FILE *f, const id_table *t, int n_graph, d
     for (int k = 0; k < FSMOE_TASK_COUNT; k++)
         if (tasks[k] > 0)
             fprintf(f, "  %-16s %12.3f %12.3f %12.3f %12.3f %12.3f %7d\n",
-                    fsmoe_task_name((fsmoe_task_kind)k), 1e3 * meas[k], 1e3 * by_alone[k],
-                    1e3 * by_wait[k], 1e3 * pred[k], 1e3 * sync[k], tasks[k]);
+                    fsmoe_task_name((fsmoe_task_kind)k), 1e3 * (by_alone[k] + by_wait[k]),
+                    1e3 * by_alone[k], 1e3 * by_wait[k], 1e3 * pred[k], 1e3 * sync[k], tasks[k]);
     if (incomplete)
         fprintf(f, "#   %d (task, step) pairs left out: some rank did not run them\n",
                 incomplete);
