@@ -269,12 +269,11 @@ __global__ void g_crossent_finish(long N, real *losses, real *dlogits, const rea
     if (l == 0)
         losses[n] = lse - zt;
 }
-__global__ void g_adamw(long n, real *p, real *g, real *m, real *v, real gs, real lr, real b1,
-                        real b2, real eps, real wd, real bc1, real bc2)
+__global__ void g_adamw(long n, real *p, real *g, real *m, real *v, k_adamw_coef c)
 {
     IDX;
     if (i < n)
-        k_adamw(i, p, g, m, v, gs, lr, b1, b2, eps, wd, bc1, bc2);
+        k_adamw(i, p, g, m, v, c);
 }
 __global__ void g_add(long n, real *out, const real *a, const real *b)
 {
@@ -498,7 +497,7 @@ static void c_crossent_finish(rt_backend *be, rt_stream *s, real *losses, real *
 static void c_adamw(rt_backend *be, rt_stream *s, real *p, real *g, real *m, real *v, long n,
                     real gs, real lr, real b1, real b2, real eps, real wd, real bc1, real bc2)
 {
-    LAUNCH(be, s, n, g_adamw, n, p, g, m, v, gs, lr, b1, b2, eps, wd, bc1, bc2);
+    LAUNCH(be, s, n, g_adamw, n, p, g, m, v, k_adamw_coefs(gs, lr, b1, b2, eps, wd, bc1, bc2));
 }
 static void c_add(rt_backend *be, rt_stream *s, real *out, const real *a, const real *b, long n)
 {

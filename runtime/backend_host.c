@@ -823,22 +823,21 @@ static void h_crossent_finish(rt_backend *be, rt_stream *s, real *losses, real *
 
 typedef struct {
     real *p, *g, *m, *v;
-    real gs, lr, b1, b2, eps, wd, bc1, bc2;
+    k_adamw_coef c;
 } adamw_ctx;
 
 static void adamw_range(const void *c, long lo, long hi)
 {
     const adamw_ctx *q = c;
     for (long i = lo; i < hi; i++)
-        k_adamw(i, q->p, q->g, q->m, q->v, q->gs, q->lr, q->b1, q->b2, q->eps, q->wd, q->bc1,
-                q->bc2);
+        k_adamw(i, q->p, q->g, q->m, q->v, q->c);
 }
 
 static void h_adamw(rt_backend *be, rt_stream *s, real *p, real *g, real *m, real *v, long n,
                     real gs, real lr, real b1, real b2, real eps, real wd, real bc1, real bc2)
 {
     long long t0 = h_begin(be, s);
-    adamw_ctx q = {p, g, m, v, gs, lr, b1, b2, eps, wd, bc1, bc2};
+    adamw_ctx q = {p, g, m, v, k_adamw_coefs(gs, lr, b1, b2, eps, wd, bc1, bc2)};
     PAR_FOR(H(be)->pool, n, n * 4, adamw_range, &q);
     prof_stop(be, RT_PROF_OPTIMIZER, t0);
 }

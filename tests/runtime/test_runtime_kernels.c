@@ -6,8 +6,9 @@
  *    threads;
  *  - the experts' skipping of empty capacity slots against the same experts run on every slot:
  *    equal outputs and parameter gradients on the filled slots, zeros in the empty ones.
- * and the vocabulary-parallel pieces, in the fp32 build and (test_runtime_kernels64) the fp64
- * one, against the whole-vocabulary ops:
+ * and, in both builds (test_runtime_kernels64: the fp64 one), the AdamW pass against the
+ * textbook update in double, and the vocabulary-parallel pieces against the whole-vocabulary
+ * ops:
  *  - cross-entropy over P = 1, 2, 3, 4 column slices (crossent_stats, the stats concatenated as
  *    an allgather gives them, crossent_finish) against crossent: P = 1 bit for bit, else within
  *    rounding, targets in every slice and at its edges;
@@ -829,6 +830,64 @@ static void test_gather_single(void **s)
     rt_backend_destroy(&be);
 }
 
+/* The AdamW pass (the host backend, both threads' split) against Loshchilov & Hutter's update
+ * written out in double, over 5 steps with a clipping scale, weight decay and gradients of
+ * every sign and size (down to ones whose √v̂ is near ε): m, v and p after each step within
+ * rounding, and the gradient cleared. The pass folds the bias corrections into its constants
+ * (kernels.h k_adamw_coefs); this reference does not. */
+static void test_adamw_textbook(void **s)
+{
+    (void)s;
+    rt_backend *be = NULL;
+    fsmoe_error err = {0};
+    assert_int_equal(rt_backend_create("host", 2, &be, &err), FSMOE_OK);
+    const long n = 4099;
+    const double lr = 3e-3, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1, gs = 0.7;
+    real *p = malloc(sizeof(real) * (size_t)n), *g = malloc(sizeof(real) * (size_t)n);
+    real *m = calloc((size_t)n, sizeof(real)), *v = calloc((size_t)n, sizeof(real));
+    double *rp = malloc(sizeof(double) * (size_t)n), *rm = calloc((size_t)n, sizeof(double));
+    double *rv = calloc((size_t)n, sizeof(double));
+    for (long i = 0; i < n; i++)
+        rp[i] = p[i] = (real)(sin(0.3 * i) * 0.05);
+    double worst = 0.0;
+    long cleared = 0;
+    for (int t = 1; t <= 5; t++) {
+        for (long i = 0; i < n; i++)
+            g[i] = (real)(cos(0.17 * i * t) * pow(10.0, -(double)(i % 9)));
+        double bc1 = 1 - pow(b1, t), bc2 = 1 - pow(b2, t);
+        be->adamw(be, NULL, p, g, m, v, n, (real)gs, (real)lr, (real)b1, (real)b2, (real)eps,
+                  (real)wd, (real)bc1, (real)bc2);
+        for (long i = 0; i < n; i++) {
+            double gi = (double)(real)(cos(0.17 * i * t) * pow(10.0, -(double)(i % 9))) * gs;
+            /* one step's rounding bounds each error: m and v relative to the magnitudes they
+             * are summed from (their terms may cancel), p relative to lr (a step's largest
+             * move) */
+            double sm = b1 * fabs(rm[i]) + (1 - b1) * fabs(gi), sv = b2 * rv[i] + (1 - b2) * gi * gi;
+            rm[i] = b1 * rm[i] + (1 - b1) * gi;
+            rv[i] = b2 * rv[i] + (1 - b2) * gi * gi;
+            double mh = rm[i] / bc1, vh = rv[i] / bc2;
+            rp[i] -= lr * (mh / (sqrt(vh) + eps) + wd * rp[i]);
+            double em = fabs(m[i] - rm[i]) / (sm + 1e-300);
+            double ev = fabs(v[i] - rv[i]) / (sv + 1e-300);
+            double ep = fabs(p[i] - rp[i]) / lr;
+            worst = fmax(worst, fmax(em, fmax(ev, ep)));
+            cleared += g[i] == 0;
+        }
+        /* each step starts from the reference's state, so that the bound is one step's */
+        for (long i = 0; i < n; i++)
+            m[i] = (real)rm[i], v[i] = (real)rv[i], p[i] = (real)rp[i];
+    }
+    const double tol = REAL_IS_DOUBLE ? 1e-13 : 1e-5;
+    printf("# AdamW against the textbook update in double: worst relative error %.3g (bound "
+           "%.3g), %ld of %ld gradients cleared\n",
+           worst, tol, cleared, 5 * n);
+    assert_true(worst <= tol);
+    assert_int_equal(cleared, 5 * n);
+    assert_int_equal(rt_backend_check(be, &err), FSMOE_OK);
+    free(p), free(g), free(m), free(v), free(rp), free(rm), free(rv);
+    rt_backend_destroy(&be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -848,6 +907,7 @@ int main(void)
         cmocka_unit_test(test_crossent_vocab_split),
         cmocka_unit_test(test_embed_vocab_split),
         cmocka_unit_test(test_gather_single),
+        cmocka_unit_test(test_adamw_textbook),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
