@@ -109,9 +109,8 @@ void plan_monta_problems(const workload_shape *s, const fsmoe_parallel *par,
  * chunk where mp > 1: the Combine in one exchange and MP AllGather per EP member, where S1
  * issues one of each; on the emulated 2 x 2 cluster, dp 2 · mp 2 · ep 2 · esp 2, S1 measured
  * 7-9 % ahead of S2 in 5 of 6 runs and 2 % in the sixth, simulated 0.5 % behind it), MoNTA's
- * AllToAll chunks, and
- * one per gradient window (a layer's, the prefix's) or, with Lina's micro-ops, one per
- * generalised layer and the prefix (at least). */
+ * AllToAll chunks, and one per gradient window (a layer's, the prefix's) or, with Lina's
+ * micro-ops, one per generalised layer and the prefix (at least). */
 int plan_pieces(const fsmoe_plan *p);
 
 /* Plans `m` (whose E is already resolved against par->ep) under the layout `par` (already

@@ -95,11 +95,17 @@ static int collective_kind(int k)
            k == FSMOE_TASK_SAA;
 }
 
+/* The kinds whose executed count the conformance line checks: the collectives and the
+ * experts. */
 static int conformance_kind(int k)
 {
-    return k == FSMOE_TASK_A2A || k == FSMOE_TASK_EXPERT || k == FSMOE_TASK_GRAD_AR ||
-           k == FSMOE_TASK_AG || k == FSMOE_TASK_RS || k == FSMOE_TASK_AR_MP ||
-           k == FSMOE_TASK_AR_ESP || k == FSMOE_TASK_SAA;
+    return collective_kind(k) || k == FSMOE_TASK_EXPERT;
+}
+
+/* A graph row of the collectives' table: a collective id the graph times. */
+static int collective_row(const id_row *r)
+{
+    return collective_kind(r->kind) && r->pred_n > 0;
 }
 
 /* One table line over the rows selected by sel(row, arg). */
@@ -202,7 +208,7 @@ static fsmoe_status collectives_table(FILE *f, const id_table *t, int n_graph, d
     const int W = rk->world, S = t->steps;
     int n_ids = 0;
     for (int i = 0; i < n_graph; i++)
-        n_ids += collective_kind(t->r[i].kind) && t->r[i].pred_n > 0;
+        n_ids += collective_row(&t->r[i]);
     long n = (long)n_ids * S, *cnt = calloc((size_t)W, sizeof(long));
     long *mine = malloc((size_t)(n + 1) * sizeof(long)), *all = NULL;
     fsmoe_status st = FSMOE_OK;
@@ -230,7 +236,7 @@ static fsmoe_status collectives_table(FILE *f, const id_table *t, int n_graph, d
     long c = 0;
     for (int i = 0; i < n_graph; i++) {
         const id_row *r = &t->r[i];
-        if (!collective_kind(r->kind) || r->pred_n < 1)
+        if (!collective_row(r))
             continue;
         for (int s = 0; s < S; s++, c++)
             mine[c] = r->meas_n[s] > 0 ? llround(r->meas[s] * 1e9) : -1;
@@ -243,7 +249,7 @@ static fsmoe_status collectives_table(FILE *f, const id_table *t, int n_graph, d
     c = 0;
     for (int i = 0; i < n_graph; i++) {
         const id_row *r = &t->r[i];
-        if (!collective_kind(r->kind) || r->pred_n < 1)
+        if (!collective_row(r))
             continue;
         pred[r->kind] += r->pred, sync[r->kind] += r->pred_sync, tasks[r->kind] += r->pred_n;
         for (int s = 0; s < S; s++, c++) {

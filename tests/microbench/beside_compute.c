@@ -16,17 +16,11 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
+
+#include "../bench_clock.h"
 
 enum { CALLS = 40, GM = 300, GK = 256, GN = 1024, MAX_SIZES = 16 };
 static const long MAX_BYTES = 1L << 28;
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 typedef struct {
     atomic_int stop;
@@ -52,10 +46,10 @@ static int time_pair(MPI_Comm pair, float *x, float *y, int n, gemm_job *job, in
     if (beside && pthread_create(&th, NULL, gemm_loop, job) != 0)
         return -1;
     MPI_Allreduce(x, y, n, MPI_FLOAT, MPI_SUM, pair); /* warm-up */
-    double t0 = now();
+    double t0 = bench_now_s();
     for (int k = 0; k < CALLS; k++)
         MPI_Allreduce(x, y, n, MPI_FLOAT, MPI_SUM, pair);
-    double t = (now() - t0) / CALLS;
+    double t = (bench_now_s() - t0) / CALLS;
     atomic_store(&job->stop, 1);
     if (beside)
         pthread_join(th, NULL);

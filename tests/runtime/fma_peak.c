@@ -9,7 +9,8 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
+
+#include "../bench_clock.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -68,13 +69,6 @@ static void *peak_thread(void *arg)
     return NULL;
 }
 
-static double peak_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 int main(int argc, char **argv)
 {
     long threads = 1;
@@ -112,10 +106,10 @@ int main(int argc, char **argv)
             }
         }
         pthread_barrier_wait(&go);
-        double t0 = peak_now();
+        double t0 = bench_now_s();
         for (long t = 0; t < threads; t++)
             pthread_join(tid[t], NULL);
-        double s = peak_now() - t0;
+        double s = bench_now_s() - t0;
         double macs = (double)threads * (double)ITERS * CHAINS * wide;
         if (macs / s > best)
             best = macs / s;

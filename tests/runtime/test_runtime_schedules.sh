@@ -137,16 +137,29 @@ check "$tmp/plan-mp.yaml" "$tmp/ref-mp" mp2esp2 plan parm-s1 parm-s2 monta-o1 mo
 grep -Eq '^  (allgather|reducescatter|mp-allreduce) +[0-9.]+ +[0-9.]+ ' "$tmp/mp2esp2-fsmoe.out" ||
     fail "mp2esp2: the report has no measured AllGather/ReduceScatter/MP AllReduce line"
 # the collectives on all 4 ranks (report.h): the ESP pipeline's AllToAll, AllGather,
-# ReduceScatter, the attention's MP AllReduce and the Gradient-AllReduce, each measured =
-# alone + waiting (to the printed rounding), with the graph's task count
-awk '/^# collectives on all 4 ranks/ { f = 1; next }
+# ReduceScatter, the attention's MP AllReduce and the Gradient-AllReduce, one row each for
+# every collective kind of the per-kind table, with its predicted time and task count (the
+# table joins every collective id of the graph), and the sync part = tasks x the header's
+# sync latency (to the printed rounding)
+awk '/^  per kind / { p = 1; next }
+     p && /^  [a-z-]+ +[0-9.]+ +[0-9.]+ / { pred[$1] = $3; n[$1] = $NF; next }
+     p { p = 0 }
+     /^# collectives on all 4 ranks/ {
+         f = 1; sync = $0; sub(/.*sync latency \(/, "", sync); sub(/ ms .*/, "", sync); next }
      f && $1 == "collectives" { next }
      f && /^  [a-z-]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9]+$/ {
-         k[$1] = 1; d = $2 - $3 - $4; if (d < -0.0015 || d > 0.0015 || $3 > $2) bad = bad " " $1 }
-     f && !/^  / { f = 0 }
-     END { exit !(k["alltoall"] && k["allgather"] && k["reducescatter"] && k["mp-allreduce"] &&
-                  k["grad-allreduce"] && bad == "") }' "$tmp/mp2esp2-fsmoe.out" ||
-    fail "mp2esp2 fsmoe: the report's collectives on all 4 ranks are missing or do not add up"
+         k[$1] = 1
+         if (!($1 in pred) || $5 - pred[$1] > 0.0015 || pred[$1] - $5 > 0.0015 || $7 != n[$1] ||
+             $6 - $7 * sync > 0.0015 + 0.0005 * $7 || $7 * sync - $6 > 0.0015 + 0.0005 * $7)
+             bad = bad " " $1
+         next }
+     f { f = 0 }
+     END {
+         split("alltoall allgather reducescatter mp-allreduce grad-allreduce", want, " ")
+         for (i in want) if (!(want[i] in k)) bad = bad " " want[i] "(missing)"
+         if (bad != "") print "collectives table:" bad
+         exit bad != "" }' "$tmp/mp2esp2-fsmoe.out" ||
+    fail "mp2esp2 fsmoe: the report's collectives on all 4 ranks miss a kind or disagree with its per-kind rows"
 # the graph digest (schedule.h rt_schedule_digest): schedules that run other work differ, and
 # the same schedule of the same plan gives the same digest in another run
 digest() { sed -n 's/^# report: .*, digest \([0-9a-f]\{16\}\)) on .*/\1/p' "$1"; }
