@@ -98,8 +98,11 @@ double workload_param_bytes(const workload_layer *wl, long blocks, long moe_laye
 
 double workload_order_s(const workload_layer *wl, workload_order o, int bwd, int combine)
 {
+    /* runtime/order_gshard.c: forward one GEMM each; backward the combine two (its input's
+     * gradient and its weights'), the dispatch one (its input's), two where the routing is
+     * dense and learnt (SoftMoE: the dispatch matrix has a gradient too) */
     if (o == WORKLOAD_ORDER_GSHARD)
-        return (bwd ? 2.0 : 1.0) * wl->order_einsum_s +
+        return (!bwd ? 1.0 : combine ? 2.0 : wl->order_dispatch_bwd_gemms) * wl->order_einsum_s +
                (!bwd && !combine ? wl->order_dense_build_s : 0.0) +
                (bwd && combine ? wl->order_dense_dw_s : 0.0);
     return combine ? wl->order_tutel_combine_s : wl->order_tutel_dispatch_s;
@@ -400,6 +403,7 @@ void workload_layer_init(const workload_shape *s, const fsmoe_parallel *par,
      * cleared (a write), filled and copied host to device (a read and a write): 4 passes over
      * 6 arrays; in the backward the weights' gradient comes back (a read and a write).
      * DeepSpeed-MoE materialises the same (S, E, C) tensors on the device. */
+    out->order_dispatch_bwd_gemms = s->gate == WORKLOAD_GATE_SOFTMOE ? 2.0 : 1.0;
     if (s->gate != WORKLOAD_GATE_SOFTMOE) {
         const double dense = tokens * routed * b;
         out->order_dense_build_s = workload_elementwise_s(w, 4, 6.0, dense);

@@ -118,7 +118,8 @@ typedef struct {
      *     slots and weighted gather back (element-wise), forward; the backward moves the same
      *     data the other way;
      *   order_einsum_s: one of GShard's dispatch and combine einsums, R·S·M MACs on gemm_dense,
-     *     forward (its backward twice: workload_order_s);
+     *     forward; backward the combine's two GEMMs, the dispatch's order_dispatch_bwd_gemms
+     *     (1; 2 where the routing matrix is learnt, SoftMoE) (workload_order_s);
      *   order_dense_build_s / order_dense_dw_s: the dense (S, R) routing matrices the einsums
      *     multiply by, element-wise: built before the forward's dispatch (the dispatch mask and
      *     the combine weights, each cleared, then filled and copied to the device), and the
@@ -133,6 +134,7 @@ typedef struct {
      *     input gradient, the final norm's and the embedding's backward. */
     double gate_fwd_s, gate_bwd_s;
     double order_tutel_dispatch_s, order_tutel_combine_s, order_einsum_s;
+    double order_dispatch_bwd_gemms;
     double order_dense_build_s, order_dense_dw_s;
     double elem_fwd_s, elem_bwd_s;
     double head_fwd_s, head_bwd_s;

@@ -147,7 +147,9 @@ static void check_sequential_sum(const fsmoe_cluster *c, const char *path, int i
     /* deepspeed with N_ESP = N_MP > 1: expert tensor parallelism. The duplicated tokens go to
      * the AllToAll as they are (R·M·b), each rank computes its H/N_ESP slice of R tokens, the
      * row-parallel output (backward: input gradient) is all-reduced over ESP; GShard's dispatch
-     * and combine einsums (S·E·C·M = R·S·M MACs each, backward 2×) around them, and the dense
+     * and combine einsums (S·E·C·M = R·S·M MACs each; backward three such GEMMs, as
+     * runtime/order_gshard.c issues them: the combine's input and weight gradients, the
+     * dispatch's input gradient — its one-hot mask has none) around them, and the dense
      * (S, R) routing matrices they multiply by (runtime/order_gshard.c): per forward two clears
      * and two host-to-device copies of S·R elements, in the backward one copy back — on the
      * profile's copy line (a copy of n bytes; a clear writes half as many bytes). */
@@ -166,7 +168,7 @@ static void check_sequential_sum(const fsmoe_cluster *c, const char *path, int i
     double ds_x = R * M * H * ng / esp, ein = R * S * M;
     double ds_f = build + 2 * (g.alpha_s + g.beta_s * ein) + 2 * ds_a2a + ds_ar +
                   ng * g.alpha_s + g.beta_s * ds_x;
-    double ds_b = 2 * (2 * g.alpha_s + 2 * g.beta_s * ein) + dw + 2 * ds_a2a + ds_ar +
+    double ds_b = 3 * (g.alpha_s + g.beta_s * ein) + dw + 2 * ds_a2a + ds_ar +
                   2 * ng * g.alpha_s + 2 * g.beta_s * ds_x;
     want = ds_f + at_f + at_b + ds_b + gar;
     t = run(&s, &m, SIM_SCHED_DEEPSPEED, NULL);
