@@ -569,10 +569,10 @@ static fsmoe_status routing_report(const rt_model *md, FILE *f, fsmoe_error *err
     int header = 0;
     for (int l = 0; l < md->cfg.layers; l++) {
         const rt_block *bl = &md->blocks[l];
-        double kept, fill, imb;
+        double kept, fill, imb, width;
         if (!bl->is_moe)
             continue;
-        fsmoe_status st = moe_routing_summary(&bl->moe, &kept, &fill, &imb, err);
+        fsmoe_status st = moe_routing_summary(&bl->moe, &kept, &fill, &imb, &width, err);
         if (st != FSMOE_OK)
             return st;
         if (bl->moe.stats.forwards == 0)
@@ -587,6 +587,11 @@ static fsmoe_status routing_report(const rt_model *md, FILE *f, fsmoe_error *err
             fprintf(f, "; experts ran %5.1f %% of the capacity's rows", 100.0 * fill);
         if (imb > 0)
             fprintf(f, "; busiest rank's expert rows %.2fx the mean", imb);
+        if (width > 0) /* the capacity is global: a rank's busiest expert may keep more than
+                        * its share, and the dense matrices are as wide as it needs */
+            fprintf(f, "; dense dispatch/combine matrices %.2fx the width priced (E x this "
+                       "rank's busiest expert's rows, against k*f*tokens)",
+                    width);
         fprintf(f, "\n");
     }
     return FSMOE_OK;

@@ -2,6 +2,7 @@
 #include "moe_layer.h"
 #include "trace.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1199,6 +1200,10 @@ fsmoe_status moe_forward(rt_moe *m, rt_backend *be, const real *x, real *y, long
         long Ng = m->gate.N_global > 0 ? m->gate.N_global : n;
         rs->copies_global += (double)m->gate.k * (double)Ng;
         rs->slots_global += (double)m->E * (double)m->route.C_global;
+        if (m->order.kind == RT_ORDER_GSHARD && !m->route.dense && m->gate.f > 0) {
+            rs->dense_cols += m->route.E * m->route.C;
+            rs->dense_priced_milli += llround(1e3 * m->gate.k * m->gate.f * (double)n);
+        }
     }
     order_forward(&m->order, be, NULL, &m->route, xo, m->Xd);
     if ((st = exchange_counts(m, be)) != FSMOE_OK)
@@ -1263,13 +1268,13 @@ fsmoe_status moe_backward(rt_moe *m, rt_backend *be, const real *dy, const real 
 }
 
 fsmoe_status moe_routing_summary(const rt_moe *m, double *copies_kept, double *fill,
-                                 double *imbalance, fsmoe_error *err)
+                                 double *imbalance, double *dense_width, fsmoe_error *err)
 {
     const rt_moe_routing_stats *rs = &m->stats;
-    long c[2] = {rs->kept, rs->dropped};
-    *copies_kept = *fill = *imbalance = 0.0;
+    long c[4] = {rs->kept, rs->dropped, rs->dense_cols, rs->dense_priced_milli};
+    *copies_kept = *fill = *imbalance = *dense_width = 0.0;
     if (m->dist) {
-        fsmoe_status st = dist_sum_longs(m->dist, RT_WORLD, c, 2, "routing statistics", err);
+        fsmoe_status st = dist_sum_longs(m->dist, RT_WORLD, c, 4, "routing statistics", err);
         if (st != FSMOE_OK)
             return st;
     }
@@ -1282,5 +1287,7 @@ fsmoe_status moe_routing_summary(const rt_moe *m, double *copies_kept, double *f
         *fill = *copies_kept * rs->copies_global / rs->slots_global;
     if (rs->rows_mean > 0)
         *imbalance = rs->rows_max / rs->rows_mean;
+    if (c[3] > 0)
+        *dense_width = 1e3 * (double)c[2] / (double)c[3];
     return FSMOE_OK;
 }

@@ -149,6 +149,10 @@ typedef struct {
     double slots_global;      /* E · the capacity, per forward summed (0: no capacity) */
     double rows_max, rows_mean; /* expert rows of the busiest member of the exchange group,
                                  * and the members' mean, per forward summed */
+    /* The GShard order's dense routing matrices (N, E·C), C this rank's busiest expert's kept
+     * rows: their columns, and the k·f·N routed copies the cost model prices them at, in
+     * thousandths, per forward summed (0 under another order or a dense gate) */
+    long dense_cols, dense_priced_milli;
 } rt_moe_routing_stats;
 
 typedef struct {
@@ -237,8 +241,10 @@ int moe_exchange_size(const rt_moe *m, int *hierarchical);
  * rank's): *copies_kept, the fraction of the k·N token copies the gate kept (the rest dropped at
  * capacity); *fill, the rows the experts ran over the slots the capacity gives (0 without a
  * capacity); *imbalance, the busiest exchange-group member's expert rows over the members'
- * mean (1: even). All 0 when no training forward ran. */
+ * mean (1: even); *dense_width, the GShard order's dense routing columns over the k·f·N the
+ * cost model prices them at (0 under another order, a dense gate or no capacity). All 0 when no
+ * training forward ran. */
 fsmoe_status moe_routing_summary(const rt_moe *m, double *copies_kept, double *fill,
-                                 double *imbalance, fsmoe_error *err);
+                                 double *imbalance, double *dense_width, fsmoe_error *err);
 
 #endif

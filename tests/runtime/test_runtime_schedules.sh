@@ -106,9 +106,25 @@ check() {
         NF != 6 || $1 != $4 { bad++; next }
         { for (i = 2; i <= 3; i++) { d = $i - $(i + 3); if (d < 0) d = -d; if (d > 0.2) { bad++; print s ": " $0 } } }
         END { exit (bad > 0 || NR == 0) }' || fail "$tag $s: routing lines differ from one rank's"
+    # GShard's dense routing matrices (DeepSpeed's order; the rest use Tutel's): E columns per
+    # slot of a rank's busiest expert, over the k·f·N copies priced. The busiest expert holds
+    # at least the mean of the rank's kept copies (so the ratio is at least kept / f) and at
+    # most the global capacity ceil(k·f·N_global/E) (tiny-moe: E 4, k 2, f 1.2; $width_max,
+    # empty without a capacity: then no width either)
+    if [ "$s" = deepspeed ] && [ -n "$width_max" ]; then
+        sed -n 's/^  routing L[0-9]* *\([0-9.]*\) % of the token copies kept.*matrices \([0-9.]*\)x the width priced.*/\1 \2/p' "$out" |
+            awk -v hi="$width_max" '{ lo = $1 / 100 / 1.2 - 0.01
+                if ($2 < lo || $2 > hi + 0.01) { bad++; print "kept " $1 " %, width " $2 "x: outside [" lo ", " hi "]" } }
+                END { exit (bad > 0 || NR == 0) }' ||
+            fail "$tag $s: the dense routing width is missing or outside its bounds"
+    elif grep -q 'dense dispatch' "$out"; then
+        fail "$tag $s: a dense routing width under Tutel's order or without a capacity"
+    fi
     done
 }
 extra=()
+# dp 4, 256 tokens a rank of 1024: E·ceil(k·f·1024/E) / (k·f·256) = 2460 / 614.4
+width_max=4.004
 check "$tmp/plan.yaml" "$tmp/ref" dp4ep2 plan deepspeed tutel tutel-improved pipemoe-lina \
     fsmoe fsmoe-no-iio
 # the same plan with Lina's gradient micro-ops instead of its windows (gradient_schedule: lina,
@@ -130,6 +146,7 @@ check "$tmp/plan-lina.yaml" "$tmp/ref" dp4ep2-lina plan
     { cat "$tmp/one-mp.out"; exit 1; }
 reference "$tmp/one-mp.out" "$tmp/ref-mp"
 common+=(--capacity-factor none)
+width_max=
 # (the plan's per-layer choice follows the fresh profile: S1 mostly, sometimes another)
 echo "mp2·esp2 plan layers: $(sed -n 's/^    schedule: //p' "$tmp/plan-mp.yaml" | sort | uniq -c | tr -s ' \n' ' ')"
 check "$tmp/plan-mp.yaml" "$tmp/ref-mp" mp2esp2 plan parm-s1 parm-s2 monta-o1 monta-o2 \
