@@ -109,11 +109,11 @@ check() {
     # GShard's dense routing matrices (DeepSpeed's order; the rest use Tutel's): E columns per
     # slot of a rank's busiest expert, over the k·f·N copies priced. The busiest expert holds
     # at least the mean of the rank's kept copies (so the ratio is at least kept / f) and at
-    # most the global capacity ceil(k·f·N_global/E) (tiny-moe: E 4, k 2, f 1.2; $width_max,
-    # empty without a capacity: then no width either)
+    # most the global capacity ceil(k·f·N_global/E) ($width_max; empty without a capacity:
+    # then no width either)
     if [ "$s" = deepspeed ] && [ -n "$width_max" ]; then
         sed -n 's/^  routing L[0-9]* *\([0-9.]*\) % of the token copies kept.*matrices \([0-9.]*\)x the width priced.*/\1 \2/p' "$out" |
-            awk -v hi="$width_max" '{ lo = $1 / 100 / 1.2 - 0.01
+            awk -v hi="$width_max" -v f="$cap_f" '{ lo = $1 / 100 / f - 0.01
                 if ($2 < lo || $2 > hi + 0.01) { bad++; print "kept " $1 " %, width " $2 "x: outside [" lo ", " hi "]" } }
                 END { exit (bad > 0 || NR == 0) }' ||
             fail "$tag $s: the dense routing width is missing or outside its bounds"
@@ -123,8 +123,12 @@ check() {
     done
 }
 extra=()
-# dp 4, 256 tokens a rank of 1024: E·ceil(k·f·1024/E) / (k·f·256) = 2460 / 614.4
-width_max=4.004
+# the widest the dense routing can be: E·ceil(k·f·N_global/E) columns over k·f·N_local, with
+# the model's E, k and f (dp 4: 4 ranks of 4 sequences of 64 tokens)
+model_key() { awk -v k="$1:" '$1 == k {print $2; exit}' "$model"; }
+cap_E=$(model_key experts) cap_k=$(model_key top_k) cap_f=$(model_key capacity_factor)
+width_max=$(awk -v E="$cap_E" -v k="$cap_k" -v f="$cap_f" -v n=256 -v ng=1024 'BEGIN {
+    c = k * f * ng / E; C = int(c); if (C < c - 1e-9) C++; print E * C / (k * f * n) }')
 check "$tmp/plan.yaml" "$tmp/ref" dp4ep2 plan deepspeed tutel tutel-improved pipemoe-lina \
     fsmoe fsmoe-no-iio
 # the same plan with Lina's gradient micro-ops instead of its windows (gradient_schedule: lina,
