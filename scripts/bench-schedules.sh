@@ -177,10 +177,13 @@ awk -F'\t' -v pd="$plan_dig" '
         for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
         pm = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
         printf "the plan'"'"'s graph: %.1f ms per step, the median of its %d runs (%s; min-max %.0f-%.0f)\n", pm, n, who, v[1], v[n]
+        lo = v[1]; hi = v[n]
     }
-    $1 != "plan" && $7 != pd { no++; r = $2 / pm; if (no == 1 || r < olo) { olo = r; os = $1 } }
+    $1 != "plan" && $7 != pd { no++; r = $2 / pm; if (no == 1 || r < olo) { olo = r; os = $1; omin = $5; omax = $6 } }
     END {
-        if (no) printf "against the %d schedules with another graph: the fastest of them at %.2fx that step (%s)\n", no, olo, os
+        # whether the difference exceeds how far runs of one schedule lie apart here: whether
+        # the run ranges of the two schedules overlap
+        if (no) printf "against the %d schedules with another graph: the fastest of them at %.2fx that step (%s; its runs %.0f-%.0f %s)\n", no, olo, os, omin, omax, (omin <= hi && omax >= lo) ? "overlap the plan'"'"'s graph'"'"'s: within the runs'"'"' spread" : "do not overlap the plan'"'"'s graph'"'"'s"
     }' "$runs" "$rows"
 # the bar chart: per schedule, measured and predicted ms per step
 svg=$out/$name-schedules.svg
