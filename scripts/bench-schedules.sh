@@ -155,7 +155,7 @@ for s in "${schedules[@]}"; do
         END {
             for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (m[j] < m[i]) { t = m[i]; m[i] = m[j]; m[j] = t }
             med = n % 2 ? m[(n + 1) / 2] : (m[n / 2] + m[n / 2 + 1]) / 2
-            printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s, med, pred, conf, m[1], m[n], dig
+            printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", s, med, pred, conf, m[1], m[n], dig, n
         }' "$runs" >> "$rows"
 done
 plan_ms=$(awk -F'\t' '$1 == "plan" {print $2}' "$rows")
@@ -179,11 +179,15 @@ awk -F'\t' -v pd="$plan_dig" '
         printf "the plan'"'"'s graph: %.1f ms per step, the median of its %d runs (%s; min-max %.0f-%.0f)\n", pm, n, who, v[1], v[n]
         lo = v[1]; hi = v[n]
     }
-    $1 != "plan" && $7 != pd { no++; r = $2 / pm; if (no == 1 || r < olo) { olo = r; os = $1; omin = $5; omax = $6 } }
+    $1 != "plan" && $7 != pd { no++; r = $2 / pm; if (no == 1 || r < olo) { olo = r; os = $1; omin = $5; omax = $6; on = $8 } }
     END {
         # whether the difference exceeds how far runs of one schedule lie apart here: whether
-        # the run ranges of the two schedules overlap
-        if (no) printf "against the %d schedules with another graph: the fastest of them at %.2fx that step (%s; its runs %.0f-%.0f %s)\n", no, olo, os, omin, omax, (omin <= hi && omax >= lo) ? "overlap the plan'"'"'s graph'"'"'s: within the runs'"'"' spread" : "do not overlap the plan'"'"'s graph'"'"'s"
+        # the run ranges of the two schedules overlap (a single run has no range)
+        if (on < 2 || n < 2)
+            spread = "one run of one of them: no spread to judge the difference by"
+        else
+            spread = sprintf("its runs %.0f-%.0f %s", omin, omax, omin <= hi && omax >= lo ? "overlap the plan'"'"'s graph'"'"'s: within the runs'"'"' spread" : "do not overlap the plan'"'"'s graph'"'"'s")
+        if (no) printf "against the %d schedules with another graph: the fastest of them at %.2fx that step (%s; %s)\n", no, olo, os, spread
     }' "$runs" "$rows"
 # the bar chart: per schedule, measured and predicted ms per step
 svg=$out/$name-schedules.svg
