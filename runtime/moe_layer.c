@@ -2,7 +2,6 @@
 #include "moe_layer.h"
 #include "trace.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1201,8 +1200,8 @@ fsmoe_status moe_forward(rt_moe *m, rt_backend *be, const real *x, real *y, long
         rs->copies_global += (double)m->gate.k * (double)Ng;
         rs->slots_global += (double)m->E * (double)m->route.C_global;
         if (m->order.kind == RT_ORDER_GSHARD && !m->route.dense && m->gate.f > 0) {
-            rs->dense_cols += m->route.E * m->route.C;
-            rs->dense_priced_milli += llround(1e3 * m->gate.k * m->gate.f * (double)n);
+            rs->dense_cols += (double)(m->route.E * m->route.C);
+            rs->dense_priced += m->gate.k * m->gate.f * (double)n;
         }
     }
     order_forward(&m->order, be, NULL, &m->route, xo, m->Xd);
@@ -1271,10 +1270,13 @@ fsmoe_status moe_routing_summary(const rt_moe *m, double *copies_kept, double *f
                                  double *imbalance, double *dense_width, fsmoe_error *err)
 {
     const rt_moe_routing_stats *rs = &m->stats;
-    long c[4] = {rs->kept, rs->dropped, rs->dense_cols, rs->dense_priced_milli};
+    long c[2] = {rs->kept, rs->dropped};
+    double w[2] = {rs->dense_cols, rs->dense_priced};
     *copies_kept = *fill = *imbalance = *dense_width = 0.0;
     if (m->dist) {
-        fsmoe_status st = dist_sum_longs(m->dist, RT_WORLD, c, 4, "routing statistics", err);
+        fsmoe_status st = dist_sum_longs(m->dist, RT_WORLD, c, 2, "routing statistics", err);
+        if (st == FSMOE_OK)
+            st = dist_sum_doubles(m->dist, RT_WORLD, w, 2, "dense routing widths", err);
         if (st != FSMOE_OK)
             return st;
     }
@@ -1287,7 +1289,7 @@ fsmoe_status moe_routing_summary(const rt_moe *m, double *copies_kept, double *f
         *fill = *copies_kept * rs->copies_global / rs->slots_global;
     if (rs->rows_mean > 0)
         *imbalance = rs->rows_max / rs->rows_mean;
-    if (c[3] > 0)
-        *dense_width = 1e3 * (double)c[2] / (double)c[3];
+    if (w[1] > 0)
+        *dense_width = w[0] / w[1];
     return FSMOE_OK;
 }

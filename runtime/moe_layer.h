@@ -150,9 +150,9 @@ typedef struct {
     double rows_max, rows_mean; /* expert rows of the busiest member of the exchange group,
                                  * and the members' mean, per forward summed */
     /* The GShard order's dense routing matrices (N, E·C), C this rank's busiest expert's kept
-     * rows: their columns, and the k·f·N routed copies the cost model prices them at, in
-     * thousandths, per forward summed (0 under another order or a dense gate) */
-    long dense_cols, dense_priced_milli;
+     * rows: their columns, and the k·f·N routed copies the cost model prices them at, per
+     * forward summed (0 under another order or a dense gate) */
+    double dense_cols, dense_priced;
 } rt_moe_routing_stats;
 
 typedef struct {

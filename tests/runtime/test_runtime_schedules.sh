@@ -24,7 +24,8 @@ mpi=(timeout 300 mpirun --allow-run-as-root --oversubscribe --mca mpi_yield_when
 failed=0
 fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
 model="$root/models/tiny-moe.yaml"
-common=(--model "$model" --seq 64 --steps 6 --threads 1 --eval-every 0)
+seq=64 rank_batch=4 # every rank's sequences in check() below, and their length
+common=(--model "$model" --seq "$seq" --steps 6 --threads 1 --eval-every 0)
 
 "${mpi[@]}" -np 4 "$bench" -b 64K -e 1M -f 2 -n 3 --extra-time 0 --gemm-min 64K \
     --gemm-max 512K --gemm-step 128K -o "$tmp/local4.yaml" > "$tmp/bench.log" 2>&1 ||
@@ -67,7 +68,7 @@ check() {
     shift 3
     for s in "$@"; do
     out="$tmp/$tag-$s.out"
-    if ! "${mpi[@]}" -np 4 "$run" "${common[@]}" "${extra[@]}" --batch 4 --plan "$pl" \
+    if ! "${mpi[@]}" -np 4 "$run" "${common[@]}" "${extra[@]}" --batch "$rank_batch" --plan "$pl" \
         --schedule "$s" --report > "$out" 2>&1; then
         tail -5 "$out"; fail "$tag $s: the run failed"; continue
     fi
@@ -124,10 +125,11 @@ check() {
 }
 extra=()
 # the widest the dense routing can be: E·ceil(k·f·N_global/E) columns over k·f·N_local, with
-# the model's E, k and f (dp 4: 4 ranks of 4 sequences of 64 tokens)
+# the model's E, k and f (dp 4: the 4 ranks' tokens share one capacity)
 model_key() { awk -v k="$1:" '$1 == k {print $2; exit}' "$model"; }
 cap_E=$(model_key experts) cap_k=$(model_key top_k) cap_f=$(model_key capacity_factor)
-width_max=$(awk -v E="$cap_E" -v k="$cap_k" -v f="$cap_f" -v n=256 -v ng=1024 'BEGIN {
+width_max=$(awk -v E="$cap_E" -v k="$cap_k" -v f="$cap_f" -v n=$((rank_batch * seq)) \
+    -v ng=$((4 * rank_batch * seq)) 'BEGIN {
     c = k * f * ng / E; C = int(c); if (C < c - 1e-9) C++; print E * C / (k * f * n) }')
 check "$tmp/plan.yaml" "$tmp/ref" dp4ep2 plan deepspeed tutel tutel-improved pipemoe-lina \
     fsmoe fsmoe-no-iio
