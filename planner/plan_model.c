@@ -187,7 +187,9 @@ typedef struct {
 static double extra_s(const workload_layer *wl, const workload_lines *w, long blocks,
                       long moe_layers, sim_schedule k, const workload_shape *s)
 {
-    workload_extra e = workload_extra_time(wl, w, blocks, moe_layers, sim_schedule_order(k, s));
+    long own = k == SIM_SCHED_PARM_S1 ? moe_layers : 0; /* PauseMP: the members' shares */
+    workload_extra e =
+        workload_extra_time(wl, w, blocks, moe_layers, own, sim_schedule_order(k, s));
     return e.fwd_s + e.bwd_s + e.tail_s;
 }
 
@@ -634,7 +636,10 @@ static fsmoe_status plan_model_one(const fsmoe_model *m, const fsmoe_cluster *c,
 
     /* the gate and token order, element-wise work, head and optimizer: the same serial work
      * beside every schedule's chains, each in the token order it runs */
-    workload_extra ex = workload_extra_time(&wl, &w, n_blocks, n, shape.order);
+    long s1_layers = 0; /* S1's layers route their MP member's share (workload_route) */
+    for (long j = 0; j < n; j++)
+        s1_layers += layers[j].schedule == FSMOE_SCHED_S1;
+    workload_extra ex = workload_extra_time(&wl, &w, n_blocks, n, s1_layers, shape.order);
     double ex_s = ex.fwd_s + ex.bwd_s + ex.tail_s;
     double ex_ds = extra_s(&wl, &w, n_blocks, n, SIM_SCHED_DEEPSPEED, &shape);
     double ex_tutel = extra_s(&wl, &w, n_blocks, n, SIM_SCHED_TUTEL, &shape);

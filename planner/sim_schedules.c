@@ -470,10 +470,14 @@ static int moe_layer(gen *g, const sim_layer *L, int prev, double gar_bytes,
     const workload_layer *wl = &L->wl;
     int bwd = g->phase != SIM_PHASE_FWD;
     workload_order ord = sim_schedule_order(g->k, &g->m->shape);
-    double d = workload_order_s(wl, ord, bwd, 0), c = workload_order_s(wl, ord, bwd, 1);
-    prev = compute(g, FSMOE_TASK_GATE, bwd ? c : wl->gate_fwd_s + d, prev);
+    /* Parm's S1 (PauseMP): each MP member routes only its own share of the tokens */
+    int pausemp = g->k == SIM_SCHED_PARM_S1 ||
+                  (g->k == SIM_SCHED_PLAN && L->schedule == FSMOE_SCHED_S1);
+    const workload_routing *r = workload_route(wl, pausemp);
+    double d = workload_order_s(wl, r, ord, bwd, 0), c = workload_order_s(wl, r, ord, bwd, 1);
+    prev = compute(g, FSMOE_TASK_GATE, bwd ? c : r->gate_fwd_s + d, prev);
     prev = moe_phase(g, L, prev, gar_bytes, o);
-    return compute(g, FSMOE_TASK_GATE, bwd ? d + wl->gate_bwd_s : c, prev);
+    return compute(g, FSMOE_TASK_GATE, bwd ? d + r->gate_bwd_s : c, prev);
 }
 
 /* Lina: gradients of one generalised layer cut into 30 MB micro-ops (never mixing layers),

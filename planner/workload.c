@@ -96,28 +96,39 @@ double workload_param_bytes(const workload_layer *wl, long blocks, long moe_laye
            wl->embed_grad_bytes + wl->head_grad_bytes;
 }
 
-double workload_order_s(const workload_layer *wl, workload_order o, int bwd, int combine)
+const workload_routing *workload_route(const workload_layer *wl, int pausemp)
+{
+    return pausemp ? &wl->route_own : &wl->route;
+}
+
+double workload_order_s(const workload_layer *wl, const workload_routing *r, workload_order o,
+                        int bwd, int combine)
 {
     /* runtime/order_gshard.c: forward one GEMM each; backward the combine two (its input's
      * gradient and its weights'), the dispatch one (its input's), two where the routing is
      * dense and learnt (SoftMoE: the dispatch matrix has a gradient too) */
     if (o == WORKLOAD_ORDER_GSHARD)
-        return (!bwd ? 1.0 : combine ? 2.0 : wl->order_dispatch_bwd_gemms) * wl->order_einsum_s +
-               (!bwd && !combine ? wl->order_dense_build_s : 0.0) +
-               (bwd && combine ? wl->order_dense_dw_s : 0.0);
-    return combine ? wl->order_tutel_combine_s : wl->order_tutel_dispatch_s;
+        return (!bwd ? 1.0 : combine ? 2.0 : wl->order_dispatch_bwd_gemms) * r->order_einsum_s +
+               (!bwd && !combine ? r->order_dense_build_s : 0.0) +
+               (bwd && combine ? r->order_dense_dw_s : 0.0);
+    return combine ? r->order_tutel_combine_s : r->order_tutel_dispatch_s;
 }
 
 workload_extra workload_extra_time(const workload_layer *wl, const workload_lines *w, long blocks,
-                                   long moe_layers, workload_order o)
+                                   long moe_layers, long own_layers, workload_order o)
 {
-    double order_f = workload_order_s(wl, o, 0, 0) + workload_order_s(wl, o, 0, 1);
-    double order_b = workload_order_s(wl, o, 1, 0) + workload_order_s(wl, o, 1, 1);
+    double fwd = 0.0, bwd = 0.0;
+    for (int own = 0; own < 2; own++) {
+        const workload_routing *r = workload_route(wl, own);
+        double n = own ? (double)own_layers : (double)(moe_layers - own_layers);
+        fwd += n * (r->gate_fwd_s + workload_order_s(wl, r, o, 0, 0) +
+                    workload_order_s(wl, r, o, 0, 1));
+        bwd += n * (r->gate_bwd_s + workload_order_s(wl, r, o, 1, 0) +
+                    workload_order_s(wl, r, o, 1, 1));
+    }
     return (workload_extra){
-        .fwd_s = (double)moe_layers * (wl->gate_fwd_s + order_f) +
-                 (double)blocks * wl->elem_fwd_s + wl->head_fwd_s,
-        .bwd_s = (double)moe_layers * (wl->gate_bwd_s + order_b) +
-                 (double)blocks * wl->elem_bwd_s + wl->head_bwd_s,
+        .fwd_s = fwd + (double)blocks * wl->elem_fwd_s + wl->head_fwd_s,
+        .bwd_s = bwd + (double)blocks * wl->elem_bwd_s + wl->head_bwd_s,
         .tail_s = workload_optimizer_s(w, workload_param_bytes(wl, blocks, moe_layers)),
     };
 }
@@ -295,6 +306,38 @@ static void phase_problem(pipeline_problem *p, const workload_lines *w, double n
     p->r_max = r_max;
 }
 
+/* The gate and token order on `tokens` of this GPU's tokens, `routed` token copies of them
+ * (workload.h workload_routing). The collectives' part gate_coll is paid whatever the share:
+ * under PauseMP the gate's statistics go over the world instead of DP (runtime/moe_layer.c),
+ * priced at DP's latencies all the same. */
+static void routing_price(const workload_lines *w, const workload_shape *s, const fsmoe_line *g,
+                          double tokens, double routed, double gate_numel, double gate_coll,
+                          workload_routing *r)
+{
+    const double b = s->bytes_per_element, M = (double)s->M, E = (double)s->E;
+    const double x = tokens * M * b, gate_macs = tokens * gate_numel, r_bytes = routed * M * b;
+    memset(r, 0, sizeof *r);
+    r->gate_fwd_s = g->alpha_s + gate_macs * g->beta_s +
+                    workload_elementwise_s(w, 2, 4.0, tokens * E * b) + gate_coll;
+    r->gate_bwd_s = 2.0 * g->alpha_s + 2.0 * gate_macs * g->beta_s +
+                    workload_elementwise_s(w, 2, 4.0, tokens * E * b);
+    /* Tutel: scatter R rows into the capacity slots (a copy), gather them back weighted;
+     * GShard: "sec,sm->ecm" and "sec,ecm->sm", S·E·C·M = R·S·M MACs each */
+    r->order_tutel_dispatch_s = workload_elementwise_s(w, 1, 2.0, r_bytes);
+    r->order_tutel_combine_s = workload_elementwise_s(w, 1, 1.0, r_bytes) +
+                               workload_elementwise_s(w, 0, 1.0, x);
+    r->order_einsum_s = g->alpha_s + routed * tokens * M * g->beta_s;
+    /* runtime/order_gshard.c: per forward, the mask and the weights, S·R elements each, are
+     * cleared (a write), filled and copied host to device (a read and a write): 4 passes over
+     * 6 arrays; in the backward the weights' gradient comes back (a read and a write).
+     * DeepSpeed-MoE materialises the same (S, E, C) tensors on the device. */
+    if (s->gate != WORKLOAD_GATE_SOFTMOE) {
+        const double dense = tokens * routed * b;
+        r->order_dense_build_s = workload_elementwise_s(w, 4, 6.0, dense);
+        r->order_dense_dw_s = workload_elementwise_s(w, 1, 2.0, dense);
+    }
+}
+
 void workload_layer_init(const workload_shape *s, const fsmoe_parallel *par,
                          const workload_lines *w, workload_layer *out)
 {
@@ -380,7 +423,6 @@ void workload_layer_init(const workload_shape *s, const fsmoe_parallel *par,
      * into the input gradient (5), then per column reads both again for the weight and bias
      * gradients (2); a clear writes 1; softmax and top-k over E read and write S·E twice. */
     const double x = tokens * M * b, Vl = (double)s->vocab / mp;
-    const double gate_macs = tokens * gate_numel, r_bytes = routed * M * b;
     /* The gate's collectives (runtime/gate.c, moe_layer.c): over DP its statistics, the
      * capacity prefix and the load totals, then over EP the token counts — small, back to
      * back: the first pays the ranks' arrival skew after the gate's computation (sync_s), the
@@ -389,26 +431,12 @@ void workload_layer_init(const workload_shape *s, const fsmoe_parallel *par,
                        (par->ep > 1 ? alpha_aligned(w, &w->a2a_ep) : 0.0);
     if (par->dp > 1 || par->ep > 1)
         gate_coll += w->sync_s;
-    out->gate_fwd_s = g->alpha_s + gate_macs * g->beta_s +
-                      workload_elementwise_s(w, 2, 4.0, tokens * E * b) + gate_coll;
-    out->gate_bwd_s = 2.0 * g->alpha_s + 2.0 * gate_macs * g->beta_s +
-                      workload_elementwise_s(w, 2, 4.0, tokens * E * b);
-    /* Tutel: scatter R rows into the capacity slots (a copy), gather them back weighted;
-     * GShard: "sec,sm->ecm" and "sec,ecm->sm", S·E·C·M = R·S·M MACs each */
-    out->order_tutel_dispatch_s = workload_elementwise_s(w, 1, 2.0, r_bytes);
-    out->order_tutel_combine_s = workload_elementwise_s(w, 1, 1.0, r_bytes) +
-                                 workload_elementwise_s(w, 0, 1.0, x);
-    out->order_einsum_s = g->alpha_s + routed * tokens * M * g->beta_s;
-    /* runtime/order_gshard.c: per forward, the mask and the weights, S·R elements each, are
-     * cleared (a write), filled and copied host to device (a read and a write): 4 passes over
-     * 6 arrays; in the backward the weights' gradient comes back (a read and a write).
-     * DeepSpeed-MoE materialises the same (S, E, C) tensors on the device. */
     out->order_dispatch_bwd_gemms = s->gate == WORKLOAD_GATE_SOFTMOE ? 2.0 : 1.0;
-    if (s->gate != WORKLOAD_GATE_SOFTMOE) {
-        const double dense = tokens * routed * b;
-        out->order_dense_build_s = workload_elementwise_s(w, 4, 6.0, dense);
-        out->order_dense_dw_s = workload_elementwise_s(w, 1, 2.0, dense);
-    }
+    routing_price(w, s, g, tokens, routed, gate_numel, gate_coll, &out->route);
+    if (mp > 1.0)
+        routing_price(w, s, g, tokens / mp, routed / mp, gate_numel, gate_coll, &out->route_own);
+    else
+        out->route_own = out->route;
     out->elem_fwd_s = workload_elementwise_s(w, 3, 9.0, x);
     out->elem_bwd_s = workload_elementwise_s(w, 5, 15.0, x);
     double head_macs = tokens * M * Vl, logits = tokens * Vl * b;

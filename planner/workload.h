@@ -92,6 +92,32 @@ fsmoe_status workload_lines_2dh(const fsmoe_cluster *c, const char *cluster_path
                                 const fsmoe_parallel *par, const workload_lines *w,
                                 workload_lines *out, fsmoe_error *err);
 
+/* The work of the runtime's `gate` tasks on one MoE layer (task.h), seconds, for the tokens the
+ * gate routes on this GPU (workload_layer route: all of them; route_own: under Parm's PauseMP
+ * (S1) each MP member gates, orders and combines only its own 1/N_MP of them, runtime/moe_layer.c
+ * own_rows, so the row passes and the gate's GEMM take 1/N_MP of the time beyond their launch
+ * latencies, and GShard's einsums and dense matrices, S·R with both factors 1/N_MP, 1/N_MP²):
+ *   gate_fwd_s / gate_bwd_s: the gate's GEMM and routing (softmax, top-k), forward and
+ *     backward, on the gemm_dense line and element-wise passes, and forward its small
+ *     collectives (statistics, capacity and load over DP, token counts over EP: their
+ *     lines' α, the sync latency once);
+ *   order_tutel_dispatch_s / order_tutel_combine_s: Tutel's row scatter into the capacity
+ *     slots and weighted gather back (element-wise), forward; the backward moves the same
+ *     data the other way;
+ *   order_einsum_s: one of GShard's dispatch and combine einsums, R·S·M MACs on gemm_dense,
+ *     forward; backward the combine's two GEMMs, the dispatch's order_dispatch_bwd_gemms
+ *     (workload_layer; workload_order_s);
+ *   order_dense_build_s / order_dense_dw_s: the dense (S, R) routing matrices the einsums
+ *     multiply by, element-wise: built before the forward's dispatch (the dispatch mask and
+ *     the combine weights, each cleared, then filled and copied to the device), and the
+ *     combine weights' gradient copied back to the host in the combine's backward (zero
+ *     where the gate's routing is dense already: SoftMoE). */
+typedef struct {
+    double gate_fwd_s, gate_bwd_s;
+    double order_tutel_dispatch_s, order_tutel_combine_s, order_einsum_s;
+    double order_dense_build_s, order_dense_dw_s;
+} workload_routing;
+
 typedef struct {
     double n_a2a, n_ag, n_rs, n_exp; /* bytes, bytes, bytes, MACs per GPU per MoE layer */
     double tokens_per_expert;        /* T = k·f·B·L/E (per GPU) */
@@ -109,22 +135,13 @@ typedef struct {
     double embed_grad_bytes;         /* token and position embeddings */
     double head_grad_bytes;          /* final LayerNorm + the (untied) LM head */
     double expert_param_bytes;       /* this GPU's E/ep expert shards, whatever EDP is */
-    /* The work of the runtime's `gate`, `elementwise` and `head` tasks (task.h), seconds:
-     *   gate_fwd_s / gate_bwd_s: the gate's GEMM and routing (softmax, top-k), forward and
-     *     backward, on the gemm_dense line and element-wise passes, and forward its small
-     *     collectives (statistics, capacity and load over DP, token counts over EP: their
-     *     lines' α, the sync latency once);
-     *   order_tutel_dispatch_s / order_tutel_combine_s: Tutel's row scatter into the capacity
-     *     slots and weighted gather back (element-wise), forward; the backward moves the same
-     *     data the other way;
-     *   order_einsum_s: one of GShard's dispatch and combine einsums, R·S·M MACs on gemm_dense,
-     *     forward; backward the combine's two GEMMs, the dispatch's order_dispatch_bwd_gemms
-     *     (1; 2 where the routing matrix is learnt, SoftMoE) (workload_order_s);
-     *   order_dense_build_s / order_dense_dw_s: the dense (S, R) routing matrices the einsums
-     *     multiply by, element-wise: built before the forward's dispatch (the dispatch mask and
-     *     the combine weights, each cleared, then filled and copied to the device), and the
-     *     combine weights' gradient copied back to the host in the combine's backward (zero
-     *     where the gate's routing is dense already: SoftMoE);
+    /* The gate and token order of one MoE layer on all of this GPU's tokens (route) and on an
+     * MP member's own share under PauseMP (route_own; route's where mp = 1); the dispatch's
+     * backward GEMMs under GShard's order: 1, 2 where the routing matrix is learnt (SoftMoE:
+     * the dispatch matrix has a gradient too). */
+    workload_routing route, route_own;
+    double order_dispatch_bwd_gemms;
+    /* The work of the runtime's `elementwise` and `head` tasks (task.h), seconds:
      *   elem_fwd_s / elem_bwd_s: one transformer block's layer norms, residual additions and
      *     gradient clearing outside its attention and FFN (forward: 2 additions and a layer
      *     norm; backward: 2 layer-norm backwards and a clear);
@@ -132,10 +149,6 @@ typedef struct {
      *     the LM head's GEMM on the vocabulary slice and the cross-entropy (with its MP
      *     AllGather of row statistics); backward the head's two GEMMs, the MP AllReduce of its
      *     input gradient, the final norm's and the embedding's backward. */
-    double gate_fwd_s, gate_bwd_s;
-    double order_tutel_dispatch_s, order_tutel_combine_s, order_einsum_s;
-    double order_dispatch_bwd_gemms;
-    double order_dense_build_s, order_dense_dw_s;
     double elem_fwd_s, elem_bwd_s;
     double head_fwd_s, head_bwd_s;
 } workload_layer;
@@ -150,20 +163,27 @@ double workload_elementwise_s(const workload_lines *w, int passes, double arrays
  * shards, the embeddings and the LM head (the tensors fsmoe-run holds). */
 double workload_param_bytes(const workload_layer *wl, long blocks, long moe_layers);
 
-/* The token order's dispatch (combine 0) or combine (1) in order o, forward or backward (bwd):
- * forward the dispatch comes before the experts and the combine after, backward the reverse. */
-double workload_order_s(const workload_layer *wl, workload_order o, int bwd, int combine);
+/* The routing work a layer runs: its MP member's own share under PauseMP (pausemp 1: Parm's S1,
+ * runtime/moe_layer.c), else all of its tokens. */
+const workload_routing *workload_route(const workload_layer *wl, int pausemp);
+
+/* The token order's dispatch (combine 0) or combine (1) in order o on routing r (one of wl's),
+ * forward or backward (bwd): forward the dispatch comes before the experts and the combine
+ * after, backward the reverse. */
+double workload_order_s(const workload_layer *wl, const workload_routing *r, workload_order o,
+                        int bwd, int combine);
 
 /* The work of one iteration outside the closed forms' MoE and dense chains (the gate and token
- * order o of each MoE layer, each block's element-wise work, the head; the optimizer after the
- * last Gradient-AllReduce), per phase. Every schedule runs it serially on compute
+ * order o of each MoE layer, own_layers of them under PauseMP on their MP member's share, each
+ * block's element-wise work, the head; the optimizer after the last Gradient-AllReduce), per
+ * phase. Every schedule runs it serially on compute
  * (planner/sim_schedules.c places it), so it adds exactly to a closed form's forward, backward
  * and tail. */
 typedef struct {
     double fwd_s, bwd_s, tail_s;
 } workload_extra;
 workload_extra workload_extra_time(const workload_layer *wl, const workload_lines *w, long blocks,
-                                   long moe_layers, workload_order o);
+                                   long moe_layers, long own_layers, workload_order o);
 
 /* The optimizer's step on `param_bytes` of parameters (this GPU's): the gradients' squared
  * norm for clipping, then AdamW with the clipping factor applied as it reads the gradients and

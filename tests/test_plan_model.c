@@ -211,8 +211,12 @@ static void check_combo(const combo *cb)
         sent += L->window_bytes + L->step2_bytes;
         assert_true(L->carried_bytes >= -1e-6);
     }
-    /* and the work beside the chains (the gate and order, element-wise, the head) */
-    forward += workload_extra_time(&wl, &w, m.layers, moe, s.order).fwd_s;
+    /* and the work beside the chains (the gate and order, element-wise, the head); S1's
+     * layers route their MP member's share (fsmoe-run's own_rows) */
+    long s1 = 0;
+    for (int i = 0; i < p.n_layers; i++)
+        s1 += p.layers[i].schedule == FSMOE_SCHED_S1;
+    forward += workload_extra_time(&wl, &w, m.layers, moe, s1, s.order).fwd_s;
     assert_true(fabs(forward - p.predicted.forward_s) <= 1e-9 * forward);
     /* dense forward accounts for every block: blocks × attention + dense FFN blocks */
     double all_dense = m.layers * wl.attn_fwd_s + (m.layers - moe) * wl.ffn_fwd_s;
@@ -1321,6 +1325,21 @@ static double gate_fwd_sim(const sim_model *sm, sim_schedule k)
     return t;
 }
 
+/* The forward's gate and token-order time schedule k should have in token order `ord`: every
+ * layer's gate, dispatch and combine, on its MP member's share where it runs S1 (PauseMP). */
+static double gate_fwd_expected(const sim_model *sm, sim_schedule k, workload_order ord)
+{
+    double t = 0.0;
+    for (int l = 0; l < sm->n_layers; l++) {
+        const workload_layer *wl = &sm->layers[l].wl;
+        int s1 = k == SIM_SCHED_PARM_S1 ||
+                 (k == SIM_SCHED_PLAN && sm->layers[l].schedule == FSMOE_SCHED_S1);
+        const workload_routing *r = s1 ? &wl->route_own : &wl->route;
+        t += r->gate_fwd_s + workload_order_s(wl, r, ord, 0, 0) + workload_order_s(wl, r, ord, 0, 1);
+    }
+    return t;
+}
+
 /* Each schedule is priced in the token order fsmoe-run runs it in (runtime/schedule.c takes
  * the same sim_schedule_forced_order): a model with GShard's order keeps its einsums under the
  * plan, while Tutel's family forces Tutel's row copies and DeepSpeed-MoE GShard's einsums on a
@@ -1344,19 +1363,27 @@ static void test_order_follows_schedule(void **state)
         sim_model sm;
         assert_int_equal(sim_model_of_plan(&p, &m, &c, cpath, &sm, &err), FSMOE_OK);
         const workload_layer *wl = &sm.layers[0].wl;
-        double n = sm.n_layers, tutel = wl->order_tutel_dispatch_s + wl->order_tutel_combine_s;
+        const workload_routing *r = &wl->route;
+        double tutel = r->order_tutel_dispatch_s + r->order_tutel_combine_s;
         /* the forward's two einsums, and before them the dense routing matrices' build */
-        double einsums = 2.0 * wl->order_einsum_s + wl->order_dense_build_s;
+        double einsums = 2.0 * r->order_einsum_s + r->order_dense_build_s;
         assert_true(tutel > 0.0 && einsums > 0.0 && tutel != einsums);
-        assert_true(wl->order_dense_build_s > 0.0 && wl->order_dense_dw_s > 0.0);
+        assert_true(r->order_dense_build_s > 0.0 && r->order_dense_dw_s > 0.0);
+        assert_true(fabs(workload_order_s(wl, r, WORKLOAD_ORDER_TUTEL, 0, 0) +
+                         workload_order_s(wl, r, WORKLOAD_ORDER_TUTEL, 0, 1) - tutel) <=
+                    1e-12 * tutel);
+        assert_true(fabs(workload_order_s(wl, r, WORKLOAD_ORDER_GSHARD, 0, 0) +
+                         workload_order_s(wl, r, WORKLOAD_ORDER_GSHARD, 0, 1) - einsums) <=
+                    1e-12 * einsums);
         const struct {
             sim_schedule k;
-            double order;
-        } want[] = {{SIM_SCHED_PLAN, gshard ? einsums : tutel},
-                    {SIM_SCHED_TUTEL, tutel},
-                    {SIM_SCHED_DEEPSPEED, einsums}};
+            workload_order order;
+        } want[] = {{SIM_SCHED_PLAN, gshard ? WORKLOAD_ORDER_GSHARD : WORKLOAD_ORDER_TUTEL},
+                    {SIM_SCHED_TUTEL, WORKLOAD_ORDER_TUTEL},
+                    {SIM_SCHED_DEEPSPEED, WORKLOAD_ORDER_GSHARD}};
         for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-            double t = gate_fwd_sim(&sm, want[i].k), w = n * (wl->gate_fwd_s + want[i].order);
+            double t = gate_fwd_sim(&sm, want[i].k),
+                   w = gate_fwd_expected(&sm, want[i].k, want[i].order);
             if (fabs(t - w) > 1e-9 * w)
                 fail_msg("order %s, %s: gate tasks %.9g s, expected %.9g s", m.order,
                          sim_schedule_name(want[i].k), t, w);
@@ -1365,6 +1392,67 @@ static void test_order_follows_schedule(void **state)
         fsmoe_plan_free(&p);
         fsmoe_cluster_free(&c);
     }
+}
+
+/* Parm's S1 (PauseMP) gates, orders and combines each MP member's own 1/N_MP of the tokens
+ * (runtime/moe_layer.c own_rows; fsmoe-run --profile on dp 2 · mp 2 · ep 2 · esp 2 measured the
+ * gate's GEMM at half its MACs under parm-s1). Its routing is priced as a layer of B/N_MP
+ * samples routes all of its tokens, in both token orders (GShard's einsums S·R with both factors
+ * a share), and the simulator's gate tasks use it under S1 (parm-s1, and the plan's S1 layers)
+ * but not under S2, which routes every token on every member. */
+static void test_pausemp_routes_own_share(void **state)
+{
+    (void)state;
+    char cpath[1024];
+    fsmoe_cluster c;
+    load_emulated(&c, cpath, sizeof cpath);
+    fsmoe_model m;
+    load_model_named("comm-moe", &m);
+    fsmoe_parallel lay = {.world = 4, .gpus_per_node = 2, .dp = 2, .mp = 2, .ep = 2, .esp = 2,
+                          .pp = 1};
+    fsmoe_error err = {0};
+    for (int gshard = 0; gshard < 2; gshard++) {
+        snprintf(m.order, sizeof m.order, "%s", gshard ? "gshard" : "tutel");
+        workload_shape sh, half;
+        workload_shape_from_model(&m, &sh);
+        workload_lines w;
+        assert_int_equal(workload_lines_init(&c, cpath, &lay, &sh, &w, &err), FSMOE_OK);
+        half = sh;
+        half.B = sh.B / lay.mp;
+        assert_true(half.B * lay.mp == sh.B);
+        workload_layer all, member;
+        workload_layer_init(&sh, &lay, &w, &all);
+        workload_layer_init(&half, &lay, &w, &member);
+        const double *own = &all.route_own.gate_fwd_s, *want = &member.route.gate_fwd_s;
+        const double *full = &all.route.gate_fwd_s;
+        for (size_t i = 0; i < sizeof(workload_routing) / sizeof(double); i++) {
+            if (fabs(own[i] - want[i]) > 1e-12 * (want[i] > 0.0 ? want[i] : 1.0))
+                fail_msg("routing field %zu: own share %.9g s, a batch of B/mp %.9g s", i,
+                         own[i], want[i]);
+            if (full[i] > 0.0 && !(own[i] < full[i]))
+                fail_msg("routing field %zu: own share %.9g s not below all %.9g s", i, own[i],
+                         full[i]);
+        }
+        /* the simulator: forward gate tasks per schedule, against the routing each runs */
+        fsmoe_plan p;
+        plan_auto_or_fail(&m, &c, cpath, &lay, &p, "comm-moe");
+        sim_model sm;
+        assert_int_equal(sim_model_of_plan(&p, &m, &c, cpath, &sm, &err), FSMOE_OK);
+        workload_order ord = gshard ? WORKLOAD_ORDER_GSHARD : WORKLOAD_ORDER_TUTEL;
+        const sim_schedule ks[] = {SIM_SCHED_PARM_S1, SIM_SCHED_PARM_S2, SIM_SCHED_PLAN};
+        for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+            double expect = gate_fwd_expected(&sm, ks[i], ord);
+            double t = gate_fwd_sim(&sm, ks[i]);
+            if (fabs(t - expect) > 1e-9 * expect)
+                fail_msg("%s, %s: gate tasks %.9g s, expected %.9g s", m.order,
+                         sim_schedule_name(ks[i]), t, expect);
+        }
+        double s1 = gate_fwd_sim(&sm, SIM_SCHED_PARM_S1), s2 = gate_fwd_sim(&sm, SIM_SCHED_PARM_S2);
+        assert_true(s1 < s2);
+        sim_model_free(&sm);
+        fsmoe_plan_free(&p);
+    }
+    fsmoe_cluster_free(&c);
 }
 
 /* The sum of every layer's pipeline degrees (forward and backward) and MoNTA chunks of p. */
@@ -1429,7 +1517,7 @@ static void test_plan_sync_latency(void **state)
                     workload_layer l0, l1;
                     workload_layer_init(&sh, &lay, &w0, &l0);
                     workload_layer_init(&sh, &lay, &w, &l1);
-                    assert_true(fabs(l1.gate_fwd_s - l0.gate_fwd_s - sync[k]) <= 1e-9 * sync[k]);
+                    assert_true(fabs(l1.route.gate_fwd_s - l0.route.gate_fwd_s - sync[k]) <= 1e-9 * sync[k]);
                     /* the optimizer's norm sums: the ranks reach them together, none */
                     assert_true(fabs(workload_optimizer_s(&w, 1e8) -
                                      workload_optimizer_s(&w0, 1e8)) <= 1e-12);
@@ -1826,7 +1914,7 @@ int main(void)
         cmocka_unit_test(test_dispatch_auto_note),
         cmocka_unit_test(test_monta_needs_mp_esp),
         cmocka_unit_test(test_plan_never_slower_other_layouts), cmocka_unit_test(test_plan_interference),
-        cmocka_unit_test(test_plan_host_sharing), cmocka_unit_test(test_plan_saa_without_mp),
+        cmocka_unit_test(test_plan_host_sharing), cmocka_unit_test(test_pausemp_routes_own_share), cmocka_unit_test(test_plan_saa_without_mp),
         cmocka_unit_test(test_plan_s2_phases_are_pieces),
         cmocka_unit_test(test_plan_never_slower_emulated),
         cmocka_unit_test(test_plan_lina_gradients),

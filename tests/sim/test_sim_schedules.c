@@ -62,8 +62,11 @@ static void config(const fsmoe_cluster *c, const char *path, int i, sim_model *m
      * gate, Tutel's token order and the element-wise work the simulator adds serially beside
      * them (test_plan_model checks that they add to the plan's closed forms exactly) */
     workload_layer *wl = &L->wl;
-    wl->gate_fwd_s = wl->gate_bwd_s = 0.0;
-    wl->order_tutel_dispatch_s = wl->order_tutel_combine_s = 0.0;
+    for (int own = 0; own < 2; own++) {
+        workload_routing *r = own ? &wl->route_own : &wl->route;
+        r->gate_fwd_s = r->gate_bwd_s = 0.0;
+        r->order_tutel_dispatch_s = r->order_tutel_combine_s = 0.0;
+    }
     wl->elem_fwd_s = wl->elem_bwd_s = 0.0;
 }
 
