@@ -1139,6 +1139,17 @@ static void test_plan_never_slower_emulated(void **state)
     assert_true(without_windows >= 1);
 }
 
+/* comm-moe on the emulated 2 x 2 profile, at dp 2 · mp 2 · ep 2 · esp 2 (the layout returned). */
+static fsmoe_parallel load_comm_moe_2222(fsmoe_cluster *c, char *cpath, size_t cpath_len,
+                                         fsmoe_model *m)
+{
+    load_emulated(c, cpath, cpath_len);
+    load_model_named("comm-moe", m);
+    fsmoe_parallel lay = {.world = 4, .gpus_per_node = 2, .dp = 2, .mp = 2, .ep = 2, .esp = 2,
+                          .pp = 1};
+    return lay;
+}
+
 /* Host sharing wired from the profile to the plan's simulation: comm-moe at dp 2 · mp 2 · ep 2 ·
  * esp 2 on the emulated profile simulates faster with lines measured under full load (4 ranks
  * computing at once on 2 cores: a computing rank gets more than its half core in training) and
@@ -1149,11 +1160,8 @@ static void test_plan_host_sharing(void **state)
     (void)state;
     char cpath[1024];
     fsmoe_cluster c;
-    load_emulated(&c, cpath, sizeof cpath);
     fsmoe_model m;
-    load_model_named("comm-moe", &m);
-    fsmoe_parallel lay = {.world = 4, .gpus_per_node = 2, .dp = 2, .mp = 2, .ep = 2, .esp = 2,
-                          .pp = 1};
+    fsmoe_parallel lay = load_comm_moe_2222(&c, cpath, sizeof cpath, &m);
     const int at_once[] = {0, 4, 2};
     double t[3];
     for (int k = 0; k < 3; k++) {
@@ -1405,11 +1413,8 @@ static void test_pausemp_routes_own_share(void **state)
     (void)state;
     char cpath[1024];
     fsmoe_cluster c;
-    load_emulated(&c, cpath, sizeof cpath);
     fsmoe_model m;
-    load_model_named("comm-moe", &m);
-    fsmoe_parallel lay = {.world = 4, .gpus_per_node = 2, .dp = 2, .mp = 2, .ep = 2, .esp = 2,
-                          .pp = 1};
+    fsmoe_parallel lay = load_comm_moe_2222(&c, cpath, sizeof cpath, &m);
     fsmoe_error err = {0};
     for (int gshard = 0; gshard < 2; gshard++) {
         snprintf(m.order, sizeof m.order, "%s", gshard ? "gshard" : "tutel");
