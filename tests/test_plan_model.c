@@ -1402,6 +1402,16 @@ static void test_order_follows_schedule(void **state)
     }
 }
 
+/* workload_routing's times in declaration order (workload.h). */
+#define ROUTING_FIELDS 7
+static void routing_fields(const workload_routing *r, double out[ROUTING_FIELDS])
+{
+    const double v[ROUTING_FIELDS] = {r->gate_fwd_s, r->gate_bwd_s, r->order_tutel_dispatch_s,
+                                      r->order_tutel_combine_s, r->order_einsum_s,
+                                      r->order_dense_build_s, r->order_dense_dw_s};
+    memcpy(out, v, sizeof v);
+}
+
 /* Parm's S1 (PauseMP) gates, orders and combines each MP member's own 1/N_MP of the tokens
  * (runtime/moe_layer.c own_rows; fsmoe-run --profile on dp 2 · mp 2 · ep 2 · esp 2 measured the
  * gate's GEMM at half its MACs under parm-s1). Its routing is priced as a layer of B/N_MP
@@ -1428,14 +1438,16 @@ static void test_pausemp_routes_own_share(void **state)
         workload_layer all, member;
         workload_layer_init(&sh, &lay, &w, &all);
         workload_layer_init(&half, &lay, &w, &member);
-        const double *own = &all.route_own.gate_fwd_s, *want = &member.route.gate_fwd_s;
-        const double *full = &all.route.gate_fwd_s;
-        for (size_t i = 0; i < sizeof(workload_routing) / sizeof(double); i++) {
+        double own[ROUTING_FIELDS], want[ROUTING_FIELDS], full[ROUTING_FIELDS];
+        routing_fields(&all.route_own, own);
+        routing_fields(&member.route, want);
+        routing_fields(&all.route, full);
+        for (int i = 0; i < ROUTING_FIELDS; i++) {
             if (fabs(own[i] - want[i]) > 1e-12 * (want[i] > 0.0 ? want[i] : 1.0))
-                fail_msg("routing field %zu: own share %.9g s, a batch of B/mp %.9g s", i,
+                fail_msg("routing field %d: own share %.9g s, a batch of B/mp %.9g s", i,
                          own[i], want[i]);
             if (full[i] > 0.0 && !(own[i] < full[i]))
-                fail_msg("routing field %zu: own share %.9g s not below all %.9g s", i, own[i],
+                fail_msg("routing field %d: own share %.9g s not below all %.9g s", i, own[i],
                          full[i]);
         }
         /* the simulator: forward gate tasks per schedule, against the routing each runs */
