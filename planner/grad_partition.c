@@ -110,7 +110,7 @@ static int same_pausemp(const pausemp_problem *a, const pausemp_problem *b)
     return a->kind == b->kind && a->d_alpha == b->d_alpha && a->d_beta == b->d_beta &&
            a->c_alpha == b->c_alpha && a->c_beta == b->c_beta && a->u == b->u &&
            a->exp_alpha == b->exp_alpha && a->exp_beta == b->exp_beta && a->n_exp == b->n_exp &&
-           a->serial_s == b->serial_s && a->r_max == b->r_max;
+           a->serial_s == b->serial_s && a->routing_s == b->routing_s && a->r_max == b->r_max;
 }
 
 /* The ESP pipeline problem of candidate `kind` of L (0 = moe_bwd, 1 + j = alternative j when it

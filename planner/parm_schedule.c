@@ -63,7 +63,7 @@ double pausemp_chains(const pausemp_problem *p, int r_int, double c[4])
     c[3] = r * t_d + t_e + t_c;
     double F = -INFINITY;
     for (int i = 0; i < 4; i++) {
-        c[i] += p->serial_s;
+        c[i] += p->serial_s + p->routing_s;
         if (c[i] > F)
             F = c[i];
     }

@@ -42,11 +42,18 @@ typedef struct {
     double u;              /* bytes per GPU per AllToAll (whole layer) */
     double exp_alpha, exp_beta, n_exp;       /* as pipeline_problem */
     double serial_s;       /* S1: AG_MP(x) after the last combine; S2: 0 */
+    /* The layer's gate and token order under this schedule less their time on every token,
+     * which the plan prices beside the chains (workload_extra_time): under S1 with MP the
+     * member routes its own 1/N_MP share, so ≤ 0 there (plan_model.c sets it for the choice);
+     * 0 from parm_pausemp_problems and in the simulator, whose gate tasks price each layer's
+     * own routing (sim_schedules.c moe_layer). */
+    double routing_s;
     double t_gar;
     int r_max;
 } pausemp_problem;
 
-/* c1..c4 at r (index 0..3), serial_s and t_gar included where they apply; returns F(r). */
+/* c1..c4 at r (index 0..3), serial_s, routing_s and t_gar included where they apply; returns
+ * F(r). */
 double pausemp_chains(const pausemp_problem *p, int r, double c[4]);
 double pausemp_F(const pausemp_problem *p, int r);
 /* The smallest F over r = 1..r_max (ties: the smaller r), exhaustively (F is O(1), r ≤ 64). */

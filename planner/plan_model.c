@@ -182,14 +182,20 @@ typedef struct {
     pipeline_result fwd;    /* its forward */
 } plan_cand;
 
+void plan_s1_routing(const workload_layer *wl, workload_order o, pausemp_problem *fwd,
+                     pausemp_problem *bwd)
+{
+    for (int ph = 0; ph < 2; ph++)
+        (ph ? bwd : fwd)->routing_s = workload_routing_s(wl, &wl->route_own, o, ph) -
+                                      workload_routing_s(wl, &wl->route, o, ph);
+}
+
 /* One iteration's work beside the chains (workload_extra_time) for schedule k, in the token
  * order it runs. */
 static double extra_s(const workload_layer *wl, const workload_lines *w, long blocks,
                       long moe_layers, sim_schedule k, const workload_shape *s)
 {
-    long own = k == SIM_SCHED_PARM_S1 ? moe_layers : 0; /* PauseMP: the members' shares */
-    workload_extra e =
-        workload_extra_time(wl, w, blocks, moe_layers, own, sim_schedule_order(k, s));
+    workload_extra e = workload_extra_time(wl, w, blocks, moe_layers, sim_schedule_order(k, s));
     return e.fwd_s + e.bwd_s + e.tail_s;
 }
 
@@ -471,6 +477,8 @@ static fsmoe_status plan_model_one(const fsmoe_model *m, const fsmoe_cluster *c,
             } else if (!parm_pausemp_problems(&shape, par, ws[h], &wls[h], k, &alt_f[n_alt],
                                               &alt_b[n_alt])) {
                 continue;
+            } else if (k == FSMOE_SCHED_S1) {
+                plan_s1_routing(&wls[h], shape.order, &alt_f[n_alt], &alt_b[n_alt]);
             }
             if (esp_off)
                 alt_f[n_alt].r_max = alt_b[n_alt].r_max = 1; /* Parm does not pipeline */
@@ -636,10 +644,7 @@ static fsmoe_status plan_model_one(const fsmoe_model *m, const fsmoe_cluster *c,
 
     /* the gate and token order, element-wise work, head and optimizer: the same serial work
      * beside every schedule's chains, each in the token order it runs */
-    long s1_layers = 0; /* S1's layers route their MP member's share (workload_route) */
-    for (long j = 0; j < n; j++)
-        s1_layers += layers[j].schedule == FSMOE_SCHED_S1;
-    workload_extra ex = workload_extra_time(&wl, &w, n_blocks, n, s1_layers, shape.order);
+    workload_extra ex = workload_extra_time(&wl, &w, n_blocks, n, shape.order);
     double ex_s = ex.fwd_s + ex.bwd_s + ex.tail_s;
     double ex_ds = extra_s(&wl, &w, n_blocks, n, SIM_SCHED_DEEPSPEED, &shape);
     double ex_tutel = extra_s(&wl, &w, n_blocks, n, SIM_SCHED_TUTEL, &shape);

@@ -114,21 +114,21 @@ double workload_order_s(const workload_layer *wl, const workload_routing *r, wor
     return combine ? r->order_tutel_combine_s : r->order_tutel_dispatch_s;
 }
 
-workload_extra workload_extra_time(const workload_layer *wl, const workload_lines *w, long blocks,
-                                   long moe_layers, long own_layers, workload_order o)
+double workload_routing_s(const workload_layer *wl, const workload_routing *r, workload_order o,
+                          int bwd)
 {
-    double fwd = 0.0, bwd = 0.0;
-    for (int own = 0; own < 2; own++) {
-        const workload_routing *r = workload_route(wl, own);
-        double n = own ? (double)own_layers : (double)(moe_layers - own_layers);
-        fwd += n * (r->gate_fwd_s + workload_order_s(wl, r, o, 0, 0) +
-                    workload_order_s(wl, r, o, 0, 1));
-        bwd += n * (r->gate_bwd_s + workload_order_s(wl, r, o, 1, 0) +
-                    workload_order_s(wl, r, o, 1, 1));
-    }
+    return (bwd ? r->gate_bwd_s : r->gate_fwd_s) + workload_order_s(wl, r, o, bwd, 0) +
+           workload_order_s(wl, r, o, bwd, 1);
+}
+
+workload_extra workload_extra_time(const workload_layer *wl, const workload_lines *w, long blocks,
+                                   long moe_layers, workload_order o)
+{
     return (workload_extra){
-        .fwd_s = fwd + (double)blocks * wl->elem_fwd_s + wl->head_fwd_s,
-        .bwd_s = bwd + (double)blocks * wl->elem_bwd_s + wl->head_bwd_s,
+        .fwd_s = (double)moe_layers * workload_routing_s(wl, &wl->route, o, 0) +
+                 (double)blocks * wl->elem_fwd_s + wl->head_fwd_s,
+        .bwd_s = (double)moe_layers * workload_routing_s(wl, &wl->route, o, 1) +
+                 (double)blocks * wl->elem_bwd_s + wl->head_bwd_s,
         .tail_s = workload_optimizer_s(w, workload_param_bytes(wl, blocks, moe_layers)),
     };
 }

@@ -173,17 +173,22 @@ const workload_routing *workload_route(const workload_layer *wl, int pausemp);
 double workload_order_s(const workload_layer *wl, const workload_routing *r, workload_order o,
                         int bwd, int combine);
 
+/* One MoE layer's gate, dispatch and combine on routing r in token order o, forward or backward
+ * (bwd). */
+double workload_routing_s(const workload_layer *wl, const workload_routing *r, workload_order o,
+                          int bwd);
+
 /* The work of one iteration outside the closed forms' MoE and dense chains (the gate and token
- * order o of each MoE layer, own_layers of them under PauseMP on their MP member's share, each
- * block's element-wise work, the head; the optimizer after the last Gradient-AllReduce), per
- * phase. Every schedule runs it serially on compute
+ * order o of each MoE layer on every token — a PauseMP layer's saving is in its chains,
+ * parm_schedule.h routing_s —, each block's element-wise work, the head; the optimizer after the
+ * last Gradient-AllReduce), per phase. Every schedule runs it serially on compute
  * (planner/sim_schedules.c places it), so it adds exactly to a closed form's forward, backward
  * and tail. */
 typedef struct {
     double fwd_s, bwd_s, tail_s;
 } workload_extra;
 workload_extra workload_extra_time(const workload_layer *wl, const workload_lines *w, long blocks,
-                                   long moe_layers, long own_layers, workload_order o);
+                                   long moe_layers, workload_order o);
 
 /* The optimizer's step on `param_bytes` of parameters (this GPU's): the gradients' squared
  * norm for clipping, then AdamW with the clipping factor applied as it reads the gradients and

@@ -193,6 +193,8 @@ static void check_combo(const combo *cb)
             /* PauseMP: the best r of the exact chains, searched here over every r */
             pausemp_problem pf, pb;
             assert_true(parm_pausemp_problems(&s, &par, &w, &wl, L->schedule, &pf, &pb));
+            if (L->schedule == FSMOE_SCHED_S1)
+                plan_s1_routing(&wl, s.order, &pf, &pb);
             pb.t_gar = L->bwd.t_gar_s;
             double bf = INFINITY, bb = INFINITY;
             for (int r = 1; r <= pf.r_max; r++) {
@@ -211,12 +213,9 @@ static void check_combo(const combo *cb)
         sent += L->window_bytes + L->step2_bytes;
         assert_true(L->carried_bytes >= -1e-6);
     }
-    /* and the work beside the chains (the gate and order, element-wise, the head); S1's
-     * layers route their MP member's share (fsmoe-run's own_rows) */
-    long s1 = 0;
-    for (int i = 0; i < p.n_layers; i++)
-        s1 += p.layers[i].schedule == FSMOE_SCHED_S1;
-    forward += workload_extra_time(&wl, &w, m.layers, moe, s1, s.order).fwd_s;
+    /* and the work beside the chains (the gate and order on every token, element-wise, the
+     * head; S1's saving is in its layers' chains) */
+    forward += workload_extra_time(&wl, &w, m.layers, moe, s.order).fwd_s;
     assert_true(fabs(forward - p.predicted.forward_s) <= 1e-9 * forward);
     /* dense forward accounts for every block: blocks × attention + dense FFN blocks */
     double all_dense = m.layers * wl.attn_fwd_s + (m.layers - moe) * wl.ffn_fwd_s;
