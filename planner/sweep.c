@@ -79,6 +79,10 @@ static void choose_schedule(sim_model *m, sim_layer *L, pipeline_method method,
         if (!parm_pausemp_best(&m->shape, &m->par, &m->lines, &L->wl, (fsmoe_schedule)k, t_gar,
                                &rf, &rb, &F))
             continue;
+        if (k == FSMOE_SCHED_S1) /* its routing on the MP member's share (plan_s1_routing) */
+            for (int ph = 0; ph < 2; ph++)
+                F += workload_routing_s(&L->wl, &L->wl.route_own, m->shape.order, ph) -
+                     workload_routing_s(&L->wl, &L->wl.route, m->shape.order, ph);
         if (F < best) {
             best = F;
             L->schedule = (fsmoe_schedule)k;
