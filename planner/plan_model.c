@@ -185,9 +185,8 @@ typedef struct {
 void plan_s1_routing(const workload_layer *wl, workload_order o, pausemp_problem *fwd,
                      pausemp_problem *bwd)
 {
-    for (int ph = 0; ph < 2; ph++)
-        (ph ? bwd : fwd)->routing_s = workload_routing_s(wl, &wl->route_own, o, ph) -
-                                      workload_routing_s(wl, &wl->route, o, ph);
+    fwd->routing_s = workload_route_own_saving_s(wl, o, 0);
+    bwd->routing_s = workload_route_own_saving_s(wl, o, 1);
 }
 
 /* One iteration's work beside the chains (workload_extra_time) for schedule k, in the token

@@ -80,9 +80,8 @@ static void choose_schedule(sim_model *m, sim_layer *L, pipeline_method method,
                                &rf, &rb, &F))
             continue;
         if (k == FSMOE_SCHED_S1) /* its routing on the MP member's share (plan_s1_routing) */
-            for (int ph = 0; ph < 2; ph++)
-                F += workload_routing_s(&L->wl, &L->wl.route_own, m->shape.order, ph) -
-                     workload_routing_s(&L->wl, &L->wl.route, m->shape.order, ph);
+            F += workload_route_own_saving_s(&L->wl, m->shape.order, 0) +
+                 workload_route_own_saving_s(&L->wl, m->shape.order, 1);
         if (F < best) {
             best = F;
             L->schedule = (fsmoe_schedule)k;

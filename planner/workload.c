@@ -121,6 +121,12 @@ double workload_routing_s(const workload_layer *wl, const workload_routing *r, w
            workload_order_s(wl, r, o, bwd, 1);
 }
 
+double workload_route_own_saving_s(const workload_layer *wl, workload_order o, int bwd)
+{
+    return workload_routing_s(wl, &wl->route_own, o, bwd) -
+           workload_routing_s(wl, &wl->route, o, bwd);
+}
+
 workload_extra workload_extra_time(const workload_layer *wl, const workload_lines *w, long blocks,
                                    long moe_layers, workload_order o)
 {

@@ -178,6 +178,10 @@ double workload_order_s(const workload_layer *wl, const workload_routing *r, wor
 double workload_routing_s(const workload_layer *wl, const workload_routing *r, workload_order o,
                           int bwd);
 
+/* A PauseMP layer's routing (route_own) less the same on every token (route), forward or
+ * backward: ≤ 0, what S1's members save by routing only their share (0 where mp = 1). */
+double workload_route_own_saving_s(const workload_layer *wl, workload_order o, int bwd);
+
 /* The work of one iteration outside the closed forms' MoE and dense chains (the gate and token
  * order o of each MoE layer on every token — a PauseMP layer's saving is in its chains,
  * parm_schedule.h routing_s —, each block's element-wise work, the head; the optimizer after the
