@@ -84,6 +84,10 @@ if reason=$(scripts/emucluster.sh --check 2>&1); then
         "$out/train-tiny-moe-emulated-2x2.log")
     echo "emulated 2 x 2: measured ${measured} ms per step vs predicted ${predicted} ms"
     echo "measured trace (every rank, ui.perfetto.dev): $out/traces/tiny-moe-emulated-2x2.json"
+    # what the ranks waited for each other at its collectives, against the profile's constant
+    echo "arrival skew at the run's collectives (scripts/trace-skew.py; the profile charges each" \
+        "$(awk '/^ *sync_latency_s:/ {printf "%.3f ms", $2 * 1e3}' "$load_profile")):"
+    python3 scripts/trace-skew.py "$out/traces/tiny-moe-emulated-2x2.json" | tail -1
     echo
     echo "schedules side by side: the communication-heavy model on the same emulated cluster, its"
     echo "plan and each baseline schedule executed by fsmoe-run (measured vs predicted), after a"
