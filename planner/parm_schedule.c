@@ -127,6 +127,10 @@ int parm_pausemp_problems(const workload_shape *s, const fsmoe_parallel *par,
     *bwd = *fwd;
     bwd->exp_alpha = wl->bwd.exp_alpha, bwd->exp_beta = wl->bwd.exp_beta;
     bwd->n_exp = wl->bwd.n_exp / par->mp;
+    if (kind == FSMOE_SCHED_S1) { /* each MP member routes its own share (header) */
+        fwd->routing_s = workload_route_own_saving_s(wl, s->order, 0);
+        bwd->routing_s = workload_route_own_saving_s(wl, s->order, 1);
+    }
     /* without MP, S1 is still a way to run a layer with expert slices (one AllToAll to every
      * slice of an expert instead of the ESP pipeline's AllToAll + AllGather/ReduceScatter);
      * S2 then equals it (SAA is the AllToAll) */

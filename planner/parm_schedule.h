@@ -42,11 +42,11 @@ typedef struct {
     double u;              /* bytes per GPU per AllToAll (whole layer) */
     double exp_alpha, exp_beta, n_exp;       /* as pipeline_problem */
     double serial_s;       /* S1: AG_MP(x) after the last combine; S2: 0 */
-    /* The layer's gate and token order under this schedule less their time on every token,
-     * which the plan prices beside the chains (workload_extra_time): under S1 with MP the
-     * member routes its own 1/N_MP share, so ≤ 0 there (plan_model.c sets it for the choice);
-     * 0 from parm_pausemp_problems and in the simulator, whose gate tasks price each layer's
-     * own routing (sim_schedules.c moe_layer). */
+    /* The layer's gate and token order (in the model's token order) under this schedule less
+     * their time on every token, which the closed forms price beside the chains
+     * (workload_extra_time): under S1 each MP member routes its own 1/N_MP share, so ≤ 0 there
+     * (workload_route_own_saving_s; 0 where mp = 1), 0 under S2. The simulator does not read
+     * it: its gate tasks price each layer's own routing (sim_schedules.c moe_layer). */
     double routing_s;
     double t_gar;
     int r_max;

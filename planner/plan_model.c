@@ -182,13 +182,6 @@ typedef struct {
     pipeline_result fwd;    /* its forward */
 } plan_cand;
 
-void plan_s1_routing(const workload_layer *wl, workload_order o, pausemp_problem *fwd,
-                     pausemp_problem *bwd)
-{
-    fwd->routing_s = workload_route_own_saving_s(wl, o, 0);
-    bwd->routing_s = workload_route_own_saving_s(wl, o, 1);
-}
-
 /* One iteration's work beside the chains (workload_extra_time) for schedule k, in the token
  * order it runs. */
 static double extra_s(const workload_layer *wl, const workload_lines *w, long blocks,
@@ -476,8 +469,6 @@ static fsmoe_status plan_model_one(const fsmoe_model *m, const fsmoe_cluster *c,
             } else if (!parm_pausemp_problems(&shape, par, ws[h], &wls[h], k, &alt_f[n_alt],
                                               &alt_b[n_alt])) {
                 continue;
-            } else if (k == FSMOE_SCHED_S1) {
-                plan_s1_routing(&wls[h], shape.order, &alt_f[n_alt], &alt_b[n_alt]);
             }
             if (esp_off)
                 alt_f[n_alt].r_max = alt_b[n_alt].r_max = 1; /* Parm does not pipeline */

@@ -95,12 +95,6 @@ void plan_monta_problems(const workload_shape *s, const fsmoe_parallel *par,
                          fsmoe_a2a_strategy a2a, int chunks, pausemp_problem *fwd,
                          pausemp_problem *bwd);
 
-/* Parm's S1 routes each MP member's own share of the tokens (workload.h route_own): sets the
- * layer's forward and backward routing_s (parm_schedule.h) to that saving against every token in
- * token order o, so that the per-layer choice and the layer's predicted times count it. */
-void plan_s1_routing(const workload_layer *wl, workload_order o, pausemp_problem *fwd,
-                     pausemp_problem *bwd);
-
 /* Under interference (a measured profile, cluster.h) the planner keeps the candidate plan with
  * the fewest pieces (pipeline chunks, gradient windows) among those whose simulated iteration
  * is within this fraction of the fastest: on the emulated 2 x 2 cluster the chunked

@@ -79,9 +79,6 @@ static void choose_schedule(sim_model *m, sim_layer *L, pipeline_method method,
         if (!parm_pausemp_best(&m->shape, &m->par, &m->lines, &L->wl, (fsmoe_schedule)k, t_gar,
                                &rf, &rb, &F))
             continue;
-        if (k == FSMOE_SCHED_S1) /* its routing on the MP member's share (plan_s1_routing) */
-            F += workload_route_own_saving_s(&L->wl, m->shape.order, 0) +
-                 workload_route_own_saving_s(&L->wl, m->shape.order, 1);
         if (F < best) {
             best = F;
             L->schedule = (fsmoe_schedule)k;

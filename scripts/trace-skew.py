@@ -11,8 +11,8 @@ Gradient-AllReduce) of every step after the first, with each rank's start t0 and
             of any kind): the wall time the rank spent outside collectives before arriving.
 Prints per task label its median skew and segment over the steps, then the least-squares line
 skew = a + rho * segment over the tasks' medians, with its r² (against the constant mean). The
-profile's `sync_latency_s` charges every collective the same skew, measured by fsmoe-bench after
-about 5 ms of GEMMs on every rank: the line says how far one constant is from what the run met.
+profile's `sync_latency_s` charges every collective the same skew, measured by fsmoe-bench's sync
+phase (microbench/interference.c): the line says how far one constant is from what the run met.
 
 usage: scripts/trace-skew.py TRACE.json [TRACE.json ...]
 Exit 0; 2 on an input it cannot read (the file and what is wrong)."""

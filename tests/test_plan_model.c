@@ -193,8 +193,6 @@ static void check_combo(const combo *cb)
             /* PauseMP: the best r of the exact chains, searched here over every r */
             pausemp_problem pf, pb;
             assert_true(parm_pausemp_problems(&s, &par, &w, &wl, L->schedule, &pf, &pb));
-            if (L->schedule == FSMOE_SCHED_S1)
-                plan_s1_routing(&wl, s.order, &pf, &pb);
             pb.t_gar = L->bwd.t_gar_s;
             double bf = INFINITY, bb = INFINITY;
             for (int r = 1; r <= pf.r_max; r++) {
