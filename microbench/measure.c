@@ -274,6 +274,11 @@ void measure_steady_allocator(size_t largest)
 
 /* ---- the stopping rule and the outlier re-measure ---- */
 
+int measure_gross(double rel)
+{
+    return rel >= 0.5 || rel <= -1.0; /* median ≥ 2x its line, or ≤ half of it */
+}
+
 int measure_median_ci_rank(int n, double conf)
 {
     if (n < 1)
@@ -475,9 +480,14 @@ fsmoe_status measure_refine_next(const measure_cfg *cfg, const measure_rule *rul
             }
             if (pick < 0)
                 break;
-            double one = r->calib * (reps ? reps[pick] : 1) * r->y[pick] * rounds *
+            /* a size off the line costs what the line says it takes (rel is relative to its
+             * median: line = y·(1 − rel)), not its stalled median */
+            double y = r->y[pick];
+            if (kind == MEASURE_AGAIN && r->rel[pick] < 1.0)
+                y *= 1.0 - r->rel[pick];
+            double one = r->calib * (reps ? reps[pick] : 1) * y * rounds *
                          (kind == MEASURE_AGAIN ? rule->min_runs : 1);
-            if (one <= left) {
+            if (one <= left || (kind == MEASURE_AGAIN && measure_gross(r->rel[pick]))) {
                 left -= one;
                 r->want[pick] = -kind;
             } else {

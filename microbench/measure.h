@@ -120,9 +120,17 @@ fsmoe_status measure_combine_rows(const measure_cfg *cfg, const double *mine, do
  *     (calibrated on the first passes, whose wall time includes barriers, sleeping rounds and
  *     checks); the budget goes to the sizes farthest off the line first, then to those with
  *     the widest intervals. A fresh set, once started, is completed, and nothing is judged
- *     while one is under way.
+ *     while one is under way. A re-measure is costed at the line's time for its size, and a
+ *     gross outlier (measure_gross: a median at least twice its line or at most half of it,
+ *     what a stall of the machine leaves: a GEMM size of an emulated cluster's profile once
+ *     took 9x its neighbours, and its least-squares line had α = 65 ms and r² 0.04) is
+ *     measured again whatever the budget: one fresh set, at most once per size.
  * Every decision is agreed on by all ranks (allreduce), so they run the same passes. */
 #define MEASURE_CONFIDENCE 0.90
+
+/* Whether a relative residual (fit_robust_rel_residuals: of the median) is gross: the median at
+ * least twice its line or at most half of it. */
+int measure_gross(double rel);
 
 typedef struct {
     int min_runs, max_runs;

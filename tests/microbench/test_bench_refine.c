@@ -324,6 +324,47 @@ static void test_loop_no_budget(void **state)
     measure_refine_free(&r);
 }
 
+static void test_loop_gross_no_budget(void **state)
+{
+    (void)state;
+    /* No time for more, but a stall made row 12's first five runs 10x slow: that gross outlier
+     * is measured again all the same (once), its new median lands on the truth, and nothing
+     * else gets a run. Priced at its stalled median (ten times its line) or held to the
+     * budget, it stayed, as a 25 % burst does (test_loop_no_budget). */
+    synth s = {0.01, 0.0, 9.0, 12};
+    measure_rule rule = {5, 15, 0.03, 0.05, 0.0, 0.0};
+    measure_refine r;
+    assert_int_equal(synth_loop(&s, &rule, 0.0, &r), 24 * 5 + 5);
+    for (int i = 0; i < 24; i++)
+        assert_int_equal(r.remeasured[i], i == 12);
+    assert_true(fabs(r.y[12] / synth_truth(12) - 1.0) < 0.03);
+    assert_true(r.first_rel[12] > 0.5);
+    assert_true(measure_gross(0.5) && measure_gross(-1.0) && !measure_gross(0.49) &&
+                !measure_gross(-0.99));
+    measure_refine_free(&r);
+}
+
+/* Budget pricing: a re-measure is costed at its line's time, not its stalled median. Row 12's
+ * first set 60 % slow (not gross) with budget for about one fresh set at the line's time: it
+ * is measured again; priced at its median (1.6x) it would not fit. */
+static void test_loop_priced_at_line(void **state)
+{
+    (void)state;
+    synth s = {0.0, 0.0, 0.6, 12};
+    measure_rule rule = {5, 15, 0.03, 0.05, 0.0, 0.0};
+    measure_refine r;
+    /* calib ~ first_s / (5 runs x the rows' times) (synth_loop); one fresh set of row 12 at its
+     * line costs calib x 5 x truth(12) */
+    double ops = 0.0;
+    for (int i = 0; i < 24; i++)
+        ops += 5.0 * synth_truth(i) * (i == 12 ? 1.6 : 1.0);
+    double calib = 1.0 / ops, one = calib * 5.0 * synth_truth(12);
+    assert_int_equal(synth_loop(&s, &rule, 1.3 * one, &r), 24 * 5 + 5);
+    assert_int_equal(r.remeasured[12], 1);
+    assert_true(fabs(r.y[12] / synth_truth(12) - 1.0) < 1e-9);
+    measure_refine_free(&r);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -332,7 +373,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_ci_rel),           cmocka_unit_test(test_robust_residuals),
         cmocka_unit_test(test_decide),           cmocka_unit_test(test_decide_slope_known),
         cmocka_unit_test(test_loop_quiet),       cmocka_unit_test(test_loop_noisy),
-        cmocka_unit_test(test_loop_no_budget),
+        cmocka_unit_test(test_loop_no_budget),  cmocka_unit_test(test_loop_gross_no_budget),
+        cmocka_unit_test(test_loop_priced_at_line),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     MPI_Finalize();
