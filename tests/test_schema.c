@@ -268,7 +268,7 @@ static const bad_row bad_rows[] = {
     {CLUSTER, "gpus_per_node: 4\n",
      "gpus_per_node: 4\ninterference:\n  comm_slowdown: 2\n  compute: 1\n", FSMOE_ERR_SCHEMA,
      ":8:3: interference.compute: unknown key (expected one of: comm_slowdown, compute_slowdown, "
-     "sync_latency_s, measured)"},
+     "sync_latency_s, sync_growth, measured)"},
     /* the sync latency: optional, seconds in [0, 1] */
     {CLUSTER, "gpus_per_node: 4\n",
      "gpus_per_node: 4\ninterference:\n  comm_slowdown: 2\n  compute_slowdown: 1\n"
@@ -280,6 +280,16 @@ static const bad_row bad_rows[] = {
      "  sync_latency_s: -0.001\n",
      FSMOE_ERR_VALUE, ":9:19: interference.sync_latency_s: -0.001 is out of range (expected a "
      "number in [0, 1])"},
+    /* its growth: optional, seconds per second in [0, 10] */
+    {CLUSTER, "gpus_per_node: 4\n",
+     "gpus_per_node: 4\ninterference:\n  comm_slowdown: 2\n  compute_slowdown: 1\n"
+     "  sync_growth: 11\n",
+     FSMOE_ERR_VALUE, ":9:16: interference.sync_growth: 11 is out of range (expected a number "
+     "in [0, 10])"},
+    {CLUSTER, "gpus_per_node: 4\n",
+     "gpus_per_node: 4\ninterference:\n  comm_slowdown: 2\n  compute_slowdown: 1\n"
+     "  sync_growth: x\n",
+     FSMOE_ERR_SCHEMA, ":9:16: interference.sync_growth: expected a number in [0, 10], got `x`"},
     /* host: ranks sharing a host's cores, at most the cluster's; ranks_at_once at most ranks */
     {CLUSTER, "gpus_per_node: 4\n", "gpus_per_node: 4\nhost: 2\n", FSMOE_ERR_SCHEMA,
      ":6:7: host: expected a mapping"},
@@ -461,7 +471,9 @@ static double now_s(void)
 /* Inputs too large to write out: made here, each refused with its message within a second
  * (times FSMOE_TEST_TIME_SCALE, set for the sanitizer build). Before the bounds 100,000 nested
  * `[` took 27 s, and the duplicate-key check compared every pair of keys (5·10^9 comparisons
- * for the mapping below). */
+ * for the mapping below). An input over the bound is read once more and fails only when slow
+ * twice: a reader that is slow on an input is slow on every read, while a busy machine once
+ * stalled the sequence's read to 1.42 s beside the other tests. */
 static void test_reader_bounds(void **state)
 {
     (void)state;
@@ -520,6 +532,13 @@ static void test_reader_bounds(void **state)
         double t0 = now_s();
         fsmoe_status st = fsmoe_model_load(path, &m, &err);
         double dt = now_s() - t0;
+        if (dt > limit_s) { /* timed again: a stall of the machine is not the reader's */
+            fsmoe_error again = {0};
+            t0 = now_s();
+            (void)fsmoe_model_load(path, &m, &again);
+            double dt2 = now_s() - t0;
+            dt = dt2 < dt ? dt2 : dt;
+        }
         char expect[600];
         snprintf(expect, sizeof expect, "%s%s", path, rows[c].fragment);
         unlink(path);
