@@ -34,7 +34,8 @@ static const char *const top_keys[] = {"fsmoe_cluster", "name",         "source"
                                        "notes",         "ops",          "interference",
                                        "host",          NULL};
 static const char *const interference_keys[] = {"comm_slowdown", "compute_slowdown",
-                                                "sync_latency_s", "measured", NULL};
+                                                "sync_latency_s", "sync_growth", "measured",
+                                                NULL};
 static const char *const host_keys[] = {"ranks", "cores", "ranks_at_once", NULL};
 static const char *const entry_keys[] = {"op",    "tier",    "ranks",  "alpha_s",
                                          "beta_s_per_byte", "beta_s_per_mac", "r2",
@@ -350,13 +351,9 @@ static fsmoe_status load_doc(fsmoe_yaml *y, fsmoe_cluster *c, fsmoe_error *err)
                                 FSMOE_MIN_DEVICE_MEMORY, FSMOE_MAX_DEVICE_MEMORY,
                                 &c->device_memory_bytes, err)))
         return st;
-    if (fsmoe_yaml_has(&root, "notes")) {
-        fsmoe_ynode nn;
-        if ((st = fsmoe_yaml_get(&root, "notes", FSMOE_REQUIRED, &nn, err)))
-            return st;
-        if (!fsmoe_yaml_is_scalar(&nn))
-            return fsmoe_yaml_fail(&nn, err, FSMOE_ERR_SCHEMA, "expected a string");
-    }
+    if ((st = fsmoe_yaml_string(&root, "notes", FSMOE_OPTIONAL, c->notes, sizeof c->notes,
+                                err)))
+        return st;
     if (fsmoe_yaml_has(&root, "interference")) {
         fsmoe_ynode in;
         if ((st = fsmoe_yaml_mapping(&root, "interference", FSMOE_REQUIRED, &in, err)) ||
@@ -368,6 +365,8 @@ static fsmoe_status load_doc(fsmoe_yaml *y, fsmoe_cluster *c, fsmoe_error *err)
                                     err)) ||
             (st = fsmoe_yaml_double(&in, "sync_latency_s", FSMOE_OPTIONAL, 0.0, FSMOE_MAX_SYNC_S,
                                     &c->interference.sync_s, err)) ||
+            (st = fsmoe_yaml_double(&in, "sync_growth", FSMOE_OPTIONAL, 0.0,
+                                    FSMOE_MAX_SYNC_GROWTH, &c->interference.sync_growth, err)) ||
             (st = fsmoe_yaml_string(&in, "measured", FSMOE_OPTIONAL, c->interference.measured,
                                     sizeof c->interference.measured, err)))
             return st;

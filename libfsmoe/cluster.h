@@ -60,6 +60,7 @@ typedef struct {
 typedef struct {
     char name[64];
     char source[512];
+    char notes[4096]; /* the profile's `notes` (how it was measured; empty when absent) */
     char device[64];
     /* memory of one device (one rank), bytes: what a layout must fit in (fsmoe-plan --search);
      * 0 when the profile does not say (`device_memory_bytes`, optional, between the limits
@@ -80,14 +81,20 @@ typedef struct {
      * alone a blocking collective takes when the ranks come to it from computation, as every
      * collective of a training step does — they arrive at different times (their computation
      * and the machine's scheduling differ) and each waits for the last; the cost model adds it
-     * to the α of every collective of a group of more than one rank (workload.h). */
+     * to the α of every collective of a group of more than one rank (workload.h).
+     * sync_growth (`sync_growth`, optional, 0 when absent, at most 10): how much the ranks'
+     * arrival skew grows per second of computation since their previous collective (seconds per
+     * second; sync_s is then the skew where there was none): the simulator adds it to a
+     * collective's latency (sim.h), the per-layer closed forms do not. Calibrated from a
+     * training run (fsmoe-run --calibrate). */
 #define FSMOE_MAX_SLOWDOWN 100.0  /* the largest factor the profile accepts (at least 1) */
 #define FSMOE_MAX_SYNC_S 1.0       /* the largest sync latency it accepts, seconds */
+#define FSMOE_MAX_SYNC_GROWTH 10.0 /* the largest skew growth it accepts, seconds per second */
     struct {
         int present;
         double comm_slowdown, compute_slowdown;
-        double sync_s;
-        char measured[256];
+        double sync_s, sync_growth;
+        char measured[512]; /* fsmoe-bench's description, and --calibrate's after it */
     } interference;
     /* Ranks that share one host's cores (the profile's optional `host:` mapping; absent: a
      * device, or at least a core, per rank): `ranks` ranks of the cluster run on one host of

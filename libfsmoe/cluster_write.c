@@ -88,12 +88,16 @@ fsmoe_status fsmoe_cluster_write(const char *path, const fsmoe_cluster *c,
     fsmoe_yw_double(&w, 0, "r2_threshold", c->r2_threshold);
     if (extra && extra->notes)
         fsmoe_yw_str(&w, 0, "notes", extra->notes);
+    else if (c->notes[0])
+        fsmoe_yw_str(&w, 0, "notes", c->notes);
     if (c->interference.present) {
         fsmoe_yw_block(&w, 0, "interference");
         fsmoe_yw_double(&w, 2, "comm_slowdown", c->interference.comm_slowdown);
         fsmoe_yw_double(&w, 2, "compute_slowdown", c->interference.compute_slowdown);
         if (c->interference.sync_s > 0.0)
             fsmoe_yw_double(&w, 2, "sync_latency_s", c->interference.sync_s);
+        if (c->interference.sync_growth > 0.0)
+            fsmoe_yw_double(&w, 2, "sync_growth", c->interference.sync_growth);
         if (c->interference.measured[0])
             fsmoe_yw_str(&w, 2, "measured", c->interference.measured);
     }

@@ -14,6 +14,13 @@ const char *fsmoe_task_name(fsmoe_task_kind k)
     return (unsigned)k < FSMOE_TASK_COUNT ? names[k] : "?";
 }
 
+int fsmoe_task_collective(fsmoe_task_kind k)
+{
+    return k == FSMOE_TASK_A2A || k == FSMOE_TASK_AG || k == FSMOE_TASK_RS ||
+           k == FSMOE_TASK_AR_ESP || k == FSMOE_TASK_AR_MP || k == FSMOE_TASK_SAA ||
+           k == FSMOE_TASK_GRAD_AR;
+}
+
 const char *fsmoe_anchor_name(fsmoe_anchor a)
 {
     static const char *const at[FSMOE_AT_COUNT] = {"-",          "window",     "early-ready",

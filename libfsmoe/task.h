@@ -50,6 +50,10 @@ const char *fsmoe_anchor_name(fsmoe_anchor a);
 
 /* "attention", "ffn", "gate", "expert", "alltoall", ...; "?" out of range. */
 const char *fsmoe_task_name(fsmoe_task_kind k);
+/* Whether tasks of kind k are collectives of a group (AllToAll, AllGather, ReduceScatter, the ESP
+ * and MP AllReduces, SAA, the Gradient-AllReduce): the ranks meet in them, so each pays their
+ * arrival skew. */
+int fsmoe_task_collective(fsmoe_task_kind k);
 /* "fwd", "bwd", "tail"; "?" out of range. */
 const char *fsmoe_phase_name(int phase);
 /* The task's label into buf (len bytes): layer and chunk are left out when < 0. Returns buf. */

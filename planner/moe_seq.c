@@ -50,16 +50,15 @@ static void push_expert(seq *q, const workload_shape *s, const workload_lines *w
 }
 
 /* The sizes of moe_seq.h: b bytes per element, M, H, S = B·L tokens, R = k·f·S routed copies
- * (f = "none" planned as 1). */
+ * (f = "none" planned as 1; those the step runs: workload_ran_copies). */
 typedef struct {
     double b, M, H, S, R;
 } seq_sizes;
 
 static seq_sizes sizes_of(const workload_shape *s)
 {
-    double f = s->f > 0.0 ? s->f : 1.0, S = (double)s->B * (double)s->L;
-    return (seq_sizes){.b = s->bytes_per_element, .M = (double)s->M, .H = (double)s->H, .S = S,
-                       .R = s->k * f * S};
+    return (seq_sizes){.b = s->bytes_per_element, .M = (double)s->M, .H = (double)s->H,
+                       .S = (double)s->B * (double)s->L, .R = workload_ran_copies(s)};
 }
 
 static void deepspeed_ops(seq *q, const workload_shape *s, const fsmoe_parallel *par,

@@ -119,12 +119,9 @@ static const fsmoe_cost_entry *entry_of(const fsmoe_line *l, fsmoe_cost_entry *t
 void monta_problem_init(monta_problem *mp, const workload_shape *s, const fsmoe_parallel *par,
                         const workload_lines *w, monta_entries *store)
 {
-    const double f = s->f > 0.0 ? s->f : 1.0; /* no dropping: planned as balanced routing */
     memset(mp, 0, sizeof *mp);
     /* One EP rank: no AllToAll at all, so no strategy has anything to move. */
-    mp->I = par->ep > 1
-                ? s->k * f * (double)s->B * (double)s->L * (double)s->M * s->bytes_per_element
-                : 0.0;
+    mp->I = par->ep > 1 ? workload_ran_copies(s) * (double)s->M * s->bytes_per_element : 0.0;
     mp->t = par->mp;
     mp->e = par->ep;
     mp->I_minimal = MONTA_DEFAULT_I_MINIMAL;

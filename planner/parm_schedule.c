@@ -31,11 +31,9 @@ void parm_choose(const workload_shape *s, const fsmoe_parallel *par, const workl
                  parm_choice *out)
 {
     const double b = s->bytes_per_element;
-    const double f = s->f > 0.0 ? s->f : 1.0; /* "none" is planned as balanced, f = 1 */
-    const double B = (double)s->B, L = (double)s->L, M = (double)s->M, E = (double)s->E;
+    const double B = (double)s->B, L = (double)s->L, M = (double)s->M;
     const double x = B * L * M * b;
-    const double T = E > 0.0 ? s->k * f * B * L / E : 0.0;
-    const double y = E * T * M * par->esp * b;
+    const double y = workload_ran_copies(s) * M * par->esp * b; /* E·T·M·N_ESP·b */
     const double u = y / par->mp;
 
     out->t_d1_s = 2.0 * fsmoe_line_time(&w->a2a_ep_esp, u) + fsmoe_line_time(&w->ag_mp, x);
@@ -102,11 +100,11 @@ int parm_pausemp_problems(const workload_shape *s, const fsmoe_parallel *par,
     if (kind != FSMOE_SCHED_S1 && kind != FSMOE_SCHED_S2)
         return 0;
     const double b = s->bytes_per_element;
-    const double f = s->f > 0.0 ? s->f : 1.0;
     const double B = (double)s->B, L = (double)s->L, M = (double)s->M;
     const double x = B * L * M * b;
-    /* y = E·T·M·N_ESP·b with T = k·f·B·L/E */
-    const double y = s->k * f * B * L * M * par->esp * b;
+    /* y = E·T·M·N_ESP·b with T = k·f·B·L/E, the copies the step runs of them */
+    const double y = workload_ran_copies(s) * M * par->esp * b;
+    const double y_cap = workload_routed_copies(s) * M * par->esp * b; /* bounds the chunks */
     fwd->kind = kind;
     fwd->u = has_a2a ? y / par->mp : 0.0;
     fwd->d_alpha = w->a2a_ep_esp.alpha_s, fwd->d_beta = w->a2a_ep_esp.beta_s;
@@ -123,7 +121,8 @@ int parm_pausemp_problems(const workload_shape *s, const fsmoe_parallel *par,
     fwd->exp_alpha = wl->fwd.exp_alpha, fwd->exp_beta = wl->fwd.exp_beta;
     fwd->n_exp = wl->fwd.n_exp / par->mp; /* the duplicates are gone (see the header) */
     fwd->t_gar = 0.0;
-    fwd->r_max = workload_r_max(wl->tokens_per_expert, fwd->u, workload_min_chunk(&w->a2a_ep_esp));
+    fwd->r_max = workload_r_max(wl->tokens_per_expert, has_a2a ? y_cap / par->mp : 0.0,
+                                workload_min_chunk(&w->a2a_ep_esp));
     *bwd = *fwd;
     bwd->exp_alpha = wl->bwd.exp_alpha, bwd->exp_beta = wl->bwd.exp_beta;
     bwd->n_exp = wl->bwd.n_exp / par->mp;

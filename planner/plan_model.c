@@ -90,9 +90,7 @@ int plan_method_from_name(const char *s)
 double plan_monta_a2a_s(const workload_shape *s, const fsmoe_parallel *par,
                         const workload_lines *w, fsmoe_a2a_strategy a2a, int chunks)
 {
-    const double f = s->f > 0.0 ? s->f : 1.0;
-    const double I = s->k * f * (double)s->B * (double)s->L * (double)s->M *
-                     (double)s->bytes_per_element;
+    const double I = workload_ran_copies(s) * (double)s->M * (double)s->bytes_per_element;
     const double t = par->mp;
     if (par->ep <= 1)
         return 0.0; /* no AllToAll (the simulator plays none, nor O1's AllGather) */
@@ -117,9 +115,7 @@ void plan_monta_problems(const workload_shape *s, const fsmoe_parallel *par,
                          fsmoe_a2a_strategy a2a, int chunks, pausemp_problem *fwd,
                          pausemp_problem *bwd)
 {
-    const double f = s->f > 0.0 ? s->f : 1.0;
-    const double I = s->k * f * (double)s->B * (double)s->L * (double)s->M *
-                     (double)s->bytes_per_element;
+    const double I = workload_ran_copies(s) * (double)s->M * (double)s->bytes_per_element;
     const double t_a2a = plan_monta_a2a_s(s, par, w, a2a, chunks);
     /* the ReduceScatter of the slices' partial outputs; without EP an ESP AllGather brings the
      * tokens back (sim_schedules.c moe_monta) */
@@ -254,9 +250,9 @@ static fsmoe_status plan_model_one(const fsmoe_model *m, const fsmoe_cluster *c,
         char line[400];
         snprintf(line, sizeof line,
                  "host sharing: %d ranks on %d cores (the profile's host); fsmoe-plan simulate "
-                 "and fsmoe-run's predictions scale compute by the share of a core a computing "
-                 "rank gets against the %d computing at once its lines were measured with; the "
-                 "per-layer closed forms do not",
+                 "and fsmoe-run's predictions scale compute to every rank computing at once "
+                 "(lockstep: C/R of a core) against the %d computing at once its lines were "
+                 "measured with; the per-layer closed forms do not",
                  c->host.ranks, c->host.cores, c->host.ranks_at_once);
         fsmoe_note_add(notes, sizeof notes, line);
     }

@@ -15,7 +15,7 @@ void sim_init(sim *s)
 {
     memset(s, 0, sizeof *s);
     s->comm_slowdown = s->compute_slowdown = 1.0;
-    s->host_speed = s->host_busy = 1.0;
+    s->host_speed = 1.0;
 }
 
 void sim_clear(sim *s)
@@ -29,8 +29,8 @@ void sim_clear(sim *s)
     s->makespan_s = s->critical_s = 0.0;
     s->comm_slowdown = s->compute_slowdown = 1.0;
     s->host_ranks = s->host_cores = s->host_at_once = 0;
-    s->host_speed = s->host_busy = 1.0;
-    s->host_repeats = 0;
+    s->host_speed = 1.0;
+    s->sync_growth = 0.0;
     s->build_status = FSMOE_OK;
     s->build_msg[0] = '\0';
 }
@@ -114,25 +114,18 @@ void sim_set_host_sharing(sim *s, int ranks, int cores, int at_once)
     s->host_at_once = on ? at_once : 0;
 }
 
-double sim_host_share(int ranks, int cores, double u)
+void sim_set_sync_growth(sim *s, double rho)
 {
-    if (ranks <= 1 || cores < 1)
+    s->sync_growth = rho > 0.0 ? rho : 0.0;
+}
+
+double sim_host_speed(int ranks, int cores, int at_once)
+{
+    if (ranks <= cores || cores < 1 || at_once < 1 || at_once > ranks)
         return 1.0;
-    u = u < 0.0 ? 0.0 : u > 1.0 ? 1.0 : u;
-    int n = ranks - 1;
-    double share = 0.0;
-    for (int k = 0; k <= n; k++) {
-        /* C(n, k) u^k (1 − u)^(n − k), in logs for large n; exact at u = 0 and 1 */
-        double p;
-        if (u == 0.0 || u == 1.0)
-            p = (u == 0.0 ? k == 0 : k == n) ? 1.0 : 0.0;
-        else
-            p = exp(lgamma(n + 1.0) - lgamma(k + 1.0) - lgamma(n - k + 1.0) + k * log(u) +
-                    (n - k) * log1p(-u));
-        double c = (double)cores / (1.0 + k);
-        share += p * (c < 1.0 ? c : 1.0);
-    }
-    return share;
+    double all = (double)cores / ranks; /* every rank computing: ranks > cores */
+    double measured = (double)cores / at_once;
+    return all / (measured < 1.0 ? measured : 1.0);
 }
 
 /* How many times slower than its resource's full rate task k's work progresses now: the fair
@@ -295,11 +288,18 @@ static int start_task(sim *s, int i, double t)
     k->start_s = t;
     k->rem_alpha = k->alpha_s;
     k->rem_work = k->work_s;
+    k->skew_s = 0.0;
+    if (r->mode == SIM_RES_SHARED && fsmoe_task_collective(k->kind)) {
+        /* the growing arrival skew (sim.h) */
+        if (t > s->last_coll_end)
+            k->skew_s = s->sync_growth * (t - s->last_coll_end);
+        k->rem_alpha += k->skew_s;
+    }
     r->n_active++;
     r->n_tasks++;
     if (r->mode == SIM_RES_EXCLUSIVE)
         r->holder = i;
-    if (k->alpha_s > 0.0) {
+    if (k->rem_alpha > 0.0) {
         k->state = ST_LAT;
     } else {
         k->state = ST_XFER;
@@ -372,6 +372,8 @@ static int complete_task(sim *s, int i, double t)
         r->n_transfer--;
     k->state = ST_DONE;
     k->end_s = t;
+    if (r->mode == SIM_RES_SHARED && fsmoe_task_collective(k->kind))
+        s->last_coll_end = t; /* completions come in time order */
     r->n_active--;
     if (r->holder == i)
         r->holder = -1;
@@ -516,8 +518,10 @@ static fsmoe_status sim_run_once(sim *s, fsmoe_error *err)
         k->deps_left = k->n_deps;
         k->state = ST_WAIT;
         k->start_s = k->end_s = NAN;
+        k->skew_s = 0.0;
         k->trigger = -1;
     }
+    s->last_coll_end = 0.0;
     for (int i = 0; i < s->n_tasks; i++)
         if (s->tasks[i].deps_left == 0 && !make_ready(s, i, 0.0, -1))
             goto nomem;
@@ -616,39 +620,12 @@ nomem:
     return fsmoe_fail(err, FSMOE_ERR_NOMEM, "simulator: out of memory (%d tasks)", s->n_tasks);
 }
 
-/* The busiest compute resource's busy fraction of the last run (0 without one). */
-static double compute_busy_fraction(const sim *s)
-{
-    double u = 0.0;
-    for (int ri = 0; ri < s->n_res; ri++)
-        if (s->res[ri].compute && s->makespan_s > 0.0 && s->res[ri].busy_s / s->makespan_s > u)
-            u = s->res[ri].busy_s / s->makespan_s;
-    return u;
-}
-
 fsmoe_status sim_run(sim *s, fsmoe_error *err)
 {
-    s->host_speed = 1.0;
-    s->host_repeats = 0;
-    fsmoe_status st = sim_run_once(s, err);
-    s->host_busy = compute_busy_fraction(s);
-    if (st || !s->host_ranks)
-        return st;
-    /* host sharing's fixed point (sim.h): speed = share(u(speed)) / share(measured) */
-    double measured = (double)s->host_cores / s->host_at_once;
-    if (measured > 1.0)
-        measured = 1.0;
-    for (int rep = 1; rep <= 50; rep++) {
-        double speed = sim_host_share(s->host_ranks, s->host_cores, s->host_busy) / measured;
-        if (fabs(speed - s->host_speed) <= 1e-4 * s->host_speed)
-            break;
-        s->host_speed = speed;
-        s->host_repeats = rep;
-        if ((st = sim_run_once(s, err)))
-            return st;
-        s->host_busy = compute_busy_fraction(s);
-    }
-    return FSMOE_OK;
+    /* host sharing in lockstep (sim.h): one constant speed for every compute task */
+    s->host_speed = s->host_ranks ? sim_host_speed(s->host_ranks, s->host_cores, s->host_at_once)
+                                  : 1.0;
+    return sim_run_once(s, err);
 }
 
 void sim_phase_ends(const sim *s, double *fwd_end, double *bwd_end)

@@ -21,14 +21,19 @@
  *     kernels take SMs and memory bandwidth from the GEMMs).
  *   - Host sharing (sim_set_host_sharing; off by default: a device or a core per rank): R
  *     ranks share a host of C cores (an emulated cluster) and the compute lines were measured
- *     with m of them computing at once. The simulated rank computes a fraction u of the
- *     iteration (its compute resources' busiest); every other rank is taken to compute at
- *     independent times with the same fraction, so a computing rank shares the cores with
- *     K ~ Binomial(R − 1, u) others and gets E[min(1, C/(1 + K))] of a core, against
- *     min(1, C/m) when its lines were measured. Compute work progresses that ratio faster
- *     (host_speed). u depends on the speed and the speed on u: sim_run repeats the iteration
- *     from speed 1 until the speed settles (the map is increasing and bounded, so the repeats
- *     move monotonically to its fixed point, up or down). The measurements behind the model: README, host sharing.
+ *     with m of them computing at once. Every rank runs the same graph between the same
+ *     collectives, so when one computes the others do too (lockstep): a computing rank gets
+ *     C/R of a core, against min(1, C/m) when its lines were measured, and compute work
+ *     progresses that ratio faster (host_speed; 1 where the lines were measured with all R at
+ *     once). A model that let the other ranks compute at independent times (a binomial share)
+ *     credited the experts with speed they never ran at: README, host sharing.
+ *   - Arrival skew growing with the segment (sim_set_sync_growth; 0 by default): a collective
+ *     task (task.h fsmoe_task_collective) on a shared resource that starts at t waits
+ *     ρ·(t − e) more before its latency, e the end of the latest collective that ended by then
+ *     (0 before the first): ranks that computed for a while since they last met arrive farther
+ *     apart. The segment is the one fsmoe-run --report measures the skew against (and
+ *     --calibrate fits ρ on; scripts/trace-skew.py the same from a trace). The constant part of
+ *     the skew is the profile's sync latency, already in the collectives' α (workload.h).
  *   - SIM_TASK_DEFER (Lina's allreduce micro-ops): the task is launched only while no task of a
  *     strictly smaller priority value is ready, queued or running on its resource. Once
  *     launched it is not preempted (it then shares the link).
@@ -70,6 +75,7 @@ typedef struct {
     int dep_first, n_deps;   /* internal: predecessor ids in sim.dep_ids */
     /* output */
     double start_s, end_s;
+    double skew_s;         /* the growing arrival skew it waited (sim_set_sync_growth), 0 = none */
     int trigger;           /* task whose completion let this one start, -1 = none */
     /* engine state */
     double ready_s, pick_s, rem_alpha, rem_work;
@@ -115,10 +121,9 @@ typedef struct {
     int n_active, cap_active;
     double comm_slowdown, compute_slowdown; /* interference (sim_set_interference; 1 = none) */
     int host_ranks, host_cores, host_at_once;  /* host sharing (sim_set_host_sharing; 0 = off) */
-    /* output of host sharing: compute's speed against its lines at the fixed point, the busy
-     * fraction u it settled at, the repeats it took (1, 1, 0 when off) */
-    double host_speed, host_busy;
-    int host_repeats;
+    double host_speed; /* output of host sharing: compute's speed against its lines (1 when off) */
+    double sync_growth; /* ρ of the growing arrival skew (sim_set_sync_growth; 0 = off) */
+    double last_coll_end; /* engine state: when the last collective ended */
     /* output */
     double makespan_s;
     int *critical;  /* critical path, first to last */
@@ -149,9 +154,12 @@ void sim_set_interference(sim *s, double comm_slowdown, double compute_slowdown)
 /* R ranks on a host of C cores, the compute lines measured with m computing at once
  * (cluster.h host); off unless R > C ≥ 1 and 1 ≤ m ≤ R. sim_clear turns it off. */
 void sim_set_host_sharing(sim *s, int ranks, int cores, int at_once);
-/* A computing rank's expected share of a core when each of the other ranks - 1 computes with
- * probability u (the binomial sum above). */
-double sim_host_share(int ranks, int cores, double u);
+/* ρ ≥ 0 of the growing arrival skew (above; values below 0 are taken as 0, NaN as 0);
+ * sim_clear resets it to 0. */
+void sim_set_sync_growth(sim *s, double rho);
+/* Compute's speed against its lines under host sharing in lockstep (above): C/R over
+ * min(1, C/m); 1 where it is off (R ≤ C, or m outside 1..R). */
+double sim_host_speed(int ranks, int cores, int at_once);
 /* A task on `resource` (and on `stream` when ≥ 0). A stream may carry tasks of several
  * resources (Tutel's single communication stream for intra- and inter-node collectives); its
  * own resource is only where reports draw it. */

@@ -49,12 +49,9 @@ static void print_report(const sim *s, const sim_model *m, const char *sched)
     printf("layers        %d MoE, degrees r_f/r_b of layer 0: %d/%d, tasks %d\n", m->n_layers,
            m->layers[0].r_f, m->layers[0].r_b, s->n_tasks);
     if (s->host_ranks)
-        printf("host sharing  %d ranks on %d cores, lines measured with %d computing at once: "
-               "this rank computes %.1f %% of the iteration, so a computing rank gets %.3f of a "
-               "core; compute runs %.3fx its lines (%d repeats)\n",
-               s->host_ranks, s->host_cores, s->host_at_once, 100.0 * s->host_busy,
-               sim_host_share(s->host_ranks, s->host_cores, s->host_busy), s->host_speed,
-               s->host_repeats);
+        printf("host sharing  %d ranks on %d cores computing in lockstep, lines measured with %d "
+               "computing at once: compute runs %.3fx its lines\n",
+               s->host_ranks, s->host_cores, s->host_at_once, s->host_speed);
     printf("\n%-18s %12s %12s %7s %6s\n", "resource", "busy ms", "moving ms", "util", "tasks");
     for (int r = 0; r < s->n_res; r++) {
         if (!sim_out_shown(s, r))
@@ -201,8 +198,8 @@ int sim_cli_simulate(const plan_cli *cli)
                1e3 * cl.interference.sync_s);
     if (cl.host.present)
         printf("# host sharing (the profile's): %d ranks on %d cores, its gemm and copy lines "
-               "measured with %d computing at once (compute scaled by the share of a core a "
-               "computing rank gets: sim.h)\n",
+               "measured with %d computing at once (compute scaled to every rank computing at "
+               "once: sim.h)\n",
                cl.host.ranks, cl.host.cores, cl.host.ranks_at_once);
     if (refine) {
         int changed;

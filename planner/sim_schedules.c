@@ -130,15 +130,22 @@ static const workload_layer *layer_wl(const gen *g, const sim_layer *L)
     return plays_2dh(g, L) ? &L->wl_2dh : &L->wl;
 }
 
+/* The shape of the MoE layer being generated: the model's, at that layer's routing
+ * (sim_model_at_routing; as planned where none is set). */
+static workload_shape layer_shape(const gen *g)
+{
+    workload_shape s = g->m->shape;
+    if (g->layer >= 0 && g->layer < g->m->n_layers) {
+        s.run_rows = g->m->layers[g->layer].run_rows;
+        s.run_width = g->m->layers[g->layer].run_width;
+    }
+    return s;
+}
+
 static double tokens_bytes(const sim_model *m)
 {
     return (double)m->shape.B * (double)m->shape.L * (double)m->shape.M *
            m->shape.bytes_per_element;
-}
-
-static double cap_f(const sim_model *m)
-{
-    return m->shape.f > 0.0 ? m->shape.f : 1.0;
 }
 
 /* Backward of an attention block's output projection (its first two GEMMs: dX and dW of wo,
@@ -241,7 +248,8 @@ static int moe_sequential(gen *g, moe_seq_kind kind, int prev)
                               [MOE_SEQ_INTER] = SIM_R_INTER};
     const sim_model *m = g->m;
     moe_seq_op ops[MOE_SEQ_MAX_OPS];
-    int n = moe_seq_ops(kind, &m->shape, &m->par, &m->lines, g->phase != SIM_PHASE_FWD, ops);
+    workload_shape s = layer_shape(g);
+    int n = moe_seq_ops(kind, &s, &m->par, &m->lines, g->phase != SIM_PHASE_FWD, ops);
     for (int i = 0; i < n; i++)
         prev = add(g, res[ops[i].where], ops[i].where == MOE_SEQ_COMPUTE ? -1 : g->st_comm,
                    ops[i].kind, ops[i].alpha_s, ops[i].beta_s, ops[i].n, 1, -1, prev);
@@ -258,7 +266,8 @@ static int moe_pausemp(gen *g, const workload_lines *w, const workload_layer *wl
 {
     const sim_model *m = g->m;
     pausemp_problem pf, pb;
-    parm_pausemp_problems(&m->shape, &m->par, w, wl, kind, &pf, &pb);
+    workload_shape s = layer_shape(g);
+    parm_pausemp_problems(&s, &m->par, w, wl, kind, &pf, &pb);
     const pausemp_problem *p = g->phase == SIM_PHASE_FWD ? &pf : &pb;
     int ends[SIM_MAX_CHUNKS];
     r = sim_chunks(r);
@@ -338,8 +347,8 @@ static int moe_monta(gen *g, const sim_layer *L, int prev, double gar_bytes)
     }
     if (strategy < 2)
         N = 1;
-    double I = m->shape.k * cap_f(m) * m->shape.B * m->shape.L * m->shape.M *
-               (double)m->shape.bytes_per_element;
+    workload_shape s = layer_shape(g);
+    double I = workload_ran_copies(&s) * (double)s.M * (double)s.bytes_per_element;
     const workload_layer *wl = layer_wl(g, L);
     const workload_lines *w = layer_lines(g, L);
     const pipeline_problem *p = g->phase == SIM_PHASE_FWD ? &wl->fwd : &wl->bwd;
@@ -587,6 +596,7 @@ fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_bui
     sim_mark_compute(s, SIM_R_COMPUTE);
     sim_set_interference(s, m->lines.comm_slowdown, m->lines.compute_slowdown);
     sim_set_host_sharing(s, m->lines.host_ranks, m->lines.host_cores, m->lines.host_at_once);
+    sim_set_sync_growth(s, m->lines.sync_growth);
     gen g;
     memset(&g, 0, sizeof g);
     g.s = s;
@@ -979,6 +989,22 @@ static fsmoe_status fsmoe_own_model(const fsmoe_plan *p, const fsmoe_model *mode
         sim_free(&s);
     }
     return st;
+}
+
+void sim_model_at_routing(sim_model *m, const double *rows, const double *width)
+{
+    for (int i = 0; i < m->n_layers; i++) {
+        sim_layer *L = &m->layers[i];
+        workload_shape s = m->shape;
+        s.run_rows = L->run_rows = rows[i] > 0.0 ? rows[i] : 0.0;
+        s.run_width = L->run_width = width[i] > 0.0 ? width[i] : 0.0;
+        workload_layer_init(&s, &m->par, &m->lines, &L->wl);
+        L->wl_2dh = L->wl;
+        if (m->has_2dh)
+            workload_layer_init(&s, &m->par, &m->lines_2dh, &L->wl_2dh);
+    }
+    if (m->fsmoe_own && m->fsmoe_own->n_layers == m->n_layers)
+        sim_model_at_routing(m->fsmoe_own, rows, width);
 }
 
 fsmoe_status sim_model_from_plan(const fsmoe_plan *p, const fsmoe_model *model,

@@ -107,6 +107,9 @@ typedef struct {
      * the flat AllToAll (wl, lines). */
     int a2a_2dh;
     workload_layer wl_2dh;
+    /* The routing a run met in this layer (workload_shape run_rows, run_width; 0 = as planned):
+     * set by sim_model_at_routing, which prices wl and wl_2dh at it. */
+    double run_rows, run_width;
 } sim_layer;
 
 typedef struct sim_model {
@@ -159,6 +162,13 @@ typedef struct {
 
 /* Resource indices every generated simulation uses. */
 enum { SIM_R_COMPUTE = 0, SIM_R_INTRA, SIM_R_INTER, SIM_R_COPY, SIM_R_SYNC };
+
+/* Prices every MoE layer i of m (and of m->fsmoe_own, layer for layer) at the routing a run
+ * met: rows[i] of the capacity's expert rows and exchanged copies, GShard's dense matrices
+ * width[i] times k·f·B·L wide (workload_shape run_rows, run_width; 0 = as planned). The layers'
+ * degrees, schedules and gradient partition stay the plan's, so the graph keeps its tasks; their
+ * times and bytes move. */
+void sim_model_at_routing(sim_model *m, const double *rows, const double *width);
 
 /* Clears s and fills it with schedule k of one iteration of m. opts may be NULL. */
 fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_build_opts *opts,

@@ -62,6 +62,17 @@ void workload_shape_from_model(const fsmoe_model *m, workload_shape *out)
     out->bytes_per_element = m->bytes_per_element;
 }
 
+double workload_routed_copies(const workload_shape *s)
+{
+    const double f = s->f > 0.0 ? s->f : 1.0; /* "none": planned as balanced routing */
+    return s->k * f * (double)s->B * (double)s->L;
+}
+
+double workload_ran_copies(const workload_shape *s)
+{
+    return (s->run_rows > 0.0 ? s->run_rows : 1.0) * workload_routed_copies(s);
+}
+
 double workload_elementwise_s(const workload_lines *w, int passes, double arrays, double n)
 {
     if (!w->have_copy)
@@ -171,6 +182,7 @@ fsmoe_status workload_lines_init(const fsmoe_cluster *c, const char *cluster_pat
     /* Every collective a step issues comes after computation: the ranks' arrival skew
      * (cluster.h interference.sync_s) adds to its α. */
     out->sync_s = c->interference.present ? c->interference.sync_s : 0.0;
+    out->sync_growth = c->interference.present ? c->interference.sync_growth : 0.0;
     for (int i = 0; i < FSMOE_NEED_COUNT; i++) {
         fsmoe_status st = group_line(c, cluster_path, par, fsmoe_comm_needs[i].group,
                                      fsmoe_comm_needs[i].op, dst[i], out, err);
@@ -321,7 +333,10 @@ static void routing_price(const workload_lines *w, const workload_shape *s, cons
                           workload_routing *r)
 {
     const double b = s->bytes_per_element, M = (double)s->M, E = (double)s->E;
-    const double x = tokens * M * b, gate_macs = tokens * gate_numel, r_bytes = routed * M * b;
+    const double rows = s->run_rows > 0.0 ? s->run_rows : 1.0;
+    const double width = s->run_width > 0.0 ? s->run_width : 1.0;
+    const double x = tokens * M * b, gate_macs = tokens * gate_numel;
+    const double r_bytes = rows * routed * M * b, cols = width * routed;
     memset(r, 0, sizeof *r);
     r->gate_fwd_s = g->alpha_s + gate_macs * g->beta_s +
                     workload_elementwise_s(w, 2, 4.0, tokens * E * b) + gate_coll;
@@ -332,13 +347,13 @@ static void routing_price(const workload_lines *w, const workload_shape *s, cons
     r->order_tutel_dispatch_s = workload_elementwise_s(w, 1, 2.0, r_bytes);
     r->order_tutel_combine_s = workload_elementwise_s(w, 1, 1.0, r_bytes) +
                                workload_elementwise_s(w, 0, 1.0, x);
-    r->order_einsum_s = g->alpha_s + routed * tokens * M * g->beta_s;
+    r->order_einsum_s = g->alpha_s + cols * tokens * M * g->beta_s;
     /* runtime/order_gshard.c: per forward, the mask and the weights, S·R elements each, are
      * cleared (a write), filled and copied host to device (a read and a write): 4 passes over
      * 6 arrays; in the backward the weights' gradient comes back (a read and a write).
      * DeepSpeed-MoE materialises the same (S, E, C) tensors on the device. */
     if (s->gate != WORKLOAD_GATE_SOFTMOE) {
-        const double dense = tokens * routed * b;
+        const double dense = tokens * cols * b;
         r->order_dense_build_s = workload_elementwise_s(w, 4, 6.0, dense);
         r->order_dense_dw_s = workload_elementwise_s(w, 1, 2.0, dense);
     }
@@ -356,13 +371,13 @@ void workload_layer_init(const workload_shape *s, const fsmoe_parallel *par,
     const double E = (double)s->E;
     const double mp = par->mp, ep = par->ep, esp = par->esp;
     const int n_gemm = fsmoe_expert_gemms(s->expert);
-    const double routed = s->k * f * B * L; /* token copies leaving this GPU's gate */
+    const double routed = workload_routed_copies(s), ran = workload_ran_copies(s);
 
-    out->n_a2a = par->ep > 1 ? routed * M * b : 0.0;
-    out->n_ag = out->n_rs = par->esp > 1 ? esp * routed * M * b : 0.0;
-    out->n_exp = routed * M * H * n_gemm; /* esp·routed tokens on an H/esp shard */
+    out->n_a2a = par->ep > 1 ? ran * M * b : 0.0;
+    out->n_ag = out->n_rs = par->esp > 1 ? esp * ran * M * b : 0.0;
+    out->n_exp = ran * M * H * n_gemm; /* esp·ran tokens on an H/esp shard */
     out->tokens_per_expert = E > 0.0 ? routed / E : 0.0;
-    out->r_max = workload_r_max(out->tokens_per_expert, out->n_a2a,
+    out->r_max = workload_r_max(out->tokens_per_expert, par->ep > 1 ? routed * M * b : 0.0,
                                 workload_min_chunk(&w->a2a_ep));
 
     phase_problem(&out->fwd, w, out->n_a2a, out->n_ag, out->n_rs, out->n_exp, n_gemm,

@@ -37,6 +37,13 @@ typedef struct {
     workload_gate gate;   /* LINEAR unless the model says otherwise */
     workload_order order; /* the model's token order (Tutel's unless it says gshard) */
     int bytes_per_element;
+    /* The routing a run met (fsmoe-run --report predicts its steps at it, sim_model_at_routing);
+     * 0 = as planned, the worst case: every capacity slot filled, GShard's dense matrices
+     * k·f·B·L wide. run_rows: the expert rows and exchanged token copies over the capacity's
+     * (the AllToAll, AllGather and ReduceScatter bytes, the experts' MACs and Tutel's row passes
+     * scale by it; the pipeline's bound r_max does not); run_width: the dense dispatch/combine
+     * matrices' width over k·f·B·L (GShard's einsums and matrices scale by it). */
+    double run_rows, run_width;
 } workload_shape;
 
 /* Cost lines for each logical collective under a layout (zero lines for groups of size 1). */
@@ -64,6 +71,9 @@ typedef struct {
     /* The profile's sync latency (cluster.h; 0 without it): already added to the α of every
      * collective line above whose group has more than one member. */
     double sync_s;
+    /* The profile's skew growth (cluster.h sync_growth; 0 without it): the simulator adds it per
+     * collective (sim.h); no line holds it. */
+    double sync_growth;
     /* 1: a2a_ep (a2a_ep_esp) is the hierarchical AllToAll's line (workload_lines_2dh); 0: the
      * flat AllToAll's, as workload_lines_init gives every line */
     int a2a_ep_2dh, a2a_ep_esp_2dh;
@@ -202,6 +212,13 @@ workload_extra workload_extra_time(const workload_layer *wl, const workload_line
 double workload_optimizer_s(const workload_lines *w, double param_bytes);
 
 void workload_shape_from_model(const fsmoe_model *m, workload_shape *out);
+
+/* The token copies one GPU's gate routes, k·f·B·L (f "none" planned as 1): the capacity's
+ * slots, which bound the pipeline's chunks; workload_ran_copies: of them the ones the step
+ * exchanges and computes, run_rows of them (all where run_rows is 0). Every cost of the
+ * routed tokens starts from these two. */
+double workload_routed_copies(const workload_shape *s);
+double workload_ran_copies(const workload_shape *s);
 
 /* Fills everything above for one MoE layer of `s` under `par`. */
 void workload_layer_init(const workload_shape *s, const fsmoe_parallel *par,

@@ -34,6 +34,7 @@
 #include "topology.h"
 #include "atomic_file.h"
 #include "backend_host.h"
+#include "cluster_write.h"
 #include "config.h"
 #include "input_file.h"
 #include "data.h"
@@ -107,6 +108,10 @@ static void usage(const char *reason)
             "                plan's) --report (measured vs predicted per task kind and layer,\n"
             "                whether every planned task ran, and the graph's digest: two\n"
             "                schedules with one digest run the same work)\n"
+            "                --calibrate FILE (on several ranks, with --report's measurements:\n"
+            "                write the run's cluster profile to FILE with the ranks' arrival\n"
+            "                skew fitted on this run, sync_latency_s + sync_growth x the time\n"
+            "                since the previous collective)\n"
             "outputs:        --trace FILE (every task of every training step, timed where it\n"
             "                runs, as Chrome trace JSON for ui.perfetto.dev; on many ranks each\n"
             "                rank writes FILE with .rankN before its extension)\n"
@@ -597,6 +602,68 @@ static fsmoe_status routing_report(const rt_model *md, FILE *f, fsmoe_error *err
     return FSMOE_OK;
 }
 
+/* --calibrate: the run's profile with the arrival skew --report fitted (rt_report_result), the
+ * constant part as sync_latency_s and the slope as sync_growth (both at least 0), written by rank
+ * 0; the profile's other contents as read (its comments are not kept). */
+static fsmoe_status write_calibrated(rt_schedule *rs, const rt_report_result *res,
+                                     const rt_config *cfg, int rank, const char *path,
+                                     fsmoe_error *err)
+{
+    if (res->skew_tasks < 2)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "--calibrate: the run met %d collective task(s) "
+                          "on every rank in the compared steps: too few to fit the arrival skew "
+                          "(run more steps, or a schedule with collectives)",
+                          res->skew_tasks);
+    if (rank != 0)
+        return FSMOE_OK;
+    fsmoe_cluster *c = &rs->cluster;
+    if (!c->interference.present) /* the factors' absence means 1: no interference */
+        c->interference.present = 1, c->interference.comm_slowdown = 1.0,
+        c->interference.compute_slowdown = 1.0, c->interference.measured[0] = '\0';
+    c->interference.sync_s = res->skew_a_s > 0.0 ? res->skew_a_s : 0.0;
+    c->interference.sync_growth = res->skew_rho > 0.0 ? res->skew_rho : 0.0;
+    if (c->interference.sync_s > FSMOE_MAX_SYNC_S ||
+        c->interference.sync_growth > FSMOE_MAX_SYNC_GROWTH)
+        return fsmoe_fail(err, FSMOE_ERR_VALUE, "--calibrate: the fitted skew %.3f ms + %.3f x "
+                          "segment is out of the profile's range (at most %g s and %g)",
+                          1e3 * res->skew_a_s, res->skew_rho, FSMOE_MAX_SYNC_S,
+                          FSMOE_MAX_SYNC_GROWTH);
+    char *m = c->interference.measured;
+    size_t len = strlen(m);
+    snprintf(m + len, sizeof c->interference.measured - len,
+             "%ssync: fsmoe-run --calibrate, schedule %s of %s, %d steps, r2 %.2f over %d tasks",
+             len ? "; " : "", rs->name, cfg->name, res->steps, res->skew_r2, res->skew_tasks);
+    fsmoe_status st = fsmoe_cluster_write(path, c, NULL, err);
+    if (st == FSMOE_OK)
+        printf("# calibrated profile: %s (sync_latency_s %.6g, sync_growth %.4g)\n", path,
+               c->interference.sync_s, c->interference.sync_growth);
+    return st;
+}
+
+/* Each MoE layer's routing as the cost model takes it (planner/workload.h run_rows, run_width):
+ * the busiest exchange member's expert rows over the capacity's (the step waits for it), and
+ * the dense matrices' width over the width priced; 0 (as planned) where the run has no capacity
+ * or no dense matrices. Every rank calls it: the statistics are summed over the world. */
+static fsmoe_status routing_met(const rt_model *md, double *rows, double *width, int n,
+                                fsmoe_error *err)
+{
+    for (int l = 0; l < md->cfg.layers; l++) {
+        const rt_block *bl = &md->blocks[l];
+        double kept, fill, imb, dense;
+        if (!bl->is_moe)
+            continue;
+        fsmoe_status st = moe_routing_summary(&bl->moe, &kept, &fill, &imb, &dense, err);
+        if (st != FSMOE_OK)
+            return st;
+        int i = bl->moe.index;
+        if (i < 0 || i >= n)
+            continue;
+        rows[i] = fill > 0.0 ? fill * (imb > 0.0 ? imb : 1.0) : 0.0;
+        width[i] = dense;
+    }
+    return FSMOE_OK;
+}
+
 int main(int argc, char **argv)
 {
     int world = 1, rank = 0, mpi = launched_by_mpi();
@@ -668,6 +735,11 @@ int main(int argc, char **argv)
         }
         gpus_per_node = opt.gpus_per_node;
     }
+    if (opt.calibrate_path && world < 2) {
+        fsmoe_fail(&err, FSMOE_ERR_USAGE, "--calibrate: the ranks' arrival skew needs two or "
+                   "more ranks (this run has 1)");
+        return die_input(&err);
+    }
     if (plan_path && (st = plan_check_file(plan_path, model_path, &cfg, world, rank, gpus_per_node,
                                            &mp, &ep, &esp, &pcheck, &err)) != FSMOE_OK)
         return die_input(&err);
@@ -730,6 +802,9 @@ int main(int argc, char **argv)
     long saved = -1; /* the step of the last checkpoint this run wrote */
     /* outputs are checked before the work that produces them (every rank writes a shard) */
     if (save_dir && (st = checkpoint_prepare_dir("--save", save_dir, rank, &err)) != FSMOE_OK)
+        goto fail;
+    if (opt.calibrate_path &&
+        (st = fsmoe_atomic_check("--calibrate", opt.calibrate_path, &err)) != FSMOE_OK)
         goto fail;
     /* one trace file for all ranks, written by rank 0 (write_trace_all) */
     char trace_path[1024] = "";
@@ -927,6 +1002,20 @@ int main(int argc, char **argv)
          * conformance of every rank is summed on all */
         rt_report_result res;
         rt_report_ranks ranks = {world, report_allgather, &dist};
+        int n_moe = sched.model.n_layers;
+        if (n_moe > 0) { /* predicted at the routing the run met */
+            double *rw = calloc((size_t)(2 * n_moe), sizeof *rw);
+            if (!rw) {
+                st = fsmoe_fail(&err, FSMOE_ERR_NOMEM, "--report: out of memory");
+                goto fail;
+            }
+            st = routing_met(&tr.model, rw, rw + n_moe, n_moe, &err);
+            if (st == FSMOE_OK)
+                st = rt_schedule_at_routing(&sched, rw, rw + n_moe, &err);
+            free(rw);
+            if (st != FSMOE_OK)
+                goto fail;
+        }
         if ((st = rt_report_write(stdout, &trace, &sched, 1, step_times, n_step_times,
                                   world > 1 ? &ranks : NULL, &res, &err)) != FSMOE_OK)
             goto fail;
@@ -954,6 +1043,9 @@ int main(int argc, char **argv)
                    "%ld predicted task ids not measured\n",
                    world, bad, bad_ranks, diff, unmeasured);
         }
+        if (opt.calibrate_path && (st = write_calibrated(&sched, &res, &cfg, rank,
+                                                         opt.calibrate_path, &err)) != FSMOE_OK)
+            goto fail;
     }
     goto done;
 fail:

@@ -22,6 +22,7 @@ enum {
     O_EVAL_EVERY, O_BACKEND, O_THREADS, O_BATCH, O_SEQ, O_LR, O_MIN_LR, O_WARMUP, O_WD,
     O_CLIP, O_AUX, O_NOISE, O_CF, O_GATE, O_ORDER, O_EXPERT, O_CHUNKS, O_EVAL_BATCHES, O_HELP,
     O_EP, O_COMM_TIMEOUT, O_NO_OVERLAP, O_STOP_AT, O_MEM_LIMIT, O_TRACE, O_SCHEDULE, O_CLUSTER, O_REPORT, O_PROFILE,
+    O_CALIBRATE,
     O_MP, O_ESP, O_GPN
 };
 
@@ -46,6 +47,7 @@ static const struct option opts[] = {
     {"cluster", 1, 0, O_CLUSTER},   {"report", 0, 0, O_REPORT},
     {"mp", 1, 0, O_MP},             {"esp", 1, 0, O_ESP},
     {"gpus-per-node", 1, 0, O_GPN}, {"profile", 0, 0, O_PROFILE},
+    {"calibrate", 1, 0, O_CALIBRATE},
     {0, 0, 0, 0}};
 
 /* A path flag's value: not empty (an empty name would open "" or the current directory). */
@@ -85,6 +87,10 @@ fsmoe_status options_parse(rt_options *o, int argc, char **argv, fsmoe_error *er
         case O_CLUSTER: st = path_arg("--cluster", a, &o->cluster_path, err); break;
         case O_SCHEDULE: o->schedule = a; break; /* checked by main (schedule.h) */
         case O_REPORT: o->report = 1; break;
+        case O_CALIBRATE:
+            st = path_arg("--calibrate", a, &o->calibrate_path, err);
+            o->report = 1; /* the fit is the report's */
+            break;
         case O_PROFILE: o->profile = 1; break;
         case O_BACKEND: o->backend = a; break;
         case O_STEPS: st = fsmoe_cli_long("--steps", a, 1, 100000000, &o->steps, err); break;
@@ -156,7 +162,10 @@ fsmoe_status options_parse(rt_options *o, int argc, char **argv, fsmoe_error *er
     if ((o->schedule || o->cluster_path || o->report) && !o->plan_path)
         return fsmoe_fail(err, FSMOE_ERR_USAGE, "%s needs --plan (the schedule graph is made "
                           "from a plan and its cluster profile)",
-                          o->schedule ? "--schedule" : o->cluster_path ? "--cluster" : "--report");
+                          o->schedule         ? "--schedule"
+                          : o->cluster_path   ? "--cluster"
+                          : o->calibrate_path ? "--calibrate"
+                                              : "--report");
     if (o->save_every > 0 && !o->save_dir)
         return fsmoe_fail(err, FSMOE_ERR_USAGE, "--save-every needs --save DIR");
     return FSMOE_OK;

@@ -22,7 +22,8 @@ typedef struct {
     const char *trace_path; /* --trace FILE (NULL: none) */
     const char *schedule;     /* --schedule NAME (NULL: the plan's) */
     const char *cluster_path; /* --cluster FILE (NULL: the profile the plan names) */
-    int report;               /* --report */
+    int report;               /* --report (also set by --calibrate) */
+    const char *calibrate_path; /* --calibrate FILE (NULL: none) */
     int profile;              /* --profile: kernel time per category */
     int threads, ep, mp, esp; /* 0: not given */
     int gpus_per_node;        /* --gpus-per-node: ranks per node the layout assumes (0: as MPI

@@ -15,6 +15,9 @@ typedef struct {
     double pred_sync; /* the part of pred that is the profile's sync latency (collectives) */
     int pred_n;
     double *meas, *meas_bytes; /* per compared step */
+    /* collectives: per compared step and occurrence k < pred_n (in start order), its time and
+     * the segment before it (collective_segment); -1 where none (step-major) */
+    double *occ_d, *occ_seg;
     int *meas_n;
 } id_row;
 
@@ -67,7 +70,8 @@ static id_row *find(id_table *t, int phase, int layer, int chunk, int kind)
 static void table_free(id_table *t)
 {
     for (int i = 0; i < t->n; i++)
-        free(t->r[i].meas), free(t->r[i].meas_bytes), free(t->r[i].meas_n);
+        free(t->r[i].meas), free(t->r[i].meas_bytes), free(t->r[i].meas_n),
+            free(t->r[i].occ_d), free(t->r[i].occ_seg);
     free(t->r);
 }
 
@@ -90,9 +94,7 @@ static double quantile(double *v, int n, double q)
 /* The kinds that are one collective of a group per task (the collectives' table). */
 static int collective_kind(int k)
 {
-    return k == FSMOE_TASK_A2A || k == FSMOE_TASK_GRAD_AR || k == FSMOE_TASK_AG ||
-           k == FSMOE_TASK_RS || k == FSMOE_TASK_AR_MP || k == FSMOE_TASK_AR_ESP ||
-           k == FSMOE_TASK_SAA;
+    return fsmoe_task_collective((fsmoe_task_kind)k);
 }
 
 /* The kinds whose executed count the conformance line checks: the collectives and the
@@ -187,6 +189,75 @@ out:
 }
 static int sel_layer(const id_row *r, int l) { return r->layer == l; }
 
+/* The events of the steps from event i's step less `back` to its own: [*lo, *hi) (a trace
+ * keeps each step's events together, in step order). */
+static void step_range(const rt_trace *tr, long i, long back, long *lo, long *hi)
+{
+    long s = tr->ev[i].step, a = i, b = i + 1;
+    while (a > 0 && tr->ev[a - 1].step >= s - back)
+        a--;
+    while (b < tr->step_first && tr->ev[b].step == s)
+        b++;
+    *lo = a, *hi = b;
+}
+
+/* The segment before collective event i of this rank's trace: its start minus the latest end of
+ * the rank's collectives that ended by then, in its step or the one before (the wall time it
+ * spent outside collectives before arriving; scripts/trace-skew.py's definition, and the
+ * simulator's, planner/sim.h); -1 where none ended before it. */
+static double collective_segment(const rt_trace *tr, long i)
+{
+    double t0 = tr->ev[i].t0_s, last = -1.0;
+    long lo, hi;
+    step_range(tr, i, 1, &lo, &hi);
+    for (long j = lo; j < hi; j++) {
+        const rt_trace_event *e = &tr->ev[j];
+        if (j != i && fsmoe_task_collective((fsmoe_task_kind)e->kind) && e->t1_s <= t0 &&
+            e->t1_s > last)
+            last = e->t1_s;
+    }
+    return last < 0.0 ? -1.0 : t0 - last;
+}
+
+/* Event i's occurrence among this rank's events of the same task (phase, layer, chunk, kind)
+ * in its step: how many of them started before it (ties: recorded before it). */
+static int occurrence(const rt_trace *tr, long i)
+{
+    const rt_trace_event *e = &tr->ev[i];
+    int k = 0;
+    long lo, hi;
+    step_range(tr, i, 0, &lo, &hi);
+    for (long j = lo; j < hi; j++) {
+        const rt_trace_event *o = &tr->ev[j];
+        if (j != i && o->kind == e->kind && o->phase == e->phase &&
+            o->layer == e->layer && chunk_id(o->kind, o->chunk) == chunk_id(e->kind, e->chunk) &&
+            (o->t0_s < e->t0_s || (o->t0_s == e->t0_s && j < i)))
+            k++;
+    }
+    return k;
+}
+
+void rt_report_skew_fit(const double *seg, const double *skew, int n, double *a, double *rho,
+                        double *r2)
+{
+    double mx = 0.0, my = 0.0, sxx = 0.0, sxy = 0.0, syy = 0.0;
+    for (int i = 0; i < n; i++)
+        mx += seg[i] / n, my += skew[i] / n;
+    for (int i = 0; i < n; i++) {
+        sxx += (seg[i] - mx) * (seg[i] - mx);
+        sxy += (seg[i] - mx) * (skew[i] - my);
+        syy += (skew[i] - my) * (skew[i] - my);
+    }
+    *rho = sxx > 0.0 ? sxy / sxx : 0.0;
+    *a = my - *rho * mx;
+    double res = 0.0;
+    for (int i = 0; i < n; i++) {
+        double e = skew[i] - *a - *rho * seg[i];
+        res += e * e;
+    }
+    *r2 = sxx > 0.0 ? (syy > 0.0 ? 1.0 - res / syy : 1.0) : 0.0;
+}
+
 void rt_report_split(const double *t, int W, double *alone, double *waiting)
 {
     double lo = W > 0 ? t[0] : 0.0, sum = 0.0;
@@ -269,8 +340,9 @@ static fsmoe_status collectives_table(FILE *f, const id_table *t, int n_graph, d
     fprintf(f, "# collectives on all %d ranks, ms per step: measured (the mean over the ranks) "
                "= alone (the least time any rank spent in the task: the last to arrive waits "
                "for no one) + waiting (the ranks' mean beyond it: for the last to arrive); "
-               "predicted, and the part of it that is the profile's sync latency (%.3f ms on "
-               "every collective)\n",
+               "predicted, and the part of it that is the ranks' arrival skew (the profile's "
+               "sync latency, %.3f ms on every collective, plus its growth with the time since "
+               "the previous collective where the profile has one)\n",
             W, 1e3 * sync_s);
     fprintf(f, "  %-16s %12s %12s %12s %12s %12s %7s\n", "collectives", "measured ms",
             "alone ms", "waiting ms", "predicted ms", "of it sync", "tasks");
@@ -287,6 +359,103 @@ nomem:
     st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "--report: out of memory");
 out:
     free(cnt), free(mine), free(all);
+    return st;
+}
+
+/* The ranks' arrival skew against the segment (report.h rt_report_result): every collective
+ * task of the graph (id and its k-th occurrence in the step: an S1 layer's dispatch and combine
+ * share an id) in every compared step, on every rank, its time and the segment before it (ns;
+ * -1: not run, or no collective ended before it), gathered on every rank; per task and step the
+ * ranks' waiting (rt_report_split) and their mean segment, per task the medians over the steps,
+ * and the line through those points. */
+static fsmoe_status skew_fit(FILE *f, const id_table *t, int n_graph, double sync_s,
+                             const rt_report_ranks *rk, rt_report_result *res, fsmoe_error *err)
+{
+    const int W = rk->world, S = t->steps;
+    long n = 0;
+    int n_tasks = 0;
+    for (int i = 0; i < n_graph; i++)
+        if (collective_row(&t->r[i]))
+            n += (long)t->r[i].pred_n * S, n_tasks += t->r[i].pred_n;
+    long *mine = malloc((size_t)(2 * n + 1) * sizeof(long)), *all = NULL;
+    double *sk = malloc((size_t)(S + 1) * sizeof *sk), *sg = malloc((size_t)(S + 1) * sizeof *sg);
+    double *px = malloc((size_t)(n_tasks + 1) * sizeof *px);
+    double *py = malloc((size_t)(n_tasks + 1) * sizeof *py);
+    fsmoe_status st = FSMOE_OK;
+    if (!mine || !sk || !sg || !px || !py)
+        goto nomem;
+    long *cnt = calloc((size_t)W, sizeof(long));
+    if (!cnt)
+        goto nomem;
+    st = rk->allgather(rk->ctx, &n, cnt, 1, err); /* every rank gathers as many, or none */
+    for (int w = 0; w < W && st == FSMOE_OK; w++)
+        if (cnt[w] != n)
+            n = 0;
+    free(cnt);
+    if (st != FSMOE_OK || n == 0 || W > RT_REPORT_MAX_RANKS || 2 * n > INT_MAX / W)
+        goto out;
+    if (!(all = malloc((size_t)(2 * W * n) * sizeof(long))))
+        goto nomem;
+    long c = 0;
+    for (int i = 0; i < n_graph; i++) {
+        const id_row *r = &t->r[i];
+        if (!collective_row(r))
+            continue;
+        for (long j = 0; j < (long)r->pred_n * S; j++, c++) {
+            mine[2 * c] = r->occ_d[j] >= 0.0 ? llround(r->occ_d[j] * 1e9) : -1;
+            mine[2 * c + 1] = r->occ_seg[j] >= 0.0 ? llround(r->occ_seg[j] * 1e9) : -1;
+        }
+    }
+    if ((st = rk->allgather(rk->ctx, mine, all, (int)(2 * n), err)) != FSMOE_OK)
+        goto out;
+    int n_fit = 0;
+    c = 0;
+    for (int i = 0; i < n_graph; i++) {
+        const id_row *r = &t->r[i];
+        if (!collective_row(r))
+            continue;
+        for (int k = 0; k < r->pred_n; k++) {
+            int m = 0;
+            for (int s = 0; s < S; s++) {
+                long at = c + (long)s * r->pred_n + k;
+                double v[RT_REPORT_MAX_RANKS], alone, waiting, seg = 0.0;
+                int ok = 1;
+                for (int w = 0; w < W && ok; w++) {
+                    long d = all[2 * ((long)w * n + at)], g = all[2 * ((long)w * n + at) + 1];
+                    ok = d >= 0 && g >= 0;
+                    v[w] = 1e-9 * (double)d;
+                    seg += 1e-9 * (double)g / W;
+                }
+                if (!ok)
+                    continue;
+                rt_report_split(v, W, &alone, &waiting);
+                sk[m] = waiting, sg[m++] = seg;
+            }
+            if (m > 0) {
+                py[n_fit] = quantile(sk, m, 0.5);
+                px[n_fit++] = quantile(sg, m, 0.5);
+            }
+        }
+        c += (long)r->pred_n * S;
+    }
+    if (n_fit >= 2) {
+        rt_report_skew_fit(px, py, n_fit, &res->skew_a_s, &res->skew_rho, &res->skew_r2);
+        res->skew_tasks = n_fit;
+        double mean = 0.0;
+        for (int i = 0; i < n_fit; i++)
+            mean += py[i] / n_fit;
+        fprintf(f, "# arrival skew per collective task (its waiting, medians over the steps) "
+                   "against the segment (the time since each rank's previous collective ended): "
+                   "skew = %.3f ms + %.4f x segment (r2 %.3f over %d tasks); one constant for "
+                   "all: %.3f ms; the profile's: %.3f ms\n",
+                1e3 * res->skew_a_s, res->skew_rho, res->skew_r2, n_fit, 1e3 * mean,
+                1e3 * sync_s);
+    }
+    goto out;
+nomem:
+    st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "--report: out of memory");
+out:
+    free(mine), free(all), free(sk), free(sg), free(px), free(py);
     return st;
 }
 
@@ -313,7 +482,10 @@ fsmoe_status rt_report_write(FILE *f, const rt_trace *tr, const rt_schedule *rs,
         return fsmoe_fail(err, FSMOE_ERR_VALUE, "--report: no step was traced");
     double *ratios = NULL;
     fsmoe_status st = FSMOE_OK;
-    const sim *g = &rs->graph;
+    /* the prediction at the routing the run met where fsmoe-run priced it (the plan prices every
+     * capacity slot filled) */
+    const sim *g = rs->at_routing ? &rs->routing : &rs->graph;
+    const double predicted_s = rs->at_routing ? rs->routing_iteration_s : rs->iteration_s;
     for (int i = 0; i < g->n_tasks; i++) {
         const sim_task *k = &g->tasks[i];
         double d = k->end_s - k->start_s;
@@ -327,8 +499,21 @@ fsmoe_status rt_report_write(FILE *f, const rt_trace *tr, const rt_schedule *rs,
          * rank; a group of one's line is zero */
         if (collective_kind(k->kind) && rs->sync_s > 0.0 && k->alpha_s >= rs->sync_s)
             r->pred_sync += rs->sync_s;
+        r->pred_sync += k->skew_s; /* its growth with the segment (planner/sim.h) */
     }
     const int n_graph = t.n;
+    for (int i = 0; i < n_graph; i++) {
+        id_row *r = &t.r[i];
+        if (!collective_row(r))
+            continue;
+        size_t m = (size_t)r->pred_n * (size_t)t.steps;
+        r->occ_d = malloc(m * sizeof *r->occ_d);
+        r->occ_seg = malloc(m * sizeof *r->occ_seg);
+        if (!r->occ_d || !r->occ_seg)
+            goto nomem;
+        for (size_t j = 0; j < m; j++)
+            r->occ_d[j] = r->occ_seg[j] = -1.0;
+    }
     double scale = (double)rs->elem_bytes / (double)sizeof(real);
     for (long i = 0; i < tr->step_first; i++) {
         const rt_trace_event *e = &tr->ev[i];
@@ -338,6 +523,13 @@ fsmoe_status rt_report_write(FILE *f, const rt_trace *tr, const rt_schedule *rs,
         if (!r)
             goto nomem;
         int s = (int)(e->step - s0);
+        if (r->occ_d) { /* a collective of the graph: its occurrence in the step */
+            int k = occurrence(tr, i);
+            if (k < r->pred_n) {
+                r->occ_d[(long)s * r->pred_n + k] = e->t1_s - e->t0_s;
+                r->occ_seg[(long)s * r->pred_n + k] = collective_segment(tr, i);
+            }
+        }
         r->meas[s] += e->t1_s - e->t0_s;
         r->meas_bytes[s] += e->bytes * scale;
         r->meas_n[s]++;
@@ -376,12 +568,16 @@ fsmoe_status rt_report_write(FILE *f, const rt_trace *tr, const rt_schedule *rs,
     fprintf(f, "# report: schedule %s, %d measured steps against its graph (%d tasks, digest "
                "%016llx) on cluster profile %s\n",
             rs->name, t.steps, g->n_tasks, rt_schedule_digest(rs), rs->cluster_path);
+    if (rs->at_routing)
+        fprintf(f, "# predicted at the routing the run met (the routing lines: each MoE layer's "
+                   "busiest exchange member's expert rows, and the dense matrices' width); as "
+                   "planned, every capacity slot filled, the step is %.3f ms\n",
+                1e3 * rs->iteration_s);
     if (g->host_ranks) /* the prediction's host sharing (planner/sim.h) */
-        fprintf(f, "# host sharing (the profile's): %d ranks on %d cores, lines measured with %d "
-                   "computing at once; the graph computes %.1f %% of the step, so compute is "
-                   "predicted at %.3fx its lines\n",
-                g->host_ranks, g->host_cores, g->host_at_once, 100.0 * g->host_busy,
-                g->host_speed);
+        fprintf(f, "# host sharing (the profile's): %d ranks on %d cores computing in lockstep, "
+                   "lines measured with %d computing at once: compute predicted at %.3fx its "
+                   "lines\n",
+                g->host_ranks, g->host_cores, g->host_at_once, g->host_speed);
     fprintf(f, "# conformance: %d task ids of alltoall/allgather/reducescatter/saa/expert/"
                "mp-allreduce/esp-allreduce/grad-allreduce planned, %d "
                "mismatched; Gradient-AllReduce %.3f MB planned, %.3f MB executed per step "
@@ -434,7 +630,7 @@ fsmoe_status rt_report_write(FILE *f, const rt_trace *tr, const rt_schedule *rs,
         double med = quantile(v, n_steps, 0.5), p90 = quantile(v, n_steps, 0.9);
         free(v);
         fprintf(f, "  %-16s %12.3f %12.3f %8.2f  (median of %d steps; p90 %.3f ms)\n", "step",
-                1e3 * med, 1e3 * rs->iteration_s, med / rs->iteration_s, n_steps, 1e3 * p90);
+                1e3 * med, 1e3 * predicted_s, med / predicted_s, n_steps, 1e3 * p90);
         /* what no task covers: work between the graph's tasks that neither is timed nor
          * modelled (data loading, the step's bookkeeping) */
         double cov = covered_median(tr, s0, t.steps);
@@ -445,6 +641,8 @@ fsmoe_status rt_report_write(FILE *f, const rt_trace *tr, const rt_schedule *rs,
     }
     if (ranks && ranks->world > 1)
         st = collectives_table(f, &t, n_graph, rs->sync_s, ranks, err);
+    if (st == FSMOE_OK && ranks && ranks->world > 1)
+        st = skew_fit(f, &t, n_graph, rs->sync_s, ranks, res, err);
     goto out;
 nomem:
     st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "--report: out of memory");

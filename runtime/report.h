@@ -47,6 +47,12 @@ typedef struct {
     int ids_predicted;      /* ids the graph times above zero, of every kind */
     int ids_unmeasured;     /* ... that some measured step has no task of (a graph task the
                              * executor did not run, or ran under another label) */
+    /* The ranks' arrival skew against the segment (several ranks; skew_tasks 0: not fitted):
+     * per collective id the median over the steps of the ranks' waiting (rt_report_split) and
+     * of their mean segment (the time since the rank's previous collective ended), and the
+     * least-squares line skew = a + rho·segment through those points (rt_report_skew_fit). */
+    double skew_a_s, skew_rho, skew_r2;
+    int skew_tasks;
 } rt_report_result;
 
 /* The most ranks the collectives' table compares (more: it says so and is left out). */
@@ -56,6 +62,11 @@ typedef struct {
  * (the last rank to arrive waits for no one), *waiting = the ranks' mean beyond it; the mean
  * over the ranks is their sum. */
 void rt_report_split(const double *t, int W, double *alone, double *waiting);
+
+/* The least-squares line y = a + rho·x through n points, r2 against their mean (0 where every x
+ * is the same: rho 0, a the mean). */
+void rt_report_skew_fit(const double *x, const double *y, int n, double *a, double *rho,
+                        double *r2);
 
 /* The ranks of a multi-rank run, for the collectives' table: allgather puts every rank's n
  * longs into all (world·n, rank after rank), called by every rank at once. */

@@ -60,7 +60,34 @@ void rt_schedule_free(rt_schedule *rs)
     free(rs->monta), free(rs->a2a_2dh);
     free(rs->gar);
     sim_free(&rs->graph);
+    sim_free(&rs->routing);
+    sim_model_free(&rs->model);
+    fsmoe_cluster_free(&rs->cluster);
     memset(rs, 0, sizeof *rs);
+}
+
+fsmoe_status rt_schedule_at_routing(rt_schedule *rs, const double *rows, const double *width,
+                                    fsmoe_error *err)
+{
+    sim_model_at_routing(&rs->model, rows, width);
+    fsmoe_status st = sim_schedule_time(&rs->routing, &rs->model, (sim_schedule)rs->kind, NULL,
+                                        &rs->routing_iteration_s, err);
+    if (st != FSMOE_OK)
+        return st;
+    if (rs->routing.n_tasks != rs->graph.n_tasks)
+        return fsmoe_fail(err, FSMOE_ERR_INTERNAL,
+                          "schedule %s at the run's routing has %d tasks, as planned %d",
+                          rs->name, rs->routing.n_tasks, rs->graph.n_tasks);
+    for (int i = 0; i < rs->graph.n_tasks; i++) {
+        const sim_task *a = &rs->graph.tasks[i], *b = &rs->routing.tasks[i];
+        if (a->kind != b->kind || a->phase != b->phase || a->layer != b->layer ||
+            a->chunk != b->chunk)
+            return fsmoe_fail(err, FSMOE_ERR_INTERNAL,
+                              "schedule %s at the run's routing: task %d differs from the plan's",
+                              rs->name, i);
+    }
+    rs->at_routing = 1;
+    return FSMOE_OK;
 }
 
 /* Work of the graph the executor does not run yet (schedule.h); NULL when it runs all of it. */
@@ -203,6 +230,7 @@ fsmoe_status rt_schedule_make(rt_schedule *rs, const char *plan_path, const char
 {
     memset(rs, 0, sizeof *rs);
     sim_init(&rs->graph);
+    sim_init(&rs->routing);
     snprintf(rs->name, sizeof rs->name, "%s", name);
     fsmoe_status st = rt_schedule_check_name(name, err);
     if (st != FSMOE_OK)
@@ -210,8 +238,8 @@ fsmoe_status rt_schedule_make(rt_schedule *rs, const char *plan_path, const char
     rs->kind = sim_schedule_from_name(name);
     fsmoe_plan plan = {0};
     fsmoe_model model = {0};
-    fsmoe_cluster cl = {0};
-    sim_model m = {0};
+    fsmoe_cluster *cl = &rs->cluster;
+    sim_model *m = &rs->model;
     st = fsmoe_plan_load(plan_path, &plan, err);
     if (st == FSMOE_OK)
         st = sim_plan_check(&plan, plan_path, err);
@@ -223,7 +251,7 @@ fsmoe_status rt_schedule_make(rt_schedule *rs, const char *plan_path, const char
         locate_input(plan_path, plan.cluster_path, rs->cluster_path, sizeof rs->cluster_path);
     if ((st = fsmoe_model_load(model_path, &model, err)) != FSMOE_OK)
         goto out;
-    if ((st = fsmoe_cluster_load(rs->cluster_path, &cl, err)) != FSMOE_OK) {
+    if ((st = fsmoe_cluster_load(rs->cluster_path, cl, err)) != FSMOE_OK) {
         if (!cluster_path) {
             locate_named_by(plan_path, "provenance.cluster", err);
             char msg[FSMOE_ERROR_MAX];
@@ -233,14 +261,18 @@ fsmoe_status rt_schedule_make(rt_schedule *rs, const char *plan_path, const char
         }
         goto out;
     }
-    snprintf(rs->cluster_name, sizeof rs->cluster_name, "%s", cl.name);
+    snprintf(rs->cluster_name, sizeof rs->cluster_name, "%s", cl->name);
     if (model.experts_is_ep)
         model.E = plan.parallel.ep;
-    if ((st = sim_model_from_plan(&plan, &model, &cl, rs->cluster_path, &m, err)) != FSMOE_OK)
+    if ((st = sim_model_from_plan(&plan, &model, cl, rs->cluster_path, m, err)) != FSMOE_OK)
         goto out;
-    rs->elem_bytes = m.shape.bytes_per_element > 0 ? m.shape.bytes_per_element : 4;
-    rs->sync_s = m.lines.sync_s;
-    if ((st = sim_schedule_time(&rs->graph, &m, (sim_schedule)rs->kind, NULL, &rs->iteration_s,
+    rs->elem_bytes = m->shape.bytes_per_element > 0 ? m->shape.bytes_per_element : 4;
+    rs->sync_s = m->lines.sync_s;
+    /* Tutel's degree chosen once (sim_schedule_time would choose it on every build): a
+     * rebuild at the run's routing keeps the graph's tasks */
+    if (m->tutel_r <= 0 && (st = sim_tutel_degree(&rs->graph, m, &m->tutel_r, err)) != FSMOE_OK)
+        goto out;
+    if ((st = sim_schedule_time(&rs->graph, m, (sim_schedule)rs->kind, NULL, &rs->iteration_s,
                                 err)) != FSMOE_OK)
         goto out;
     const sim_task *u = unsupported(&rs->graph, &plan.parallel);
@@ -258,7 +290,7 @@ fsmoe_status rt_schedule_make(rt_schedule *rs, const char *plan_path, const char
                         plan.parallel.mp, plan.parallel.esp);
         goto out;
     }
-    if ((st = read_graph(rs, &m, plan.parallel.esp, err)) != FSMOE_OK)
+    if ((st = read_graph(rs, m, plan.parallel.esp, err)) != FSMOE_OK)
         goto out;
     /* the AllToAll's algorithm per layer: the plan's own for its schedule */
     for (int i = 0; i < plan.n_layers && i < rs->n_layers; i++) {
@@ -274,8 +306,6 @@ fsmoe_status rt_schedule_make(rt_schedule *rs, const char *plan_path, const char
         }
     }
 out:
-    sim_model_free(&m);
-    fsmoe_cluster_free(&cl);
     fsmoe_plan_free(&plan);
     return st;
 }

@@ -26,8 +26,10 @@
 #ifndef RT_SCHEDULE_H
 #define RT_SCHEDULE_H
 
+#include "cluster.h"
 #include "grad_sync.h"
 #include "sim.h"
+#include "sim_schedules.h"
 #include "status.h"
 
 typedef struct {
@@ -48,6 +50,14 @@ typedef struct {
     int elem_bytes;    /* the plan's bytes per element */
     sim graph;         /* the simulated iteration: per task start/end */
     double iteration_s;
+    sim_model model;   /* what graph was built from (its Tutel degree fixed, so a rebuild keeps
+                        * the tasks) */
+    fsmoe_cluster cluster; /* the profile model's lines point into (their fitted points) */
+    /* The same graph at the routing the run met (rt_schedule_at_routing; at_routing 0 until
+     * then): what --report compares the measured tasks with, iteration_s staying the plan's. */
+    sim routing;
+    double routing_iteration_s;
+    int at_routing;
     double sync_s;     /* the profile's sync latency, in the α of every collective of a group of
                         * more than one rank (planner/workload.h) */
     char cluster_path[1200];
@@ -60,6 +70,11 @@ typedef struct {
 fsmoe_status rt_schedule_make(rt_schedule *rs, const char *plan_path, const char *model_path,
                               const char *cluster_path, const char *name, fsmoe_error *err);
 void rt_schedule_free(rt_schedule *rs);
+/* Simulates the graph again with MoE layer i at the routing the run met (sim_model_at_routing:
+ * rows[i] of the capacity's expert rows, width[i] the GShard matrices' width over the priced;
+ * 0 = as planned) into rs->routing. Fails (FSMOE_ERR_INTERNAL) if the graph's tasks change. */
+fsmoe_status rt_schedule_at_routing(rt_schedule *rs, const double *rows, const double *width,
+                                    fsmoe_error *err);
 /* A 64-bit digest (FNV-1a) of everything the executor runs from the schedule: every task of the
  * graph (kind, phase, layer, chunk, resource, stream — by the order of its first task —,
  * priority, flags, anchor, its α, work and bytes, its predecessors) and what the layers are run

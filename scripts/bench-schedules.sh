@@ -23,7 +23,12 @@
 # A fresh gate routes unevenly while its auxiliary loss has not yet balanced the experts
 # (comm-moe: 30-50 % of the capacity's rows filled in steps 3-15, 70-80 % after 60), and the
 # cost model prices the experts and AllToAlls at the capacity; the report's `routing` line
-# shows the fill each run had.
+# shows the fill each run had, and each report predicts at that routing.
+# The ranks' arrival skew as these runs meet it: after the warm-up the plan's schedule runs
+# --steps more with --calibrate, which writes the profile with the skew fitted on that run
+# (sync_latency_s + sync_growth x the time since the previous collective); every schedule is
+# then predicted from that profile (--cluster). The plan's own prediction uses a fit of its own
+# collectives; the other schedules' are held out of the fit.
 # usage: scripts/bench-schedules.sh [--model M] [--rate RATE] [--steps N] [--out DIR]
 #                                   [--profile FILE] [--layout DP,MP,EP,ESP] [--repeat N]
 #                                   [--warmup N] [BUILD]
@@ -112,6 +117,12 @@ if [ "$warmup" -gt 0 ]; then
         { tail -20 "$out/$name-warmup.log"; echo "bench-schedules: the warm-up run failed" >&2; exit 1; }
     resume=(--resume "$ck")
 fi
+calibrated=$out/$(basename "$profile" .yaml)-calibrated.yaml
+"${emu[@]}" "$build/runtime/fsmoe-run" --model "$model" --plan "$plan" "${resume[@]}" \
+    --steps "$total" --eval-every 0 --threads 1 --calibrate "$calibrated" \
+    > "$out/$name-calibrate.log" 2>&1 ||
+    { tail -20 "$out/$name-calibrate.log"; echo "bench-schedules: the calibration run failed" >&2; exit 1; }
+echo "calibration (the plan's schedule, $steps steps): $(sed -n 's/^# arrival skew .*: \(skew = .*\)/\1/p' "$out/$name-calibrate.log")"
 rows=$out/$name-schedules.tsv
 runs=$out/$name-runs.tsv
 : > "$runs"
@@ -129,7 +140,7 @@ for ((round = 1; round <= repeat; round++)); do
         for attempt in 1 2; do
             if "${emu[@]}" "$build/runtime/fsmoe-run" --model "$model" --plan "$pl" \
                 --schedule "$sched" "${resume[@]}" --steps "$total" --eval-every 0 --threads 1 \
-                --report > "$log" 2>&1; then
+                --cluster "$calibrated" --report > "$log" 2>&1; then
                 break
             fi
             if [ "$attempt" = 1 ] && grep -q 'exiting improperly' "$log" &&

@@ -5,8 +5,13 @@ how it grows with the time each rank computed since its previous collective ende
 
 For every collective task (AllToAll, AllGather, ReduceScatter, the MP/ESP AllReduces, SAA, the
 Gradient-AllReduce) of every step after the first, with each rank's start t0 and end t1:
-  skew    = the mean over the ranks of (the latest start − this rank's start): what a rank waits
-            for the last to arrive, on average (the cost model's sync latency);
+  skew    = the mean over the ranks of their time in it (t1 − t0) less the least of those times:
+            what a rank waits for the last to arrive, on average (the cost model's sync
+            latency), since the last to arrive waits for no one. Durations, not starts: they
+            need no common clock, and a task of several groups at once (an MP AllGather runs
+            in every MP pair) has each rank wait for its own group only, where the latest
+            start of all ranks would charge it the other groups' offsets. fsmoe-run --report
+            fits the same line (runtime/report.h);
   segment = the mean over the ranks of (this start − the end of the rank's previous collective
             of any kind): the wall time the rank spent outside collectives before arriving.
 Prints per task label its median skew and segment over the steps, then the least-squares line
@@ -59,13 +64,19 @@ def load(path):
 
 
 def task_rows(events):
-    """{label: [(skew_us, segment_us) per step]} for collectives run by two or more ranks."""
+    """{label: [(skew_us, segment_us) per step]} for collectives run by two or more ranks; a
+    label a step runs several times (an S1 layer's dispatch and combine AllToAll) is one task per
+    occurrence, counted in start order on each rank ("label #2")."""
     starts = {}   # (step, label) -> {rank: (t0, t1)}
     ends = {}     # rank -> sorted collective ends
-    for cat, name, pid, ts, dur, step in events:
+    seen = {}     # (step, label, rank) -> occurrences so far
+    for cat, name, pid, ts, dur, step in sorted(events, key=lambda e: e[3]):
         if cat not in COLLECTIVES:
             continue
-        starts.setdefault((step, name), {})[pid] = (ts, ts + dur)
+        k = seen.get((step, name, pid), 0)
+        seen[(step, name, pid)] = k + 1
+        label = name if k == 0 else f"{name} #{k + 1}"
+        starts.setdefault((step, label), {})[pid] = (ts, ts + dur)
         ends.setdefault(pid, []).append(ts + dur)
     for v in ends.values():
         v.sort()
@@ -74,8 +85,8 @@ def task_rows(events):
     for (step, name), per in starts.items():
         if step == first or len(per) < 2:
             continue
-        latest = max(t0 for t0, _ in per.values())
-        skew = statistics.fmean(latest - t0 for t0, _ in per.values())
+        durations = [t1 - t0 for t0, t1 in per.values()]
+        skew = statistics.fmean(durations) - min(durations)
         segs = []
         for rank, (t0, _) in per.items():
             before = [t for t in ends[rank] if t <= t0]

@@ -66,6 +66,25 @@ with tempfile.TemporaryDirectory() as tmp:
               abs(got[2] - want[2]) < 1e-3, f"{name}: got {got}, expected {want}")
     m = re.search(r"skew = ([0-9.]+) ms \+ ([0-9.]+) x segment \(r2 ([0-9.]+) over 3 tasks\)",
                   r.stdout)
+    # a task of two groups at once (two pairs of ranks, each pair arriving together, the second
+    # pair 4 ms after the first): no rank waits, so its skew is 0 (the latest start of all four
+    # ranks would say 2 ms)
+    pairs = []
+    for step in range(3):
+        for rank, t0 in ((1, 0.0), (2, 0.0), (3, 4.0), (4, 4.0)):
+            base = 100.0 * step
+            pairs.append(event("attention", "fwd attention", rank, base, base + t0 + 10.0, step))
+            pairs.append(event("allgather", "fwd L0 allgather", rank, base + t0 + 10.0,
+                               base + t0 + 11.0, step))
+            pairs.append(event("grad-allreduce", "tail grad-allreduce", rank, base + 50.0,
+                               base + 51.0, step))
+    two = os.path.join(tmp, "pairs.json")
+    with open(two, "w") as f:
+        json.dump({"traceEvents": pairs}, f)
+    r2_ = run(two)
+    row = re.search(r"^\| fwd L0 allgather +\| +\d+ \| +([0-9.]+) \|", r2_.stdout, re.M)
+    check(r2_.returncode == 0 and row is not None and float(row.group(1)) == 0.0,
+          f"two pairs arriving apart: expected skew 0.000, got:\n{r2_.stdout}{r2_.stderr}")
     check(m is not None, f"no fitted line in:\n{r.stdout}")
     if m:
         a, rho, r2 = map(float, m.groups())

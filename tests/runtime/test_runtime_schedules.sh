@@ -168,7 +168,7 @@ awk '/^  per kind / { p = 1; next }
      p && /^  [a-z-]+ +[0-9.]+ +[0-9.]+ / { pred[$1] = $3; n[$1] = $NF; next }
      p { p = 0 }
      /^# collectives on all 4 ranks/ {
-         f = 1; sync = $0; sub(/.*sync latency \(/, "", sync); sub(/ ms .*/, "", sync); next }
+         f = 1; sync = $0; sub(/.*sync latency, /, "", sync); sub(/ ms .*/, "", sync); next }
      f && $1 == "collectives" { next }
      f && /^  [a-z-]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9]+$/ {
          k[$1] = 1
@@ -205,6 +205,63 @@ if "${mpi[@]}" -np 4 "$run" "${common[@]}" --steps 2 --batch 4 --plan "$tmp/plan
     [ ! -e "$tmp/trace.rank1.json" ] || fail "--trace wrote per-rank files"
 else
     tail -5 "$tmp/trace.out"; fail "--trace on 4 ranks failed"
+fi
+
+# The ranks' arrival skew (report.h): on 4 ranks the report fits skew = a + rho x segment over
+# the collectives; --calibrate writes the run's profile with that line (sync_latency_s = a,
+# sync_growth = rho, at least 0), and a run predicted from it charges every collective the
+# latency plus its growth (the collectives table's sync part at least tasks x the latency, more
+# where rho > 0); scripts/trace-skew.py, another implementation, fits the same line from the
+# same run's trace (to its rounding: 5 compared steps, the same medians). --calibrate on one
+# rank, and without --plan, is refused.
+skew_line() { sed -n 's/^# arrival skew per .*: skew = \([-0-9.]*\) ms + \([-0-9.]*\) x segment (r2 \([-0-9.]*\) over \([0-9]*\) tasks).*/\1 \2 \3 \4/p' "$1"; }
+if "${mpi[@]}" -np 4 "$run" "${common[@]}" --steps 6 --batch 4 --plan "$tmp/plan-mp.yaml" \
+    --schedule fsmoe --trace "$tmp/cal.json" --calibrate "$tmp/cal.yaml" > "$tmp/cal.out" 2>&1; then
+    read -r ka krho kr2 kn <<< "$(skew_line "$tmp/cal.out")"
+    echo "calibrated: skew = $ka ms + $krho x segment (r2 $kr2, $kn tasks)"
+    [ -n "$kn" ] && [ "$kn" -ge 2 ] || fail "--calibrate: the report has no skew line"
+    sync=$(sed -n 's/^  sync_latency_s: //p' "$tmp/cal.yaml")
+    growth=$(sed -n 's/^  sync_growth: //p' "$tmp/cal.yaml")
+    awk -v a="$ka" -v r="$krho" -v s="$sync" -v g="${growth:-0}" 'BEGIN {
+        wa = a > 0 ? a / 1e3 : 0; wr = r > 0 ? r : 0
+        exit !(s - wa < 1e-6 && wa - s < 1e-6 && g - wr < 1e-4 && wr - g < 1e-4) }' ||
+        fail "--calibrate: the profile has sync_latency_s '$sync', sync_growth '$growth', the report $ka ms + $krho"
+    if command -v python3 > /dev/null; then
+        tl=$(python3 "$root/scripts/trace-skew.py" "$tmp/cal.json" |
+            sed -n 's/^# skew = \([-0-9.]*\) ms + \([-0-9.]*\) x segment.*/\1 \2/p')
+        read -r ta trho <<< "$tl"
+        echo "trace-skew on the same run: skew = $ta ms + $trho x segment"
+        awk -v a="$ka" -v r="$krho" -v b="$ta" -v q="$trho" 'function abs(x) { return x < 0 ? -x : x }
+            BEGIN { exit !(b != "" && abs(a - b) <= 0.002 + 0.001 * abs(b) &&
+                           abs(r - q) <= 0.0002 + 0.001 * abs(q)) }' ||
+            fail "--calibrate: the report's line ($ka ms + $krho) is not trace-skew's ($ta ms + $trho)"
+    fi
+    if "${mpi[@]}" -np 4 "$run" "${common[@]}" --steps 3 --batch 4 --plan "$tmp/plan-mp.yaml" \
+        --schedule fsmoe --cluster "$tmp/cal.yaml" --report > "$tmp/cal2.out" 2>&1; then
+        awk -v g="${growth:-0}" '/^# collectives on all 4 ranks/ {
+                f = 1; s = $0; sub(/.*sync latency, /, "", s); sub(/ ms .*/, "", s); next }
+            f && $1 == "collectives" { next }
+            f && /^  [a-z-]+ +[0-9.]+/ { n += $7; part += $6; next }
+            f { f = 0 }
+            END { exit !(n > 0 && part >= n * s - 0.0015 * n && (g == 0 || part > n * s)) }' \
+            "$tmp/cal2.out" || fail "a run on the calibrated profile does not charge its skew"
+    else
+        tail -5 "$tmp/cal2.out"; fail "a run on the calibrated profile failed"
+    fi
+else
+    tail -5 "$tmp/cal.out"; fail "--calibrate on 4 ranks failed"
+fi
+if "$run" "${common[@]}" --batch 4 --plan "$tmp/plan-mp.yaml" --calibrate "$tmp/x.yaml" \
+    > /dev/null 2> "$tmp/err"; then
+    fail "--calibrate on one rank ran"
+else
+    [ $? = 2 ] && grep -q -- "--calibrate: .*two or more ranks" "$tmp/err" ||
+        fail "--calibrate on one rank: $(head -2 "$tmp/err")"
+fi
+if "$run" "${common[@]}" --calibrate "$tmp/x.yaml" > /dev/null 2> "$tmp/err"; then
+    fail "--calibrate without --plan accepted"
+else
+    grep -q -- "--calibrate needs --plan" "$tmp/err" || fail "--calibrate, no --plan: $(cat "$tmp/err")"
 fi
 
 # Lina's priority: no micro-op of pipemoe-lina's own-stream Gradient-AllReduce (thread 4) starts

@@ -193,11 +193,33 @@ static void test_report_split(void **state)
     }
 }
 
+/* --report's skew line (rt_report_skew_fit): points on a known line a + rho·x come back
+ * exactly (r2 1); symmetric noise around it leaves a and rho and lowers r2 below 1; a constant x
+ * gives rho 0, a the mean and r2 0 (nothing to fit a slope to). */
+static void test_report_skew_fit(void **state)
+{
+    (void)state;
+    double x[8], y[8], a, rho, r2;
+    for (int i = 0; i < 8; i++)
+        x[i] = 1e-3 * (1 + 3 * i), y[i] = 1.2e-3 + 0.07 * x[i];
+    rt_report_skew_fit(x, y, 8, &a, &rho, &r2);
+    assert_true(fabs(a - 1.2e-3) < 1e-15 && fabs(rho - 0.07) < 1e-12 && fabs(r2 - 1.0) < 1e-12);
+    for (int i = 0; i < 8; i++) /* +e, -e in pairs at the same x: the line stays */
+        x[i] = 1e-3 * (1 + 3 * (i / 2)), y[i] = 1.2e-3 + 0.07 * x[i] + (i % 2 ? -1e-4 : 1e-4);
+    rt_report_skew_fit(x, y, 8, &a, &rho, &r2);
+    assert_true(fabs(a - 1.2e-3) < 1e-15 && fabs(rho - 0.07) < 1e-12 && r2 > 0.5 && r2 < 1.0);
+    for (int i = 0; i < 4; i++)
+        x[i] = 2e-3, y[i] = 1e-3 * i;
+    rt_report_skew_fit(x, y, 4, &a, &rho, &r2);
+    assert_true(rho == 0.0 && fabs(a - 1.5e-3) < 1e-15 && r2 == 0.0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trace_follows_degrees),
         cmocka_unit_test(test_report_split),
+        cmocka_unit_test(test_report_skew_fit),
         cmocka_unit_test(test_null_recorder),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -252,79 +252,83 @@ static void test_interference(void **state)
     sim_free(&s);
 }
 
-/* Host sharing's share against every subset of the other ranks, counted: a computing rank with
- * k others computing gets min(1, C/(1+k)) of a core, each subset of the R-1 others weighted
- * u^k (1-u)^(R-1-k). */
-static void test_host_share_brute_force(void **state)
+/* The growing arrival skew: compute 4 s, a collective (latency 1 s), compute 10 s, a collective,
+ * with rho 0.1 the first waits 0.4 s more (4 s since the iteration began), the second 1 s (10 s
+ * since the first ended); a copy (not a collective) waits nothing. rho 0 (and a negative one,
+ * and sim_clear) leaves the plain chain. */
+static void test_sync_growth(void **state)
 {
     (void)state;
-    const double us[] = {0.0, 0.1, 0.37, 0.5, 0.8, 1.0};
-    for (int R = 1; R <= 9; R++)
-        for (int C = 1; C <= 4; C++)
-            for (size_t j = 0; j < sizeof us / sizeof *us; j++) {
-                double u = us[j], want = 0.0;
-                for (unsigned m = 0; m < (1u << (R - 1)); m++) {
-                    int k = __builtin_popcount(m);
-                    double p = pow(u, k) * pow(1.0 - u, R - 1 - k);
-                    double c = (double)C / (1 + k);
-                    want += p * (c < 1.0 ? c : 1.0);
-                }
-                double got = sim_host_share(R, C, u);
-                if (fabs(got - want) > 1e-12) {
-                    print_error("R %d C %d u %g: got %.17g, want %.17g\n", R, C, u, got, want);
-                    fail();
-                }
-            }
-}
-
-/* Host sharing's fixed point against one solved by bisection: compute work W, then a wait D on
- * a link (not compute). At speed x the rank computes W/x of an iteration W/x + D, so x solves
- * x = share(u)/share_measured with u = (W/x)/(W/x + D). 4 ranks on 2 cores: lines measured
- * with all 4 at once (x > 1: others wait while this one computes) and with 2 (a core each:
- * x < 1). Off where ranks do not outnumber cores. */
-static void test_host_sharing_fixed_point(void **state)
-{
-    (void)state;
-    const double W = 6.0, D = 4.0;
-    const int at_once[] = {4, 2, 0};
+    const double rhos[] = {0.1, 0.0, -1.0};
     sim s;
     sim_init(&s);
-    for (size_t j = 0; j < sizeof at_once / sizeof *at_once; j++) {
+    for (size_t j = 0; j < sizeof rhos / sizeof *rhos; j++) {
         sim_clear(&s);
         int cu = sim_add_resource(&s, "compute", SIM_RES_EXCLUSIVE);
         int link = sim_add_resource(&s, "inter", SIM_RES_SHARED);
-        sim_mark_compute(&s, cu);
-        if (at_once[j])
-            sim_set_host_sharing(&s, 4, 2, at_once[j]);
+        int cp = sim_add_resource(&s, "copy", SIM_RES_EXCLUSIVE);
+        if (j < 2)
+            sim_set_sync_growth(&s, rhos[j]);
         else
-            sim_set_host_sharing(&s, 2, 2, 2); /* as many cores as ranks: off */
-        int g = sim_add_task(&s, cu, -1, FSMOE_TASK_EXPERT, 0.0, W);
-        int a = sim_add_task(&s, link, -1, FSMOE_TASK_A2A, 0.0, D);
-        sim_add_dep(&s, a, g);
+            sim_set_sync_growth(&s, rhos[j]), assert_close(s.sync_growth, 0.0);
+        int c1 = sim_add_task(&s, cu, -1, FSMOE_TASK_EXPERT, 0.0, 4.0);
+        int x1 = sim_add_task(&s, link, -1, FSMOE_TASK_A2A, 1.0, 0.0);
+        int c2 = sim_add_task(&s, cu, -1, FSMOE_TASK_ATTN, 0.0, 10.0);
+        int x2 = sim_add_task(&s, link, -1, FSMOE_TASK_GRAD_AR, 1.0, 0.0);
+        int d = sim_add_task(&s, cp, -1, FSMOE_TASK_COPY, 1.0, 0.0);
+        sim_add_dep(&s, x1, c1), sim_add_dep(&s, c2, x1), sim_add_dep(&s, x2, c2);
+        sim_add_dep(&s, d, x2);
         run_ok(&s);
-        if (!at_once[j]) {
-            assert_close(s.makespan_s, W + D);
-            assert_close(s.host_speed, 1.0);
-            assert_int_equal(s.host_repeats, 0);
-            continue;
+        double rho = rhos[j] > 0.0 ? rhos[j] : 0.0;
+        assert_close(s.tasks[x1].skew_s, 0.4 * (rho / 0.1));
+        assert_close(s.tasks[x2].skew_s, 1.0 * (rho / 0.1));
+        assert_close(s.tasks[d].skew_s, 0.0);
+        assert_close(s.tasks[x1].end_s, 5.0 + 4.0 * rho);
+        assert_close(s.makespan_s, 17.0 + 14.0 * rho);
+    }
+    sim_set_sync_growth(&s, 0.5);
+    sim_clear(&s);
+    assert_close(s.sync_growth, 0.0);
+    sim_free(&s);
+}
+
+/* Host sharing in lockstep: compute work W, then a wait D on a link (not compute). 4 ranks on
+ * 2 cores compute at half a core each whenever one does: lines measured with all 4 at once
+ * keep their speed (x = 1), lines measured with 2 at once (a core each) run at half of it
+ * (x = 0.5); whatever the wait D, which a binomial share would turn into speed. Off where ranks
+ * do not outnumber cores, and for an at_once outside 1..R. */
+static void test_host_sharing_lockstep(void **state)
+{
+    (void)state;
+    const double W = 6.0;
+    const struct {
+        int ranks, cores, at_once;
+        double speed;
+    } cases[] = {{4, 2, 4, 1.0}, {4, 2, 2, 0.5}, {4, 2, 1, 0.5}, {8, 2, 4, 0.5},
+                 {6, 4, 6, 1.0}, {2, 2, 2, 1.0}, {4, 2, 5, 1.0}, {4, 2, 0, 1.0}};
+    const double waits[] = {0.0, 4.0, 40.0};
+    sim s;
+    sim_init(&s);
+    for (size_t j = 0; j < sizeof cases / sizeof *cases; j++) {
+        double x = cases[j].speed;
+        assert_close(sim_host_speed(cases[j].ranks, cases[j].cores, cases[j].at_once), x);
+        for (size_t w = 0; w < sizeof waits / sizeof *waits; w++) {
+            double D = waits[w];
+            sim_clear(&s);
+            int cu = sim_add_resource(&s, "compute", SIM_RES_EXCLUSIVE);
+            int link = sim_add_resource(&s, "inter", SIM_RES_SHARED);
+            sim_mark_compute(&s, cu);
+            sim_set_host_sharing(&s, cases[j].ranks, cases[j].cores, cases[j].at_once);
+            int g = sim_add_task(&s, cu, -1, FSMOE_TASK_EXPERT, 0.0, W);
+            int a = sim_add_task(&s, link, -1, FSMOE_TASK_A2A, 0.0, D);
+            sim_add_dep(&s, a, g);
+            run_ok(&s);
+            assert_close(s.host_speed, x);
+            assert_close(s.tasks[g].end_s, W / x);
+            assert_close(s.makespan_s, W / x + D);
+            /* the link's task is not compute: its duration stays D */
+            assert_close(s.tasks[a].end_s - s.tasks[a].start_s, D);
         }
-        double measured = 2.0 / at_once[j] < 1.0 ? 2.0 / at_once[j] : 1.0;
-        double lo = 0.5 / measured, hi = 1.0 / measured; /* share(1) = C/R, share(0) = 1 */
-        for (int it = 0; it < 200; it++) {
-            double x = 0.5 * (lo + hi), u = (W / x) / (W / x + D);
-            if (sim_host_share(4, 2, u) / measured > x)
-                lo = x;
-            else
-                hi = x;
-        }
-        double x = 0.5 * (lo + hi);
-        assert_true(fabs(s.host_speed / x - 1.0) < 1e-3);
-        assert_true(fabs(s.tasks[g].end_s - W / x) < 1e-3 * W / x);
-        assert_true(fabs(s.makespan_s - (W / x + D)) < 1e-3 * (W / x + D));
-        assert_true(at_once[j] == 4 ? x > 1.0 : x < 1.0);
-        assert_true(s.host_repeats >= 1);
-        /* the link's task is not compute: its duration stays D */
-        assert_close(s.tasks[a].end_s - s.tasks[a].start_s, D);
     }
     sim_free(&s);
 }
@@ -484,7 +488,7 @@ int main(void)
         cmocka_unit_test(test_latency_not_shared), cmocka_unit_test(test_stream_order),
         cmocka_unit_test(test_deferred_launch), cmocka_unit_test(test_golden_pipeline),
         cmocka_unit_test(test_interference),
-        cmocka_unit_test(test_host_share_brute_force), cmocka_unit_test(test_host_sharing_fixed_point),
+        cmocka_unit_test(test_host_sharing_lockstep), cmocka_unit_test(test_sync_growth),
         cmocka_unit_test(test_errors), cmocka_unit_test(test_random_invariants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -372,6 +372,79 @@ static void test_bytes_and_lina(void **state)
     sim_free(&s);
 }
 
+/* The routing a run met (sim_model_at_routing): at half the capacity's rows every AllToAll,
+ * SAA, ESP AllReduce and expert task of every schedule — and, per layer schedule, the plan's — moves exactly
+ * half its planned bytes and does half its work, every other task keeps its bytes, and the
+ * graph keeps its tasks; at rows 1 (explicitly) it is the planned graph to the last bit. A cost
+ * of the routed tokens computed from the capacity factor instead of workload_ran_copies fails
+ * it. */
+static void test_at_routing(void **state)
+{
+    (void)state;
+    static const int idx[] = {0, 500, 1457};
+    static const fsmoe_schedule plans[] = {FSMOE_SCHED_ESP_PIPELINE, FSMOE_SCHED_S1,
+                                           FSMOE_SCHED_S2, FSMOE_SCHED_MONTA};
+    sim s, h;
+    sim_init(&s), sim_init(&h);
+    int checked = 0;
+    for (size_t j = 0; j < sizeof idx / sizeof idx[0]; j++)
+        for (int tb = 0; tb < 2; tb++)
+            for (size_t pi = 0; pi < sizeof plans / sizeof *plans; pi++) {
+                sim_model m;
+                sim_layer L;
+                config(tb ? &cb : &ca, tb ? path_b : path_a, idx[j], &m, &L);
+                L.schedule = plans[pi];
+                L.a2a = plans[pi] == FSMOE_SCHED_MONTA ? FSMOE_A2A_O3 : FSMOE_A2A_BASE;
+                L.a2a_chunks = plans[pi] == FSMOE_SCHED_MONTA ? L.monta_chunks_o3 : 1;
+                m.tutel_r = 2;
+                for (int k = 0; k < SIM_SCHED_COUNT; k++) {
+                    if (!sim_schedule_applies(&m, (sim_schedule)k, NULL) ||
+                        (pi > 0 && k != SIM_SCHED_PLAN))
+                        continue;
+                    const double one = 1.0, half = 0.5;
+                    sim_model_at_routing(&m, &one, &one);
+                    double t1 = run(&h, &m, (sim_schedule)k, NULL);
+                    sim_model_at_routing(&m, &(double){0.0}, &(double){0.0});
+                    double t0 = run(&s, &m, (sim_schedule)k, NULL);
+                    assert_true(t1 == t0);
+                    sim_model_at_routing(&m, &half, &one);
+                    run(&h, &m, (sim_schedule)k, NULL);
+                    assert_int_equal(h.n_tasks, s.n_tasks);
+                    int halved = 0;
+                    for (int t = 0; t < s.n_tasks; t++) {
+                        const sim_task *a = &s.tasks[t], *b = &h.tasks[t];
+                        assert_int_equal(a->kind, b->kind);
+                        int routed = a->kind == FSMOE_TASK_A2A || a->kind == FSMOE_TASK_SAA ||
+                                     a->kind == FSMOE_TASK_AR_ESP;
+                        if (routed || a->kind == FSMOE_TASK_EXPERT) {
+                            double wa = routed ? a->bytes : a->work_s;
+                            double wb = routed ? b->bytes : b->work_s;
+                            if (fabs(wb - 0.5 * wa) > 1e-12 * wa) {
+                                char lb[64];
+                                print_error("%s config %d %s (plan %s): %s %.12g of %.12g\n",
+                                            tb ? "B" : "A", idx[j],
+                                            sim_schedule_name((sim_schedule)k),
+                                            fsmoe_schedule_name(plans[pi]),
+                                            sim_task_label(&s, t, lb, sizeof lb), wb, wa);
+                                fail();
+                            }
+                            halved += wa > 0.0;
+                        } else if (a->kind != FSMOE_TASK_AG && a->kind != FSMOE_TASK_RS &&
+                                   a->kind != FSMOE_TASK_COPY) {
+                            /* ESP's and MoNTA's gathers and copies carry routed tokens, the MP
+                             * AllGather of S1 and the AllReduces do not */
+                            assert_true(b->bytes == a->bytes);
+                        }
+                    }
+                    assert_true(halved > 0);
+                    sim_model_at_routing(&m, &(double){0.0}, &(double){0.0});
+                    checked++;
+                }
+            }
+    assert_true(checked >= 40);
+    sim_free(&s), sim_free(&h);
+}
+
 /* Acceptance: under its own cost model the plan is never slower than ANY other schedule, on any
  * configuration of FSMoE Table 4 (both testbeds) and of Parm's Table III (its 8-GPU server and
  * Testbed B). Every schedule is compared, including those the plan is not built from (MoNTA's
@@ -564,6 +637,7 @@ int main(void)
         cmocka_unit_test(test_plan_plays_monta),
         cmocka_unit_test(test_monta_closed_form),
         cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_at_routing),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
