@@ -272,6 +272,15 @@ static int deferred_blocked(const sim *s, int i)
     return 0;
 }
 
+/* Whether task k is a collective the ranks meet in (sim.h, the growing arrival skew): a
+ * collective kind on a link with a cost; a group of one rank has a zero line and nothing to
+ * wait for (a tensor-parallel AllReduce where mp = 1 is such a task). */
+static int meets_ranks(const sim *s, const sim_task *k)
+{
+    return s->res[k->resource].mode == SIM_RES_SHARED && fsmoe_task_collective(k->kind) &&
+           (k->alpha_s > 0.0 || k->work_s > 0.0);
+}
+
 static int start_task(sim *s, int i, double t)
 {
     sim_task *k = &s->tasks[i];
@@ -289,7 +298,7 @@ static int start_task(sim *s, int i, double t)
     k->rem_alpha = k->alpha_s;
     k->rem_work = k->work_s;
     k->skew_s = 0.0;
-    if (r->mode == SIM_RES_SHARED && fsmoe_task_collective(k->kind)) {
+    if (meets_ranks(s, k)) {
         /* the growing arrival skew (sim.h) */
         if (t > s->last_coll_end)
             k->skew_s = s->sync_growth * (t - s->last_coll_end);
@@ -372,7 +381,7 @@ static int complete_task(sim *s, int i, double t)
         r->n_transfer--;
     k->state = ST_DONE;
     k->end_s = t;
-    if (r->mode == SIM_RES_SHARED && fsmoe_task_collective(k->kind))
+    if (meets_ranks(s, k))
         s->last_coll_end = t; /* completions come in time order */
     r->n_active--;
     if (r->holder == i)

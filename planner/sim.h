@@ -28,7 +28,8 @@
  *     once). A model that let the other ranks compute at independent times (a binomial share)
  *     credited the experts with speed they never ran at: README, host sharing.
  *   - Arrival skew growing with the segment (sim_set_sync_growth; 0 by default): a collective
- *     task (task.h fsmoe_task_collective) on a shared resource that starts at t waits
+ *     task (task.h fsmoe_task_collective) on a shared resource, with a cost (a group of one rank
+ *     has a zero line: nothing to wait for), that starts at t waits
  *     ρ·(t − e) more before its latency, e the end of the latest collective that ended by then
  *     (0 before the first): ranks that computed for a while since they last met arrive farther
  *     apart. The segment is the one fsmoe-run --report measures the skew against (and

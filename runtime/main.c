@@ -602,9 +602,9 @@ static fsmoe_status routing_report(const rt_model *md, FILE *f, fsmoe_error *err
     return FSMOE_OK;
 }
 
-/* --calibrate: the run's profile with the arrival skew --report fitted (rt_report_result), the
- * constant part as sync_latency_s and the slope as sync_growth (both at least 0), written by rank
- * 0; the profile's other contents as read (its comments are not kept). */
+/* --calibrate: the run's profile with the arrival skew --report fitted (rt_report_result, the
+ * line held to a, rho >= 0), the constant part as sync_latency_s and the slope as sync_growth,
+ * written by rank 0; the profile's other contents as read (its comments are not kept). */
 static fsmoe_status write_calibrated(rt_schedule *rs, const rt_report_result *res,
                                      const rt_config *cfg, int rank, const char *path,
                                      fsmoe_error *err)
@@ -620,8 +620,8 @@ static fsmoe_status write_calibrated(rt_schedule *rs, const rt_report_result *re
     if (!c->interference.present) /* the factors' absence means 1: no interference */
         c->interference.present = 1, c->interference.comm_slowdown = 1.0,
         c->interference.compute_slowdown = 1.0, c->interference.measured[0] = '\0';
-    c->interference.sync_s = res->skew_a_s > 0.0 ? res->skew_a_s : 0.0;
-    c->interference.sync_growth = res->skew_rho > 0.0 ? res->skew_rho : 0.0;
+    c->interference.sync_s = res->cal_a_s;
+    c->interference.sync_growth = res->cal_rho;
     if (c->interference.sync_s > FSMOE_MAX_SYNC_S ||
         c->interference.sync_growth > FSMOE_MAX_SYNC_GROWTH)
         return fsmoe_fail(err, FSMOE_ERR_VALUE, "--calibrate: the fitted skew %.3f ms + %.3f x "

@@ -441,15 +441,23 @@ static fsmoe_status skew_fit(FILE *f, const id_table *t, int n_graph, double syn
     if (n_fit >= 2) {
         rt_report_skew_fit(px, py, n_fit, &res->skew_a_s, &res->skew_rho, &res->skew_r2);
         res->skew_tasks = n_fit;
-        double mean = 0.0;
+        double mean = 0.0, sxy = 0.0, sxx = 0.0;
         for (int i = 0; i < n_fit; i++)
-            mean += py[i] / n_fit;
+            mean += py[i] / n_fit, sxy += px[i] * py[i], sxx += px[i] * px[i];
+        /* held to a, rho >= 0 (a profile's skew is neither negative nor shrinking): a flat line
+         * at the mean where rho < 0, a line through the origin where a < 0 */
+        res->cal_a_s = res->skew_a_s, res->cal_rho = res->skew_rho;
+        if (res->skew_rho < 0.0)
+            res->cal_a_s = mean, res->cal_rho = 0.0;
+        else if (res->skew_a_s < 0.0)
+            res->cal_a_s = 0.0, res->cal_rho = sxx > 0.0 ? sxy / sxx : 0.0;
         fprintf(f, "# arrival skew per collective task (its waiting, medians over the steps) "
                    "against the segment (the time since each rank's previous collective ended): "
                    "skew = %.3f ms + %.4f x segment (r2 %.3f over %d tasks); one constant for "
-                   "all: %.3f ms; the profile's: %.3f ms\n",
+                   "all: %.3f ms; the profile's: %.3f ms; held to a, rho >= 0 (what --calibrate "
+                   "writes): %.3f ms + %.4f x segment\n",
                 1e3 * res->skew_a_s, res->skew_rho, res->skew_r2, n_fit, 1e3 * mean,
-                1e3 * sync_s);
+                1e3 * sync_s, 1e3 * res->cal_a_s, res->cal_rho);
     }
     goto out;
 nomem:

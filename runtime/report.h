@@ -53,6 +53,9 @@ typedef struct {
      * least-squares line skew = a + rho·segment through those points (rt_report_skew_fit). */
     double skew_a_s, skew_rho, skew_r2;
     int skew_tasks;
+    /* The line held to a, rho >= 0, what --calibrate writes: where rho < 0 the points' mean
+     * (rho 0), where a < 0 the least-squares line through the origin (a 0). */
+    double cal_a_s, cal_rho;
 } rt_report_result;
 
 /* The most ranks the collectives' table compares (more: it says so and is left out). */

@@ -218,14 +218,20 @@ skew_line() { sed -n 's/^# arrival skew per .*: skew = \([-0-9.]*\) ms + \([-0-9
 if "${mpi[@]}" -np 4 "$run" "${common[@]}" --steps 6 --batch 4 --plan "$tmp/plan-mp.yaml" \
     --schedule fsmoe --trace "$tmp/cal.json" --calibrate "$tmp/cal.yaml" > "$tmp/cal.out" 2>&1; then
     read -r ka krho kr2 kn <<< "$(skew_line "$tmp/cal.out")"
-    echo "calibrated: skew = $ka ms + $krho x segment (r2 $kr2, $kn tasks)"
+    read -r ha hrho <<< "$(sed -n 's/^# arrival skew per .*(what --calibrate writes): \([0-9.]*\) ms + \([0-9.]*\) x segment$/\1 \2/p' "$tmp/cal.out")"
+    echo "calibrated: skew = $ka ms + $krho x segment (r2 $kr2, $kn tasks); held: $ha ms + $hrho"
     [ -n "$kn" ] && [ "$kn" -ge 2 ] || fail "--calibrate: the report has no skew line"
+    # held to a, rho >= 0: the fitted line itself where both are, else a flat line or one
+    # through the origin
+    awk -v a="$ka" -v r="$krho" -v b="$ha" -v q="$hrho" 'BEGIN {
+        exit !(b != "" && b >= 0 && q >= 0 && ((a >= 0 && r >= 0) ? (a == b && r == q) : (r < 0 ? q == 0 : b == 0))) }' ||
+        fail "--calibrate: the line held to a, rho >= 0 ($ha ms + $hrho) does not follow from $ka ms + $krho"
     sync=$(sed -n 's/^  sync_latency_s: //p' "$tmp/cal.yaml")
     growth=$(sed -n 's/^  sync_growth: //p' "$tmp/cal.yaml")
-    awk -v a="$ka" -v r="$krho" -v s="$sync" -v g="${growth:-0}" 'BEGIN {
-        wa = a > 0 ? a / 1e3 : 0; wr = r > 0 ? r : 0
-        exit !(s - wa < 1e-6 && wa - s < 1e-6 && g - wr < 1e-4 && wr - g < 1e-4) }' ||
-        fail "--calibrate: the profile has sync_latency_s '$sync', sync_growth '$growth', the report $ka ms + $krho"
+    awk -v a="$ha" -v r="$hrho" -v s="${sync:-0}" -v g="${growth:-0}" 'BEGIN {
+        wa = a / 1e3
+        exit !(s - wa < 1e-6 && wa - s < 1e-6 && g - r < 1e-4 && r - g < 1e-4) }' ||
+        fail "--calibrate: the profile has sync_latency_s '$sync', sync_growth '$growth', the report $ha ms + $hrho"
     if command -v python3 > /dev/null; then
         tl=$(python3 "$root/scripts/trace-skew.py" "$tmp/cal.json" |
             sed -n 's/^# skew = \([-0-9.]*\) ms + \([-0-9.]*\) x segment.*/\1 \2/p')
@@ -247,6 +253,19 @@ if "${mpi[@]}" -np 4 "$run" "${common[@]}" --steps 6 --batch 4 --plan "$tmp/plan
             "$tmp/cal2.out" || fail "a run on the calibrated profile does not charge its skew"
     else
         tail -5 "$tmp/cal2.out"; fail "a run on the calibrated profile failed"
+    fi
+    # a growing skew on a layout without MP (the dp 4 · ep 2 plan, at the model's capacity
+    # factor it was planned with): its tensor-parallel AllReduce is a group of one
+    # (a zero line), which waits for no one, so the graph predicts no such task the executor
+    # could miss (it once charged them the growth and counted them planned)
+    awk '/^interference:/ {print; print "  sync_growth: 0.5"; next} /^  sync_growth:/ {next} {print}' \
+        "$tmp/cal.yaml" > "$tmp/grow.yaml"
+    if "${mpi[@]}" -np 4 "$run" "${common[@]}" --capacity-factor 1.2 --steps 3 --batch 4 \
+        --plan "$tmp/plan.yaml" --cluster "$tmp/grow.yaml" --report > "$tmp/grow.out" 2>&1; then
+        grep -Eq '^# conformance on all 4 ranks: 0 task ids mismatched .*; 0 predicted task ids not measured$' "$tmp/grow.out" ||
+            fail "dp4ep2 with a growing skew: $(grep '^# conformance on all' "$tmp/grow.out" || echo 'no all-ranks conformance')"
+    else
+        tail -5 "$tmp/grow.out"; fail "dp4ep2 on a profile with a growing skew failed"
     fi
 else
     tail -5 "$tmp/cal.out"; fail "--calibrate on 4 ranks failed"

@@ -254,8 +254,9 @@ static void test_interference(void **state)
 
 /* The growing arrival skew: compute 4 s, a collective (latency 1 s), compute 10 s, a collective,
  * with rho 0.1 the first waits 0.4 s more (4 s since the iteration began), the second 1 s (10 s
- * since the first ended); a copy (not a collective) waits nothing. rho 0 (and a negative one,
- * and sim_clear) leaves the plain chain. */
+ * since the first ended); a copy (not a collective) waits nothing, nor does a collective of a
+ * group of one rank (a zero line), which does not end a segment either. rho 0 (and a negative
+ * one, and sim_clear) leaves the plain chain. */
 static void test_sync_growth(void **state)
 {
     (void)state;
@@ -276,9 +277,13 @@ static void test_sync_growth(void **state)
         int c2 = sim_add_task(&s, cu, -1, FSMOE_TASK_ATTN, 0.0, 10.0);
         int x2 = sim_add_task(&s, link, -1, FSMOE_TASK_GRAD_AR, 1.0, 0.0);
         int d = sim_add_task(&s, cp, -1, FSMOE_TASK_COPY, 1.0, 0.0);
+        /* a group of one rank's collective (a zero line): nothing to wait for, and no end */
+        int z = sim_add_task(&s, link, -1, FSMOE_TASK_AR_MP, 0.0, 0.0);
         sim_add_dep(&s, x1, c1), sim_add_dep(&s, c2, x1), sim_add_dep(&s, x2, c2);
-        sim_add_dep(&s, d, x2);
+        sim_add_dep(&s, z, c2), sim_add_dep(&s, d, x2);
         run_ok(&s);
+        assert_close(s.tasks[z].skew_s, 0.0);
+        assert_close(s.tasks[z].end_s - s.tasks[z].start_s, 0.0);
         double rho = rhos[j] > 0.0 ? rhos[j] : 0.0;
         assert_close(s.tasks[x1].skew_s, 0.4 * (rho / 0.1));
         assert_close(s.tasks[x2].skew_s, 1.0 * (rho / 0.1));
