@@ -269,6 +269,25 @@ void rt_report_split(const double *t, int W, double *alone, double *waiting)
     *waiting = W > 0 ? sum / W - lo : 0.0;
 }
 
+/* Whether every rank is to gather n values (the same graph, as many compared steps): every rank
+ * calls it; *odd = the first rank whose n differs (-1: none) and its n in *odd_n, rank 0's in
+ * *n0. */
+static fsmoe_status ranks_agree(const rt_report_ranks *rk, long n, int *odd, long *odd_n,
+                                long *n0, fsmoe_error *err)
+{
+    long *cnt = calloc((size_t)rk->world, sizeof(long));
+    *odd = -1, *odd_n = *n0 = 0;
+    if (!cnt)
+        return fsmoe_fail(err, FSMOE_ERR_NOMEM, "--report: out of memory");
+    fsmoe_status st = rk->allgather(rk->ctx, &n, cnt, 1, err);
+    for (int w = 0; w < rk->world && st == FSMOE_OK && *odd < 0; w++)
+        if (cnt[w] != n)
+            *odd = w, *odd_n = cnt[w];
+    *n0 = cnt[0];
+    free(cnt);
+    return st;
+}
+
 /* The collectives on all ranks (report.h): rows [0, n_graph) of t are the graph's ids, in its
  * order on every rank; each rank's time in each collective id and step, in ns (-1: not run),
  * gathered on every rank, and split by rt_report_split; per kind the means over the ranks
@@ -280,21 +299,20 @@ static fsmoe_status collectives_table(FILE *f, const id_table *t, int n_graph, d
     int n_ids = 0;
     for (int i = 0; i < n_graph; i++)
         n_ids += collective_row(&t->r[i]);
-    long n = (long)n_ids * S, *cnt = calloc((size_t)W, sizeof(long));
+    long n = (long)n_ids * S, odd_n, n0;
     long *mine = malloc((size_t)(n + 1) * sizeof(long)), *all = NULL;
     fsmoe_status st = FSMOE_OK;
-    if (!cnt || !mine)
+    int odd;
+    if (!mine)
         goto nomem;
-    /* every rank must gather as many: the same graph and as many compared steps */
-    if ((st = rk->allgather(rk->ctx, &n, cnt, 1, err)) != FSMOE_OK)
+    if ((st = ranks_agree(rk, n, &odd, &odd_n, &n0, err)) != FSMOE_OK)
         goto out;
-    for (int w = 0; w < W; w++)
-        if (cnt[w] != n) {
-            fprintf(f, "# collectives on all ranks: not compared (rank %d traced %ld collective "
-                       "tasks, rank 0 %ld: the ranks kept different steps)\n",
-                    w, cnt[w], cnt[0]);
-            goto out;
-        }
+    if (odd >= 0) {
+        fprintf(f, "# collectives on all ranks: not compared (rank %d traced %ld collective "
+                   "tasks, rank 0 %ld: the ranks kept different steps)\n",
+                odd, odd_n, n0);
+        goto out;
+    }
     if (W > RT_REPORT_MAX_RANKS) {
         fprintf(f, "# collectives on all ranks: not compared on %d ranks (at most %d)\n", W,
                 RT_REPORT_MAX_RANKS);
@@ -358,7 +376,7 @@ static fsmoe_status collectives_table(FILE *f, const id_table *t, int n_graph, d
 nomem:
     st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "--report: out of memory");
 out:
-    free(cnt), free(mine), free(all);
+    free(mine), free(all);
     return st;
 }
 
@@ -384,15 +402,10 @@ static fsmoe_status skew_fit(FILE *f, const id_table *t, int n_graph, double syn
     fsmoe_status st = FSMOE_OK;
     if (!mine || !sk || !sg || !px || !py)
         goto nomem;
-    long *cnt = calloc((size_t)W, sizeof(long));
-    if (!cnt)
-        goto nomem;
-    st = rk->allgather(rk->ctx, &n, cnt, 1, err); /* every rank gathers as many, or none */
-    for (int w = 0; w < W && st == FSMOE_OK; w++)
-        if (cnt[w] != n)
-            n = 0;
-    free(cnt);
-    if (st != FSMOE_OK || n == 0 || W > RT_REPORT_MAX_RANKS || 2 * n > INT_MAX / W)
+    int odd;
+    long odd_n, n0;
+    if ((st = ranks_agree(rk, n, &odd, &odd_n, &n0, err)) != FSMOE_OK || odd >= 0 || n == 0 ||
+        W > RT_REPORT_MAX_RANKS || 2 * n > INT_MAX / W) /* every rank gathers as many, or none */
         goto out;
     if (!(all = malloc((size_t)(2 * W * n) * sizeof(long))))
         goto nomem;

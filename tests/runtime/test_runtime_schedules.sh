@@ -260,7 +260,8 @@ if "${mpi[@]}" -np 4 "$run" "${common[@]}" --steps 6 --batch 4 --plan "$tmp/plan
     # could miss (it once charged them the growth and counted them planned)
     awk '/^interference:/ {print; print "  sync_growth: 0.5"; next} /^  sync_growth:/ {next} {print}' \
         "$tmp/cal.yaml" > "$tmp/grow.yaml"
-    if "${mpi[@]}" -np 4 "$run" "${common[@]}" --capacity-factor 1.2 --steps 3 --batch 4 \
+    cf=$(awk '$1 == "capacity_factor:" {print $2; exit}' "$model")
+    if "${mpi[@]}" -np 4 "$run" "${common[@]}" --capacity-factor "$cf" --steps 3 --batch 4 \
         --plan "$tmp/plan.yaml" --cluster "$tmp/grow.yaml" --report > "$tmp/grow.out" 2>&1; then
         grep -Eq '^# conformance on all 4 ranks: 0 task ids mismatched .*; 0 predicted task ids not measured$' "$tmp/grow.out" ||
             fail "dp4ep2 with a growing skew: $(grep '^# conformance on all' "$tmp/grow.out" || echo 'no all-ranks conformance')"
