@@ -96,7 +96,7 @@ __global__ void g_embed_fwd(long n, real *out, const real *wte, const real *wpe,
 {
     IDX;
     if (i < n)
-        k_embed_fwd(i, out, wte, wpe, tok, L, M);
+        out[i] = k_embed_elem(i / M, i % M, wte, wpe, tok, L, M);
 }
 __global__ void g_embed_bwd_tok(long n, real *dwte, const real *dout, const int *tok, long M)
 {
@@ -104,11 +104,11 @@ __global__ void g_embed_bwd_tok(long n, real *dwte, const real *dout, const int 
     if (i < n && tok[i / M] >= 0) /* tok < 0: another member's vocabulary slice */
         atomicAdd(&dwte[(long)tok[i / M] * M + i % M], dout[i]);
 }
-__global__ void g_wpe_grad(long L, real *dwpe, const real *dout, long B, long M)
+__global__ void g_wpe_grad(long n, real *dwpe, const real *dout, long B, long L, long M)
 {
     IDX;
-    if (i < L)
-        k_wpe_grad_col(i, dwpe, dout, B, L, M);
+    if (i < n)
+        k_wpe_grad_elem(i, dwpe, dout, B, L, M);
 }
 /* ---- rows: K_LANES threads per row, one per lane of kernels.h's reductions ----
  * A row's lanes sit on adjacent threads of one warp (THREADS is a multiple of K_LANES); each
@@ -165,12 +165,43 @@ __global__ void g_ln_bwd_rows(long N, real *dx, const real *dout, const real *x,
     if (ok)
         k_layernorm_dx(dx + r * M, dout + r * M, x + r * M, w, mu, rs, s1, s2, M, l, K_LANES);
 }
+/* ---- columns: a block of COL_TILE columns by K_COL_CHUNKS chunks of rows ----
+ * Thread (x, y) sums column x's chunk y (adjacent threads read adjacent columns of a row);
+ * the chunk's sums meet in shared memory, and the chunk-0 thread adds them in chunk order
+ * (kernels.h's column order). */
+#define COL_TILE 32
+static_assert(COL_TILE * K_COL_CHUNKS <= 1024, "a column tile fits one block");
+#define COL_CHUNK                                                                              \
+    long m = (long)blockIdx.x * COL_TILE + threadIdx.x;                                        \
+    int c = (int)threadIdx.y, ok = m < M;                                                      \
+    long n0 = k_chunk_row(c, N), n1 = k_chunk_row(c + 1, N)
+#define LAUNCH_COLS(be, s, M, kernel, ...)                                                     \
+    do {                                                                                       \
+        if ((M) > 0) {                                                                         \
+            kernel<<<(unsigned)(((M) + COL_TILE - 1) / COL_TILE), dim3(COL_TILE, K_COL_CHUNKS), \
+                     0, cs(s)>>>(__VA_ARGS__);                                                 \
+            CUDA_OK(be, cudaGetLastError());                                                   \
+        }                                                                                      \
+    } while (0)
+__device__ real chunks_sum(real (*part)[COL_TILE])
+{
+    real s = 0;
+    for (int c = 0; c < K_COL_CHUNKS; c++)
+        s += part[c][threadIdx.x];
+    return s;
+}
 __global__ void g_ln_bwd_cols(long M, real *dw, real *db, const real *dout, const real *x,
                               const real *mean, const real *rstd, long N)
 {
-    IDX;
-    if (i < M)
-        k_layernorm_col_grad(i, dw, db, dout, x, mean, rstd, N, M);
+    __shared__ real pw[K_COL_CHUNKS][COL_TILE], pb[K_COL_CHUNKS][COL_TILE];
+    COL_CHUNK;
+    real sw = 0, sb = 0;
+    if (ok)
+        k_layernorm_col_part(m, n0, n1, &sw, &sb, dout, x, mean, rstd, M);
+    pw[c][threadIdx.x] = sw, pb[c][threadIdx.x] = sb;
+    __syncthreads();
+    if (ok && c == 0)
+        dw[m] += chunks_sum(pw), db[m] += chunks_sum(pb);
 }
 __global__ void g_bias_add(long n, real *out, const real *bias, long M)
 {
@@ -180,9 +211,12 @@ __global__ void g_bias_add(long n, real *out, const real *bias, long M)
 }
 __global__ void g_bias_grad(long M, real *db, const real *dout, long N)
 {
-    IDX;
-    if (i < M)
-        k_bias_grad_col(i, db, dout, N, M);
+    __shared__ real part[K_COL_CHUNKS][COL_TILE];
+    COL_CHUNK;
+    part[c][threadIdx.x] = ok ? k_bias_col_part(m, n0, n1, dout, M) : (real)0;
+    __syncthreads();
+    if (ok && c == 0)
+        db[m] += chunks_sum(part);
 }
 __global__ void g_act_fwd(long n, int kind, real *h, real *a, const real *g, const real *bias,
                           long H)
@@ -428,14 +462,14 @@ static void c_gemm(rt_backend *be, rt_stream *s, int ta, int tb, long m, long n,
 static void c_embed_fwd(rt_backend *be, rt_stream *s, real *out, const real *wte, const real *wpe,
                         const int *tok, long B, long L, long M)
 {
-    LAUNCH(be, s, B * L, g_embed_fwd, B * L, out, wte, wpe, tok, L, M);
+    LAUNCH(be, s, B * L * M, g_embed_fwd, B * L * M, out, wte, wpe, tok, L, M);
 }
 static void c_embed_bwd(rt_backend *be, rt_stream *s, real *dwte, real *dwpe, const real *dout,
                         const int *tok, long B, long L, long M)
 {
     LAUNCH(be, s, B * L * M, g_embed_bwd_tok, B * L * M, dwte, dout, tok, M);
     if (dwpe)
-        LAUNCH(be, s, L, g_wpe_grad, L, dwpe, dout, B, M);
+        LAUNCH(be, s, L * M, g_wpe_grad, L * M, dwpe, dout, B, L, M);
 }
 static void c_layernorm_fwd(rt_backend *be, rt_stream *s, real *out, real *mean, real *rstd,
                             const real *x, const real *w, const real *b, long N, long M)
@@ -447,7 +481,7 @@ static void c_layernorm_bwd(rt_backend *be, rt_stream *s, real *dx, real *dw, re
                             const real *w, long N, long M)
 {
     LAUNCH_ROWS(be, s, N, g_ln_bwd_rows, N, dx, dout, x, mean, rstd, w, M);
-    LAUNCH(be, s, M, g_ln_bwd_cols, M, dw, db, dout, x, mean, rstd, N);
+    LAUNCH_COLS(be, s, M, g_ln_bwd_cols, M, dw, db, dout, x, mean, rstd, N);
 }
 static void c_bias_add(rt_backend *be, rt_stream *s, real *out, const real *bias, long N, long M)
 {
@@ -455,7 +489,7 @@ static void c_bias_add(rt_backend *be, rt_stream *s, real *out, const real *bias
 }
 static void c_bias_grad(rt_backend *be, rt_stream *s, real *db, const real *dout, long N, long M)
 {
-    LAUNCH(be, s, M, g_bias_grad, M, db, dout, N);
+    LAUNCH_COLS(be, s, M, g_bias_grad, M, db, dout, N);
 }
 static void c_act_fwd(rt_backend *be, rt_stream *s, int kind, real *h, real *a, const real *g,
                       const real *bias, long rows, long H)

@@ -540,11 +540,11 @@ static void ln_bwd_rows_range(const void *c, long lo, long hi)
 static void ln_bwd_cols_range(const void *c, long lo, long hi)
 {
     const ln_ctx *q = c;
-    real accw[LN_BLK], accb[LN_BLK];
+    real accw[LN_BLK], accb[LN_BLK], partw[LN_BLK], partb[LN_BLK];
     for (long b = lo; b < hi; b++) {
         long m0 = b * LN_BLK, m1 = m0 + LN_BLK < q->M ? m0 + LN_BLK : q->M;
-        k_layernorm_col_grads(m0, m1, q->dw, q->db, accw, accb, q->dout, q->x, q->cmean,
-                              q->crstd, q->N, q->M);
+        k_layernorm_col_grads(m0, m1, q->dw, q->db, accw, accb, partw, partb, q->dout, q->x,
+                              q->cmean, q->crstd, q->N, q->M);
     }
 }
 
@@ -611,9 +611,9 @@ static void bias_grad_range(const void *c, long lo, long hi)
 {
     const bias_grad_args *q = c;
     for (long b = lo; b < hi; b++) {
-        real acc[BIAS_BLK];
+        real acc[BIAS_BLK], part[BIAS_BLK];
         long m0 = b * BIAS_BLK, m1 = m0 + BIAS_BLK < q->M ? m0 + BIAS_BLK : q->M;
-        k_bias_grad_cols(m0, m1, q->db, acc, q->dout, q->N, q->M);
+        k_bias_grad_cols(m0, m1, q->db, acc, part, q->dout, q->N, q->M);
     }
 }
 

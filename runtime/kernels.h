@@ -129,38 +129,40 @@ FSMOE_HD void k_act_bwd(int kind, long i, real *da, real *dg, const real *dh, co
  * adds no position embedding (one member of the slice group adds it, so that the sum over the
  * members has it once). Pointers are offset only when used: wte + (negative)·M and NULL + k are
  * undefined. */
+FSMOE_HD real k_embed_elem(long n, long m, const real *wte, const real *wpe, const int *tok,
+                           long L, long M)
+{
+    int t = tok[n];
+    if (t >= 0 && wpe)
+        return wte[(long)t * M + m] + wpe[(n % L) * M + m];
+    if (t >= 0)
+        return wte[(long)t * M + m];
+    return wpe ? wpe[(n % L) * M + m] : (real)0;
+}
+
+/* Row n (the host walks rows; the CUDA backend runs one thread per element). */
 FSMOE_HD void k_embed_fwd(long n, real *out, const real *wte, const real *wpe, const int *tok,
                           long L, long M)
 {
-    int t = tok[n];
-    real *o = out + n * M;
-    if (t >= 0 && wpe) {
-        const real *a = wte + (long)t * M, *p = wpe + (n % L) * M;
-        for (long m = 0; m < M; m++)
-            o[m] = a[m] + p[m];
-    } else if (t >= 0) {
-        const real *a = wte + (long)t * M;
-        for (long m = 0; m < M; m++)
-            o[m] = a[m];
-    } else if (wpe) {
-        const real *p = wpe + (n % L) * M;
-        for (long m = 0; m < M; m++)
-            o[m] = p[m];
-    } else {
-        for (long m = 0; m < M; m++)
-            o[m] = 0;
-    }
+    for (long m = 0; m < M; m++)
+        out[n * M + m] = k_embed_elem(n, m, wte, wpe, tok, L, M);
 }
 
-/* Column m of the position-embedding gradient (a reduction over the B samples). */
+/* Element (l, m) = i of the position-embedding gradient (a reduction over the B samples). */
+FSMOE_HD void k_wpe_grad_elem(long i, real *dwpe, const real *dout, long B, long L, long M)
+{
+    long l = i / M, m = i % M;
+    real s = 0;
+    for (long b = 0; b < B; b++)
+        s += dout[(b * L + l) * M + m];
+    dwpe[i] += s;
+}
+
+/* Row l of the same (the host walks it; the CUDA backend runs one thread per element). */
 FSMOE_HD void k_wpe_grad_col(long l, real *dwpe, const real *dout, long B, long L, long M)
 {
-    for (long m = 0; m < M; m++) {
-        real s = 0;
-        for (long b = 0; b < B; b++)
-            s += dout[(b * L + l) * M + m];
-        dwpe[l * M + m] += s;
-    }
+    for (long m = 0; m < M; m++)
+        k_wpe_grad_elem(l * M + m, dwpe, dout, B, L, M);
 }
 
 /* ---- reductions of one row in a fixed order of K_LANES partial sums ----
@@ -372,37 +374,68 @@ FSMOE_HD void k_layernorm_row_bwd(long n, real *dx, const real *dout, const real
     k_layernorm_dx(dx + n * M, dy, xr, w, mu, rs, s1, s2, M, 0, 1);
 }
 
-/* Column m of the LayerNorm weight and bias gradients (accumulated). */
+/* ---- reductions down a column, in a fixed order of K_COL_CHUNKS partial sums ----
+ * Chunk c holds rows [k_chunk_row(c, N), k_chunk_row(c + 1, N)); each chunk sums its rows in
+ * order from 0, and the column's sum adds the chunks' sums in chunk order. The CUDA backend
+ * runs one thread per column and chunk (a column summed by one thread walked thousands of rows,
+ * and a few hundred columns kept a few SMs busy); the host runs the chunks one after another
+ * over a block of columns, whose inner loop vectorises. Both add in this order, the same on
+ * every build and device. */
+#define K_COL_CHUNKS 32
+
+FSMOE_HD long k_chunk_row(long c, long N) { return c * N / K_COL_CHUNKS; }
+
+/* Column m's LayerNorm weight and bias gradient terms summed over rows [n0, n1). */
+FSMOE_HD void k_layernorm_col_part(long m, long n0, long n1, real *sw, real *sb, const real *dout,
+                                   const real *x, const real *mean, const real *rstd, long M)
+{
+    real a = 0, b = 0;
+    FSMOE_UNROLL_ROWS
+    for (long n = n0; n < n1; n++) {
+        real dy = dout[n * M + m];
+        a += dy * (x[n * M + m] - mean[n]) * rstd[n];
+        b += dy;
+    }
+    *sw = a, *sb = b;
+}
+
+/* Column m of the LayerNorm weight and bias gradients (accumulated): the reference order. */
 FSMOE_HD void k_layernorm_col_grad(long m, real *dw, real *db, const real *dout, const real *x,
                                    const real *mean, const real *rstd, long N, long M)
 {
     real sw = 0, sb = 0;
-    FSMOE_UNROLL_ROWS
-    for (long n = 0; n < N; n++) {
-        real dy = dout[n * M + m];
-        sw += dy * (x[n * M + m] - mean[n]) * rstd[n];
-        sb += dy;
+    for (long c = 0; c < K_COL_CHUNKS; c++) {
+        real pw, pb;
+        k_layernorm_col_part(m, k_chunk_row(c, N), k_chunk_row(c + 1, N), &pw, &pb, dout, x,
+                             mean, rstd, M);
+        sw += pw, sb += pb;
     }
     dw[m] += sw;
     db[m] += sb;
 }
 
-/* The same for columns [m0, m1) at once (at most 64), walking the rows in order so that each
- * row's slice is read contiguously; each column sums over n in the same order as above, so the
- * result is the same to the bit. accw, accb: m1 - m0 scratch each. */
+/* The same for columns [m0, m1) at once (at most 64), walking each chunk's rows in order so
+ * that each row's slice is read contiguously; the same sums to the bit. accw, accb, partw,
+ * partb: m1 - m0 scratch each. */
 FSMOE_HD void k_layernorm_col_grads(long m0, long m1, real *dw, real *db, real *accw, real *accb,
-                                    const real *dout, const real *x, const real *mean,
-                                    const real *rstd, long N, long M)
+                                    real *partw, real *partb, const real *dout, const real *x,
+                                    const real *mean, const real *rstd, long N, long M)
 {
     for (long m = m0; m < m1; m++)
         accw[m - m0] = 0, accb[m - m0] = 0;
-    for (long n = 0; n < N; n++) {
-        const real *dy = dout + n * M, *xr = x + n * M;
-        real mu = mean[n], rs = rstd[n];
-        for (long m = m0; m < m1; m++) {
-            accw[m - m0] += dy[m] * (xr[m] - mu) * rs;
-            accb[m - m0] += dy[m];
+    for (long c = 0; c < K_COL_CHUNKS; c++) {
+        for (long m = m0; m < m1; m++)
+            partw[m - m0] = 0, partb[m - m0] = 0;
+        for (long n = k_chunk_row(c, N); n < k_chunk_row(c + 1, N); n++) {
+            const real *dy = dout + n * M, *xr = x + n * M;
+            real mu = mean[n], rs = rstd[n];
+            for (long m = m0; m < m1; m++) {
+                partw[m - m0] += dy[m] * (xr[m] - mu) * rs;
+                partb[m - m0] += dy[m];
+            }
         }
+        for (long m = m0; m < m1; m++)
+            accw[m - m0] += partw[m - m0], accb[m - m0] += partb[m - m0];
     }
     for (long m = m0; m < m1; m++)
         dw[m] += accw[m - m0], db[m] += accb[m - m0];
@@ -418,25 +451,41 @@ FSMOE_HD void k_bias_add_row(long n, real *out, const real *bias, long M)
         out[n * M + m] += bias[m];
 }
 
-FSMOE_HD void k_bias_grad_col(long m, real *db, const real *dout, long N, long M)
+/* Column m of dout summed over rows [n0, n1). */
+FSMOE_HD real k_bias_col_part(long m, long n0, long n1, const real *dout, long M)
 {
     real s = 0;
     FSMOE_UNROLL_ROWS
-    for (long n = 0; n < N; n++)
+    for (long n = n0; n < n1; n++)
         s += dout[n * M + m];
+    return s;
+}
+
+/* Column m of the bias gradient (accumulated), in the chunks' order (above). */
+FSMOE_HD void k_bias_grad_col(long m, real *db, const real *dout, long N, long M)
+{
+    real s = 0;
+    for (long c = 0; c < K_COL_CHUNKS; c++)
+        s += k_bias_col_part(m, k_chunk_row(c, N), k_chunk_row(c + 1, N), dout, M);
     db[m] += s;
 }
 
 /* Columns [m0, m1) of the same, reading dout row by row (unit stride: the host runs one
- * block of columns per thread and the inner loop vectorises). acc has m1 - m0 entries. */
-FSMOE_HD void k_bias_grad_cols(long m0, long m1, real *db, real *acc, const real *dout, long N,
-                               long M)
+ * block of columns per thread and the inner loop vectorises). acc, part: m1 - m0 entries. */
+FSMOE_HD void k_bias_grad_cols(long m0, long m1, real *db, real *acc, real *part,
+                               const real *dout, long N, long M)
 {
     for (long m = m0; m < m1; m++)
         acc[m - m0] = 0;
-    for (long n = 0; n < N; n++)
+    for (long c = 0; c < K_COL_CHUNKS; c++) {
         for (long m = m0; m < m1; m++)
-            acc[m - m0] += dout[n * M + m];
+            part[m - m0] = 0;
+        for (long n = k_chunk_row(c, N); n < k_chunk_row(c + 1, N); n++)
+            for (long m = m0; m < m1; m++)
+                part[m - m0] += dout[n * M + m];
+        for (long m = m0; m < m1; m++)
+            acc[m - m0] += part[m - m0];
+    }
     for (long m = m0; m < m1; m++)
         db[m] += acc[m - m0];
 }

@@ -257,14 +257,16 @@ static void test_sumsq_threads(void **s)
         rt_backend_destroy(&be[t]);
 }
 
-/* The layer norm's weight and bias gradients, walked by blocks of columns, against the kernel
- * that sums one column at a time (the same order over rows), on 1 and 2 threads: to the bit on
+/* The layer norm's weight and bias gradients and a bias gradient, walked by blocks of columns
+ * and chunks of rows, against the kernels that sum one column at a time (the same order: the
+ * CUDA backend's threads per column and chunk follow it), on 1 and 2 threads: to the bit on
  * the baseline copy of the backend (no FMA, like this file), within fp32 rounding of the
- * terms' magnitudes on the copy the CPU would pick (its multiply-adds are fused). */
+ * terms' magnitudes on the copy the CPU would pick (its multiply-adds are fused). The
+ * one-column kernels themselves against sums in double. N is not a multiple of the chunks. */
 static void test_layernorm_col_grads(void **s)
 {
     (void)s;
-    const long N = 37, M = 150; /* three column blocks, the last one partial */
+    const long N = 101, M = 150; /* three column blocks, the last one partial */
     real *x = malloc(sizeof(real) * N * M), *dy = malloc(sizeof(real) * N * M);
     real *mean = malloc(sizeof(real) * N), *rstd = malloc(sizeof(real) * N);
     real *out = malloc(sizeof(real) * N * M), *w = malloc(sizeof(real) * M);
@@ -275,6 +277,7 @@ static void test_layernorm_col_grads(void **s)
     for (long m = 0; m < M; m++)
         w[m] = (real)1 + (real)0.1 * (real)frand(&seed);
     real *rw = calloc(M, sizeof(real)), *rb = calloc(M, sizeof(real));
+    real *rbias = calloc(M, sizeof(real));
     for (int run = 0; run < 4; run++) {
         int T = 1 + run % 2, baseline = run < 2;
         if (baseline)
@@ -284,25 +287,38 @@ static void test_layernorm_col_grads(void **s)
         assert_int_equal(rt_backend_create("host", T, &be, &err), FSMOE_OK);
         unsetenv("FSMOE_HOST_ISA");
         real *dx = be->alloc(be, sizeof(real) * N * M), *dw = be->alloc(be, sizeof(real) * M);
-        real *db = be->alloc(be, sizeof(real) * M);
+        real *db = be->alloc(be, sizeof(real) * M), *dbias = be->alloc(be, sizeof(real) * M);
         be->layernorm_fwd(be, NULL, out, mean, rstd, x, w, bias, N, M);
-        if (run == 0)
-            for (long m = 0; m < M; m++)
+        if (run == 0) {
+            for (long m = 0; m < M; m++) {
                 k_layernorm_col_grad(m, rw, rb, dy, x, mean, rstd, N, M);
+                k_bias_grad_col(m, rbias, dy, N, M);
+                double sw = 0, sb = 0;
+                for (long n = 0; n < N; n++) {
+                    sw += (double)dy[n * M + m] * ((double)x[n * M + m] - mean[n]) * rstd[n];
+                    sb += dy[n * M + m];
+                }
+                assert_true(fabs(rw[m] - sw) <= 1e-5 * (double)N * 8 &&
+                            fabs(rb[m] - sb) <= 1e-5 * (double)N && rbias[m] == rb[m]);
+            }
+        }
         be->layernorm_bwd(be, NULL, dx, dw, db, dy, x, mean, rstd, w, N, M);
+        be->bias_grad(be, NULL, dbias, dy, N, M);
+        be->stream_sync(be, NULL);
         if (baseline) {
             assert_memory_equal(dw, rw, sizeof(real) * M);
             assert_memory_equal(db, rb, sizeof(real) * M);
+            assert_memory_equal(dbias, rbias, sizeof(real) * M);
         } else {
             for (long m = 0; m < M; m++) /* |terms| ≤ 1 · 4 · 1/σ; N of them */
                 assert_true(fabsf(dw[m] - rw[m]) <= 1e-5f * (float)N * 8 &&
-                            fabsf(db[m] - rb[m]) <= 1e-5f * (float)N);
+                            fabsf(db[m] - rb[m]) <= 1e-5f * (float)N && dbias[m] == rbias[m]);
         }
-        be->free(be, dx), be->free(be, dw), be->free(be, db);
+        be->free(be, dx), be->free(be, dw), be->free(be, db), be->free(be, dbias);
         rt_backend_destroy(&be);
     }
     free(x), free(dy), free(mean), free(rstd), free(out), free(w), free(rw), free(rb);
-    free(bias);
+    free(rbias), free(bias);
 }
 
 /* --profile's accounting: each kernel's time lands in its own category, on the default stream
