@@ -9,25 +9,16 @@
 #        default models: comm-moe:4:256:40 gpt2-moe:4:1024:12
 set -u
 cd "$(dirname "$0")/.."
-out=out/gpu-fidelity
-if [ "${1:-}" = --out ]; then
-    out=${2:?--out needs a folder}
-    shift 2
-fi
-build=${1:-build}
-[ $# -gt 0 ] && shift
-runs=("$@")
+. scripts/gpu-common.sh
+gpu_args out/gpu-fidelity "$@"
+runs=("${rest[@]}")
 [ ${#runs[@]} -gt 0 ] || runs=(comm-moe:4:256:40 gpt2-moe:4:1024:12)
 bench=$build/microbench/fsmoe-bench plan=$build/planner/fsmoe-plan run=$build/runtime/fsmoe-run
 for f in "$bench" "$plan" "$run"; do
     [ -x "$f" ] || { echo "gpu-fidelity: $f is not built (scripts/build.sh $build)" >&2; exit 2; }
 done
 mkdir -p "$out" || exit 2
-if ! "$run" --model models/tiny-moe.yaml --backend cuda --steps 1 --eval-every 0 \
-        --data data/jargon.txt > /dev/null 2> "$out/probe.err"; then
-    echo "gpu-fidelity: skipped: $(cat "$out/probe.err")"
-    exit 77
-fi
+gpu_probe "$run"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 for spec in "${runs[@]}"; do
     IFS=: read -r name b l n <<< "$spec"
