@@ -108,7 +108,7 @@ __global__ void g_wpe_grad(long n, real *dwpe, const real *dout, long B, long L,
 {
     IDX;
     if (i < n)
-        k_wpe_grad_elem(i, dwpe, dout, B, L, M);
+        k_wpe_grad_elem(i / M, i % M, dwpe, dout, B, L, M);
 }
 /* ---- rows: K_LANES threads per row, one per lane of kernels.h's reductions ----
  * A row's lanes sit on adjacent threads of one warp (THREADS is a multiple of K_LANES); each
@@ -166,15 +166,15 @@ __global__ void g_ln_bwd_rows(long N, real *dx, const real *dout, const real *x,
         k_layernorm_dx(dx + r * M, dout + r * M, x + r * M, w, mu, rs, s1, s2, M, l, K_LANES);
 }
 /* ---- columns: a block of COL_TILE columns by K_COL_CHUNKS chunks of rows ----
- * Thread (x, y) sums column x's chunk y (adjacent threads read adjacent columns of a row);
- * the chunk's sums meet in shared memory, and the chunk-0 thread adds them in chunk order
- * (kernels.h's column order). */
+ * Thread (x, y) sums column x's chunk y (adjacent threads read adjacent columns of a row; y
+ * past the last chunk sums nothing); the chunks' sums meet in shared memory, and the chunk-0
+ * thread adds them in chunk order (kernels.h's column order). */
 #define COL_TILE 32
 static_assert(COL_TILE * K_COL_CHUNKS <= 1024, "a column tile fits one block");
 #define COL_CHUNK                                                                              \
-    long m = (long)blockIdx.x * COL_TILE + threadIdx.x;                                        \
+    long m = (long)blockIdx.x * COL_TILE + threadIdx.x, nch = k_col_chunks(N);                 \
     int c = (int)threadIdx.y, ok = m < M;                                                      \
-    long n0 = k_chunk_row(c, N), n1 = k_chunk_row(c + 1, N)
+    long n0 = c < nch ? k_chunk_row(c, N) : 0, n1 = c < nch ? k_chunk_row(c + 1, N) : 0
 #define LAUNCH_COLS(be, s, M, kernel, ...)                                                     \
     do {                                                                                       \
         if ((M) > 0) {                                                                         \
@@ -183,10 +183,10 @@ static_assert(COL_TILE * K_COL_CHUNKS <= 1024, "a column tile fits one block");
             CUDA_OK(be, cudaGetLastError());                                                   \
         }                                                                                      \
     } while (0)
-__device__ real chunks_sum(real (*part)[COL_TILE])
+__device__ real chunks_sum(real (*part)[COL_TILE], long nch)
 {
     real s = 0;
-    for (int c = 0; c < K_COL_CHUNKS; c++)
+    for (int c = 0; c < nch; c++)
         s += part[c][threadIdx.x];
     return s;
 }
@@ -201,7 +201,7 @@ __global__ void g_ln_bwd_cols(long M, real *dw, real *db, const real *dout, cons
     pw[c][threadIdx.x] = sw, pb[c][threadIdx.x] = sb;
     __syncthreads();
     if (ok && c == 0)
-        dw[m] += chunks_sum(pw), db[m] += chunks_sum(pb);
+        dw[m] += chunks_sum(pw, nch), db[m] += chunks_sum(pb, nch);
 }
 __global__ void g_bias_add(long n, real *out, const real *bias, long M)
 {
@@ -216,7 +216,7 @@ __global__ void g_bias_grad(long M, real *db, const real *dout, long N)
     part[c][threadIdx.x] = ok ? k_bias_col_part(m, n0, n1, dout, M) : (real)0;
     __syncthreads();
     if (ok && c == 0)
-        db[m] += chunks_sum(part);
+        db[m] += chunks_sum(part, nch);
 }
 __global__ void g_act_fwd(long n, int kind, real *h, real *a, const real *g, const real *bias,
                           long H)

@@ -148,21 +148,20 @@ FSMOE_HD void k_embed_fwd(long n, real *out, const real *wte, const real *wpe, c
         out[n * M + m] = k_embed_elem(n, m, wte, wpe, tok, L, M);
 }
 
-/* Element (l, m) = i of the position-embedding gradient (a reduction over the B samples). */
-FSMOE_HD void k_wpe_grad_elem(long i, real *dwpe, const real *dout, long B, long L, long M)
+/* Element (l, m) of the position-embedding gradient (a reduction over the B samples). */
+FSMOE_HD void k_wpe_grad_elem(long l, long m, real *dwpe, const real *dout, long B, long L, long M)
 {
-    long l = i / M, m = i % M;
     real s = 0;
     for (long b = 0; b < B; b++)
         s += dout[(b * L + l) * M + m];
-    dwpe[i] += s;
+    dwpe[l * M + m] += s;
 }
 
 /* Row l of the same (the host walks it; the CUDA backend runs one thread per element). */
 FSMOE_HD void k_wpe_grad_col(long l, real *dwpe, const real *dout, long B, long L, long M)
 {
     for (long m = 0; m < M; m++)
-        k_wpe_grad_elem(l * M + m, dwpe, dout, B, L, M);
+        k_wpe_grad_elem(l, m, dwpe, dout, B, L, M);
 }
 
 /* ---- reductions of one row in a fixed order of K_LANES partial sums ----
@@ -374,16 +373,24 @@ FSMOE_HD void k_layernorm_row_bwd(long n, real *dx, const real *dout, const real
     k_layernorm_dx(dx + n * M, dy, xr, w, mu, rs, s1, s2, M, 0, 1);
 }
 
-/* ---- reductions down a column, in a fixed order of K_COL_CHUNKS partial sums ----
- * Chunk c holds rows [k_chunk_row(c, N), k_chunk_row(c + 1, N)); each chunk sums its rows in
+/* ---- reductions down a column, in a fixed order of chunk sums ----
+ * N rows form k_col_chunks(N) chunks (one per 64 rows, at least 1, at most K_COL_CHUNKS);
+ * chunk c holds rows [k_chunk_row(c, N), k_chunk_row(c + 1, N)). Each chunk sums its rows in
  * order from 0, and the column's sum adds the chunks' sums in chunk order. The CUDA backend
  * runs one thread per column and chunk (a column summed by one thread walked thousands of rows,
  * and a few hundred columns kept a few SMs busy); the host runs the chunks one after another
- * over a block of columns, whose inner loop vectorises. Both add in this order, the same on
- * every build and device. */
+ * over a block of columns, whose inner loop vectorises (a chunk of at least 64 rows keeps its
+ * extra passes over the block small). Both add in this order, the same on every build and
+ * device. */
 #define K_COL_CHUNKS 32
 
-FSMOE_HD long k_chunk_row(long c, long N) { return c * N / K_COL_CHUNKS; }
+FSMOE_HD long k_col_chunks(long N)
+{
+    long c = N / 64;
+    return c < 1 ? 1 : c > K_COL_CHUNKS ? K_COL_CHUNKS : c;
+}
+
+FSMOE_HD long k_chunk_row(long c, long N) { return c * N / k_col_chunks(N); }
 
 /* Column m's LayerNorm weight and bias gradient terms summed over rows [n0, n1). */
 FSMOE_HD void k_layernorm_col_part(long m, long n0, long n1, real *sw, real *sb, const real *dout,
@@ -404,7 +411,7 @@ FSMOE_HD void k_layernorm_col_grad(long m, real *dw, real *db, const real *dout,
                                    const real *mean, const real *rstd, long N, long M)
 {
     real sw = 0, sb = 0;
-    for (long c = 0; c < K_COL_CHUNKS; c++) {
+    for (long c = 0; c < k_col_chunks(N); c++) {
         real pw, pb;
         k_layernorm_col_part(m, k_chunk_row(c, N), k_chunk_row(c + 1, N), &pw, &pb, dout, x,
                              mean, rstd, M);
@@ -423,7 +430,7 @@ FSMOE_HD void k_layernorm_col_grads(long m0, long m1, real *dw, real *db, real *
 {
     for (long m = m0; m < m1; m++)
         accw[m - m0] = 0, accb[m - m0] = 0;
-    for (long c = 0; c < K_COL_CHUNKS; c++) {
+    for (long c = 0; c < k_col_chunks(N); c++) {
         for (long m = m0; m < m1; m++)
             partw[m - m0] = 0, partb[m - m0] = 0;
         for (long n = k_chunk_row(c, N); n < k_chunk_row(c + 1, N); n++) {
@@ -465,7 +472,7 @@ FSMOE_HD real k_bias_col_part(long m, long n0, long n1, const real *dout, long M
 FSMOE_HD void k_bias_grad_col(long m, real *db, const real *dout, long N, long M)
 {
     real s = 0;
-    for (long c = 0; c < K_COL_CHUNKS; c++)
+    for (long c = 0; c < k_col_chunks(N); c++)
         s += k_bias_col_part(m, k_chunk_row(c, N), k_chunk_row(c + 1, N), dout, M);
     db[m] += s;
 }
@@ -477,7 +484,7 @@ FSMOE_HD void k_bias_grad_cols(long m0, long m1, real *db, real *acc, real *part
 {
     for (long m = m0; m < m1; m++)
         acc[m - m0] = 0;
-    for (long c = 0; c < K_COL_CHUNKS; c++) {
+    for (long c = 0; c < k_col_chunks(N); c++) {
         for (long m = m0; m < m1; m++)
             part[m - m0] = 0;
         for (long n = k_chunk_row(c, N); n < k_chunk_row(c + 1, N); n++)

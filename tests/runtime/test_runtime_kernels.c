@@ -262,18 +262,20 @@ static void test_sumsq_threads(void **s)
  * CUDA backend's threads per column and chunk follow it), on 1 and 2 threads: to the bit on
  * the baseline copy of the backend (no FMA, like this file), within fp32 rounding of the
  * terms' magnitudes on the copy the CPU would pick (its multiply-adds are fused). The
- * one-column kernels themselves against sums in double. N is not a multiple of the chunks. */
-static void test_layernorm_col_grads(void **s)
+ * one-column kernels themselves against sums in double. N: one chunk, several, the most, none
+ * a multiple of its chunks. */
+static void col_grads_at(long N)
 {
-    (void)s;
-    const long N = 101, M = 150; /* three column blocks, the last one partial */
+    const long M = 150; /* three column blocks, the last one partial */
     real *x = malloc(sizeof(real) * N * M), *dy = malloc(sizeof(real) * N * M);
     real *mean = malloc(sizeof(real) * N), *rstd = malloc(sizeof(real) * N);
     real *out = malloc(sizeof(real) * N * M), *w = malloc(sizeof(real) * M);
     real *bias = calloc(M, sizeof(real));
     unsigned seed = 11;
+    /* dy / 3: every bit of the mantissa used, so that sums in another order round otherwise
+     * (frand's multiples of 2^-15 add up exactly in any order) */
     for (long i = 0; i < N * M; i++)
-        x[i] = (real)frand(&seed), dy[i] = (real)frand(&seed);
+        x[i] = (real)frand(&seed), dy[i] = (real)((double)frand(&seed) / 3.0);
     for (long m = 0; m < M; m++)
         w[m] = (real)1 + (real)0.1 * (real)frand(&seed);
     real *rw = calloc(M, sizeof(real)), *rb = calloc(M, sizeof(real));
@@ -319,6 +321,14 @@ static void test_layernorm_col_grads(void **s)
     }
     free(x), free(dy), free(mean), free(rstd), free(out), free(w), free(rw), free(rb);
     free(rbias), free(bias);
+}
+
+static void test_layernorm_col_grads(void **s)
+{
+    (void)s;
+    col_grads_at(101);  /* one chunk */
+    col_grads_at(1000); /* 15 chunks of 66-67 rows */
+    col_grads_at(2210); /* 32 chunks (the most) of 69-70 rows */
 }
 
 /* --profile's accounting: each kernel's time lands in its own category, on the default stream
