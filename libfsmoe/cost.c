@@ -24,7 +24,7 @@ const fsmoe_comm_need fsmoe_comm_needs[FSMOE_NEED_COUNT] = {
 
 fsmoe_line fsmoe_line_zero(void)
 {
-    fsmoe_line l = {0.0, 0.0, NULL};
+    fsmoe_line l = {0.0, 0.0, NULL, {NULL, NULL}};
     return l;
 }
 
@@ -80,7 +80,7 @@ fsmoe_line fsmoe_line_at_ranks(fsmoe_op op, const fsmoe_cost_entry *const *entri
         if (entries[i]->ranks == ranks || (ranks <= 0 && i == n - 1)) {
             l.alpha_s = entries[i]->alpha_s;
             l.beta_s = entries[i]->beta_s;
-            l.entry = entries[i];
+            l.entry = l.from[0] = entries[i];
             return l;
         }
     /* The entries that can be scaled: groups of 2 or more ranks (s(1) = 0); ascending, so
@@ -93,6 +93,7 @@ fsmoe_line fsmoe_line_at_ranks(fsmoe_op op, const fsmoe_cost_entry *const *entri
         const fsmoe_cost_entry *w = entries[n - 1];
         l.alpha_s = w->alpha_s;
         l.beta_s = w->beta_s;
+        l.from[0] = w;
         if (how)
             snprintf(how, how_len, "measured at %d rank%s, used unscaled for %d", w->ranks,
                      w->ranks == 1 ? "" : "s", ranks);
@@ -114,6 +115,7 @@ fsmoe_line fsmoe_line_at_ranks(fsmoe_op op, const fsmoe_cost_entry *const *entri
         double w = (double)(ranks - e[lo]->ranks) / (e[hi]->ranks - e[lo]->ranks);
         l.beta_s = s * ((1.0 - w) * u_lo + w * u_hi);
         l.alpha_s = (1.0 - w) * e[lo]->alpha_s + w * e[hi]->alpha_s;
+        l.from[0] = e[lo], l.from[1] = e[hi];
         if (how)
             snprintf(how, how_len,
                      "measured at %d and %d ranks, interpolated to %d (bus bandwidth and alpha "
@@ -128,6 +130,7 @@ fsmoe_line fsmoe_line_at_ranks(fsmoe_op op, const fsmoe_cost_entry *const *entri
     l.beta_s = s * (lo >= 0 ? u_lo : u_hi);
     l.alpha_s = e[near]->alpha_s;
     double factor = s / fsmoe_busbw_factor(op, e[near]->ranks);
+    l.from[0] = e[near];
     if (other < 0 || other >= k) {
         if (how)
             snprintf(how, how_len,
@@ -141,6 +144,7 @@ fsmoe_line fsmoe_line_at_ranks(fsmoe_op op, const fsmoe_cost_entry *const *entri
     if (slope < 0.0)
         slope = 0.0;
     l.alpha_s = e[near]->alpha_s + slope * (ranks - e[near]->ranks);
+    l.from[1] = e[other];
     if (l.alpha_s < 0.0)
         l.alpha_s = 0.0;
     if (how)
@@ -153,6 +157,27 @@ fsmoe_line fsmoe_line_at_ranks(fsmoe_op op, const fsmoe_cost_entry *const *entri
 }
 
 /* The line of (op, tier) at `ranks` (<= 0: the widest measured, as it is); 0 when absent. */
+/* One note per measured entry behind l whose fit is below the profile's r2 threshold: the
+ * times the plan puts on it are as uncertain as the fit. */
+static void low_r2_note(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier, const fsmoe_line *l,
+                        char *note, size_t note_len)
+{
+    for (int i = 0; i < 2; i++) {
+        const fsmoe_cost_entry *e = l->from[i];
+        if (!e || !e->low_r2)
+            continue;
+        char line[400], shape[48] = "";
+        if (op == FSMOE_OP_GEMM && e->shape_m > 0)
+            snprintf(shape, sizeof shape, " shape %d:%d", e->shape_m, e->shape_h);
+        snprintf(line, sizeof line,
+                 "LOW R2: %s %s%s at %d rank%s (profile line %d) fits with r2 %.4f < %.4g: "
+                 "times on it are uncertain",
+                 fsmoe_op_name(op), fsmoe_tier_name(tier), shape, e->ranks,
+                 e->ranks == 1 ? "" : "s", e->line, e->r2, c->r2_threshold);
+        fsmoe_note_add(note, note_len, line);
+    }
+}
+
 static int entry_line(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier, int ranks,
                       fsmoe_line *out, char *note, size_t note_len)
 {
@@ -162,15 +187,18 @@ static int entry_line(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier, int 
     const fsmoe_cost_entry **all = malloc((size_t)n * sizeof *all);
     if (!all) { /* without memory for the list, the widest entry as it is */
         const fsmoe_cost_entry *w = &c->ops[op][tier];
+        *out = fsmoe_line_zero();
         out->alpha_s = w->alpha_s;
         out->beta_s = w->beta_s;
-        out->entry = w;
+        out->entry = out->from[0] = w;
+        low_r2_note(c, op, tier, out, note, note_len);
         return 1;
     }
     fsmoe_cluster_entries(c, op, tier, all, n);
     char how[320];
     *out = fsmoe_line_at_ranks(op, all, n, ranks, how, sizeof how);
     free(all);
+    low_r2_note(c, op, tier, out, note, note_len);
     if (how[0]) {
         char line[400];
         snprintf(line, sizeof line, "%s %s: %s", fsmoe_op_name(op), fsmoe_tier_name(tier), how);
@@ -199,7 +227,7 @@ static int lookup(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier, int rank
                    depth + 1)) {
             out->alpha_s = a2a.alpha_s + ag.alpha_s;
             out->beta_s = a2a.beta_s + ag.beta_s;
-            out->entry = NULL;
+            out->entry = out->from[0] = out->from[1] = NULL;
             note_add(note, note_len,
                      "saa %s: not in the profile, derived as alltoall(%s) + allgather(intra) "
                      "run back to back (no overlap credit)",
@@ -234,7 +262,7 @@ static int lookup(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier, int rank
             /* Ring AllReduce = ReduceScatter + AllGather on the same buffer bytes n. */
             out->alpha_s = rs.alpha_s + ag.alpha_s;
             out->beta_s = rs.beta_s + ag.beta_s;
-            out->entry = NULL;
+            out->entry = out->from[0] = out->from[1] = NULL;
             note_add(note, note_len,
                      "allreduce %s: not in the profile, derived as reducescatter + allgather on "
                      "%s (ring AllReduce)",
@@ -282,7 +310,7 @@ static int lookup_2dh(const fsmoe_cluster *c, int nodes, int locals, fsmoe_line 
     }
     out->alpha_s = intra.alpha_s + inter.alpha_s + 3.0 * copy.alpha_s;
     out->beta_s = intra.beta_s + inter.beta_s + 3.0 * copy.beta_s;
-    out->entry = NULL;
+    out->entry = out->from[0] = out->from[1] = NULL;
     char line[400];
     snprintf(line, sizeof line,
              "alltoall_2dh world (%d nodes x %d): not in the profile, derived as alltoall(intra, "
@@ -429,10 +457,12 @@ fsmoe_status fsmoe_cost_line_gemm(const fsmoe_cluster *c, const char *cluster_pa
         snprintf(line, sizeof line, "gemm local: no shape given, using the line measured at "
                  "shape %d:%d", e[pick]->shape_m, e[pick]->shape_h);
     }
+    *out = fsmoe_line_zero();
     out->alpha_s = e[pick]->alpha_s;
     out->beta_s = e[pick]->beta_s;
-    out->entry = e[pick];
+    out->entry = out->from[0] = e[pick];
     if (line[0])
         fsmoe_note_add(note, note_len, line);
+    low_r2_note(c, FSMOE_OP_GEMM, FSMOE_TIER_LOCAL, out, note, note_len);
     return FSMOE_OK;
 }

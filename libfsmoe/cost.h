@@ -54,6 +54,8 @@ typedef struct {
     double alpha_s;
     double beta_s; /* per byte, or per MAC for gemm */
     const fsmoe_cost_entry *entry; /* the measured entry (NULL for derived or zero lines) */
+    /* the measured entries the line was read, scaled or interpolated from (NULL: fewer) */
+    const fsmoe_cost_entry *from[2];
 } fsmoe_line;
 
 static inline double fsmoe_line_time(const fsmoe_line *l, double n)

@@ -170,7 +170,7 @@ typedef struct {
         long stage_blocks;
         double fwd_s, bwd_s, grad_s, p2p_bytes, p2p_s;
     } pipeline;
-    char notes[2048];    /* cost-model derivations used, one per line */
+    char notes[4096];    /* cost-model derivations used, one per line */
 } fsmoe_plan;
 
 void fsmoe_plan_free(fsmoe_plan *p); /* frees layers; safe on a zeroed plan */

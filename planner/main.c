@@ -59,6 +59,22 @@ static int input_error(const fsmoe_error *err)
 
 /* ---- planning ------------------------------------------------------------------------------ */
 
+/* One warning when the plan rests on profile fits below the profile's r2 threshold (the
+ * cost model's LOW R2 notes, which the plan file lists). */
+static void warn_low_r2(const fsmoe_plan *p, const char *cluster_path)
+{
+    int n = 0;
+    for (const char *l = p->notes; (l = strstr(l, "LOW R2: ")) != NULL; l++)
+        n++;
+    if (n > 0)
+        fprintf(stderr,
+                "%s: warning: %s: %d of the fits this plan uses %s below the profile's r2 "
+                "threshold (LOW R2 in the plan's notes): its predicted times are as uncertain "
+                "as those fits\nHINT: measure the profile again (fsmoe-bench) on a quieter "
+                "machine or with more runs per size\n",
+                prog, cluster_path, n, n == 1 ? "is" : "are");
+}
+
 static void print_summary(const fsmoe_plan *p, const char *dest)
 {
     const fsmoe_parallel *par = &p->parallel;
@@ -555,8 +571,10 @@ static int run_plan(plan_cli *a, const int ov_src[OV_COUNT])
 
     if ((rc = write_checked(a, ov_src, &p)) != 0)
         goto done;
-    if (!a->quiet)
+    if (!a->quiet) {
         print_summary(&p, a->out_path);
+        warn_low_r2(&p, a->cluster_path);
+    }
 done:
     search_free(&sr);
     fsmoe_plan_free(&p);

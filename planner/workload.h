@@ -77,7 +77,7 @@ typedef struct {
     /* 1: a2a_ep (a2a_ep_esp) is the hierarchical AllToAll's line (workload_lines_2dh); 0: the
      * flat AllToAll's, as workload_lines_init gives every line */
     int a2a_ep_2dh, a2a_ep_esp_2dh;
-    char notes[1024];      /* derivations used (cost.h) */
+    char notes[4096];      /* derivations used (cost.h) */
 } workload_lines;
 
 /* shape: the model's (its M and H pick the GEMM lines of a profile that holds several GEMM

@@ -183,6 +183,64 @@ static const char two_sizes_doc[] =
     "    beta_s_per_mac: 1e-14\n"
     "    r2: 1\n";
 
+/* The notes say which measured fits below the profile's r2 threshold a line rests on: the
+ * 2-rank AllToAll (r2 0.93) when it is used as measured, interpolated or scaled from; not
+ * the 6-rank one alone (0.999); a GEMM shape below the threshold too. */
+static const char low_r2_doc[] =
+    "fsmoe_cluster: 1\n"
+    "name: low\n"
+    "source: test\n"
+    "nodes: 6\n"
+    "gpus_per_node: 8\n"
+    "ops:\n"
+    "  - op: alltoall\n"
+    "    tier: inter\n"
+    "    ranks: 6\n"
+    "    alpha_s: 3e-4\n"
+    "    beta_s_per_byte: 5e-10\n"
+    "    r2: 0.999\n"
+    "  - op: alltoall\n"
+    "    tier: inter\n"
+    "    ranks: 2\n"
+    "    alpha_s: 1e-4\n"
+    "    beta_s_per_byte: 2e-10\n"
+    "    r2: 0.93\n"
+    "  - op: gemm\n"
+    "    tier: local\n"
+    "    shape: [64, 256]\n"
+    "    alpha_s: 1e-5\n"
+    "    beta_s_per_mac: 1e-14\n"
+    "    r2: 0.95\n";
+
+static void test_low_r2_notes(void **state)
+{
+    (void)state;
+    fsmoe_cluster c;
+    fsmoe_error err = {0};
+    parse("low.yaml", low_r2_doc, &c);
+    fsmoe_line l;
+    const int ranks[4] = {2, 4, 6, 8};
+    const int low[4] = {1, 1, 0, 1}; /* 8: scaled from 6, its alpha on the line through 2 */
+    for (int i = 0; i < 4; i++) {
+        char note[2048] = "";
+        assert_int_equal(fsmoe_cost_line_at(&c, "low.yaml", FSMOE_OP_ALLTOALL, FSMOE_TIER_INTER,
+                                            ranks[i], &l, note, sizeof note, &err),
+                         FSMOE_OK);
+        const char *hit = strstr(note, "LOW R2: alltoall inter at 2 ranks (profile line 13) "
+                                       "fits with r2 0.9300 < 0.99");
+        if (low[i])
+            assert_non_null(hit);
+        else
+            assert_null(strstr(note, "LOW R2"));
+    }
+    char note[2048] = "";
+    assert_int_equal(fsmoe_cost_line_gemm(&c, "low.yaml", 64, 256, &l, note, sizeof note, &err),
+                     FSMOE_OK);
+    assert_non_null(strstr(note, "LOW R2: gemm local shape 64:256 at 1 rank (profile line 19) "
+                                 "fits with r2 0.9500"));
+    fsmoe_cluster_free(&c);
+}
+
 /* A profile with two sizes of one (op, tier): read in any order, interpolated through the
  * public lookup with a note, and written back with both. */
 static void test_profile_two_sizes(void **state)
@@ -332,7 +390,7 @@ static void test_min_chunk_from_points(void **state)
     fsmoe_cost_entry e;
     memset(&e, 0, sizeof e);
     e.n_points = 2, e.points = pts;
-    fsmoe_line measured = {0.0, 1e-9, &e}, fitted_only = {0.0, 1e-9, NULL};
+    fsmoe_line measured = {0.0, 1e-9, &e, {&e, NULL}}, fitted_only = {0.0, 1e-9, NULL, {NULL, NULL}};
     assert_true(workload_min_chunk(&measured) == 1048576.0);
     assert_true(workload_min_chunk(&fitted_only) == WORKLOAD_MIN_CHUNK_BYTES);
     e.n_points = 0; /* an entry without its points */
@@ -648,6 +706,7 @@ int main(void)
         cmocka_unit_test(test_busbw_factor),   cmocka_unit_test(test_one_size),
         cmocka_unit_test(test_exact_match),    cmocka_unit_test(test_two_sizes),
         cmocka_unit_test(test_profile_two_sizes), cmocka_unit_test(test_add),
+        cmocka_unit_test(test_low_r2_notes),
         cmocka_unit_test(test_testbed_a_nodes),
         cmocka_unit_test(test_min_chunk_from_points),
         cmocka_unit_test(test_2dh_derived),    cmocka_unit_test(test_2dh_measured),

@@ -22,7 +22,7 @@ static void close_rel(double got, double want, double tol, const char *what)
 
 static fsmoe_line line(double a, double b)
 {
-    fsmoe_line l = {a, b, NULL};
+    fsmoe_line l = {a, b, NULL, {NULL, NULL}};
     return l;
 }
 

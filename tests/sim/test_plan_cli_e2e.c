@@ -383,6 +383,38 @@ static void test_outputs(void **state)
     assert_int_equal(access(p, F_OK), -1);
 }
 
+/* A plan on a profile with fits below its r2 threshold says so on stderr (the plan's notes
+ * list them); a plan on a profile without such fits does not; --quiet keeps stderr empty. */
+static void test_low_r2_warning(void **state)
+{
+    (void)state;
+    const char *E = "tests/data/emulated-2x2-8gbit.yaml";
+    const row rows[] = {
+        {{"--model", "models/comm-moe.yaml", "--cluster", E, "--world", "4", "--gpus-per-node",
+          "2", "--dp", "2", "--ep", "2", "-o", "@/low.yaml"},
+         0,
+         "fsmoe-plan: warning: tests/data/emulated-2x2-8gbit.yaml: 5 of the fits this plan uses "
+         "are below the profile's r2 threshold"},
+    };
+    check_rows(rows, 1);
+    char err[8192], p[1200];
+    snprintf(p, sizeof p, "%s/low.yaml", dir);
+    char *plan = slurp(p);
+    assert_non_null(plan);
+    assert_non_null(strstr(plan, "LOW R2: alltoall inter at 2 ranks (profile line 57) fits with "
+                                 "r2 0.9312 < 0.99"));
+    free(plan);
+    const char *quiet[] = {"--model", "models/comm-moe.yaml", "--cluster", E, "--world", "4",
+                           "--gpus-per-node", "2", "--dp", "2", "--ep", "2", "-o", p, "--quiet",
+                           NULL};
+    assert_int_equal(run(err, sizeof err, quiet), 0);
+    assert_string_equal(err, "");
+    const char *clean[] = {"--model", "models/tiny-moe.yaml", "--cluster",
+                           "clusters/testbed-b.yaml", "--world", "16", "-o", p, NULL};
+    assert_int_equal(run(err, sizeof err, clean), 0);
+    assert_null(strstr(err, "warning"));
+}
+
 /* Messages name the input field: the model's experts, a plan's recorded override. */
 static void test_locations(void **state)
 {
@@ -476,6 +508,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_flags, setup, teardown),
         cmocka_unit_test_setup_teardown(test_outputs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_locations, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_low_r2_warning, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_temporary, setup, teardown),
         cmocka_unit_test_setup_teardown(test_interrupted_writer, setup, teardown),
     };
