@@ -28,7 +28,8 @@
 # --steps more with --calibrate, which writes the profile with the skew fitted on that run
 # (sync_latency_s + sync_growth x the time since the previous collective); every schedule is
 # then predicted from that profile (--cluster). The plan's own prediction uses a fit of its own
-# collectives; the other schedules' are held out of the fit.
+# collectives; the other schedules' are held out of the fit. The plan made again on that
+# profile runs too, as plan@calibrated, where its decisions differ from the plan's.
 # usage: scripts/bench-schedules.sh [--model M] [--rate RATE] [--steps N] [--out DIR]
 #                                   [--profile FILE] [--layout DP,MP,EP,ESP] [--repeat N]
 #                                   [--warmup N] [BUILD]
@@ -123,6 +124,26 @@ calibrated=$out/$(basename "$profile" .yaml)-calibrated.yaml
     > "$out/$name-calibrate.log" 2>&1 ||
     { tail -20 "$out/$name-calibrate.log"; echo "bench-schedules: the calibration run failed" >&2; exit 1; }
 echo "calibration (the plan's schedule, $steps steps): $(sed -n 's/^# arrival skew .*: \(skew = .*\)/\1/p' "$out/$name-calibrate.log")"
+# The plan made again on the calibrated profile: where its decisions (per layer the schedule,
+# the AllToAll strategy, chunks and algorithm, the pipeline degrees, the gradient partition)
+# differ from the plan's, the row plan@calibrated runs them, so the table shows what planning
+# on the skew the runs meet is worth.
+decisions() {
+    sed -n -e 's/^    schedule: \(.*\)/\1/p' \
+        -e 's/^    a2a: {strategy: \([^,]*\), chunks: \([^,]*\), algorithm: \([^,]*\),.*/\1 \2 \3/p' \
+        -e 's/^    \(forward\|backward\): {r: \([0-9]*\), case: [0-9]*, q: \(\[[^]]*\]\).*/\1 \2 \3/p' \
+        -e 's/^    gradients: \(.*\)/\1/p' "$1"
+}
+replan=${plan%.yaml}@calibrated.yaml
+"$build/planner/fsmoe-plan" --model "$model" --cluster "$calibrated" --world 4 --gpus-per-node 2 \
+    --dp "$dp" --mp "$mp" --esp "$esp" --ep "$ep" -o "$replan" --quiet
+[ -n "$(decisions "$plan")" ] || { echo "bench-schedules: no layer decisions read from $plan" >&2; exit 1; }
+if [ "$(decisions "$plan")" != "$(decisions "$replan")" ]; then
+    schedules+=(plan@calibrated)
+    echo "planned again on the calibrated profile: other decisions ($replan; the row plan@calibrated runs them)"
+else
+    echo "planned again on the calibrated profile: the same decisions"
+fi
 rows=$out/$name-schedules.tsv
 runs=$out/$name-runs.tsv
 : > "$runs"
