@@ -3,7 +3,8 @@
 # has CUDA 13's libraries (cudart, cuBLAS, NCCL) and an x86-64 glibc at least this machine's, but
 # none of fsmoe's other libraries: libyaml, GSL, NLopt, OpenBLAS and Open MPI (mpirun, its
 # plugins, PMIx) travel in the folder. DIR/env.sh sets the paths; DIR/build mirrors the build
-# tree's layout for the programs, so scripts that take a BUILD folder take DIR/build.
+# tree's layout for the programs, so scripts that take a BUILD folder take DIR/build. The mpi
+# suite's gpu_bundle test runs a bundle with the system's copies of all it carries hidden.
 # usage: scripts/gpu-bundle.sh [BUILD] [DIR]      (default: build .gpu)
 #        then, on the GPU machine, from the source root:
 #        . DIR/env.sh && scripts/gpu-fidelity.sh DIR/build
