@@ -156,7 +156,6 @@ fsmoe_line fsmoe_line_at_ranks(fsmoe_op op, const fsmoe_cost_entry *const *entri
     return l;
 }
 
-/* The line of (op, tier) at `ranks` (<= 0: the widest measured, as it is); 0 when absent. */
 /* One note per measured entry behind l whose fit is below the profile's r2 threshold: the
  * times the plan puts on it are as uncertain as the fit. */
 static void low_r2_note(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier, const fsmoe_line *l,
@@ -170,7 +169,7 @@ static void low_r2_note(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier, co
         if (op == FSMOE_OP_GEMM && e->shape_m > 0)
             snprintf(shape, sizeof shape, " shape %d:%d", e->shape_m, e->shape_h);
         snprintf(line, sizeof line,
-                 "LOW R2: %s %s%s at %d rank%s (profile line %d) fits with r2 %.4f < %.4g: "
+                 FSMOE_LOW_R2_NOTE "%s %s%s at %d rank%s (profile line %d) fits with r2 %.4f < %.4g: "
                  "times on it are uncertain",
                  fsmoe_op_name(op), fsmoe_tier_name(tier), shape, e->ranks,
                  e->ranks == 1 ? "" : "s", e->line, e->r2, c->r2_threshold);
@@ -178,6 +177,7 @@ static void low_r2_note(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier, co
     }
 }
 
+/* The line of (op, tier) at `ranks` (<= 0: the widest measured, as it is); 0 when absent. */
 static int entry_line(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier, int ranks,
                       fsmoe_line *out, char *note, size_t note_len)
 {
@@ -225,9 +225,9 @@ static int lookup(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier, int rank
         if (lookup(c, FSMOE_OP_ALLTOALL, tier, ranks, &a2a, sub, sizeof sub, depth + 1) &&
             lookup(c, FSMOE_OP_ALLGATHER, FSMOE_TIER_INTRA, 0, &ag, sub, sizeof sub,
                    depth + 1)) {
+            *out = fsmoe_line_zero(); /* derived: no measured entry of its own */
             out->alpha_s = a2a.alpha_s + ag.alpha_s;
             out->beta_s = a2a.beta_s + ag.beta_s;
-            out->entry = out->from[0] = out->from[1] = NULL;
             note_add(note, note_len,
                      "saa %s: not in the profile, derived as alltoall(%s) + allgather(intra) "
                      "run back to back (no overlap credit)",
@@ -260,9 +260,9 @@ static int lookup(const fsmoe_cluster *c, fsmoe_op op, fsmoe_tier tier, int rank
         if (lookup(c, FSMOE_OP_REDUCESCATTER, tier, ranks, &rs, sub, sizeof sub, depth + 1) &&
             lookup(c, FSMOE_OP_ALLGATHER, tier, ranks, &ag, sub, sizeof sub, depth + 1)) {
             /* Ring AllReduce = ReduceScatter + AllGather on the same buffer bytes n. */
+            *out = fsmoe_line_zero(); /* derived: no measured entry of its own */
             out->alpha_s = rs.alpha_s + ag.alpha_s;
             out->beta_s = rs.beta_s + ag.beta_s;
-            out->entry = out->from[0] = out->from[1] = NULL;
             note_add(note, note_len,
                      "allreduce %s: not in the profile, derived as reducescatter + allgather on "
                      "%s (ring AllReduce)",
@@ -308,9 +308,9 @@ static int lookup_2dh(const fsmoe_cluster *c, int nodes, int locals, fsmoe_line 
         *missing = "copy local";
         return 0;
     }
+    *out = fsmoe_line_zero(); /* derived: no measured entry of its own */
     out->alpha_s = intra.alpha_s + inter.alpha_s + 3.0 * copy.alpha_s;
     out->beta_s = intra.beta_s + inter.beta_s + 3.0 * copy.beta_s;
-    out->entry = out->from[0] = out->from[1] = NULL;
     char line[400];
     snprintf(line, sizeof line,
              "alltoall_2dh world (%d nodes x %d): not in the profile, derived as alltoall(intra, "

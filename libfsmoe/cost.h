@@ -87,6 +87,10 @@ typedef struct {
 
 extern const fsmoe_comm_need fsmoe_comm_needs[FSMOE_NEED_COUNT]; /* indexed by fsmoe_need */
 
+/* The start of a note line for a measured fit below the profile's r2 threshold that a cost
+ * line rests on (one per such fit; fsmoe-plan counts them to warn). */
+#define FSMOE_LOW_R2_NOTE "LOW R2: "
+
 /* Appends each line of `text` ("\n"-separated) to `note` (note_len bytes, NUL-terminated)
  * unless that exact line is already there, and only whole lines that fit: a note gathered over
  * many lookups lists every derivation once, one per line. */

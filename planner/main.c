@@ -64,7 +64,7 @@ static int input_error(const fsmoe_error *err)
 static void warn_low_r2(const fsmoe_plan *p, const char *cluster_path)
 {
     int n = 0;
-    for (const char *l = p->notes; (l = strstr(l, "LOW R2: ")) != NULL; l++)
+    for (const char *l = p->notes; (l = strstr(l, FSMOE_LOW_R2_NOTE)) != NULL; l++)
         n++;
     if (n > 0)
         fprintf(stderr,

@@ -137,8 +137,9 @@ decisions() {
 replan=${plan%.yaml}@calibrated.yaml
 "$build/planner/fsmoe-plan" --model "$model" --cluster "$calibrated" --world 4 --gpus-per-node 2 \
     --dp "$dp" --mp "$mp" --esp "$esp" --ep "$ep" -o "$replan" --quiet
-[ -n "$(decisions "$plan")" ] || { echo "bench-schedules: no layer decisions read from $plan" >&2; exit 1; }
-if [ "$(decisions "$plan")" != "$(decisions "$replan")" ]; then
+planned=$(decisions "$plan")
+[ -n "$planned" ] || { echo "bench-schedules: no layer decisions read from $plan" >&2; exit 1; }
+if [ "$planned" != "$(decisions "$replan")" ]; then
     schedules+=(plan@calibrated)
     echo "planned again on the calibrated profile: other decisions ($replan; the row plan@calibrated runs them)"
 else

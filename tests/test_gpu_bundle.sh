@@ -27,16 +27,17 @@ cat > "$tmp/inside.sh" << 'INSIDE'
 set -u
 src=$1 b=$2 empty=$3
 fail() { echo "FAIL: $*"; exit 1; }
-hidden=0
+hidden=0 seen=" "
 for f in "$b"/lib/*; do
     n=$(basename "$f")
     for d in /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu \
              /usr/lib/x86_64-linux-gnu/openblas-pthread; do
-        if [ -e "$d/$n" ]; then
-            mount --bind /dev/null "$(readlink -f "$d/$n")" 2> /dev/null ||
-                { echo "skipped: cannot bind-mount here"; exit 77; }
-            hidden=$((hidden + 1))
-        fi
+        [ -e "$d/$n" ] || continue
+        real=$(readlink -f "$d/$n") # /lib and /usr/lib are one folder on a merged /usr
+        case $seen in *" $real "*) continue ;; esac
+        mount --bind /dev/null "$real" 2> /dev/null ||
+            { echo "skipped: cannot bind-mount here"; exit 77; }
+        seen="$seen$real " hidden=$((hidden + 1))
     done
 done
 for d in /usr/lib/x86_64-linux-gnu/openmpi /usr/lib/x86_64-linux-gnu/pmix2 /usr/share/openmpi \
