@@ -24,6 +24,7 @@ void options_defaults(bench_options *o)
     o->max_bytes = 24 * (4LL << 18);
     o->step_bytes = 4LL << 18;
     o->step_factor = 0.0;
+    o->small_min_bytes = 16LL << 10;
     o->gemm_min = 1LL << 19;
     o->gemm_max = 12LL << 19;
     o->gemm_step = 1LL << 19;
@@ -72,6 +73,9 @@ void options_usage(FILE *f)
         "  -e, --maxbytes SIZE      largest message (default 24M)\n"
         "  -i, --stepbytes SIZE     add this between sizes (default 1M)\n"
         "  -f, --stepfactor X       multiply by X between sizes instead (X > 1)\n"
+        "      --small-min SIZE     also SIZE, 2*SIZE, ... below -b: what small AllToAll chunks\n"
+        "                           and element-wise passes move (fsmoe-plan prices those from\n"
+        "                           the measured points; default 16K; 0 = only -b .. -e)\n"
         "  -n, --iters N            timed runs every size gets; the median is kept (default 5)\n"
         "      --max-iters N        while the line's slope is not known to --precision (or its\n"
         "                           r2 is below the threshold), a size whose median is not\n"
@@ -232,7 +236,7 @@ enum {
     OPT_GEMM_SHAPES, OPT_OPS, OPT_TIERS, OPT_BLAS_THREADS, OPT_R2, OPT_BACKEND,
     OPT_PROGRESS, OPT_NO_PROGRESS, OPT_ALL_TIERS, OPT_MIN_SAMPLE, OPT_GPN, OPT_GROUP_ROUNDS, OPT_HUGE_PAGES, OPT_ROTATE, OPT_DP, OPT_MP, OPT_EP, OPT_ESP,
     OPT_COMM_TIMEOUT, OPT_MAX_ITERS, OPT_PRECISION, OPT_OUTLIER, OPT_EXTRA_TIME,
-    OPT_INTERFERENCE,
+    OPT_INTERFERENCE, OPT_SMALL_MIN,
 };
 
 static const fsmoe_cli_enum tier_names[] = {
@@ -268,6 +272,7 @@ fsmoe_status options_parse(int argc, char **argv, bench_options *o, fsmoe_error 
         {"gemm-min", required_argument, NULL, OPT_GEMM_MIN},
         {"gemm-max", required_argument, NULL, OPT_GEMM_MAX},
         {"gemm-step", required_argument, NULL, OPT_GEMM_STEP},
+        {"small-min", required_argument, NULL, OPT_SMALL_MIN},
         {"gemm-shapes", required_argument, NULL, OPT_GEMM_SHAPES},
         {"ops", required_argument, NULL, OPT_OPS},
         {"tiers", required_argument, NULL, OPT_TIERS},
@@ -383,6 +388,13 @@ fsmoe_status options_parse(int argc, char **argv, bench_options *o, fsmoe_error 
         case OPT_GROUP_ROUNDS:
             st = fsmoe_cli_int("--group-rounds", optarg, 0, 1 << 20, &o->group_rounds, err);
             break;
+        case OPT_SMALL_MIN:
+            if (strcmp(optarg, "0") == 0)
+                o->small_min_bytes = 0;
+            else
+                st = fsmoe_cli_size("--small-min", optarg, 1, max_size, &o->small_min_bytes,
+                                    err);
+            break;
         case OPT_ROTATE:
             if (strcmp(optarg, "0") == 0)
                 o->rotate_bytes = 0;
@@ -438,8 +450,9 @@ fsmoe_status options_parse(int argc, char **argv, bench_options *o, fsmoe_error 
         return fsmoe_fail(err, FSMOE_ERR_USAGE, "--gemm-min %lld is larger than --gemm-max %lld",
                           o->gemm_min, o->gemm_max);
     if (options_comm_sizes(o, NULL, 0) > BENCH_MAX_SIZES)
-        return fsmoe_fail(err, FSMOE_ERR_USAGE, "-b %lld -e %lld gives more than %d sizes",
-                          o->min_bytes, o->max_bytes, BENCH_MAX_SIZES);
+        return fsmoe_fail(err, FSMOE_ERR_USAGE,
+                          "-b %lld -e %lld --small-min %lld gives more than %d sizes",
+                          o->min_bytes, o->max_bytes, o->small_min_bytes, BENCH_MAX_SIZES);
     /* MPI counts are ints: the largest message in elements of the datatype must be one. */
     size_t elem = comm_dtype_size(o->dtype);
     if (elem && (unsigned long long)o->max_bytes / elem > (unsigned long long)INT_MAX)
@@ -498,6 +511,12 @@ double options_rank_bytes(const bench_options *o, int group_ranks, const gemm_sh
 int options_comm_sizes(const bench_options *o, long long *out, int max)
 {
     int n = 0;
+    for (long long s = o->small_min_bytes; s > 0 && s < o->min_bytes && n <= BENCH_MAX_SIZES;
+         s *= 2) {
+        if (out && n < max)
+            out[n] = s;
+        n++;
+    }
     long long s = o->min_bytes;
     while (s <= o->max_bytes) {
         if (out && n < max)

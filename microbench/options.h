@@ -34,6 +34,8 @@ typedef struct {
     /* sizes for communication and copy, in bytes (nccl-tests -b -e -f -i) */
     long long min_bytes, max_bytes, step_bytes;
     double step_factor; /* > 1: multiply instead of add */
+    /* also small_min_bytes, doubling, below min_bytes (0: none; options_comm_sizes) */
+    long long small_min_bytes;
     /* GEMM sweep: activation elements T·M from gemm_min to gemm_max step gemm_step */
     long long gemm_min, gemm_max, gemm_step;
     gemm_shape shapes[BENCH_MAX_SHAPES];
@@ -60,9 +62,9 @@ typedef struct {
     double min_sample_s;   /* shortest timed run (fast operations are repeated) */
     int group_rounds;      /* groups of a tier measured in this many rounds (0: auto, one
                               round unless ranks outnumber the cores they share; measure.h) */
-    int huge_pages;
+    int huge_pages;        /* mpi backend: ask for transparent huge pages on the buffers */
     long long rotate_bytes; /* each buffer role is a pool this large; successive runs use
-                               successive slots of it (0: one buffer, as nccl-tests) */        /* mpi backend: ask for transparent huge pages on the buffers */
+                               successive slots of it (0: one buffer, as nccl-tests) */
     int blas_threads;      /* 0: cores per node / ranks per node */
     double r2_threshold;
     bench_backend_kind backend;
@@ -81,8 +83,15 @@ void options_default_ops(int *ops);
 fsmoe_status options_parse(int argc, char **argv, bench_options *o, fsmoe_error *err);
 void options_usage(FILE *f);
 
-/* The communication sizes in bytes, in order; returns how many (fills at most max; out may be
- * NULL to count). Stops counting past BENCH_MAX_SIZES. */
+/* The communication and copy sizes in bytes, ascending: small_min_bytes, 2·small_min_bytes, ...
+ * while below min_bytes, then min_bytes .. max_bytes (-i or -f); returns how many (fills at most
+ * max; out may be NULL to count). Stops counting past BENCH_MAX_SIZES.
+ * Why the small sizes: a plan moves much less than FSMoE's 1-24 MB in places — a small model's
+ * AllToAll chunks, the optimizer's norm sums, and element-wise work (layer norms, residual
+ * additions: tens to hundreds of KB per pass, priced from the copy's points, planner/workload.h)
+ * — and a line fitted over megabytes says little about them: on the emulated 2 x 2 cluster
+ * (4 ranks on 2 cores) the world AllToAll's α came out 2.9 ms from 1-24 MB where a 16 KB
+ * AllToAll took 1.3 ms, and the copy's α 179 µs where whole passes took tens of µs. */
 int options_comm_sizes(const bench_options *o, long long *out, int max);
 
 /* The bytes one rank allocates for the measurement (communication pools and host copies, SAA's

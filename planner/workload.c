@@ -75,9 +75,15 @@ double workload_ran_copies(const workload_shape *s)
 
 double workload_elementwise_s(const workload_lines *w, int passes, double arrays, double n)
 {
-    if (!w->have_copy)
+    if (!w->have_copy || !(n > 0.0))
         return 0.0;
-    return passes * w->copy.alpha_s + w->copy.beta_s * arrays * n / 2.0;
+    double bytes = arrays * n / 2.0; /* what a copy of the same traffic copies */
+    const fsmoe_cost_entry *e = w->copy.entry;
+    if (passes < 1)
+        return w->copy.beta_s * bytes;
+    if (e && e->n_points >= 2) /* each pass at its own size, from the measured points */
+        return passes * fsmoe_entry_time_interp(e, bytes / passes);
+    return passes * w->copy.alpha_s + w->copy.beta_s * bytes;
 }
 
 /* A line's α without the sync latency: a collective the ranks reach together. */

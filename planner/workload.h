@@ -165,7 +165,13 @@ typedef struct {
 
 /* `passes` kernel launches touching `arrays` arrays of n bytes each (read or written), at the
  * profile's copy rate: a copy of n bytes reads n and writes n, so work touching a·n bytes costs
- * what a copy of a·n/2 bytes does, plus the line's α per launch. 0 without a copy line. */
+ * what a copy of a·n/2 bytes does, in `passes` copies of a·n/(2·passes) bytes each. A copy entry
+ * with measured points prices each pass by interpolating them (cost.h fsmoe_entry_time_interp;
+ * the line beyond their range): a pass moves tens to hundreds of KB, and on a CPU the α of a
+ * line fitted over megabytes is no pass's fixed cost (measured on 4 ranks sharing 2 cores:
+ * α 179 µs against passes that took 0.14 ms in all; fsmoe-bench --small-min). Otherwise the
+ * line: α per pass plus β per byte. passes 0: work added to another pass, β only. 0 without a
+ * copy line. */
 double workload_elementwise_s(const workload_lines *w, int passes, double arrays, double n);
 
 /* This GPU's parameter bytes in a model of `blocks` transformer blocks, `moe_layers` of them

@@ -395,6 +395,41 @@ static void test_min_chunk_from_points(void **state)
     assert_int_equal(workload_r_max(20.0, 0.0, 1048576.0), 20);
 }
 
+/* Element-wise passes (workload.h workload_elementwise_s) from the copy's measured points. By
+ * hand, 2 passes over 4 arrays of 128 KB: 256 KB of copy traffic, 128 KB per pass, between
+ * the points at 64 KB (10 µs) and 256 KB (40 µs): a third of the way, 20 µs; 2 passes 40 µs.
+ * The line (α 179 µs, β 1.5e-10) would say 2 x 179 + 39.3 µs = 397 µs. */
+static void test_elementwise_from_points(void **state)
+{
+    (void)state;
+    fsmoe_point pts[3] = {{65536.0, 1e-5}, {262144.0, 4e-5}, {1048576.0, 2e-4}};
+    fsmoe_cost_entry e;
+    memset(&e, 0, sizeof e);
+    e.present = 1, e.alpha_s = 179e-6, e.beta_s = 1.5e-10, e.n_points = 3, e.points = pts;
+    workload_lines w;
+    memset(&w, 0, sizeof w);
+    w.have_copy = 1;
+    w.copy = (fsmoe_line){179e-6, 1.5e-10, &e, {&e, NULL}};
+    assert_rel(workload_elementwise_s(&w, 2, 4.0, 131072.0), 4e-5, 1e-12);
+    /* one pass of 1.5 MB, beyond the points: the line */
+    assert_rel(workload_elementwise_s(&w, 1, 2.0, 1.5 * 1048576.0),
+               179e-6 + 1.5e-10 * 1.5 * 1048576.0, 1e-12);
+    /* on a point: the point */
+    assert_rel(workload_elementwise_s(&w, 3, 6.0, 262144.0), 3 * 4e-5, 1e-12);
+    /* no launch of its own: the bytes at β */
+    assert_rel(workload_elementwise_s(&w, 0, 1.0, 262144.0), 1.5e-10 * 131072.0, 1e-12);
+    assert_true(workload_elementwise_s(&w, 2, 4.0, 0.0) == 0.0);
+    /* a line without points (a derived profile): α per pass plus β per byte */
+    w.copy.entry = NULL;
+    assert_rel(workload_elementwise_s(&w, 2, 4.0, 131072.0), 2 * 179e-6 + 1.5e-10 * 262144.0,
+               1e-12);
+    w.copy.entry = &e, e.n_points = 1;
+    assert_rel(workload_elementwise_s(&w, 2, 4.0, 131072.0), 2 * 179e-6 + 1.5e-10 * 262144.0,
+               1e-12);
+    w.have_copy = 0;
+    assert_true(workload_elementwise_s(&w, 2, 4.0, 131072.0) == 0.0);
+}
+
 /* ---- the hierarchical AllToAll (cost.h fsmoe_cost_line_2dh) ---- */
 
 /* 4 nodes x 4 GPUs: flat AllToAll on the world tier, its two phases on intra and inter, and a
@@ -701,6 +736,7 @@ int main(void)
         cmocka_unit_test(test_low_r2_notes),
         cmocka_unit_test(test_testbed_a_nodes),
         cmocka_unit_test(test_min_chunk_from_points),
+        cmocka_unit_test(test_elementwise_from_points),
         cmocka_unit_test(test_2dh_derived),    cmocka_unit_test(test_2dh_measured),
         cmocka_unit_test(test_2dh_refused),    cmocka_unit_test(test_group_2dh),
         cmocka_unit_test(test_gemm_shapes),

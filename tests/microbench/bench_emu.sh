@@ -32,6 +32,6 @@ grep -q "^# Out of bounds values : 0 OK" "$tmp/out.txt" || { echo "FAIL: wrong v
 rc=$?
 cat "$tmp/check.txt"
 [ $rc -eq 0 ] || exit 1
-grep -Eq "^alltoall_2dh +world +ranks 4 alpha .* r2 [01]\.[0-9]{6} points 4" "$tmp/check.txt" \
+grep -Eq "^alltoall_2dh +world +ranks 4 alpha .* r2 [01]\.[0-9]{6} points 10" "$tmp/check.txt" \
     || { echo "FAIL: no 2DH entry with its r2"; exit 1; }
 echo "emulated cluster: two tiers seen"

@@ -75,9 +75,9 @@ grep -q "^# alltoall_2dh on tier \(intra\|inter\)" "$tmp/out2dh.txt" \
     && fail "2DH measured on a tier where it is not hierarchical"
 "$check" "$tmp/2dh.yaml" 2 2 alltoall:world alltoall_2dh:world > "$tmp/check2dh.txt" \
     || { cat "$tmp/check2dh.txt"; fail "2DH profile"; }
-grep -Eq "^alltoall_2dh +world +ranks 4 alpha .* r2 [01]\.[0-9]{6} points 4" "$tmp/check2dh.txt" \
+grep -Eq "^alltoall_2dh +world +ranks 4 alpha .* r2 [01]\.[0-9]{6} points 8" "$tmp/check2dh.txt" \
     || { cat "$tmp/check2dh.txt"; fail "2DH entry without r2 or points"; }
-grep -Eq "^# alltoall_2dh +world +4 +4 .* [01]\.[0-9]{6}" "$tmp/out2dh.txt" \
+grep -Eq "^# alltoall_2dh +world +4 +8 .* [01]\.[0-9]{6}" "$tmp/out2dh.txt" \
     || fail "2DH fit not in the fit table"
 grep -q "# hierarchical AllToAll (2DH" "$tmp/2dh.yaml" || fail "2DH: the profile does not say what 2DH is"
 grep -q "flat alltoall, world (4 ranks)" "$tmp/2dh.svg" || fail "2DH plot without the flat line"

@@ -51,6 +51,9 @@ static const option_case cases[] = {
     {{"--group-rounds", "-1"}, FSMOE_ERR_USAGE, "--group-rounds"},
     {{"--huge-pages", "2"}, FSMOE_ERR_USAGE, "--huge-pages"},
     {{"--rotate", "lots"}, FSMOE_ERR_USAGE, "--rotate"},
+    {{"--small-min", "-4K"}, FSMOE_ERR_USAGE, "--small-min"},
+    {{"--small-min", "0"}, FSMOE_OK, NULL},
+    {{"-b", "1M", "-e", "1M", "--small-min", "1", "-o", "x.yaml"}, FSMOE_OK, NULL},
     {{"--rotate", "0", "--group-rounds", "2", "--huge-pages", "0"}, FSMOE_OK, NULL},
     {{"--max-iters", "0"}, FSMOE_ERR_USAGE, "--max-iters"},
     {{"--max-iters", "4"}, FSMOE_ERR_USAGE, "--max-iters 4 is smaller than -n 5"},
@@ -74,7 +77,8 @@ static const option_case cases[] = {
     {{"-x"}, FSMOE_ERR_USAGE, "unknown option -x"},
     {{"-o"}, FSMOE_ERR_USAGE, "needs a value"},
     {{"stray"}, FSMOE_ERR_USAGE, "unexpected argument"},
-    {{"-o", "x.yaml", "-b", "1M", "-e", "1M"}, FSMOE_ERR_USAGE, "at least two sizes"},
+    {{"-o", "x.yaml", "-b", "1M", "-e", "1M", "--small-min", "0"}, FSMOE_ERR_USAGE,
+     "at least two sizes"},
     {{"-b", "1", "-e", "1G", "-i", "1"}, FSMOE_ERR_USAGE, "more than"},
     {{"-b", "64K", "-e", "1M", "-f", "2", "-n", "3", "-w", "0", "-d", "int32"}, FSMOE_OK, NULL},
     {{"-o", "p.yaml", "--ops", "alltoall,saa", "--tiers", "inter,world", "--gpus-per-node", "2"}, FSMOE_OK,
@@ -108,9 +112,9 @@ static void test_defaults_follow_fsmoe(void **state)
     options_defaults(&o);
     long long sizes[64];
     int n = options_comm_sizes(&o, sizes, 64);
-    assert_int_equal(n, 24); /* 2^18 .. 24·2^18 floats, step 2^18 */
-    assert_int_equal(sizes[0], 1 << 20);
-    assert_int_equal(sizes[23], 24LL << 20);
+    assert_int_equal(n, 6 + 24); /* 16K .. 512K, then 2^18 .. 24·2^18 floats, step 2^18 */
+    assert_int_equal(sizes[6], 1 << 20);
+    assert_int_equal(sizes[29], 24LL << 20);
     assert_int_equal(o.gemm_min, 1 << 19);
     assert_int_equal(o.gemm_max, 12 << 19);
     assert_int_equal(o.average, MEASURE_AVG); /* nccl-tests' default */
@@ -124,6 +128,37 @@ static void test_defaults_follow_fsmoe(void **state)
     assert_int_equal(sizes[6], 65536);
     assert_int_equal(o.redop, COMM_MAX);
     assert_int_equal(o.average, MEASURE_MAX);
+}
+
+/* The small sizes: --small-min doubling below -b, then -b .. -e; none below with 0 or a
+ * --small-min at or above -b. */
+static void test_small_sizes(void **state)
+{
+    (void)state;
+    bench_options o;
+    options_defaults(&o);
+    long long sizes[64];
+    int n = options_comm_sizes(&o, sizes, 64);
+    assert_int_equal(sizes[0], 16384);
+    assert_int_equal(sizes[5], 512 * 1024);
+    assert_int_equal(sizes[6], 1 << 20);
+    /* a short array: the first entries, the full count */
+    long long few[3];
+    assert_int_equal(options_comm_sizes(&o, few, 3), n);
+    assert_int_equal(few[2], 65536);
+    char *argv[] = {"fsmoe-bench", "--small-min", "100K", "-b", "256K", "-e", "512K", "-f", "2"};
+    fsmoe_error err = {0};
+    assert_int_equal(options_parse(9, argv, &o, &err), FSMOE_OK);
+    n = options_comm_sizes(&o, sizes, 64);
+    assert_int_equal(n, 2 + 2); /* 100K, 200K; 256K, 512K */
+    assert_int_equal(sizes[0], 100 * 1024);
+    assert_int_equal(sizes[1], 200 * 1024);
+    assert_int_equal(sizes[2], 256 * 1024);
+    assert_int_equal(sizes[3], 512 * 1024);
+    o.small_min_bytes = 256 * 1024; /* not below -b */
+    assert_int_equal(options_comm_sizes(&o, NULL, 0), 2);
+    o.small_min_bytes = 0;
+    assert_int_equal(options_comm_sizes(&o, NULL, 0), 2);
 }
 
 /* A parse that stops inside a cluster of short options (-jx: -j is unknown, x unread) must not
@@ -215,6 +250,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_defaults_follow_fsmoe),
+        cmocka_unit_test(test_small_sizes),
         cmocka_unit_test(test_refine_defaults),
         cmocka_unit_test(test_reparse_after_short_cluster),
         cmocka_unit_test(test_ops_2dh),
