@@ -95,13 +95,13 @@ static double alpha_aligned(const workload_lines *w, const fsmoe_line *l)
 double workload_optimizer_s(const workload_lines *w, double param_bytes)
 {
     /* the norm's partial sums over MP, ESP and EP: a few bytes each, their lines' α (a zero
-     * line where the group has one member; EP has no AllReduce line: its AllToAll's α). The
+     * line where the group has one member; EP: its AllReduce line, or its AllToAll's α). The
      * ranks reach them together — they leave the step's last Gradient-AllReduce and each sums
      * the squares of an equal share — so no arrival skew: on the emulated 2 x 2 cluster the
      * optimizer task measured 3.4-4.1 ms per step against 11.8 predicted with the skew
      * (2.5 ms) in each of the three. */
     double norm_sums = alpha_aligned(w, &w->ar_mp) + alpha_aligned(w, &w->ar_esp) +
-                       alpha_aligned(w, &w->a2a_ep);
+                       alpha_aligned(w, w->have_ar_ep ? &w->ar_ep : &w->a2a_ep);
     return workload_elementwise_s(w, 2, 9.0, param_bytes) + norm_sums;
 }
 
@@ -196,6 +196,19 @@ fsmoe_status workload_lines_init(const fsmoe_cluster *c, const char *cluster_pat
             return st;
         if (fsmoe_group_size(par, fsmoe_comm_needs[i].group) > 1)
             dst[i]->alpha_s += out->sync_s;
+    }
+    /* The norm's sum over EP is an AllReduce: priced on its own line where the profile has
+     * AllReduce on EP's tier. Before, always the EP AllToAll's α: on the emulated 2 x 2 cluster
+     * (dp 4, ep 4) that put tiny-moe's optimizer task at 2.4 ms, 1.7 ms of it the AllToAll's α,
+     * against 0.65 ms measured; the world AllReduce measured there has α = 0. */
+    if (fsmoe_group_size(par, FSMOE_GROUP_EP) > 1 &&
+        c->ops[FSMOE_OP_ALLREDUCE][fsmoe_group_tier(par, FSMOE_GROUP_EP)].present) {
+        fsmoe_status st = group_line(c, cluster_path, par, FSMOE_GROUP_EP, FSMOE_OP_ALLREDUCE,
+                                     &out->ar_ep, out, err);
+        if (st != FSMOE_OK)
+            return st;
+        out->ar_ep.alpha_s += out->sync_s;
+        out->have_ar_ep = 1;
     }
     /* SAA = EP&ESP AllToAll run together with the MP AllGather; measured on the EP&ESP tier.
      * When EP&ESP has a single member there is no AllToAll and SAA degenerates to the MP

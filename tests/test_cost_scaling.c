@@ -549,6 +549,35 @@ static void test_2dh_measured(void **state)
     fsmoe_cluster_free(&c);
 }
 
+/* The gradient norm's sum over EP is an AllReduce (workload.c workload_optimizer_s): its line
+ * where the profile measured AllReduce on EP's tier, else the EP AllToAll's α. dp 16 · ep 4 on
+ * 4 nodes x 4: EP is 4 ranks inside a node. Without an intra AllReduce the norm's EP sum costs
+ * the intra AllToAll's α (1e-5 s); with one measured at 4 ranks, its α (2e-6 s). */
+static void test_norm_sum_over_ep(void **state)
+{
+    (void)state;
+    fsmoe_parallel par = {.world = 16, .gpus_per_node = 4, .dp = 16, .mp = 1, .ep = 4,
+                          .esp = 1, .pp = 1};
+    fsmoe_cluster c0, c1;
+    parse_4x4(&c0, NULL);
+    parse_4x4(&c1, "  - {op: allreduce, tier: intra, ranks: 4, alpha_s: 2e-6, "
+                   "beta_s_per_byte: 1e-12, r2: 1}\n");
+    fsmoe_error err = {0};
+    workload_lines w0, w1;
+    if (workload_lines_init(&c0, "4x4.yaml", &par, NULL, &w0, &err) ||
+        workload_lines_init(&c1, "4x4.yaml", &par, NULL, &w1, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(w0.have_ar_ep, 0);
+    assert_int_equal(w1.have_ar_ep, 1);
+    assert_rel(w1.ar_ep.alpha_s, 2e-6, 1e-15);
+    assert_rel(w0.a2a_ep.alpha_s, 1e-5, 1e-15);
+    double bytes = 1e6;
+    assert_rel(workload_optimizer_s(&w0, bytes) - workload_optimizer_s(&w1, bytes), 1e-5 - 2e-6,
+               1e-9);
+    fsmoe_cluster_free(&c0);
+    fsmoe_cluster_free(&c1);
+}
+
 /* A group that is not hierarchical has no 2DH (a caller's error), and a profile without the
  * parts says which one it lacks. */
 static void test_2dh_refused(void **state)
@@ -737,6 +766,7 @@ int main(void)
         cmocka_unit_test(test_testbed_a_nodes),
         cmocka_unit_test(test_min_chunk_from_points),
         cmocka_unit_test(test_elementwise_from_points),
+        cmocka_unit_test(test_norm_sum_over_ep),
         cmocka_unit_test(test_2dh_derived),    cmocka_unit_test(test_2dh_measured),
         cmocka_unit_test(test_2dh_refused),    cmocka_unit_test(test_group_2dh),
         cmocka_unit_test(test_gemm_shapes),
