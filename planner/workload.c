@@ -86,22 +86,32 @@ double workload_elementwise_s(const workload_lines *w, int passes, double arrays
     return passes * w->copy.alpha_s + w->copy.beta_s * bytes;
 }
 
-/* A line's α without the sync latency: a collective the ranks reach together. */
-static double alpha_aligned(const workload_lines *w, const fsmoe_line *l)
+/* A collective of a few bytes on line l that the ranks reach together (no sync latency): the
+ * line's α less the sync latency, or the time measured at the line's smallest size where that
+ * is less — a collective does not get faster as its message grows, so a few bytes cost at most
+ * what the smallest measured message did. A line's α is where it meets n = 0, fitted mostly on
+ * large messages; on the emulated 2 x 2 cluster the world AllReduce's line over 16 KB-24 MB
+ * met it at 4.2 ms (the time stepped from 2.7 to 8.5 ms between 128 and 256 KB) where 16 KB
+ * took 1.4 ms. */
+static double small_collective_s(const workload_lines *w, const fsmoe_line *l)
 {
-    return l->alpha_s > w->sync_s ? l->alpha_s - w->sync_s : 0.0;
+    double t = l->alpha_s > w->sync_s ? l->alpha_s - w->sync_s : 0.0;
+    const fsmoe_cost_entry *e = l->entry;
+    if (e && e->n_points > 0 && e->points[0].seconds < t)
+        t = e->points[0].seconds;
+    return t;
 }
 
 double workload_optimizer_s(const workload_lines *w, double param_bytes)
 {
-    /* the norm's partial sums over MP, ESP and EP: a few bytes each, their lines' α (a zero
-     * line where the group has one member; EP: its AllReduce line, or its AllToAll's α). The
+    /* the norm's partial sums over MP, ESP and EP: a few bytes each (small_collective_s; a
+     * zero line where the group has one member; EP: its AllReduce line, or its AllToAll's). The
      * ranks reach them together — they leave the step's last Gradient-AllReduce and each sums
      * the squares of an equal share — so no arrival skew: on the emulated 2 x 2 cluster the
      * optimizer task measured 3.4-4.1 ms per step against 11.8 predicted with the skew
      * (2.5 ms) in each of the three. */
-    double norm_sums = alpha_aligned(w, &w->ar_mp) + alpha_aligned(w, &w->ar_esp) +
-                       alpha_aligned(w, w->have_ar_ep ? &w->ar_ep : &w->a2a_ep);
+    double norm_sums = small_collective_s(w, &w->ar_mp) + small_collective_s(w, &w->ar_esp) +
+                       small_collective_s(w, w->have_ar_ep ? &w->ar_ep : &w->a2a_ep);
     return workload_elementwise_s(w, 2, 9.0, param_bytes) + norm_sums;
 }
 
@@ -467,8 +477,8 @@ void workload_layer_init(const workload_shape *s, const fsmoe_parallel *par,
      * capacity prefix and the load totals, then over EP the token counts — small, back to
      * back: the first pays the ranks' arrival skew after the gate's computation (sync_s), the
      * others their latency alone. */
-    double gate_coll = (par->dp > 1 ? 3.0 * alpha_aligned(w, &w->ar_dp) : 0.0) +
-                       (par->ep > 1 ? alpha_aligned(w, &w->a2a_ep) : 0.0);
+    double gate_coll = (par->dp > 1 ? 3.0 * small_collective_s(w, &w->ar_dp) : 0.0) +
+                       (par->ep > 1 ? small_collective_s(w, &w->a2a_ep) : 0.0);
     if (par->dp > 1 || par->ep > 1)
         gate_coll += w->sync_s;
     out->order_dispatch_bwd_gemms = s->gate == WORKLOAD_GATE_SOFTMOE ? 2.0 : 1.0;

@@ -574,8 +574,26 @@ static void test_norm_sum_over_ep(void **state)
     double bytes = 1e6;
     assert_rel(workload_optimizer_s(&w0, bytes) - workload_optimizer_s(&w1, bytes), 1e-5 - 2e-6,
                1e-9);
+    /* A few bytes cost at most the smallest measured message: an AllReduce whose line meets
+     * n = 0 at 4 ms, measured at 16 KB in 1 ms, prices the norm's EP sum at 1 ms; with its
+     * smallest point above α (6 ms), at α. */
+    fsmoe_cluster c2, c3;
+    parse_4x4(&c2, "  - {op: allreduce, tier: intra, ranks: 4, alpha_s: 4e-3, "
+                   "beta_s_per_byte: 1e-9, r2: 1, points: [[16384, 1e-3], [1048576, 5e-3]]}\n");
+    parse_4x4(&c3, "  - {op: allreduce, tier: intra, ranks: 4, alpha_s: 4e-3, "
+                   "beta_s_per_byte: 1e-9, r2: 1, points: [[16384, 6e-3], [1048576, 9e-3]]}\n");
+    workload_lines w2, w3;
+    if (workload_lines_init(&c2, "4x4.yaml", &par, NULL, &w2, &err) ||
+        workload_lines_init(&c3, "4x4.yaml", &par, NULL, &w3, &err))
+        fail_msg("%s", err.msg);
+    assert_rel(workload_optimizer_s(&w2, bytes) - workload_optimizer_s(&w1, bytes), 1e-3 - 2e-6,
+               1e-9);
+    assert_rel(workload_optimizer_s(&w3, bytes) - workload_optimizer_s(&w1, bytes), 4e-3 - 2e-6,
+               1e-9);
     fsmoe_cluster_free(&c0);
     fsmoe_cluster_free(&c1);
+    fsmoe_cluster_free(&c2);
+    fsmoe_cluster_free(&c3);
 }
 
 /* A group that is not hierarchical has no 2DH (a caller's error), and a profile without the
