@@ -193,11 +193,14 @@ void report_refine(report *r, const measure_refine *rf, const measure_rule *rule
         fputc('\n', r->out);
     }
     if (fitted) {
+        /* the size farthest off the line in seconds: what r2 weighs (relative to the median,
+         * the smallest sizes would always look worst: the line's α is fitted on the large) */
         int worst = 0;
         for (int k = 1; k < valid; k++)
-            if (fabs(res[k] / y[k]) > fabs(res[worst] / y[worst]))
+            if (fabs(res[k]) > fabs(res[worst]))
                 worst = k;
-        fprintf(r->out, "# largest residual %+.1f %% at %.0f (least-squares line, r2 %.4f)\n",
+        fprintf(r->out, "# largest residual %+.3g ms (%+.1f %%) at %.0f (least-squares line, "
+                "r2 %.4f)\n", 1e3 * res[worst],
                 y[worst] != 0.0 ? 100.0 * res[worst] / y[worst] : 0.0, x[worst], f.r2);
     }
     fflush(r->out);
