@@ -81,7 +81,7 @@ double workload_elementwise_s(const workload_lines *w, int passes, double arrays
     const fsmoe_cost_entry *e = w->copy.entry;
     if (passes < 1)
         return w->copy.beta_s * bytes;
-    if (e && e->n_points >= 2) /* each pass at its own size, from the measured points */
+    if (e) /* each pass at its own size, from the measured points (its line beyond them) */
         return passes * fsmoe_entry_time_interp(e, bytes / passes);
     return passes * w->copy.alpha_s + w->copy.beta_s * bytes;
 }
@@ -111,7 +111,7 @@ double workload_optimizer_s(const workload_lines *w, double param_bytes)
      * optimizer task measured 3.4-4.1 ms per step against 11.8 predicted with the skew
      * (2.5 ms) in each of the three. */
     double norm_sums = small_collective_s(w, &w->ar_mp) + small_collective_s(w, &w->ar_esp) +
-                       small_collective_s(w, w->have_ar_ep ? &w->ar_ep : &w->a2a_ep);
+                       small_collective_s(w, &w->ar_ep);
     return workload_elementwise_s(w, 2, 9.0, param_bytes) + norm_sums;
 }
 
@@ -218,7 +218,8 @@ fsmoe_status workload_lines_init(const fsmoe_cluster *c, const char *cluster_pat
         if (st != FSMOE_OK)
             return st;
         out->ar_ep.alpha_s += out->sync_s;
-        out->have_ar_ep = 1;
+    } else {
+        out->ar_ep = out->a2a_ep;
     }
     /* SAA = EP&ESP AllToAll run together with the MP AllGather; measured on the EP&ESP tier.
      * When EP&ESP has a single member there is no AllToAll and SAA degenerates to the MP

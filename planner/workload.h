@@ -55,10 +55,9 @@ typedef struct {
     fsmoe_line saa;
     fsmoe_line ar_dp;      /* Gradient-AllReduce */
     /* AllReduce on EP: the gradient norm's partial sum over the experts' shards (a few bytes;
-     * runtime/transformer.c model_grad_norm). Optional: only where the profile measured
-     * AllReduce on EP's tier (have_ar_ep); elsewhere the EP AllToAll's α stands in. */
+     * runtime/transformer.c model_grad_norm). The profile's AllReduce on EP's tier where it
+     * measured one; elsewhere a copy of a2a_ep (the EP AllToAll stands in). */
     fsmoe_line ar_ep;
-    int have_ar_ep;
     fsmoe_line gemm;       /* the expert's GEMMs, at its shape M:H/N_ESP */
     fsmoe_line gemm_dense; /* the dense GEMMs (attention's projections, dense FFN, gate), at
                             * M:H/N_MP */

@@ -567,9 +567,10 @@ static void test_norm_sum_over_ep(void **state)
     if (workload_lines_init(&c0, "4x4.yaml", &par, NULL, &w0, &err) ||
         workload_lines_init(&c1, "4x4.yaml", &par, NULL, &w1, &err))
         fail_msg("%s", err.msg);
-    assert_int_equal(w0.have_ar_ep, 0);
-    assert_int_equal(w1.have_ar_ep, 1);
+    assert_rel(w0.ar_ep.alpha_s, 1e-5, 1e-15); /* no AllReduce inside a node: the AllToAll */
+    assert_rel(w0.ar_ep.beta_s, w0.a2a_ep.beta_s, 1e-15);
     assert_rel(w1.ar_ep.alpha_s, 2e-6, 1e-15);
+    assert_rel(w1.ar_ep.beta_s, 1e-12, 1e-15);
     assert_rel(w0.a2a_ep.alpha_s, 1e-5, 1e-15);
     double bytes = 1e6;
     assert_rel(workload_optimizer_s(&w0, bytes) - workload_optimizer_s(&w1, bytes), 1e-5 - 2e-6,
