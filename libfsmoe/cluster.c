@@ -34,7 +34,8 @@ static const char *const top_keys[] = {"fsmoe_cluster", "name",         "source"
                                        "notes",         "ops",          "interference",
                                        "host",          NULL};
 static const char *const interference_keys[] = {"comm_slowdown", "compute_slowdown",
-                                                "sync_latency_s", "sync_growth", "measured",
+                                                "sync_latency_s", "sync_growth",
+                                                "sync_growth_from_s", "measured",
                                                 NULL};
 static const char *const host_keys[] = {"ranks", "cores", "ranks_at_once", NULL};
 static const char *const entry_keys[] = {"op",    "tier",    "ranks",  "alpha_s",
@@ -367,6 +368,9 @@ static fsmoe_status load_doc(fsmoe_yaml *y, fsmoe_cluster *c, fsmoe_error *err)
                                     &c->interference.sync_s, err)) ||
             (st = fsmoe_yaml_double(&in, "sync_growth", FSMOE_OPTIONAL, 0.0,
                                     FSMOE_MAX_SYNC_GROWTH, &c->interference.sync_growth, err)) ||
+            (st = fsmoe_yaml_double(&in, "sync_growth_from_s", FSMOE_OPTIONAL, 0.0,
+                                    FSMOE_MAX_SYNC_GROWTH_FROM_S, &c->interference.sync_growth_from_s,
+                                    err)) ||
             (st = fsmoe_yaml_string(&in, "measured", FSMOE_OPTIONAL, c->interference.measured,
                                     sizeof c->interference.measured, err)))
             return st;

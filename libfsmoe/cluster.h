@@ -86,14 +86,20 @@ typedef struct {
      * arrival skew grows per second of computation since their previous collective (seconds per
      * second; sync_s is then the skew where there was none): the simulator adds it to a
      * collective's latency (sim.h), the per-layer closed forms do not. Calibrated from a
-     * training run (fsmoe-run --calibrate). */
+     * training run (fsmoe-run --calibrate).
+     * sync_growth_from_s (`sync_growth_from_s`, optional, 0 when absent, at most 1000 s): the
+     * segment the growth starts at: the skew is sync_s + sync_growth·max(0, segment − this).
+     * fsmoe-run --calibrate sets it to the shortest segment its fit saw (or where the fitted
+     * line crosses zero, if later), so the line is not extrapolated below its points: a
+     * collective right after another one pays the skew measured at the shortest segment. */
 #define FSMOE_MAX_SLOWDOWN 100.0  /* the largest factor the profile accepts (at least 1) */
 #define FSMOE_MAX_SYNC_S 1.0       /* the largest sync latency it accepts, seconds */
 #define FSMOE_MAX_SYNC_GROWTH 10.0 /* the largest skew growth it accepts, seconds per second */
+#define FSMOE_MAX_SYNC_GROWTH_FROM_S 1000.0 /* the latest segment growth may start at, s */
     struct {
         int present;
         double comm_slowdown, compute_slowdown;
-        double sync_s, sync_growth;
+        double sync_s, sync_growth, sync_growth_from_s;
         char measured[512]; /* fsmoe-bench's description, and --calibrate's after it */
     } interference;
     /* Ranks that share one host's cores (the profile's optional `host:` mapping; absent: a

@@ -98,6 +98,8 @@ fsmoe_status fsmoe_cluster_write(const char *path, const fsmoe_cluster *c,
             fsmoe_yw_double(&w, 2, "sync_latency_s", c->interference.sync_s);
         if (c->interference.sync_growth > 0.0)
             fsmoe_yw_double(&w, 2, "sync_growth", c->interference.sync_growth);
+        if (c->interference.sync_growth_from_s > 0.0)
+            fsmoe_yw_double(&w, 2, "sync_growth_from_s", c->interference.sync_growth_from_s);
         if (c->interference.measured[0])
             fsmoe_yw_str(&w, 2, "measured", c->interference.measured);
     }

@@ -31,6 +31,7 @@ void sim_clear(sim *s)
     s->host_ranks = s->host_cores = s->host_at_once = 0;
     s->host_speed = 1.0;
     s->sync_growth = 0.0;
+    s->sync_growth_from = 0.0;
     s->build_status = FSMOE_OK;
     s->build_msg[0] = '\0';
 }
@@ -114,9 +115,10 @@ void sim_set_host_sharing(sim *s, int ranks, int cores, int at_once)
     s->host_at_once = on ? at_once : 0;
 }
 
-void sim_set_sync_growth(sim *s, double rho)
+void sim_set_sync_growth(sim *s, double rho, double from_s)
 {
     s->sync_growth = rho > 0.0 ? rho : 0.0;
+    s->sync_growth_from = from_s > 0.0 ? from_s : 0.0;
 }
 
 double sim_host_speed(int ranks, int cores, int at_once)
@@ -300,8 +302,8 @@ static int start_task(sim *s, int i, double t)
     k->skew_s = 0.0;
     if (meets_ranks(s, k)) {
         /* the growing arrival skew (sim.h) */
-        if (t > s->last_coll_end)
-            k->skew_s = s->sync_growth * (t - s->last_coll_end);
+        double beyond = t - s->last_coll_end - s->sync_growth_from;
+        k->skew_s = beyond > 0.0 ? s->sync_growth * beyond : 0.0;
         k->rem_alpha += k->skew_s;
     }
     r->n_active++;

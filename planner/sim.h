@@ -30,9 +30,13 @@
  *   - Arrival skew growing with the segment (sim_set_sync_growth; 0 by default): a collective
  *     task (task.h fsmoe_task_collective) on a shared resource, with a cost (a group of one rank
  *     has a zero line: nothing to wait for), that starts at t waits
- *     ρ·(t − e) more before its latency, e the end of the latest collective that ended by then
- *     (0 before the first): ranks that computed for a while since they last met arrive farther
- *     apart. The segment is the one fsmoe-run --report measures the skew against (and
+ *     ρ·max(0, t − e − g) more before its latency, e the end of the latest collective that
+ *     ended by then (0 before the first), g the segment the growth starts at (cluster.h
+ *     sync_growth_from_s; 0 by default): ranks that computed for a while since they last met
+ *     arrive farther apart. A calibrated profile's g is the shortest segment its line was
+ *     fitted on, and its constant part the line's value there: below its points the line is
+ *     held, not extrapolated (a chunk's collective issued right after another was once
+ *     given no skew at all, and a plan cut its AllToAll into 38 chunks). The segment is the one fsmoe-run --report measures the skew against (and
  *     --calibrate fits ρ on; scripts/trace-skew.py the same from a trace). The constant part of
  *     the skew is the profile's sync latency, already in the collectives' α (workload.h).
  *   - SIM_TASK_DEFER (Lina's allreduce micro-ops): the task is launched only while no task of a
@@ -124,6 +128,7 @@ typedef struct {
     int host_ranks, host_cores, host_at_once;  /* host sharing (sim_set_host_sharing; 0 = off) */
     double host_speed; /* output of host sharing: compute's speed against its lines (1 when off) */
     double sync_growth; /* ρ of the growing arrival skew (sim_set_sync_growth; 0 = off) */
+    double sync_growth_from; /* g: the segment the growth starts at (seconds, ≥ 0) */
     double last_coll_end; /* engine state: when the last collective ended */
     /* output */
     double makespan_s;
@@ -155,9 +160,9 @@ void sim_set_interference(sim *s, double comm_slowdown, double compute_slowdown)
 /* R ranks on a host of C cores, the compute lines measured with m computing at once
  * (cluster.h host); off unless R > C ≥ 1 and 1 ≤ m ≤ R. sim_clear turns it off. */
 void sim_set_host_sharing(sim *s, int ranks, int cores, int at_once);
-/* ρ ≥ 0 of the growing arrival skew (above; values below 0 are taken as 0, NaN as 0);
- * sim_clear resets it to 0. */
-void sim_set_sync_growth(sim *s, double rho);
+/* ρ ≥ 0 of the growing arrival skew and the segment g ≥ 0 it starts at (above; values
+ * below 0 are taken as 0, NaN as 0); sim_clear resets both to 0. */
+void sim_set_sync_growth(sim *s, double rho, double from_s);
 /* Compute's speed against its lines under host sharing in lockstep (above): C/R over
  * min(1, C/m); 1 where it is off (R ≤ C, or m outside 1..R). */
 double sim_host_speed(int ranks, int cores, int at_once);

@@ -596,7 +596,7 @@ fsmoe_status sim_build(sim *s, const sim_model *m, sim_schedule k, const sim_bui
     sim_mark_compute(s, SIM_R_COMPUTE);
     sim_set_interference(s, m->lines.comm_slowdown, m->lines.compute_slowdown);
     sim_set_host_sharing(s, m->lines.host_ranks, m->lines.host_cores, m->lines.host_at_once);
-    sim_set_sync_growth(s, m->lines.sync_growth);
+    sim_set_sync_growth(s, m->lines.sync_growth, m->lines.sync_growth_from_s);
     gen g;
     memset(&g, 0, sizeof g);
     g.s = s;

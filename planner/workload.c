@@ -199,6 +199,7 @@ fsmoe_status workload_lines_init(const fsmoe_cluster *c, const char *cluster_pat
      * (cluster.h interference.sync_s) adds to its α. */
     out->sync_s = c->interference.present ? c->interference.sync_s : 0.0;
     out->sync_growth = c->interference.present ? c->interference.sync_growth : 0.0;
+    out->sync_growth_from_s = c->interference.present ? c->interference.sync_growth_from_s : 0.0;
     for (int i = 0; i < FSMOE_NEED_COUNT; i++) {
         fsmoe_status st = group_line(c, cluster_path, par, fsmoe_comm_needs[i].group,
                                      fsmoe_comm_needs[i].op, dst[i], out, err);

@@ -76,8 +76,9 @@ typedef struct {
      * collective line above whose group has more than one member. */
     double sync_s;
     /* The profile's skew growth (cluster.h sync_growth; 0 without it): the simulator adds it per
-     * collective (sim.h); no line holds it. */
-    double sync_growth;
+     * collective (sim.h) for the part of the segment beyond sync_growth_from_s (cluster.h; 0
+     * without it); no line holds it. */
+    double sync_growth, sync_growth_from_s;
     /* 1: a2a_ep (a2a_ep_esp) is the hierarchical AllToAll's line (workload_lines_2dh); 0: the
      * flat AllToAll's, as workload_lines_init gives every line */
     int a2a_ep_2dh, a2a_ep_esp_2dh;

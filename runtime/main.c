@@ -622,12 +622,15 @@ static fsmoe_status write_calibrated(rt_schedule *rs, const rt_report_result *re
         c->interference.compute_slowdown = 1.0, c->interference.measured[0] = '\0';
     c->interference.sync_s = res->cal_a_s;
     c->interference.sync_growth = res->cal_rho;
+    c->interference.sync_growth_from_s = res->cal_from_s;
     if (c->interference.sync_s > FSMOE_MAX_SYNC_S ||
-        c->interference.sync_growth > FSMOE_MAX_SYNC_GROWTH)
+        c->interference.sync_growth > FSMOE_MAX_SYNC_GROWTH ||
+        c->interference.sync_growth_from_s > FSMOE_MAX_SYNC_GROWTH_FROM_S)
         return fsmoe_fail(err, FSMOE_ERR_VALUE, "--calibrate: the fitted skew %.3f ms + %.3f x "
-                          "segment is out of the profile's range (at most %g s and %g)",
-                          1e3 * res->skew_a_s, res->skew_rho, FSMOE_MAX_SYNC_S,
-                          FSMOE_MAX_SYNC_GROWTH);
+                          "max(segment, %.3f s) is out of the profile's range (at most %g s, %g "
+                          "and %g s)",
+                          1e3 * res->cal_a_s, res->cal_rho, res->cal_from_s, FSMOE_MAX_SYNC_S,
+                          FSMOE_MAX_SYNC_GROWTH, FSMOE_MAX_SYNC_GROWTH_FROM_S);
     char *m = c->interference.measured;
     size_t len = strlen(m);
     snprintf(m + len, sizeof c->interference.measured - len,
@@ -635,8 +638,10 @@ static fsmoe_status write_calibrated(rt_schedule *rs, const rt_report_result *re
              len ? "; " : "", rs->name, cfg->name, res->steps, res->skew_r2, res->skew_tasks);
     fsmoe_status st = fsmoe_cluster_write(path, c, NULL, err);
     if (st == FSMOE_OK)
-        printf("# calibrated profile: %s (sync_latency_s %.6g, sync_growth %.4g)\n", path,
-               c->interference.sync_s, c->interference.sync_growth);
+        printf("# calibrated profile: %s (sync_latency_s %.6g, sync_growth %.4g, "
+               "sync_growth_from_s %.4g)\n",
+               path, c->interference.sync_s, c->interference.sync_growth,
+               c->interference.sync_growth_from_s);
     return st;
 }
 

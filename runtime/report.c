@@ -380,6 +380,22 @@ out:
     return st;
 }
 
+void rt_report_skew_hold(double a, double rho, double xmin, double ymean, double *c, double *r,
+                         double *from)
+{
+    /* a profile's skew is neither negative, shrinking, nor extrapolated below the segments
+     * measured: flat at the mean where the line does not grow, else the line from its shortest
+     * segment on (or from where it crosses zero, if later), held at that value below it */
+    *c = ymean > 0.0 ? ymean : 0.0, *r = 0.0, *from = 0.0;
+    if (rho > 0.0) {
+        double zero = -a / rho;
+        *from = zero > xmin ? zero : xmin;
+        *from = *from > 0.0 ? *from : 0.0;
+        *r = rho, *c = a + rho * *from;
+        *c = *c > 0.0 ? *c : 0.0; /* rounding at the zero */
+    }
+}
+
 /* The ranks' arrival skew against the segment (report.h rt_report_result): every collective
  * task of the graph (id and its k-th occurrence in the step: an S1 layer's dispatch and combine
  * share an id) in every compared step, on every rank, its time and the segment before it (ns;
@@ -454,23 +470,21 @@ static fsmoe_status skew_fit(FILE *f, const id_table *t, int n_graph, double syn
     if (n_fit >= 2) {
         rt_report_skew_fit(px, py, n_fit, &res->skew_a_s, &res->skew_rho, &res->skew_r2);
         res->skew_tasks = n_fit;
-        double mean = 0.0, sxy = 0.0, sxx = 0.0;
-        for (int i = 0; i < n_fit; i++)
-            mean += py[i] / n_fit, sxy += px[i] * py[i], sxx += px[i] * px[i];
-        /* held to a, rho >= 0 (a profile's skew is neither negative nor shrinking): a flat line
-         * at the mean where rho < 0, a line through the origin where a < 0 */
-        res->cal_a_s = res->skew_a_s, res->cal_rho = res->skew_rho;
-        if (res->skew_rho < 0.0)
-            res->cal_a_s = mean, res->cal_rho = 0.0;
-        else if (res->skew_a_s < 0.0)
-            res->cal_a_s = 0.0, res->cal_rho = sxx > 0.0 ? sxy / sxx : 0.0;
+        double mean = 0.0, gmin = px[0];
+        for (int i = 0; i < n_fit; i++) {
+            mean += py[i] / n_fit;
+            gmin = px[i] < gmin ? px[i] : gmin;
+        }
+        rt_report_skew_hold(res->skew_a_s, res->skew_rho, gmin, mean, &res->cal_a_s,
+                            &res->cal_rho, &res->cal_from_s);
         fprintf(f, "# arrival skew per collective task (its waiting, medians over the steps) "
                    "against the segment (the time since each rank's previous collective ended): "
                    "skew = %.3f ms + %.4f x segment (r2 %.3f over %d tasks); one constant for "
-                   "all: %.3f ms; the profile's: %.3f ms; held to a, rho >= 0 (what --calibrate "
-                   "writes): %.3f ms + %.4f x segment\n",
+                   "all: %.3f ms; the profile's: %.3f ms; held at or above zero and from the "
+                   "shortest segment on (what --calibrate writes): %.3f ms + %.4f x max(0, "
+                   "segment - %.3f ms)\n",
                 1e3 * res->skew_a_s, res->skew_rho, res->skew_r2, n_fit, 1e3 * mean,
-                1e3 * sync_s, 1e3 * res->cal_a_s, res->cal_rho);
+                1e3 * sync_s, 1e3 * res->cal_a_s, res->cal_rho, 1e3 * res->cal_from_s);
     }
     goto out;
 nomem:

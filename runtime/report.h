@@ -53,9 +53,12 @@ typedef struct {
      * least-squares line skew = a + rho·segment through those points (rt_report_skew_fit). */
     double skew_a_s, skew_rho, skew_r2;
     int skew_tasks;
-    /* The line held to a, rho >= 0, what --calibrate writes: where rho < 0 the points' mean
-     * (rho 0), where a < 0 the least-squares line through the origin (a 0). */
-    double cal_a_s, cal_rho;
+    /* What --calibrate writes: skew = cal_a_s + cal_rho·max(0, segment − cal_from_s), every
+     * part ≥ 0 (cluster.h sync_latency_s, sync_growth, sync_growth_from_s). Where rho ≤ 0 the
+     * points' mean (rho 0, from 0); else the fitted line from the shortest segment g of its
+     * points on, or from where it crosses zero if that is later (a 0), held at that value
+     * below it: never extrapolated below its points, nor negative. */
+    double cal_a_s, cal_rho, cal_from_s;
 } rt_report_result;
 
 /* The most ranks the collectives' table compares (more: it says so and is left out). */
@@ -70,6 +73,12 @@ void rt_report_split(const double *t, int W, double *alone, double *waiting);
  * is the same: rho 0, a the mean). */
 void rt_report_skew_fit(const double *x, const double *y, int n, double *a, double *rho,
                         double *r2);
+
+/* The skew line y = a + rho·x fitted through points whose shortest x is xmin and whose mean y
+ * is ymean, as --calibrate writes it (rt_report_result cal_*): *c + *r·max(0, x − *from), each
+ * ≥ 0. */
+void rt_report_skew_hold(double a, double rho, double xmin, double ymean, double *c, double *r,
+                         double *from);
 
 /* The ranks of a multi-rank run, for the collectives' table: allgather puts every rank's n
  * longs into all (world·n, rank after rank), called by every rank at once. */

@@ -268,7 +268,7 @@ static const bad_row bad_rows[] = {
     {CLUSTER, "gpus_per_node: 4\n",
      "gpus_per_node: 4\ninterference:\n  comm_slowdown: 2\n  compute: 1\n", FSMOE_ERR_SCHEMA,
      ":8:3: interference.compute: unknown key (expected one of: comm_slowdown, compute_slowdown, "
-     "sync_latency_s, sync_growth, measured)"},
+     "sync_latency_s, sync_growth, sync_growth_from_s, measured)"},
     /* the sync latency: optional, seconds in [0, 1] */
     {CLUSTER, "gpus_per_node: 4\n",
      "gpus_per_node: 4\ninterference:\n  comm_slowdown: 2\n  compute_slowdown: 1\n"
@@ -290,6 +290,12 @@ static const bad_row bad_rows[] = {
      "gpus_per_node: 4\ninterference:\n  comm_slowdown: 2\n  compute_slowdown: 1\n"
      "  sync_growth: x\n",
      FSMOE_ERR_SCHEMA, ":9:16: interference.sync_growth: expected a number in [0, 10], got `x`"},
+    /* the shortest segment it was fitted on: optional, seconds in [0, 1000] */
+    {CLUSTER, "gpus_per_node: 4\n",
+     "gpus_per_node: 4\ninterference:\n  comm_slowdown: 2\n  compute_slowdown: 1\n"
+     "  sync_growth: 0.1\n  sync_growth_from_s: -1\n",
+     FSMOE_ERR_VALUE, ":10:23: interference.sync_growth_from_s: -1 is out of range (expected a "
+     "number in [0, 1000])"},
     /* host: ranks sharing a host's cores, at most the cluster's; ranks_at_once at most ranks */
     {CLUSTER, "gpus_per_node: 4\n", "gpus_per_node: 4\nhost: 2\n", FSMOE_ERR_SCHEMA,
      ":6:7: host: expected a mapping"},
@@ -964,6 +970,7 @@ static void test_cluster_write_round_trip(void **state)
             a.interference.comm_slowdown = 2.25;
             a.interference.compute_slowdown = 1.125;
             a.interference.sync_s = 0.00275;
+            a.interference.sync_growth = 0.0625, a.interference.sync_growth_from_s = 0.0041;
             snprintf(a.interference.measured, sizeof a.interference.measured, "by hand");
             a.device_memory_bytes = 85899345920.0;
             a.host.present = 1; /* and host sharing */
@@ -985,6 +992,8 @@ static void test_cluster_write_round_trip(void **state)
             assert_rel(b.interference.comm_slowdown, 2.25, 1e-12);
             assert_rel(b.interference.compute_slowdown, 1.125, 1e-12);
             assert_rel(b.interference.sync_s, 0.00275, 1e-12);
+            assert_rel(b.interference.sync_growth, 0.0625, 1e-12);
+            assert_rel(b.interference.sync_growth_from_s, 0.0041, 1e-12);
             assert_string_equal(b.interference.measured, "by hand");
         }
         assert_int_equal(b.host.present, k == 1);

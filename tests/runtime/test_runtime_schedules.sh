@@ -208,30 +208,36 @@ else
 fi
 
 # The ranks' arrival skew (report.h): on 4 ranks the report fits skew = a + rho x segment over
-# the collectives; --calibrate writes the run's profile with that line (sync_latency_s = a,
-# sync_growth = rho, at least 0), and a run predicted from it charges every collective the
-# latency plus its growth (the collectives table's sync part at least tasks x the latency, more
-# where rho > 0); scripts/trace-skew.py, another implementation, fits the same line from the
-# same run's trace (to its rounding: 5 compared steps, the same medians). --calibrate on one
-# rank, and without --plan, is refused.
+# the collectives; --calibrate writes the run's profile with that line held at or above zero
+# and from its shortest segment g on (sync_latency_s = a + rho x g, sync_growth = rho,
+# sync_growth_from_s = g; g later where the line crosses zero later; a flat line at the mean
+# where rho <= 0), and a run predicted from it charges every collective the latency plus its
+# growth (the collectives table's sync part at least tasks x the latency, more where rho > 0);
+# scripts/trace-skew.py, another implementation, fits the same line from the same run's trace
+# (to its rounding: 5 compared steps, the same medians) and lists the segments g is the least
+# of. --calibrate on one rank, and without --plan, is refused.
 skew_line() { sed -n 's/^# arrival skew per .*: skew = \([-0-9.]*\) ms + \([-0-9.]*\) x segment (r2 \([-0-9.]*\) over \([0-9]*\) tasks).*/\1 \2 \3 \4/p' "$1"; }
 if "${mpi[@]}" -np 4 "$run" "${common[@]}" --steps 6 --batch 4 --plan "$tmp/plan-mp.yaml" \
     --schedule fsmoe --trace "$tmp/cal.json" --calibrate "$tmp/cal.yaml" > "$tmp/cal.out" 2>&1; then
     read -r ka krho kr2 kn <<< "$(skew_line "$tmp/cal.out")"
-    read -r ha hrho <<< "$(sed -n 's/^# arrival skew per .*(what --calibrate writes): \([0-9.]*\) ms + \([0-9.]*\) x segment$/\1 \2/p' "$tmp/cal.out")"
-    echo "calibrated: skew = $ka ms + $krho x segment (r2 $kr2, $kn tasks); held: $ha ms + $hrho"
+    read -r ha hrho hg <<< "$(sed -n 's/^# arrival skew per .*(what --calibrate writes): \([0-9.]*\) ms + \([0-9.]*\) x max(0, segment - \([0-9.]*\) ms)$/\1 \2 \3/p' "$tmp/cal.out")"
+    echo "calibrated: skew = $ka ms + $krho x segment (r2 $kr2, $kn tasks); held: $ha ms + $hrho x max(0, segment - $hg ms)"
     [ -n "$kn" ] && [ "$kn" -ge 2 ] || fail "--calibrate: the report has no skew line"
-    # held to a, rho >= 0: the fitted line itself where both are, else a flat line or one
-    # through the origin
-    awk -v a="$ka" -v r="$krho" -v b="$ha" -v q="$hrho" 'BEGIN {
-        exit !(b != "" && b >= 0 && q >= 0 && ((a >= 0 && r >= 0) ? (a == b && r == q) : (r < 0 ? q == 0 : b == 0))) }' ||
-        fail "--calibrate: the line held to a, rho >= 0 ($ha ms + $hrho) does not follow from $ka ms + $krho"
+    [ -n "$hg" ] || fail "--calibrate: the report has no held line"
+    # held: where the line grows, its own slope from g = the later of its zero and (below, from
+    # trace-skew) its shortest segment, at its value there; else flat (g 0)
+    awk -v a="$ka" -v r="$krho" -v b="$ha" -v q="$hrho" -v g="$hg" 'function abs(x) { return x < 0 ? -x : x }
+        BEGIN { exit !(b >= 0 && q >= 0 && g >= 0 &&
+                       (r > 0 ? (q == r && g >= -a / r - 0.002 && abs(b - (a + r * g)) <= 0.002 + 1e-3 * b) : (q == 0 && g == 0))) }' ||
+        fail "--calibrate: the held line ($ha ms + $hrho x max(0, segment - $hg ms)) does not follow from $ka ms + $krho"
     sync=$(sed -n 's/^  sync_latency_s: //p' "$tmp/cal.yaml")
     growth=$(sed -n 's/^  sync_growth: //p' "$tmp/cal.yaml")
-    awk -v a="$ha" -v r="$hrho" -v s="${sync:-0}" -v g="${growth:-0}" 'BEGIN {
-        wa = a / 1e3
-        exit !(s - wa < 1e-6 && wa - s < 1e-6 && g - r < 1e-4 && r - g < 1e-4) }' ||
-        fail "--calibrate: the profile has sync_latency_s '$sync', sync_growth '$growth', the report $ha ms + $hrho"
+    from=$(sed -n 's/^  sync_growth_from_s: //p' "$tmp/cal.yaml")
+    awk -v a="$ha" -v r="$hrho" -v hg="$hg" -v s="${sync:-0}" -v g="${growth:-0}" -v m="${from:-0}" 'BEGIN {
+        wa = a / 1e3; wg = hg / 1e3
+        exit !(s - wa < 1e-6 && wa - s < 1e-6 && g - r < 1e-4 && r - g < 1e-4 &&
+               m - wg < 1e-6 && wg - m < 1e-6) }' ||
+        fail "--calibrate: the profile has sync_latency_s '$sync', sync_growth '$growth', sync_growth_from_s '$from', the report $ha ms + $hrho x max(0, segment - $hg ms)"
     if command -v python3 > /dev/null; then
         tl=$(python3 "$root/scripts/trace-skew.py" "$tmp/cal.json" |
             sed -n 's/^# skew = \([-0-9.]*\) ms + \([-0-9.]*\) x segment.*/\1 \2/p')
@@ -241,6 +247,13 @@ if "${mpi[@]}" -np 4 "$run" "${common[@]}" --steps 6 --batch 4 --plan "$tmp/plan
             BEGIN { exit !(b != "" && abs(a - b) <= 0.002 + 0.001 * abs(b) &&
                            abs(r - q) <= 0.0002 + 0.001 * abs(q)) }' ||
             fail "--calibrate: the report's line ($ka ms + $krho) is not trace-skew's ($ta ms + $trho)"
+        # where the line grows: g is the later of trace-skew's least segment and the line's zero
+        tg=$(python3 "$root/scripts/trace-skew.py" "$tmp/cal.json" |
+            awk -F'|' 'NF >= 5 && $5 ~ /^ *[0-9.]+ *$/ { v = $5 + 0; if (m == "" || v < m) m = v } END { print m }')
+        awk -v a="$ka" -v r="$krho" -v g="$hg" -v t="$tg" 'function abs(x) { return x < 0 ? -x : x }
+            BEGIN { if (r <= 0) exit !(g == 0); z = -a / r; e = t > z ? t : z
+                    exit !(t != "" && abs(g - e) <= 0.003 + 0.002 * e) }' ||
+            fail "--calibrate: the growth starts at $hg ms, not at the later of trace-skew's least segment '$tg' ms and the line's zero"
     fi
     if "${mpi[@]}" -np 4 "$run" "${common[@]}" --steps 3 --batch 4 --plan "$tmp/plan-mp.yaml" \
         --schedule fsmoe --cluster "$tmp/cal.yaml" --report > "$tmp/cal2.out" 2>&1; then

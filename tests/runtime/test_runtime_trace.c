@@ -214,12 +214,34 @@ static void test_report_skew_fit(void **state)
     assert_true(rho == 0.0 && fabs(a - 1.5e-3) < 1e-15 && r2 == 0.0);
 }
 
+/* What --calibrate writes of a skew line (rt_report_skew_hold), by hand: a line above zero at
+ * its shortest segment 4 ms (1 ms + 0.1 x segment) starts there, at 1.4 ms; one that crosses
+ * zero at 5 ms (-1 ms + 0.2 x segment), after its shortest segment 2 ms, starts at 5 ms at 0;
+ * one that crosses zero before its shortest segment 10 ms starts there (at 1 ms); a shrinking
+ * or flat line is the points' mean from segment 0. */
+static void test_report_skew_hold(void **state)
+{
+    (void)state;
+    double c, r, from;
+    rt_report_skew_hold(1e-3, 0.1, 4e-3, 2e-3, &c, &r, &from);
+    assert_true(fabs(c - 1.4e-3) < 1e-15 && r == 0.1 && fabs(from - 4e-3) < 1e-15);
+    rt_report_skew_hold(-1e-3, 0.2, 2e-3, 3e-3, &c, &r, &from);
+    assert_true(c < 1e-15 && r == 0.2 && fabs(from - 5e-3) < 1e-15);
+    rt_report_skew_hold(-1e-3, 0.2, 10e-3, 3e-3, &c, &r, &from);
+    assert_true(fabs(c - 1e-3) < 1e-15 && r == 0.2 && fabs(from - 10e-3) < 1e-15);
+    rt_report_skew_hold(5e-3, -0.1, 2e-3, 3e-3, &c, &r, &from);
+    assert_true(c == 3e-3 && r == 0.0 && from == 0.0);
+    rt_report_skew_hold(3e-3, 0.0, 2e-3, 3e-3, &c, &r, &from);
+    assert_true(c == 3e-3 && r == 0.0 && from == 0.0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trace_follows_degrees),
         cmocka_unit_test(test_report_split),
         cmocka_unit_test(test_report_skew_fit),
+        cmocka_unit_test(test_report_skew_hold),
         cmocka_unit_test(test_null_recorder),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -269,9 +269,10 @@ static void test_sync_growth(void **state)
         int link = sim_add_resource(&s, "inter", SIM_RES_SHARED);
         int cp = sim_add_resource(&s, "copy", SIM_RES_EXCLUSIVE);
         if (j < 2)
-            sim_set_sync_growth(&s, rhos[j]);
+            sim_set_sync_growth(&s, rhos[j], 0.0);
         else
-            sim_set_sync_growth(&s, rhos[j]), assert_close(s.sync_growth, 0.0);
+            sim_set_sync_growth(&s, rhos[j], -1.0), assert_close(s.sync_growth, 0.0),
+                assert_close(s.sync_growth_from, 0.0);
         int c1 = sim_add_task(&s, cu, -1, FSMOE_TASK_EXPERT, 0.0, 4.0);
         int x1 = sim_add_task(&s, link, -1, FSMOE_TASK_A2A, 1.0, 0.0);
         int c2 = sim_add_task(&s, cu, -1, FSMOE_TASK_ATTN, 0.0, 10.0);
@@ -291,9 +292,38 @@ static void test_sync_growth(void **state)
         assert_close(s.tasks[x1].end_s, 5.0 + 4.0 * rho);
         assert_close(s.makespan_s, 17.0 + 14.0 * rho);
     }
-    sim_set_sync_growth(&s, 0.5);
+    sim_set_sync_growth(&s, 0.5, 2.0);
     sim_clear(&s);
     assert_close(s.sync_growth, 0.0);
+    assert_close(s.sync_growth_from, 0.0);
+    sim_free(&s);
+}
+
+/* The growth starting at segment g (a calibrated profile's shortest fitted segment, the
+ * line's value there in the collectives' α): rho 0.1, g 6 s. Compute 4 s, a collective
+ * (latency 1 s; segment 4 s, below g: nothing more); compute 10 s, a collective (segment 10 s:
+ * 0.1 x 4 s more); a second collective right after it (segment 0, as a chunk's next
+ * collective: nothing more). */
+static void test_sync_growth_from(void **state)
+{
+    (void)state;
+    sim s;
+    sim_init(&s);
+    int cu = sim_add_resource(&s, "compute", SIM_RES_EXCLUSIVE);
+    int link = sim_add_resource(&s, "inter", SIM_RES_SHARED);
+    sim_set_sync_growth(&s, 0.1, 6.0);
+    int c1 = sim_add_task(&s, cu, -1, FSMOE_TASK_EXPERT, 0.0, 4.0);
+    int x1 = sim_add_task(&s, link, -1, FSMOE_TASK_A2A, 1.0, 0.0);
+    int c2 = sim_add_task(&s, cu, -1, FSMOE_TASK_ATTN, 0.0, 10.0);
+    int x2 = sim_add_task(&s, link, -1, FSMOE_TASK_A2A, 1.0, 0.0);
+    int x3 = sim_add_task(&s, link, -1, FSMOE_TASK_A2A, 1.0, 0.0);
+    sim_add_dep(&s, x1, c1), sim_add_dep(&s, c2, x1), sim_add_dep(&s, x2, c2);
+    sim_add_dep(&s, x3, x2);
+    run_ok(&s);
+    assert_close(s.tasks[x1].skew_s, 0.0);
+    assert_close(s.tasks[x2].skew_s, 0.4);
+    assert_close(s.tasks[x3].skew_s, 0.0);
+    assert_close(s.makespan_s, 4.0 + 1.0 + 10.0 + 1.4 + 1.0);
     sim_free(&s);
 }
 
@@ -494,6 +524,7 @@ int main(void)
         cmocka_unit_test(test_deferred_launch), cmocka_unit_test(test_golden_pipeline),
         cmocka_unit_test(test_interference),
         cmocka_unit_test(test_host_sharing_lockstep), cmocka_unit_test(test_sync_growth),
+        cmocka_unit_test(test_sync_growth_from),
         cmocka_unit_test(test_errors), cmocka_unit_test(test_random_invariants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
