@@ -39,6 +39,11 @@
  *     given no skew at all, and a plan cut its AllToAll into 38 chunks). The segment is the one fsmoe-run --report measures the skew against (and
  *     --calibrate fits ρ on; scripts/trace-skew.py the same from a trace). The constant part of
  *     the skew is the profile's sync latency, already in the collectives' α (workload.h).
+ *   - SIM_TASK_MEETS: a task of another kind in which the ranks meet as in a collective (the
+ *     gate's forward, whose statistics and token counts are small collectives over DP and EP:
+ *     the first collective after the attention, it is where the ranks' arrival skew is
+ *     waited). The growing skew is charged to it and its end ends a segment, as a
+ *     collective's does.
  *   - SIM_TASK_DEFER (Lina's allreduce micro-ops): the task is launched only while no task of a
  *     strictly smaller priority value is ready, queued or running on its resource. Once
  *     launched it is not preempted (it then shares the link).
@@ -66,6 +71,7 @@ typedef enum { SIM_RES_EXCLUSIVE = 0, SIM_RES_SHARED } sim_res_mode;
 enum { SIM_PHASE_FWD = FSMOE_PHASE_FWD, SIM_PHASE_BWD = FSMOE_PHASE_BWD, SIM_PHASE_TAIL = FSMOE_PHASE_TAIL };
 #define SIM_PRIO_LEVELS 8 /* priorities are 0 (most urgent) .. 7 */
 #define SIM_TASK_DEFER 1u
+#define SIM_TASK_MEETS 2u /* not a collective kind, yet the ranks meet in it (above) */
 
 typedef struct {
     /* input */
@@ -163,6 +169,9 @@ void sim_set_host_sharing(sim *s, int ranks, int cores, int at_once);
 /* ρ ≥ 0 of the growing arrival skew and the segment g ≥ 0 it starts at (above; values
  * below 0 are taken as 0, NaN as 0); sim_clear resets both to 0. */
 void sim_set_sync_growth(sim *s, double rho, double from_s);
+/* Whether the ranks meet in task `task` (above: a collective kind on a link with a cost, or a
+ * task marked SIM_TASK_MEETS): what the growing skew is charged to and what ends a segment. */
+int sim_task_meets(const sim *s, int task);
 /* Compute's speed against its lines under host sharing in lockstep (above): C/R over
  * min(1, C/m); 1 where it is off (R ≤ C, or m outside 1..R). */
 double sim_host_speed(int ranks, int cores, int at_once);

@@ -484,8 +484,12 @@ static int moe_layer(gen *g, const sim_layer *L, int prev, double gar_bytes,
                   (g->k == SIM_SCHED_PLAN && L->schedule == FSMOE_SCHED_S1);
     const workload_routing *r = workload_route(wl, pausemp);
     double d = workload_order_s(wl, r, ord, bwd, 0), c = workload_order_s(wl, r, ord, bwd, 1);
-    prev = compute(g, FSMOE_TASK_GATE, bwd ? c : r->gate_fwd_s + d, prev);
-    prev = moe_phase(g, L, prev, gar_bytes, o);
+    int gate = compute(g, FSMOE_TASK_GATE, bwd ? c : r->gate_fwd_s + d, prev);
+    /* the forward gate's statistics and counts: the ranks meet there first after the
+     * attention (sim.h SIM_TASK_MEETS) */
+    if (!bwd && gate != prev && workload_gate_meets(&g->m->par))
+        g->s->tasks[gate].flags |= SIM_TASK_MEETS;
+    prev = moe_phase(g, L, gate, gar_bytes, o);
     return compute(g, FSMOE_TASK_GATE, bwd ? d + r->gate_bwd_s : c, prev);
 }
 

@@ -58,9 +58,16 @@ fsmoe_status sim_write_trace(const sim *s, const char *title, const char *path, 
         fsmoe_json_string(f, fsmoe_task_name(t->kind));
         fprintf(f, ",\"ph\":\"X\",\"ts\":%.6f,\"dur\":%.6f,\"pid\":1,\"tid\":%d,"
                    "\"args\":{\"bytes\":%.17g,\"alpha_s\":%.17g,\"work_s\":%.17g,"
-                   "\"priority\":%d}}",
+                   "\"priority\":%d",
                 t->start_s * 1e6, (t->end_s - t->start_s) * 1e6, t->resource * 100 + lane[i] + 1,
                 t->bytes, t->alpha_s, t->work_s, t->priority);
+        if (t->skew_s > 0.0)
+            fprintf(f, ",\"skew_s\":%.17g", t->skew_s);
+        /* a task of another kind the ranks meet in (sim.h SIM_TASK_MEETS), as fsmoe-run's
+         * trace marks it */
+        if ((t->flags & SIM_TASK_MEETS) && sim_task_meets(s, i))
+            fprintf(f, ",\"meets\":1");
+        fprintf(f, "}}");
     }
     fprintf(f, "\n]}\n");
     free(lane);

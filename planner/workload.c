@@ -481,7 +481,7 @@ void workload_layer_init(const workload_shape *s, const fsmoe_parallel *par,
      * others their latency alone. */
     double gate_coll = (par->dp > 1 ? 3.0 * small_collective_s(w, &w->ar_dp) : 0.0) +
                        (par->ep > 1 ? small_collective_s(w, &w->a2a_ep) : 0.0);
-    if (par->dp > 1 || par->ep > 1)
+    if (workload_gate_meets(par))
         gate_coll += w->sync_s;
     out->order_dispatch_bwd_gemms = s->gate == WORKLOAD_GATE_SOFTMOE ? 2.0 : 1.0;
     routing_price(w, s, g, tokens, routed, gate_numel, gate_coll, &out->route);

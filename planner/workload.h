@@ -179,6 +179,15 @@ typedef struct {
  * copy line. */
 double workload_elementwise_s(const workload_lines *w, int passes, double arrays, double n);
 
+/* Whether the ranks meet in the gate's forward (its statistics, capacity prefix and load totals
+ * over DP, the token counts over EP: runtime/gate.c, moe_layer.c): the gate then pays the sync
+ * latency once (workload_layer) and the growing arrival skew in the simulator (sim.h
+ * SIM_TASK_MEETS). */
+static inline int workload_gate_meets(const fsmoe_parallel *par)
+{
+    return par->dp > 1 || par->ep > 1;
+}
+
 /* This GPU's parameter bytes in a model of `blocks` transformer blocks, `moe_layers` of them
  * MoE: every block's attention and norms, the dense FFNs, the gates and this GPU's expert
  * shards, the embeddings and the LM head (the tensors fsmoe-run holds). */

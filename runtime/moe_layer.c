@@ -1184,6 +1184,10 @@ fsmoe_status moe_forward(rt_moe *m, rt_backend *be, const real *x, real *y, long
     m->gate.group = m->pause_mp ? RT_WORLD : RT_DP;
     long h = rt_trace_begin(m->trace, NULL, RT_TRACE_HOST, FSMOE_TASK_GATE, FSMOE_PHASE_FWD,
                             m->index, -1);
+    /* the gate's statistics over its group and the token counts over the exchange group: the
+     * ranks meet here (trace.h rt_trace_meets) */
+    if (m->dist && (m->dist->g[m->gate.group].size > 1 || group_size(m) > 1))
+        rt_trace_meets(m->trace, h);
     fsmoe_status st = gate_forward(&m->gate, be, NULL, xo, n, training, seed, step, m->freeze,
                                    &m->route);
     if (st != FSMOE_OK)

@@ -12,11 +12,17 @@
 typedef struct {
     int phase, layer, chunk, kind;
     double pred, pred_bytes;
-    double pred_sync; /* the part of pred that is the profile's sync latency (collectives) */
+    double pred_sync; /* the part of pred that is the ranks' arrival skew (where they meet) */
     int pred_n;
+    /* the graph's tasks of this id in which the ranks meet (planner/sim.h sim_task_meets: the
+     * collectives, and the forward gate), and which occurrences they are (occ_meets[k], k <
+     * pred_n in the graph's order; NULL where none meets) */
+    int meets_n;
+    unsigned char *occ_meets;
     double *meas, *meas_bytes; /* per compared step */
-    /* collectives: per compared step and occurrence k < pred_n (in start order), its time and
-     * the segment before it (collective_segment); -1 where none (step-major) */
+    /* where the ranks meet: per compared step and occurrence k < pred_n (in start order), its
+     * time and the segment before it (collective_segment); -1 where none, or where occurrence
+     * k is not a meeting (step-major) */
     double *occ_d, *occ_seg;
     int *meas_n;
 } id_row;
@@ -71,7 +77,7 @@ static void table_free(id_table *t)
 {
     for (int i = 0; i < t->n; i++)
         free(t->r[i].meas), free(t->r[i].meas_bytes), free(t->r[i].meas_n),
-            free(t->r[i].occ_d), free(t->r[i].occ_seg);
+            free(t->r[i].occ_d), free(t->r[i].occ_seg), free(t->r[i].occ_meets);
     free(t->r);
 }
 
@@ -104,10 +110,22 @@ static int conformance_kind(int k)
     return collective_kind(k) || k == FSMOE_TASK_EXPERT;
 }
 
-/* A graph row of the collectives' table: a collective id the graph times. */
+/* A graph row of the collectives' table and the skew fit: an id the graph times in which the
+ * ranks meet (its collectives, its forward gate). */
 static int collective_row(const id_row *r)
 {
-    return collective_kind(r->kind) && r->pred_n > 0;
+    return r->meets_n > 0;
+}
+
+/* The row of an id, or NULL where the table has none (find adds one). */
+static const id_row *lookup(const id_table *t, int phase, int layer, int chunk, int kind)
+{
+    chunk = chunk_id(kind, chunk);
+    for (int i = 0; i < t->n; i++)
+        if (t->r[i].phase == phase && t->r[i].layer == layer && t->r[i].chunk == chunk &&
+            t->r[i].kind == kind)
+            return &t->r[i];
+    return NULL;
 }
 
 /* One table line over the rows selected by sel(row, arg). */
@@ -201,19 +219,19 @@ static void step_range(const rt_trace *tr, long i, long back, long *lo, long *hi
     *lo = a, *hi = b;
 }
 
-/* The segment before collective event i of this rank's trace: its start minus the latest end of
- * the rank's collectives that ended by then, in its step or the one before (the wall time it
- * spent outside collectives before arriving; scripts/trace-skew.py's definition, and the
- * simulator's, planner/sim.h); -1 where none ended before it. */
-static double collective_segment(const rt_trace *tr, long i)
+/* The segment before event i of this rank's trace, one where the ranks meet: its start minus
+ * the latest end of the rank's events where they meet (meets[j]) that ended by then, in its
+ * step or the one before (the wall time it spent outside them before arriving;
+ * scripts/trace-skew.py's definition, and the simulator's, planner/sim.h); -1 where none ended
+ * before it. */
+static double collective_segment(const rt_trace *tr, long i, const unsigned char *meets)
 {
     double t0 = tr->ev[i].t0_s, last = -1.0;
     long lo, hi;
     step_range(tr, i, 1, &lo, &hi);
     for (long j = lo; j < hi; j++) {
         const rt_trace_event *e = &tr->ev[j];
-        if (j != i && fsmoe_task_collective((fsmoe_task_kind)e->kind) && e->t1_s <= t0 &&
-            e->t1_s > last)
+        if (j != i && meets[j] && e->t1_s <= t0 && e->t1_s > last)
             last = e->t1_s;
     }
     return last < 0.0 ? -1.0 : t0 - last;
@@ -340,7 +358,7 @@ static fsmoe_status collectives_table(FILE *f, const id_table *t, int n_graph, d
         const id_row *r = &t->r[i];
         if (!collective_row(r))
             continue;
-        pred[r->kind] += r->pred, sync[r->kind] += r->pred_sync, tasks[r->kind] += r->pred_n;
+        pred[r->kind] += r->pred, sync[r->kind] += r->pred_sync, tasks[r->kind] += r->meets_n;
         for (int s = 0; s < S; s++, c++) {
             double v[RT_REPORT_MAX_RANKS], alone, waiting;
             int ok = 1;
@@ -355,12 +373,12 @@ static fsmoe_status collectives_table(FILE *f, const id_table *t, int n_graph, d
             by_wait[r->kind] += waiting / S;
         }
     }
-    fprintf(f, "# collectives on all %d ranks, ms per step: measured (the mean over the ranks) "
-               "= alone (the least time any rank spent in the task: the last to arrive waits "
+    fprintf(f, "# collectives on all %d ranks (and the forward gate, where the ranks meet in its "
+               "small collectives), ms per step: measured (the mean over the ranks) = alone (the least time any rank spent in the task: the last to arrive waits "
                "for no one) + waiting (the ranks' mean beyond it: for the last to arrive); "
                "predicted, and the part of it that is the ranks' arrival skew (the profile's "
                "sync latency, %.3f ms on every collective, plus its growth with the time since "
-               "the previous collective where the profile has one)\n",
+               "the previous one where the profile has one)\n",
             W, 1e3 * sync_s);
     fprintf(f, "  %-16s %12s %12s %12s %12s %12s %7s\n", "collectives", "measured ms",
             "alone ms", "waiting ms", "predicted ms", "of it sync", "tasks");
@@ -516,6 +534,7 @@ fsmoe_status rt_report_write(FILE *f, const rt_trace *tr, const rt_schedule *rs,
     if (t.steps < 1)
         return fsmoe_fail(err, FSMOE_ERR_VALUE, "--report: no step was traced");
     double *ratios = NULL;
+    unsigned char *ev_meets = NULL;
     fsmoe_status st = FSMOE_OK;
     /* the prediction at the routing the run met where fsmoe-run priced it (the plan prices every
      * capacity slot filled) */
@@ -530,13 +549,37 @@ fsmoe_status rt_report_write(FILE *f, const rt_trace *tr, const rt_schedule *rs,
         if (!r)
             goto nomem;
         r->pred += d, r->pred_bytes += k->bytes, r->pred_n++;
+        int meets = sim_task_meets(g, i);
+        r->meets_n += meets;
         /* the sync latency is in the α of every collective line of a group of more than one
-         * rank; a group of one's line is zero */
-        if (collective_kind(k->kind) && rs->sync_s > 0.0 && k->alpha_s >= rs->sync_s)
+         * rank (a group of one's line is zero), and once in the gate's cost where the ranks
+         * meet there (planner/workload.h workload_gate_meets) */
+        if (rs->sync_s > 0.0 && ((collective_kind(k->kind) && k->alpha_s >= rs->sync_s) ||
+                                 (meets && !collective_kind(k->kind))))
             r->pred_sync += rs->sync_s;
         r->pred_sync += k->skew_s; /* its growth with the segment (planner/sim.h) */
     }
     const int n_graph = t.n;
+    /* which occurrences of each id are meetings, in the graph's order */
+    int *seen = calloc((size_t)n_graph + 1, sizeof *seen);
+    if (!seen)
+        goto nomem;
+    for (int i = 0; i < n_graph; i++)
+        if (t.r[i].meets_n > 0 && !(t.r[i].occ_meets = calloc((size_t)t.r[i].pred_n, 1))) {
+            free(seen);
+            goto nomem;
+        }
+    for (int i = 0; i < g->n_tasks; i++) {
+        const sim_task *k = &g->tasks[i];
+        if (k->resource == SIM_R_SYNC || !(k->end_s - k->start_s > 0.0))
+            continue;
+        id_row *r = (id_row *)lookup(&t, k->phase, k->layer, k->chunk, k->kind);
+        int j = (int)(r - t.r);
+        if (r->occ_meets && seen[j] < r->pred_n)
+            r->occ_meets[seen[j]] = (unsigned char)sim_task_meets(g, i);
+        seen[j]++;
+    }
+    free(seen);
     for (int i = 0; i < n_graph; i++) {
         id_row *r = &t.r[i];
         if (!collective_row(r))
@@ -549,6 +592,12 @@ fsmoe_status rt_report_write(FILE *f, const rt_trace *tr, const rt_schedule *rs,
         for (size_t j = 0; j < m; j++)
             r->occ_d[j] = r->occ_seg[j] = -1.0;
     }
+    /* the events where the ranks met: every collective, and the tasks the executor marked
+     * (trace.h rt_trace_meets: the forward gate) */
+    if (!(ev_meets = calloc((size_t)tr->step_first + 1, 1)))
+        goto nomem;
+    for (long i = 0; i < tr->step_first; i++)
+        ev_meets[i] = collective_kind(tr->ev[i].kind) || tr->ev[i].meets;
     double scale = (double)rs->elem_bytes / (double)sizeof(real);
     for (long i = 0; i < tr->step_first; i++) {
         const rt_trace_event *e = &tr->ev[i];
@@ -558,11 +607,11 @@ fsmoe_status rt_report_write(FILE *f, const rt_trace *tr, const rt_schedule *rs,
         if (!r)
             goto nomem;
         int s = (int)(e->step - s0);
-        if (r->occ_d) { /* a collective of the graph: its occurrence in the step */
+        if (r->occ_d) { /* the ranks meet in this id: its occurrence in the step */
             int k = occurrence(tr, i);
-            if (k < r->pred_n) {
+            if (k < r->pred_n && r->occ_meets[k] && ev_meets[i]) {
                 r->occ_d[(long)s * r->pred_n + k] = e->t1_s - e->t0_s;
-                r->occ_seg[(long)s * r->pred_n + k] = collective_segment(tr, i);
+                r->occ_seg[(long)s * r->pred_n + k] = collective_segment(tr, i, ev_meets);
             }
         }
         r->meas[s] += e->t1_s - e->t0_s;
@@ -682,7 +731,7 @@ fsmoe_status rt_report_write(FILE *f, const rt_trace *tr, const rt_schedule *rs,
 nomem:
     st = fsmoe_fail(err, FSMOE_ERR_NOMEM, "--report: out of memory");
 out:
-    free(ratios);
+    free(ratios), free(ev_meets);
     table_free(&t);
     return st;
 }

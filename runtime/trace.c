@@ -74,6 +74,12 @@ void rt_trace_end(rt_trace *tr, rt_stream *s, long h)
     tr->n_marks_used = m + 1;
 }
 
+void rt_trace_meets(rt_trace *tr, long h)
+{
+    if (tr && h >= 0 && h < tr->n_ev)
+        tr->ev[h].meets = 1;
+}
+
 void rt_trace_bytes(rt_trace *tr, long h, double bytes)
 {
     if (tr && h >= 0 && h < tr->n_ev)
@@ -149,6 +155,8 @@ void rt_trace_write_events(const rt_trace *tr, FILE *f, int rank, const char *ti
                 e->step);
         if (e->bytes > 0)
             fprintf(f, ",\"bytes\":%.0f", e->bytes);
+        if (e->meets)
+            fprintf(f, ",\"meets\":1");
         fprintf(f, "}}");
     }
 }

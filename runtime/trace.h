@@ -35,6 +35,7 @@ typedef struct {
     int phase, layer, chunk, stream;
     fsmoe_task_kind kind;
     double bytes;      /* what a collective moved (the Gradient-AllReduce's), else 0 */
+    int meets;         /* not a collective kind, yet the ranks met in it (rt_trace_meets) */
     int mark0, mark1;  /* its begin and end marks, until rt_trace_step reads them */
     double t0_s, t1_s; /* on the backend's clock */
 } rt_trace_event;
@@ -55,6 +56,11 @@ void rt_trace_free(rt_trace *tr);
 long rt_trace_begin(rt_trace *tr, rt_stream *s, int stream, fsmoe_task_kind kind, int phase,
                     int layer, int chunk);
 void rt_trace_end(rt_trace *tr, rt_stream *s, long h);
+/* Task h, of a kind that is not a collective, holds collectives the ranks meet in (the forward
+ * gate's statistics and token counts): --report and scripts/trace-skew.py count it where
+ * the ranks' arrival skew is waited, and its end as the end of a segment (planner/sim.h
+ * SIM_TASK_MEETS); the trace says "meets":1 in its args. */
+void rt_trace_meets(rt_trace *tr, long h);
 /* The bytes task h moved (kept in the trace, compared with the plan's by --report). */
 void rt_trace_bytes(rt_trace *tr, long h, double bytes);
 /* After the step's streams are synchronised: reads the marks and keeps the step's tasks. */

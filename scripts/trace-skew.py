@@ -3,8 +3,10 @@
 (`fsmoe-run --trace run.json` on several ranks: every rank's tasks in one file, one clock), and
 how it grows with the time each rank computed since its previous collective ended.
 
-For every collective task (AllToAll, AllGather, ReduceScatter, the MP/ESP AllReduces, SAA, the
-Gradient-AllReduce) of every step after the first, with each rank's start t0 and end t1:
+For every task where the ranks meet — the collectives (AllToAll, AllGather, ReduceScatter, the
+MP/ESP AllReduces, SAA, the Gradient-AllReduce) and the tasks the trace marks "meets" (the forward
+gate, whose statistics and token counts are small collectives) — of every step after the first,
+with each rank's start t0 and end t1:
   skew    = the mean over the ranks of their time in it (t1 − t0) less the least of those times:
             what a rank waits for the last to arrive, on average (the cost model's sync
             latency), since the last to arrive waits for no one. Durations, not starts: they
@@ -12,8 +14,8 @@ Gradient-AllReduce) of every step after the first, with each rank's start t0 and
             in every MP pair) has each rank wait for its own group only, where the latest
             start of all ranks would charge it the other groups' offsets. fsmoe-run --report
             fits the same line (runtime/report.h);
-  segment = the mean over the ranks of (this start − the end of the rank's previous collective
-            of any kind): the wall time the rank spent outside collectives before arriving.
+  segment = the mean over the ranks of (this start − the end of the rank's previous such task
+            of any kind): the wall time the rank spent outside them before arriving.
 Prints per task label its median skew and segment over the steps, then the least-squares line
 skew = a + rho * segment over the tasks' medians, with its r² (against the constant mean). The
 profile's `sync_latency_s` charges every collective the same skew, measured by fsmoe-bench's sync
@@ -54,7 +56,7 @@ def load(path):
             continue
         try:
             ev = (e["cat"], e["name"], int(e["pid"]), float(e["ts"]), float(e["dur"]),
-                  int(e["args"]["step"]))
+                  int(e["args"]["step"]), e["args"].get("meets") == 1)
         except (KeyError, TypeError, ValueError):
             fail(f"{path}: traceEvents[{i}]: expected cat, name, pid, ts, dur and args.step")
         if not all(math.isfinite(v) for v in ev[3:5]) or ev[4] < 0:
@@ -64,14 +66,14 @@ def load(path):
 
 
 def task_rows(events):
-    """{label: [(skew_us, segment_us) per step]} for collectives run by two or more ranks; a
+    """{label: [(skew_us, segment_us) per step]} for the tasks where two or more ranks meet; a
     label a step runs several times (an S1 layer's dispatch and combine AllToAll) is one task per
     occurrence, counted in start order on each rank ("label #2")."""
     starts = {}   # (step, label) -> {rank: (t0, t1)}
     ends = {}     # rank -> sorted collective ends
     seen = {}     # (step, label, rank) -> occurrences so far
-    for cat, name, pid, ts, dur, step in sorted(events, key=lambda e: e[3]):
-        if cat not in COLLECTIVES:
+    for cat, name, pid, ts, dur, step, meets in sorted(events, key=lambda e: e[3]):
+        if cat not in COLLECTIVES and not meets:
             continue
         k = seen.get((step, name, pid), 0)
         seen[(step, name, pid)] = k + 1

@@ -85,6 +85,32 @@ with tempfile.TemporaryDirectory() as tmp:
     row = re.search(r"^\| fwd L0 allgather +\| +\d+ \| +([0-9.]+) \|", r2_.stdout, re.M)
     check(r2_.returncode == 0 and row is not None and float(row.group(1)) == 0.0,
           f"two pairs arriving apart: expected skew 0.000, got:\n{r2_.stdout}{r2_.stderr}")
+    # a task the trace marks "meets" (the forward gate's small collectives) is one where the
+    # ranks meet: a row of its own (durations 3 and 1 ms: skew 1), and its end starts the next
+    # segment (the AllToAll 3 ms after it); an unmarked gate (the combine's order) is neither
+    gates = []
+    for step in range(3):
+        base = 100.0 * step
+        for rank, arrive in ((1, 19.0), (2, 21.0)):
+            gates.append(event("attention", "fwd attention", rank, base, base + arrive, step))
+            e = event("gate", "fwd L0 gate", rank, base + arrive, base + 22.0, step)
+            e["args"]["meets"] = 1
+            gates.append(e)
+            gates.append(event("gate", "fwd L0 gate", rank, base + 22.0, base + 23.0, step))
+            gates.append(event("alltoall", "fwd L0 c0 alltoall", rank, base + 25.0,
+                               base + 26.0, step))
+    gp = os.path.join(tmp, "gates.json")
+    with open(gp, "w") as f:
+        json.dump({"traceEvents": gates}, f)
+    r3 = run(gp)
+    grows = {m_.group(1).strip(): (float(m_.group(2)), float(m_.group(3)))
+             for m_ in re.finditer(r"^\| ([A-Za-z0-9 -]+?) +\| +\d+ \| +([0-9.]+) \| +([0-9.]+) \|$",
+                                   r3.stdout, re.M)}
+    check(r3.returncode == 0 and set(grows) == {"fwd L0 gate", "fwd L0 c0 alltoall"} and
+          abs(grows["fwd L0 gate"][0] - 1.0) < 1e-3 and
+          abs(grows["fwd L0 c0 alltoall"][1] - 3.0) < 1e-3,
+          f"a gate marked meets: expected its row (skew 1) and the AllToAll's segment 3, got "
+          f"{grows}:\n{r3.stdout}{r3.stderr}")
     check(m is not None, f"no fitted line in:\n{r.stdout}")
     if m:
         a, rho, r2 = map(float, m.groups())

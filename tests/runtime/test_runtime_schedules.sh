@@ -163,7 +163,9 @@ grep -Eq '^  (allgather|reducescatter|mp-allreduce) +[0-9.]+ +[0-9.]+ ' "$tmp/mp
 # ReduceScatter, the attention's MP AllReduce and the Gradient-AllReduce, one row each for
 # every collective kind of the per-kind table, with its predicted time and task count (the
 # table joins every collective id of the graph), and the sync part = tasks x the header's
-# sync latency (to the printed rounding)
+# sync latency (to the printed rounding); and the gate, where the ranks meet in its forward
+# (dp 2): some of the per-kind table's gate tasks (the forward's first per layer), at most
+# their predicted time, the same sync part
 awk '/^  per kind / { p = 1; next }
      p && /^  [a-z-]+ +[0-9.]+ +[0-9.]+ / { pred[$1] = $3; n[$1] = $NF; next }
      p { p = 0 }
@@ -172,13 +174,15 @@ awk '/^  per kind / { p = 1; next }
      f && $1 == "collectives" { next }
      f && /^  [a-z-]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9]+$/ {
          k[$1] = 1
-         if (!($1 in pred) || $5 - pred[$1] > 0.0015 || pred[$1] - $5 > 0.0015 || $7 != n[$1] ||
+         g = $1 == "gate"
+         if (!($1 in pred) || (!g && ($5 - pred[$1] > 0.0015 || pred[$1] - $5 > 0.0015 || $7 != n[$1])) ||
+             (g && ($5 - pred[$1] > 0.0015 || $7 >= n[$1] || $7 < 1)) ||
              $6 - $7 * sync > 0.0015 + 0.0005 * $7 || $7 * sync - $6 > 0.0015 + 0.0005 * $7)
              bad = bad " " $1
          next }
      f { f = 0 }
      END {
-         split("alltoall allgather reducescatter mp-allreduce grad-allreduce", want, " ")
+         split("alltoall allgather reducescatter mp-allreduce grad-allreduce gate", want, " ")
          for (i in want) if (!(want[i] in k)) bad = bad " " want[i] "(missing)"
          if (bad != "") print "collectives table:" bad
          exit bad != "" }' "$tmp/mp2esp2-fsmoe.out" ||

@@ -626,6 +626,73 @@ static void test_deterministic(void **state)
     sim_free(&s2);
 }
 
+/* The growing arrival skew over whole schedules (sim.h): the forward gate, where the ranks
+ * first meet after the attention (workload_gate_meets), is marked and charged the skew like
+ * the collectives, and its end starts the next segment. Brute force: every task the ranks
+ * meet in waits rho x max(0, its start - the latest such end by then - g), recomputed here
+ * from the timeline; without DP and EP no gate is marked. */
+static void test_gate_meets_ranks(void **state)
+{
+    (void)state;
+    sim s;
+    sim_init(&s);
+    sim_model m;
+    sim_layer L;
+    config(&cb, path_b, 5, &m, &L);
+    for (int own = 0; own < 2; own++) /* a gate that costs something */
+        (own ? &L.wl.route_own : &L.wl.route)->gate_fwd_s = 2e-4;
+    /* no tensor-parallel AllReduce right before the gate (else the ranks met just then) */
+    memset(&m.lines.ar_mp, 0, sizeof m.lines.ar_mp);
+    const double rho = 0.1, g = 1e-4;
+    m.lines.sync_growth = rho, m.lines.sync_growth_from_s = g;
+    int charged_all = 0;
+    for (int k = 0; k < SIM_SCHED_COUNT; k++) {
+        if (!sim_schedule_applies(&m, (sim_schedule)k, NULL))
+            continue;
+        run(&s, &m, (sim_schedule)k, NULL);
+        int gates = 0, charged = 0;
+        for (int t = 0; t < s.n_tasks; t++) {
+            const sim_task *x = &s.tasks[t];
+            int gate_fwd = x->kind == FSMOE_TASK_GATE && x->phase == SIM_PHASE_FWD &&
+                           x->resource == SIM_R_COMPUTE && x->work_s > 0.0 && x->layer >= 0;
+            int meets = (x->flags & SIM_TASK_MEETS) != 0;
+            if (gate_fwd && meets)
+                gates++;
+            int coll = fsmoe_task_collective(x->kind) &&
+                       s.res[x->resource].mode == SIM_RES_SHARED &&
+                       (x->alpha_s > 0.0 || x->work_s > 0.0);
+            assert_true(!meets || x->kind == FSMOE_TASK_GATE);
+            if (!meets && !coll) {
+                assert_true(x->skew_s == 0.0);
+                continue;
+            }
+            double last = 0.0;
+            for (int u = 0; u < s.n_tasks; u++) {
+                const sim_task *y = &s.tasks[u];
+                int ym = (y->flags & SIM_TASK_MEETS) ||
+                         (fsmoe_task_collective(y->kind) &&
+                          s.res[y->resource].mode == SIM_RES_SHARED &&
+                          (y->alpha_s > 0.0 || y->work_s > 0.0));
+                if (u != t && ym && y->end_s <= x->start_s && y->end_s > last)
+                    last = y->end_s;
+            }
+            double want = rho * fmax(0.0, x->start_s - last - g);
+            assert_true(fabs(x->skew_s - want) <= 1e-12 + 1e-9 * want);
+            charged += meets && x->skew_s > 0.0;
+        }
+        /* one marked gate per MoE layer in the forward (a pipelined schedule's gate is one
+         * task too) */
+        assert_int_equal(gates, m.n_layers);
+        charged_all += charged;
+    }
+    /* some gate waited (deepspeed's follows the attention's MP AllReduce at once: not its) */
+    assert_true(charged_all > 0);
+    /* one rank per DP and EP group: nobody to meet in the gate */
+    m.par.dp = 1, m.par.ep = 1;
+    assert_int_equal(workload_gate_meets(&m.par), 0);
+    sim_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -638,6 +705,7 @@ int main(void)
         cmocka_unit_test(test_monta_closed_form),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_at_routing),
+        cmocka_unit_test(test_gate_meets_ranks),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
