@@ -30,13 +30,15 @@
 # then predicted from that profile (--cluster). The plan's own prediction uses a fit of its own
 # collectives; the other schedules' are held out of the fit. The plan made again on that
 # profile runs too, as plan@calibrated, where its decisions differ from the plan's.
+# --ranks-per-node 1 emulates 2 nodes of one rank each (a core per rank on a 2-core machine,
+# where 2 x 2 runs four ranks on two cores; then --layout must fit a world of 2: 2,1,2,1).
 # usage: scripts/bench-schedules.sh [--model M] [--rate RATE] [--steps N] [--out DIR]
 #                                   [--profile FILE] [--layout DP,MP,EP,ESP] [--repeat N]
-#                                   [--warmup N] [BUILD]
+#                                   [--warmup N] [--ranks-per-node N] [BUILD]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=models/comm-moe.yaml rate=8gbit steps=30 out=out/bench build=build profile= layout=4,1,4,1
-repeat=1 warmup=60
+repeat=1 warmup=60 rpn=2
 while [ $# -gt 0 ]; do
     case $1 in
         --model) model=$2; shift 2 ;;
@@ -47,6 +49,7 @@ while [ $# -gt 0 ]; do
         --layout) layout=$2; shift 2 ;;
         --repeat) repeat=$2; shift 2 ;;
         --warmup) warmup=$2; shift 2 ;;
+        --ranks-per-node) rpn=$2; shift 2 ;;
         -*) echo "bench-schedules: unknown option $1" >&2; exit 2 ;;
         *) build=$1; shift ;;
     esac
@@ -54,6 +57,8 @@ done
 case $steps in '' | *[!0-9]* | 0 | 1) echo "bench-schedules: --steps must be ≥ 2" >&2; exit 2 ;; esac
 case $repeat in '' | *[!0-9]* | 0) echo "bench-schedules: --repeat must be ≥ 1" >&2; exit 2 ;; esac
 case $warmup in '' | *[!0-9]*) echo "bench-schedules: --warmup must be ≥ 0" >&2; exit 2 ;; esac
+case $rpn in '' | *[!0-9]* | 0) echo "bench-schedules: --ranks-per-node must be ≥ 1" >&2; exit 2 ;; esac
+world=$((2 * rpn))
 IFS=, read -r dp mp ep esp <<< "$layout"
 for v in "$dp" "$mp" "$ep" "$esp"; do
     case $v in '' | *[!0-9]* | 0) echo "bench-schedules: --layout $layout: expected DP,MP,EP,ESP" >&2; exit 2 ;; esac
@@ -68,14 +73,14 @@ if ! reason=$(scripts/emucluster.sh --check 2>&1); then
 fi
 name=$(basename "$model" .yaml)-dp$dp-mp$mp-ep$ep-esp$esp
 mkdir -p "$out"
-emu=(scripts/emucluster.sh --nodes 2 --ranks-per-node 2 --rate "$rate" --)
-plan=$out/$name@emulated-2x2-$rate.yaml
+emu=(scripts/emucluster.sh --nodes 2 --ranks-per-node "$rpn" --rate "$rate" --)
+plan=$out/$name@emulated-2x$rpn-$rate.yaml
 model_name=$(basename "$model" .yaml)
 if [ -z "$profile" ]; then
     # the layout's own groups (fsmoe-bench --dp --mp --ep --esp): every (operation, tier) its
     # schedules run is measured, none derived (SAA on one node's pair, for dp 2 · mp 2 · ep 2,
     # derived from its AllToAll and AllGather back to back, ran 2.9-3.2x that in training)
-    profile=$out/emulated-2x2-$rate-dp$dp-mp$mp-ep$ep-esp$esp.yaml
+    profile=$out/emulated-2x$rpn-$rate-dp$dp-mp$mp-ep$ep-esp$esp.yaml
     # the GEMMs at the shapes this model runs (experts M:H/esp, dense slices M:H/mp): a CPU's
     # GEMM rate depends on the shape, and the profile keeps one line per shape; and the
     # hierarchical AllToAll measured (the plan@2dh row, and auto's choice, use its line)
@@ -87,7 +92,7 @@ if [ -z "$profile" ]; then
         > "${profile%.yaml}.log" 2>&1 ||
         { tail -20 "${profile%.yaml}.log"; echo "bench-schedules: fsmoe-bench failed" >&2; exit 1; }
 fi
-"$build/planner/fsmoe-plan" --model "$model" --cluster "$profile" --world 4 --gpus-per-node 2 \
+"$build/planner/fsmoe-plan" --model "$model" --cluster "$profile" --world "$world" --gpus-per-node "$rpn" \
     --dp "$dp" --mp "$mp" --esp "$esp" --ep "$ep" -o "$plan" --quiet
 # the schedules fsmoe-run executes on the layout (DeepSpeed-MoE's expert tensor parallelism
 # needs mp = esp, its drop_tokens esp = 1; MoNTA's layer needs mp = esp)
@@ -135,7 +140,7 @@ decisions() {
         -e 's/^    gradients: \(.*\)/\1/p' "$1"
 }
 replan=${plan%.yaml}@calibrated.yaml
-"$build/planner/fsmoe-plan" --model "$model" --cluster "$calibrated" --world 4 --gpus-per-node 2 \
+"$build/planner/fsmoe-plan" --model "$model" --cluster "$calibrated" --world "$world" --gpus-per-node "$rpn" \
     --dp "$dp" --mp "$mp" --esp "$esp" --ep "$ep" -o "$replan" --quiet
 planned=$(decisions "$plan")
 [ -n "$planned" ] || { echo "bench-schedules: no layer decisions read from $plan" >&2; exit 1; }
@@ -192,7 +197,7 @@ for s in "${schedules[@]}"; do
         }' "$runs" >> "$rows"
 done
 plan_ms=$(awk -F'\t' '$1 == "plan" {print $2}' "$rows")
-echo "$model_name (dp $dp, mp $mp, ep $ep, esp $esp) on the emulated 2 x 2 cluster at $rate per link, $repeat x $steps steps per schedule after $warmup warm-up steps (this machine)"
+echo "$model_name (dp $dp, mp $mp, ep $ep, esp $esp) on the emulated 2 x $rpn cluster at $rate per link, $repeat x $steps steps per schedule after $warmup warm-up steps (this machine)"
 echo "| schedule | measured ms/step | runs min-max | predicted ms/step | measured/predicted | plan speed-up (measured) | predicted speed-up | conformance | graph |"
 echo "|---|---|---|---|---|---|---|---|---|"
 plan_pred=$(awk -F'\t' '$1 == "plan" {print $3}' "$rows")
@@ -224,7 +229,7 @@ awk -F'\t' -v pd="$plan_dig" '
     }' "$runs" "$rows"
 # the bar chart: per schedule, measured and predicted ms per step
 svg=$out/$name-schedules.svg
-awk -F'\t' -v title="$model_name (dp $dp, mp $mp, ep $ep, esp $esp), emulated 2 x 2 at $rate: ms per step" '
+awk -F'\t' -v title="$model_name (dp $dp, mp $mp, ep $ep, esp $esp), emulated 2 x $rpn at $rate: ms per step" '
     { n++; s[n] = $1; m[n] = $2; p[n] = $3; if ($2 > top) top = $2; if ($3 > top) top = $3 }
     END {
         W = 120 * n + 120; H = 360; x0 = 70; y0 = 300; h = 240

@@ -26,6 +26,21 @@ def run(*paths):
     return subprocess.run([sys.executable, script, *paths], capture_output=True, text=True)
 
 
+def run_events(tmp, name, events):
+    """The script on a trace of these events, written to tmp/name."""
+    path = os.path.join(tmp, name)
+    with open(path, "w") as f:
+        json.dump({"displayTimeUnit": "ms", "traceEvents": events}, f)
+    return run(path)
+
+
+def table_rows(out):
+    """{task: (steps, skew ms, segment ms)} of the script's table."""
+    return {m.group(1).strip(): (int(m.group(2)), float(m.group(3)), float(m.group(4)))
+            for m in re.finditer(r"^\| ([A-Za-z0-9 -]+?) +\| +(\d+) \| +([0-9.]+) \| +([0-9.]+) \|$",
+                                 out, re.M)}
+
+
 def event(cat, name, rank, t0_ms, t1_ms, step):
     return {"name": name, "cat": cat, "ph": "X", "ts": t0_ms * 1e3, "dur": (t1_ms - t0_ms) * 1e3,
             "pid": rank, "tid": 3, "args": {"step": step}}
@@ -50,14 +65,9 @@ for step in range(3):
         end = done
 
 with tempfile.TemporaryDirectory() as tmp:
-    good = os.path.join(tmp, "run.json")
-    with open(good, "w") as f:
-        json.dump({"displayTimeUnit": "ms", "traceEvents": events}, f)
-    r = run(good)
+    r = run_events(tmp, "run.json", events)
     check(r.returncode == 0, f"exit {r.returncode} on a good trace: {r.stderr}")
-    rows = {m.group(1).strip(): (int(m.group(2)), float(m.group(3)), float(m.group(4)))
-            for m in re.finditer(r"^\| ([A-Za-z0-9 -]+?) +\| +(\d+) \| +([0-9.]+) \| +([0-9.]+) \|$",
-                                 r.stdout, re.M)}
+    rows = table_rows(r.stdout)
     check(len(rows) == 3, f"3 task rows expected, got {rows}\n{r.stdout}")
     for _, name, g in tasks:
         got = rows.get(name)
@@ -78,10 +88,7 @@ with tempfile.TemporaryDirectory() as tmp:
                                base + t0 + 11.0, step))
             pairs.append(event("grad-allreduce", "tail grad-allreduce", rank, base + 50.0,
                                base + 51.0, step))
-    two = os.path.join(tmp, "pairs.json")
-    with open(two, "w") as f:
-        json.dump({"traceEvents": pairs}, f)
-    r2_ = run(two)
+    r2_ = run_events(tmp, "pairs.json", pairs)
     row = re.search(r"^\| fwd L0 allgather +\| +\d+ \| +([0-9.]+) \|", r2_.stdout, re.M)
     check(r2_.returncode == 0 and row is not None and float(row.group(1)) == 0.0,
           f"two pairs arriving apart: expected skew 0.000, got:\n{r2_.stdout}{r2_.stderr}")
@@ -99,13 +106,8 @@ with tempfile.TemporaryDirectory() as tmp:
             gates.append(event("gate", "fwd L0 gate", rank, base + 22.0, base + 23.0, step))
             gates.append(event("alltoall", "fwd L0 c0 alltoall", rank, base + 25.0,
                                base + 26.0, step))
-    gp = os.path.join(tmp, "gates.json")
-    with open(gp, "w") as f:
-        json.dump({"traceEvents": gates}, f)
-    r3 = run(gp)
-    grows = {m_.group(1).strip(): (float(m_.group(2)), float(m_.group(3)))
-             for m_ in re.finditer(r"^\| ([A-Za-z0-9 -]+?) +\| +\d+ \| +([0-9.]+) \| +([0-9.]+) \|$",
-                                   r3.stdout, re.M)}
+    r3 = run_events(tmp, "gates.json", gates)
+    grows = {k: v[1:] for k, v in table_rows(r3.stdout).items()}
     check(r3.returncode == 0 and set(grows) == {"fwd L0 gate", "fwd L0 c0 alltoall"} and
           abs(grows["fwd L0 gate"][0] - 1.0) < 1e-3 and
           abs(grows["fwd L0 c0 alltoall"][1] - 3.0) < 1e-3,
