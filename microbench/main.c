@@ -240,12 +240,18 @@ int main(int argc, char **argv)
     if (o.backend == BACKEND_NCCL) {
         st = comm_nccl_init(&b, MPI_COMM_WORLD, &err);
     } else {
-        int threads = o.blas_threads;
+        /* default: the machine's cores over the ranks that share them — the ranks of a node,
+         * and on an emulated cluster every node's (one host: the nodes are namespaces), where
+         * the cores over a node's ranks gave 2 x 1's ranks two threads each on two cores and
+         * GEMMs 4x slower than one thread each */
+        int threads = o.blas_threads, host_ranks = 1;
+        st = threads == 0 ? suite_machine_ranks(MPI_COMM_WORLD, &host_ranks, &err) : FSMOE_OK;
         if (threads == 0) {
             long cores = sysconf(_SC_NPROCESSORS_ONLN);
-            threads = cores > topo.gpus_per_node ? (int)(cores / topo.gpus_per_node) : 1;
+            threads = cores > host_ranks ? (int)(cores / host_ranks) : 1;
         }
-        st = comm_mpi_init(&b, threads, o.huge_pages, &err);
+        if (!st)
+            st = comm_mpi_init(&b, threads, o.huge_pages, &err);
     }
     if (st) {
         bench_error(&err);

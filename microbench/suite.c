@@ -240,7 +240,7 @@ static void *rot_ptr(const suite_rot *r, void *base, size_t bytes)
 
 /* ---- which ranks share cores, and the rounds a tier's groups are measured in ---- */
 
-fsmoe_status suite_machine_init(bench_suite *s, fsmoe_error *err)
+fsmoe_status suite_machine_ranks(MPI_Comm world, int *ranks, fsmoe_error *err)
 {
     /* The kernel's boot id names the machine: emulated nodes (namespaces) share it. */
     char id[64] = "";
@@ -254,19 +254,28 @@ fsmoe_status suite_machine_init(bench_suite *s, fsmoe_error *err)
     for (const char *c = id; *c; c++)
         h = (h ^ (unsigned char)*c) * 16777619u;
     int rank = 0, color = (int)(h & 0x3fffffff);
-    MPI_Comm_rank(s->mcfg.world, &rank);
+    MPI_Comm_rank(world, &rank);
     if (!id[0])
         color = rank; /* unknown: assume a machine per rank (no rounds) */
     MPI_Comm machine;
-    MPI_CHECK(MPI_Comm_split(s->mcfg.world, color, rank, &machine), err);
-    int ranks = 1;
-    MPI_Comm_size(machine, &ranks);
+    MPI_CHECK(MPI_Comm_split(world, color, rank, &machine), err);
+    *ranks = 1;
+    MPI_Comm_size(machine, ranks);
     MPI_Comm_free(&machine);
+    return FSMOE_OK;
+}
+
+fsmoe_status suite_machine_init(bench_suite *s, fsmoe_error *err)
+{
+    int ranks = 1;
+    fsmoe_status st = suite_machine_ranks(s->mcfg.world, &ranks, err);
+    if (st)
+        return st;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1)
         cores = 1;
     int over = (int)((ranks + cores - 1) / cores), worst = over;
-    fsmoe_status st = fsmoe_mpi_allreduce(s->mcfg.world, &over, &worst, 1, MPI_INT, MPI_MAX,
+    st = fsmoe_mpi_allreduce(s->mcfg.world, &over, &worst, 1, MPI_INT, MPI_MAX,
                                           "the machines' oversubscription (MPI_Allreduce)", err);
     if (st)
         return st;

@@ -39,6 +39,10 @@ typedef struct {
     double extra_carry_s;
 } bench_suite;
 
+/* How many ranks of `world` run on this rank's machine (the same kernel boot id: the emulated
+ * nodes of one host are one machine; a machine per rank where the id cannot be read);
+ * collective over world. */
+fsmoe_status suite_machine_ranks(MPI_Comm world, int *ranks, fsmoe_error *err);
 /* Which ranks share a machine's cores (collective over s->mcfg.world). */
 fsmoe_status suite_machine_init(bench_suite *s, fsmoe_error *err);
 

@@ -87,8 +87,12 @@ if [ -z "$profile" ]; then
     M=$(awk '$1 == "hidden:" {print $2; exit}' "$model")
     H=$(awk '$1 == "ffn_hidden:" {print $2; exit}' "$model")
     shapes=$(printf '%s\n' "$M:$H" "$M:$((H / esp))" "$M:$((H / mp))" | sort -u | paste -sd,)
+    # one BLAS thread per rank, as every fsmoe-run below (--threads 1): fsmoe-bench's default
+    # (a node's cores over its ranks) gives each of 2 x 1's ranks both of this machine's
+    # cores, 4 threads on 2 cores, and measured its GEMMs 4x slower than training ran them
     "${emu[@]}" "$build/microbench/fsmoe-bench" -o "$profile" --gemm-shapes "$shapes" \
-        --ops +alltoall_2dh --group-rounds 1 --dp "$dp" --mp "$mp" --ep "$ep" --esp "$esp" \
+        --ops +alltoall_2dh --group-rounds 1 --blas-threads 1 \
+        --dp "$dp" --mp "$mp" --ep "$ep" --esp "$esp" \
         > "${profile%.yaml}.log" 2>&1 ||
         { tail -20 "${profile%.yaml}.log"; echo "bench-schedules: fsmoe-bench failed" >&2; exit 1; }
 fi

@@ -109,7 +109,8 @@ fi
 
 section "2/3 this host as a one-rank cluster: profile, plan, train tiny-moe following the plan"
 local_profile=$out/clusters/local.yaml
-"${mpirun_local[@]}" -np 1 "$B/microbench/fsmoe-bench" -o "$local_profile" \
+# one BLAS thread, as the training below (--threads 1)
+"${mpirun_local[@]}" -np 1 "$B/microbench/fsmoe-bench" -o "$local_profile" --blas-threads 1 \
     > "$out/clusters/local.log" 2>&1 || { tail -20 "$out/clusters/local.log"; exit 1; }
 sed -n '/^# Fitted/,/^# Measured/p' "$out/clusters/local.log"
 "$plan" --model models/tiny-moe.yaml --cluster "$local_profile" --world 1 --gpus-per-node 1 \

@@ -34,4 +34,13 @@ cat "$tmp/check.txt"
 [ $rc -eq 0 ] || exit 1
 grep -Eq "^alltoall_2dh +world +ranks 4 alpha .* r2 [01]\.[0-9]{6} points 10" "$tmp/check.txt" \
     || { echo "FAIL: no 2DH entry with its r2"; exit 1; }
-echo "emulated cluster: two tiers seen"
+# BLAS threads by default: the machine's cores over the ranks sharing them, and the emulated
+# nodes share one machine: 2 x 1 gets nproc / 2 threads per rank (it once got nproc each: 4
+# threads on 2 cores, GEMMs 4x slower than training ran them)
+"$emu" --nodes 2 --ranks-per-node 1 --rate 1gbit -- "$bench" --ops copy -b 1M -e 2M -i 1M -n 2 \
+    -w 1 --small-min 0 -o "$tmp/emu21.yaml" > "$tmp/out21.txt" 2>&1 ||
+    { cat "$tmp/out21.txt"; echo "FAIL: fsmoe-bench on 2 x 1 failed"; exit 1; }
+want=$(( $(nproc) / 2 > 1 ? $(nproc) / 2 : 1 ))
+grep -Eq "OpenBLAS, $want threads?\)" "$tmp/out21.txt" ||
+    { grep -m1 OpenBLAS "$tmp/out21.txt"; echo "FAIL: 2 x 1 on $(nproc) cores: expected $want BLAS thread(s) per rank"; exit 1; }
+echo "emulated cluster: two tiers seen; 2 x 1 ranks with $want BLAS thread(s) each"
