@@ -29,7 +29,7 @@ static const fsmoe_yaml_enum tier_table[] = {{"intra", FSMOE_TIER_INTRA},
                                              {NULL, 0}};
 
 static const char *const top_keys[] = {"fsmoe_cluster", "name",         "source", "device",
-                                       "device_memory_bytes",
+                                       "device_memory_bytes", "compute_threads",
                                        "nodes",         "gpus_per_node", "r2_threshold",
                                        "notes",         "ops",          "interference",
                                        "host",          NULL};
@@ -350,7 +350,9 @@ static fsmoe_status load_doc(fsmoe_yaml *y, fsmoe_cluster *c, fsmoe_error *err)
                                 err)) ||
         (st = fsmoe_yaml_double(&root, "device_memory_bytes", FSMOE_OPTIONAL,
                                 FSMOE_MIN_DEVICE_MEMORY, FSMOE_MAX_DEVICE_MEMORY,
-                                &c->device_memory_bytes, err)))
+                                &c->device_memory_bytes, err)) ||
+        (st = fsmoe_yaml_int(&root, "compute_threads", FSMOE_OPTIONAL, 1,
+                             FSMOE_MAX_COMPUTE_THREADS, &c->compute_threads, err)))
         return st;
     if ((st = fsmoe_yaml_string(&root, "notes", FSMOE_OPTIONAL, c->notes, sizeof c->notes,
                                 err)))

@@ -68,6 +68,12 @@ typedef struct {
 #define FSMOE_MIN_DEVICE_MEMORY 1048576.0
 #define FSMOE_MAX_DEVICE_MEMORY 1125899906842624.0
     double device_memory_bytes;
+    /* threads per rank the GEMM and copy lines were measured with on a CPU (`compute_threads`,
+     * optional, 1..FSMOE_MAX_COMPUTE_THREADS; 0 when the profile does not say, as on a GPU):
+     * fsmoe-run on the host backend says when it computes on another number (its lines
+     * then do not hold) */
+#define FSMOE_MAX_COMPUTE_THREADS 1024
+    int compute_threads;
     int nodes;
     int gpus_per_node;
     double r2_threshold;

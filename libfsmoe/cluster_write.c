@@ -83,6 +83,8 @@ fsmoe_status fsmoe_cluster_write(const char *path, const fsmoe_cluster *c,
     fsmoe_yw_str(&w, 0, "device", c->device);
     if (c->device_memory_bytes > 0)
         fsmoe_yw_double(&w, 0, "device_memory_bytes", c->device_memory_bytes);
+    if (c->compute_threads > 0)
+        fsmoe_yw_long(&w, 0, "compute_threads", c->compute_threads);
     fsmoe_yw_long(&w, 0, "nodes", c->nodes);
     fsmoe_yw_long(&w, 0, "gpus_per_node", c->gpus_per_node);
     fsmoe_yw_double(&w, 0, "r2_threshold", c->r2_threshold);

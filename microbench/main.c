@@ -216,7 +216,7 @@ int main(int argc, char **argv)
     memset(&res, 0, sizeof res);
     bench_suite s;
     memset(&s, 0, sizeof s);
-    int code = 0;
+    int code = 0, blas_threads = 0;
     if ((st = topology_init(&topo, MPI_COMM_WORLD, o.gpus_per_node, &err))) {
         /* Same outcome on every rank: one message. */
         if (world_rank == 0)
@@ -252,6 +252,7 @@ int main(int argc, char **argv)
         }
         if (!st)
             st = comm_mpi_init(&b, threads, o.huge_pages, &err);
+        blas_threads = threads;
     }
     if (st) {
         bench_error(&err);
@@ -351,9 +352,18 @@ int main(int argc, char **argv)
             dev_mem = 0.0; /* outside what a profile holds: unknown */
         /* host sharing only where the ranks compute on the host's cores (a GPU computes on
          * its own however many ranks share the CPUs) */
-        profile_meta meta = {name, source, b.device, topo.nodes, topo.gpus_per_node,
-                             o.r2_threshold, notes, dev_mem, b.host_memory ? s.machine_ranks : 0,
-                             s.machine_cores, b.host_memory ? s.local_at_once : 0};
+        profile_meta meta = {name,
+                             source,
+                             b.device,
+                             topo.nodes,
+                             topo.gpus_per_node,
+                             o.r2_threshold,
+                             notes,
+                             dev_mem,
+                             o.backend == BACKEND_NCCL ? 0 : blas_threads,
+                             b.host_memory ? s.machine_ranks : 0,
+                             s.machine_cores,
+                             b.host_memory ? s.local_at_once : 0};
         fsmoe_error e = {0};
         bench_signals_hold(1);
         if (o.output) {

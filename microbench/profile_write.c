@@ -58,6 +58,7 @@ fsmoe_status profile_write(const char *path, const profile_meta *m, const bench_
     snprintf(c->source, sizeof c->source, "%s", m->source);
     snprintf(c->device, sizeof c->device, "%s", m->device);
     c->device_memory_bytes = m->device_memory_bytes;
+    c->compute_threads = m->compute_threads;
     c->nodes = m->nodes;
     c->gpus_per_node = m->gpus_per_node;
     c->r2_threshold = m->r2_threshold;

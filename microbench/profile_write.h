@@ -21,6 +21,7 @@ typedef struct {
     double r2_threshold;
     const char *notes;   /* may be NULL */
     double device_memory_bytes; /* per rank; 0: unknown (no key written) */
+    int compute_threads;        /* BLAS threads per rank on a CPU; 0: a GPU (no key written) */
     /* ranks on one host, its cores, how many computed at once in the local sections: the
      * profile's host mapping (cluster.h), written where ranks outnumber cores and a local
      * section ran (host_at_once > 0) */

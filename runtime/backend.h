@@ -90,6 +90,7 @@ struct rt_backend {
     rt_mem_stats mem; /* what rt_alloc gave out (rt_alloc, rt_free) */
     void *mem_reg;    /* rt_alloc's record of its blocks (backend.c) */
     int on_caller;    /* stream_create runs an on_caller stream on the issuing thread */
+    int threads;      /* threads its kernels compute on per rank (host: the pool's; 0: a GPU) */
 
     void (*destroy)(rt_backend *be);
 

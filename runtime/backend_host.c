@@ -1420,6 +1420,7 @@ fsmoe_status HOST_CAT(rt_backend_host_create_, RT_HOST_ISA)(int threads, rt_back
         h_destroy(be);
         return st;
     }
+    be->threads = host_pool_threads(h->pool);
     for (int i = 0; i < HOST_EVENTS; i++)
         h->free_ids[i] = HOST_EVENTS - 1 - i;
     h->n_free = HOST_EVENTS;

@@ -820,6 +820,13 @@ int main(int argc, char **argv)
     }
     if ((st = rt_backend_create(opt.backend, opt.threads, &be, &err)) != FSMOE_OK)
         goto fail;
+    /* a profile's compute lines hold for the threads they were measured with (cluster.h) */
+    if (plan_path && rank == 0 && be->threads > 0 && sched.cluster.compute_threads > 0 &&
+        sched.cluster.compute_threads != be->threads)
+        printf("# warning: the profile %s measured its GEMM and copy lines with %d thread(s) "
+               "per rank, this run computes on %d (--threads): the predictions assume the "
+               "profile's rate\n",
+               sched.cluster_path, sched.cluster.compute_threads, be->threads);
     if (opt.profile && !be->profile_enable) {
         st = fsmoe_fail(&err, FSMOE_ERR_USAGE,
                         "--profile: the %s backend has no kernel profile yet (use --trace for "

@@ -256,6 +256,9 @@ static const bad_row bad_rows[] = {
     {CLUSTER, "gpus_per_node: 4\n", "gpus_per_node: 4\ndevice_memory_bytes: 80G\n",
      FSMOE_ERR_SCHEMA, ":6:22: device_memory_bytes: expected a number in [1.04858e+06, "
      "1.1259e+15], got `80G`"},
+    /* compute_threads: optional, 1..1024 */
+    {CLUSTER, "gpus_per_node: 4\n", "gpus_per_node: 4\ncompute_threads: 0\n", FSMOE_ERR_VALUE,
+     ":6:18: compute_threads: 0 is out of range (expected an integer in [1, 1024])"},
     /* interference: a mapping of two factors in [1, 100] */
     {CLUSTER, "gpus_per_node: 4\n", "gpus_per_node: 4\ninterference: 2\n", FSMOE_ERR_SCHEMA,
      ":6:15: interference: expected a mapping"},
@@ -973,6 +976,7 @@ static void test_cluster_write_round_trip(void **state)
             a.interference.sync_growth = 0.0625, a.interference.sync_growth_from_s = 0.0041;
             snprintf(a.interference.measured, sizeof a.interference.measured, "by hand");
             a.device_memory_bytes = 85899345920.0;
+            a.compute_threads = 3;
             a.host.present = 1; /* and host sharing */
             a.host.ranks = 4, a.host.cores = 2, a.host.ranks_at_once = 3;
         }
@@ -987,6 +991,7 @@ static void test_cluster_write_round_trip(void **state)
         assert_int_equal(a.gpus_per_node, b.gpus_per_node);
         assert_rel(b.r2_threshold, a.r2_threshold, 1e-12);
         assert_true(b.device_memory_bytes == a.device_memory_bytes);
+        assert_int_equal(b.compute_threads, a.compute_threads);
         assert_int_equal(b.interference.present, k == 1);
         if (k == 1) {
             assert_rel(b.interference.comm_slowdown, 2.25, 1e-12);

@@ -43,4 +43,6 @@ grep -Eq "^alltoall_2dh +world +ranks 4 alpha .* r2 [01]\.[0-9]{6} points 10" "$
 want=$(( $(nproc) / 2 > 1 ? $(nproc) / 2 : 1 ))
 grep -Eq "OpenBLAS, $want threads?\)" "$tmp/out21.txt" ||
     { grep -m1 OpenBLAS "$tmp/out21.txt"; echo "FAIL: 2 x 1 on $(nproc) cores: expected $want BLAS thread(s) per rank"; exit 1; }
+grep -q "^compute_threads: $want$" "$tmp/emu21.yaml" ||
+    { echo "FAIL: the 2 x 1 profile does not say compute_threads: $want"; exit 1; }
 echo "emulated cluster: two tiers seen; 2 x 1 ranks with $want BLAS thread(s) each"

@@ -65,9 +65,10 @@ static void test_round_trip(void **state)
     }
     assert_int_equal(results_fit(&res, 0.99, NULL), FSMOE_OK);
 
-    /* 4 ranks on one host of 2 cores, its GEMMs measured with 2 at once: the host mapping */
+    /* 4 ranks on one host of 2 cores, its GEMMs measured with 2 at once: the host mapping;
+     * one BLAS thread per rank */
     profile_meta meta = {"mine", "test_bench_profile (synthetic)", "cpu (test)", 2, 2, 0.99,
-                         "synthetic rows", 34359738368.0, 4, 2, 2};
+                         "synthetic rows", 34359738368.0, 1, 4, 2, 2};
     fsmoe_error err = {0};
     assert_int_equal(profile_write(path, &meta, &res, &err), FSMOE_OK);
 
@@ -80,6 +81,7 @@ static void test_round_trip(void **state)
     assert_int_equal(c.gpus_per_node, 2);
     assert_true(near(c.r2_threshold, 0.99, 1e-12));
     assert_true(c.device_memory_bytes == 34359738368.0); /* 32 GiB, exactly */
+    assert_int_equal(c.compute_threads, 1);
     assert_true(c.host.present && c.host.ranks == 4 && c.host.cores == 2 &&
                 c.host.ranks_at_once == 2);
 
@@ -169,7 +171,7 @@ static void test_nothing_to_write(void **state)
     assert_int_equal(results_add(&res, &row, NULL), FSMOE_OK);
     assert_int_equal(results_fit(&res, 0.99, NULL), FSMOE_OK);
     assert_int_not_equal(res.fits[FSMOE_OP_ALLTOALL][FSMOE_TIER_INTRA].status, FSMOE_OK);
-    profile_meta meta = {"x", "test", "cpu", 1, 2, 0.99, NULL, 0, 0, 0, 0};
+    profile_meta meta = {"x", "test", "cpu", 1, 2, 0.99, NULL, 0, 0, 0, 0, 0};
     fsmoe_error err = {0};
     assert_int_equal(profile_write("/tmp/fsmoe-bench-never.yaml", &meta, &res, &err),
                      FSMOE_ERR_VALUE);
@@ -196,7 +198,7 @@ static void test_two_group_sizes(void **state)
     assert_int_equal(res.n_narrower[FSMOE_OP_ALLGATHER][FSMOE_TIER_INTRA], 1);
     /* as many cores as ranks: no host mapping */
     profile_meta meta = {"sizes", "test_bench_profile (synthetic)", "cpu (test)", 1, 4, 0.99,
-                         NULL, 0, 4, 4, 4};
+                         NULL, 0, 0, 4, 4, 4};
     fsmoe_error err = {0};
     assert_int_equal(profile_write(path, &meta, &res, &err), FSMOE_OK);
     fsmoe_cluster c;
@@ -211,6 +213,7 @@ static void test_two_group_sizes(void **state)
     assert_int_equal(e[0]->n_points, 12);
     assert_int_equal(e[1]->n_points, 12);
     assert_false(c.host.present);
+    assert_int_equal(c.compute_threads, 0); /* not said: no key */
     fsmoe_cluster_free(&c);
     results_free(&res);
     remove(path);
@@ -241,7 +244,7 @@ static void test_interference(void **state)
     char path[256];
     snprintf(path, sizeof path, "%s/intf.yaml", dir);
     profile_meta meta = {"intf", "test_bench_profile (synthetic)", "cpu (test)", 2, 2, 0.99, NULL,
-                         0, 0, 0, 0};
+                         0, 0, 0, 0, 0};
     fsmoe_error err = {0};
     for (int k = 0; k < 4; k++) { /* correct, wrong values, not measured, correct without sync */
         bench_results res;

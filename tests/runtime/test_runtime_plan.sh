@@ -31,6 +31,20 @@ grep -q '^| plan .*predicts [0-9.]* ms/iteration on cluster testbed-b' "$tmp/pla
 n=$(grep -c '^step [0-9]*/6 | loss [0-9.]* | [0-9.]* ms | pred [0-9.]* ms | ' "$tmp/plan.out" || true)
 [ "$n" = 6 ] || fail "expected 6 step lines with 'pred X ms', got $n"
 grep -q '| pred ' "$tmp/base.out" && fail "'pred' printed without a plan"
+# a profile's compute lines hold for the threads they were measured with (compute_threads):
+# a run on another number says so, one on the same number does not (testbed-b, a GPU's
+# profile, says none)
+grep -q '^# warning: .* thread' "$tmp/plan.out" && fail "a thread warning without compute_threads"
+for t in 2 1; do
+    sed "s/^nodes:/compute_threads: $t\nnodes:/" "$cluster" > "$tmp/threads$t.yaml"
+    "$plan" --model "$model" --cluster "$tmp/threads$t.yaml" --world 1 --gpus-per-node 1 $shape \
+        -o "$tmp/threads$t-plan.yaml" --quiet || fail "fsmoe-plan on a profile with compute_threads $t"
+    "$run" --model "$model" $shape --steps 1 --threads 1 --eval-every 0 \
+        --plan "$tmp/threads$t-plan.yaml" > "$tmp/threads$t.out" || fail "run on compute_threads $t"
+done
+grep -q "^# warning: the profile .*threads2.yaml measured its GEMM and copy lines with 2 thread(s) per rank, this run computes on 1" \
+    "$tmp/threads2.out" || fail "no warning where the profile's compute_threads (2) is not the run's (1)"
+grep -q '^# warning: .* thread' "$tmp/threads1.out" && fail "a thread warning where they agree"
 
 # losses: the step lines' loss field; equal within 1e-3 (printed to 4 decimals)
 losses() { awk '/^step /{print $5}' "$1"; }
