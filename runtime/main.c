@@ -637,6 +637,12 @@ static fsmoe_status write_calibrated(rt_schedule *rs, const rt_report_result *re
              "%ssync: fsmoe-run --calibrate, schedule %s of %s, %d steps, r2 %.2f over %d tasks",
              len ? "; " : "", rs->name, cfg->name, res->steps, res->skew_r2, res->skew_tasks);
     fsmoe_status st = fsmoe_cluster_write(path, c, NULL, err);
+    const char *why = rt_report_calibration_suspect(res);
+    if (st == FSMOE_OK && why)
+        printf("# warning: --calibrate: this run is a doubtful base for %s: %s (median step "
+               "%.1f ms, p90 %.1f, predicted %.1f)\n",
+               path, why, 1e3 * res->step_median_s, 1e3 * res->step_p90_s,
+               1e3 * res->step_predicted_s);
     if (st == FSMOE_OK)
         printf("# calibrated profile: %s (sync_latency_s %.6g, sync_growth %.4g, "
                "sync_growth_from_s %.4g)\n",

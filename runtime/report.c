@@ -398,6 +398,19 @@ out:
     return st;
 }
 
+const char *rt_report_calibration_suspect(const rt_report_result *res)
+{
+    if (!(res->step_median_s > 0.0))
+        return NULL;
+    if (res->step_predicted_s > 0.0 && res->step_median_s > 1.5 * res->step_predicted_s)
+        return "its median step is more than 1.5x its prediction: the machine ran slower than "
+               "the profile says, and a skew fitted on such a stretch describes it";
+    if (res->step_p90_s > 1.5 * res->step_median_s)
+        return "its p90 step is more than 1.5x its median: the machine's speed moved during "
+               "the run";
+    return NULL;
+}
+
 void rt_report_skew_hold(double a, double rho, double xmin, double ymean, double *c, double *r,
                          double *from)
 {
@@ -713,6 +726,7 @@ fsmoe_status rt_report_write(FILE *f, const rt_trace *tr, const rt_schedule *rs,
         memcpy(v, step_s, (size_t)n_steps * sizeof *v);
         double med = quantile(v, n_steps, 0.5), p90 = quantile(v, n_steps, 0.9);
         free(v);
+        res->step_median_s = med, res->step_p90_s = p90, res->step_predicted_s = predicted_s;
         fprintf(f, "  %-16s %12.3f %12.3f %8.2f  (median of %d steps; p90 %.3f ms)\n", "step",
                 1e3 * med, 1e3 * predicted_s, med / predicted_s, n_steps, 1e3 * p90);
         /* what no task covers: work between the graph's tasks that neither is timed nor

@@ -59,7 +59,15 @@ typedef struct {
      * points on, or from where it crosses zero if that is later (a 0), held at that value
      * below it: never extrapolated below its points, nor negative. */
     double cal_a_s, cal_rho, cal_from_s;
+    /* The run's median and p90 step and the graph's predicted step (0: no step times given). */
+    double step_median_s, step_p90_s, step_predicted_s;
 } rt_report_result;
+
+/* Why a calibration on this run is suspect, or NULL: its median step more than 1.5x its
+ * prediction (the machine ran slower than the profile says: a skew fitted there describes a
+ * slow stretch, as one of 94 ms per collective on a 2-core VM did), or its p90 step more than
+ * 1.5x its median (the machine's speed moved during the run). */
+const char *rt_report_calibration_suspect(const rt_report_result *res);
 
 /* The most ranks the collectives' table compares (more: it says so and is left out). */
 #define RT_REPORT_MAX_RANKS 4096

@@ -133,6 +133,7 @@ calibrated=$out/$(basename "$profile" .yaml)-calibrated.yaml
     > "$out/$name-calibrate.log" 2>&1 ||
     { tail -20 "$out/$name-calibrate.log"; echo "bench-schedules: the calibration run failed" >&2; exit 1; }
 echo "calibration (the plan's schedule, $steps steps): $(sed -n 's/^# arrival skew .*: \(skew = .*\)/\1/p' "$out/$name-calibrate.log")"
+sed -n 's/^# warning: --calibrate: /calibration warning: /p' "$out/$name-calibrate.log"
 # The plan made again on the calibrated profile: where its decisions (per layer the schedule,
 # the AllToAll strategy, chunks and algorithm, the pipeline degrees, the gradient partition)
 # differ from the plan's, the row plan@calibrated runs them, so the table shows what planning

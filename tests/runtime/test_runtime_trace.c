@@ -235,6 +235,28 @@ static void test_report_skew_hold(void **state)
     assert_true(c == 3e-3 && r == 0.0 && from == 0.0);
 }
 
+/* When a calibration's run is suspect (rt_report_calibration_suspect): the median step above
+ * 1.5x its prediction, or the p90 above 1.5x the median; not at 1.5x exactly, not where the run
+ * was faster than predicted, not without step times. */
+static void test_calibration_suspect(void **state)
+{
+    (void)state;
+    rt_report_result r;
+    memset(&r, 0, sizeof r);
+    assert_null(rt_report_calibration_suspect(&r));
+    r.step_median_s = 0.5, r.step_p90_s = 0.55, r.step_predicted_s = 0.56;
+    assert_null(rt_report_calibration_suspect(&r));
+    r.step_median_s = 0.3, r.step_p90_s = 0.4; /* faster than predicted */
+    assert_null(rt_report_calibration_suspect(&r));
+    r.step_median_s = 0.75, r.step_p90_s = 0.8, r.step_predicted_s = 0.5; /* exactly 1.5x */
+    assert_null(rt_report_calibration_suspect(&r));
+    r.step_predicted_s = 0.56;
+    r.step_median_s = 2.554, r.step_p90_s = 4.453; /* a slow stretch's calibration */
+    assert_non_null(strstr(rt_report_calibration_suspect(&r), "median step"));
+    r.step_median_s = 0.5, r.step_p90_s = 0.76; /* the speed moved */
+    assert_non_null(strstr(rt_report_calibration_suspect(&r), "p90"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -242,6 +264,7 @@ int main(void)
         cmocka_unit_test(test_report_split),
         cmocka_unit_test(test_report_skew_fit),
         cmocka_unit_test(test_report_skew_hold),
+        cmocka_unit_test(test_calibration_suspect),
         cmocka_unit_test(test_null_recorder),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
