@@ -360,7 +360,7 @@ int main(int argc, char **argv)
                              o.r2_threshold,
                              notes,
                              dev_mem,
-                             o.backend == BACKEND_NCCL ? 0 : blas_threads,
+                             blas_threads, /* 0 on the nccl backend: not a CPU's */
                              b.host_memory ? s.machine_ranks : 0,
                              s.machine_cores,
                              b.host_memory ? s.local_at_once : 0};

@@ -277,18 +277,16 @@ static int deferred_blocked(const sim *s, int i)
 /* Whether the ranks meet in task k (sim.h, the growing arrival skew): a collective kind on a
  * link with a cost, or a task marked SIM_TASK_MEETS; a group of one rank has a zero line and
  * nothing to wait for (a tensor-parallel AllReduce where mp = 1 is such a task). */
-static int meets_ranks(const sim *s, const sim_task *k);
-
-int sim_task_meets(const sim *s, int task)
-{
-    return task >= 0 && task < s->n_tasks && meets_ranks(s, &s->tasks[task]);
-}
-
 static int meets_ranks(const sim *s, const sim_task *k)
 {
     return (k->flags & SIM_TASK_MEETS) ||
            (s->res[k->resource].mode == SIM_RES_SHARED && fsmoe_task_collective(k->kind) &&
             (k->alpha_s > 0.0 || k->work_s > 0.0));
+}
+
+int sim_task_meets(const sim *s, int task)
+{
+    return task >= 0 && task < s->n_tasks && meets_ranks(s, &s->tasks[task]);
 }
 
 static int start_task(sim *s, int i, double t)

@@ -627,7 +627,7 @@ static fsmoe_status write_calibrated(rt_schedule *rs, const rt_report_result *re
         c->interference.sync_growth > FSMOE_MAX_SYNC_GROWTH ||
         c->interference.sync_growth_from_s > FSMOE_MAX_SYNC_GROWTH_FROM_S)
         return fsmoe_fail(err, FSMOE_ERR_VALUE, "--calibrate: the fitted skew %.3f ms + %.3f x "
-                          "max(segment, %.3f s) is out of the profile's range (at most %g s, %g "
+                          "max(0, segment - %.3f s) is out of the profile's range (at most %g s, %g "
                           "and %g s)",
                           1e3 * res->cal_a_s, res->cal_rho, res->cal_from_s, FSMOE_MAX_SYNC_S,
                           FSMOE_MAX_SYNC_GROWTH, FSMOE_MAX_SYNC_GROWTH_FROM_S);

@@ -117,17 +117,6 @@ static int collective_row(const id_row *r)
     return r->meets_n > 0;
 }
 
-/* The row of an id, or NULL where the table has none (find adds one). */
-static const id_row *lookup(const id_table *t, int phase, int layer, int chunk, int kind)
-{
-    chunk = chunk_id(kind, chunk);
-    for (int i = 0; i < t->n; i++)
-        if (t->r[i].phase == phase && t->r[i].layer == layer && t->r[i].chunk == chunk &&
-            t->r[i].kind == kind)
-            return &t->r[i];
-    return NULL;
-}
-
 /* One table line over the rows selected by sel(row, arg). */
 static void line(FILE *f, const id_table *t, const char *name,
                  int (*sel)(const id_row *, int), int arg, double *ratios)
@@ -374,8 +363,9 @@ static fsmoe_status collectives_table(FILE *f, const id_table *t, int n_graph, d
         }
     }
     fprintf(f, "# collectives on all %d ranks (and the forward gate, where the ranks meet in its "
-               "small collectives), ms per step: measured (the mean over the ranks) = alone (the least time any rank spent in the task: the last to arrive waits "
-               "for no one) + waiting (the ranks' mean beyond it: for the last to arrive); "
+               "small collectives), ms per step: measured (the mean over the ranks) = alone (the "
+               "least time any rank spent in the task: the last to arrive waits for no one) + "
+               "waiting (the ranks' mean beyond it: for the last to arrive); "
                "predicted, and the part of it that is the ranks' arrival skew (the profile's "
                "sync latency, %.3f ms on every collective, plus its growth with the time since "
                "the previous one where the profile has one)\n",
@@ -586,7 +576,7 @@ fsmoe_status rt_report_write(FILE *f, const rt_trace *tr, const rt_schedule *rs,
         const sim_task *k = &g->tasks[i];
         if (k->resource == SIM_R_SYNC || !(k->end_s - k->start_s > 0.0))
             continue;
-        id_row *r = (id_row *)lookup(&t, k->phase, k->layer, k->chunk, k->kind);
+        id_row *r = find(&t, k->phase, k->layer, k->chunk, k->kind); /* there: added above */
         int j = (int)(r - t.r);
         if (r->occ_meets && seen[j] < r->pred_n)
             r->occ_meets[seen[j]] = (unsigned char)sim_task_meets(g, i);
